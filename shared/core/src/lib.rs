@@ -1,0 +1,14 @@
+//! Flotilla's domain core: the Kubernetes scheduling model, the instance-type
+//! catalog and the provisioning decisions, as pure synchronous functions over
+//! plain data. No AWS SDK, no Lambda runtime, no async.
+
+pub mod catalog;
+pub mod labels;
+pub mod model;
+pub mod quantity;
+pub mod requirements;
+pub mod resources;
+
+pub use quantity::Quantity;
+pub use requirements::{Operator, Requirement, Requirements};
+pub use resources::Resources;

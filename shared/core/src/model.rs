@@ -1,0 +1,494 @@
+//! The internal cluster model the scheduler works on. The `input` module
+//! converts Kubernetes documents (Pods, workloads, NodePools, Provisioners,
+//! Nodes, volumes, ...) into these plain structs; nothing here knows about
+//! YAML or the Kubernetes API types.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::InstanceTypeInfo;
+use crate::quantity::Quantity;
+use crate::requirements::{Operator, Requirements};
+use crate::resources::Resources;
+
+/// A label selector (`matchLabels` AND `matchExpressions`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct LabelSelector {
+    pub match_labels: BTreeMap<String, String>,
+    /// (key, operator, values); operators are In, NotIn, Exists, DoesNotExist.
+    pub match_expressions: Vec<(String, Operator, Vec<String>)>,
+}
+
+impl LabelSelector {
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+            && self.match_expressions.iter().all(|(k, op, vals)| {
+                let cur = labels.get(k);
+                match op {
+                    Operator::In => cur.is_some_and(|c| vals.contains(c)),
+                    Operator::NotIn => cur.is_none_or(|c| !vals.contains(c)),
+                    Operator::Exists => cur.is_some(),
+                    Operator::DoesNotExist => cur.is_none(),
+                    // Not valid in label selectors; the input layer rejects them.
+                    Operator::Gt | Operator::Lt => false,
+                }
+            })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.match_labels.is_empty() && self.match_expressions.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+pub enum TaintEffect {
+    NoSchedule,
+    PreferNoSchedule,
+    NoExecute,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+pub struct Taint {
+    pub key: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    pub effect: TaintEffect,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TolerationOperator {
+    Equal,
+    Exists,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Toleration {
+    /// Empty key with `Exists` tolerates everything.
+    pub key: String,
+    pub operator: TolerationOperator,
+    pub value: String,
+    /// `None` matches every effect.
+    pub effect: Option<TaintEffect>,
+}
+
+impl Toleration {
+    pub fn tolerates(&self, t: &Taint) -> bool {
+        if let Some(e) = self.effect {
+            if e != t.effect {
+                return false;
+            }
+        }
+        if self.key.is_empty() {
+            return self.operator == TolerationOperator::Exists;
+        }
+        if self.key != t.key {
+            return false;
+        }
+        match self.operator {
+            TolerationOperator::Exists => true,
+            TolerationOperator::Equal => self.value == t.value,
+        }
+    }
+}
+
+/// Whether `tolerations` tolerate every scheduling-relevant taint
+/// (NoSchedule, NoExecute); returns the first taint that is not tolerated.
+pub fn untolerated<'a>(taints: &'a [Taint], tolerations: &[Toleration]) -> Option<&'a Taint> {
+    taints
+        .iter()
+        .filter(|t| t.effect != TaintEffect::PreferNoSchedule)
+        .find(|t| !tolerations.iter().any(|tol| tol.tolerates(t)))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WhenUnsatisfiable {
+    DoNotSchedule,
+    ScheduleAnyway,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InclusionPolicy {
+    Honor,
+    Ignore,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TopologySpreadConstraint {
+    pub max_skew: u32,
+    pub topology_key: String,
+    pub when_unsatisfiable: WhenUnsatisfiable,
+    pub label_selector: LabelSelector,
+    pub min_domains: Option<u32>,
+    /// Default Honor: only domains allowed by the pod's node affinity count.
+    pub node_affinity_policy: InclusionPolicy,
+    /// Default Ignore: tainted domains still count.
+    pub node_taints_policy: InclusionPolicy,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PodAffinityTerm {
+    pub label_selector: LabelSelector,
+    /// Namespaces the selector applies to; empty means the pod's own.
+    pub namespaces: Vec<String>,
+    /// A namespace selector that matched every namespace (`{}`) widens the
+    /// term to all namespaces.
+    pub all_namespaces: bool,
+    pub topology_key: String,
+}
+
+impl PodAffinityTerm {
+    /// Whether `other` (in namespace `other_ns` with `labels`) is selected by
+    /// this term written on a pod in namespace `own_ns`.
+    pub fn selects(&self, own_ns: &str, other_ns: &str, labels: &BTreeMap<String, String>) -> bool {
+        let ns_ok = self.all_namespaces
+            || if self.namespaces.is_empty() {
+                own_ns == other_ns
+            } else {
+                self.namespaces.iter().any(|n| n == other_ns)
+            };
+        ns_ok && self.label_selector.matches(labels)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WeightedPodAffinityTerm {
+    pub weight: i32,
+    pub term: PodAffinityTerm,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PreferredNodeTerm {
+    pub weight: i32,
+    pub requirements: Requirements,
+}
+
+/// A pod as the scheduler sees it.
+#[derive(Debug, Clone, Default)]
+pub struct Pod {
+    pub namespace: String,
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    /// Effective requests: max(largest init container, sum of app containers
+    /// (+ restartable init sidecars)) + pod overhead; `pods` is set to 1.
+    pub requests: Resources,
+    /// `spec.nodeSelector`, as requirements.
+    pub node_selector: Requirements,
+    /// Required node affinity terms (OR'd, tried in order). Empty: no terms.
+    pub required_terms: Vec<Requirements>,
+    /// Preferred node affinity terms.
+    pub preferred_terms: Vec<PreferredNodeTerm>,
+    pub tolerations: Vec<Toleration>,
+    pub topology_spread: Vec<TopologySpreadConstraint>,
+    pub pod_affinity: Vec<PodAffinityTerm>,
+    pub pod_anti_affinity: Vec<PodAffinityTerm>,
+    pub preferred_pod_affinity: Vec<WeightedPodAffinityTerm>,
+    pub preferred_pod_anti_affinity: Vec<WeightedPodAffinityTerm>,
+    /// Names of PersistentVolumeClaims the pod mounts (same namespace).
+    pub pvc_names: Vec<String>,
+    /// `spec.nodeName` (bound pods only).
+    pub node_name: Option<String>,
+    pub priority: i32,
+    /// The workload the pod came from (`Deployment/ns/name`), if expanded.
+    pub owner: Option<String>,
+    /// Host ports requested (protocol/port), which conflict per node.
+    pub host_ports: Vec<(String, i32)>,
+}
+
+impl Pod {
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub enum Threshold {
+    Quantity(Quantity),
+    /// Percentage of capacity, 0..=100.
+    Percent(f64),
+}
+
+/// Kubelet settings that change allocatable resources or pod density.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeletConfig {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_pods: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pods_per_core: Option<u32>,
+    #[serde(skip_serializing_if = "Resources::is_zero")]
+    pub system_reserved: Resources,
+    /// Overrides per resource of the computed kube-reserved values.
+    #[serde(skip_serializing_if = "Resources::is_zero")]
+    pub kube_reserved: Resources,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub eviction_hard: BTreeMap<String, Threshold>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub eviction_soft: BTreeMap<String, Threshold>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub eviction_soft_grace_period: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eviction_max_pod_grace_period: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cluster_dns: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container_runtime: Option<String>,
+}
+
+/// Disruption settings, kept for the stages that act on them later.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Disruption {
+    /// `WhenEmpty` / `WhenEmptyOrUnderutilized` (v1) or derived from
+    /// `consolidation.enabled` / `ttlSecondsAfterEmpty` (v1alpha5).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consolidation_policy: Option<String>,
+    /// Seconds after empty / underutilized before consolidating.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consolidate_after_seconds: Option<u64>,
+    /// Node lifetime in seconds (`expireAfter` / `ttlSecondsUntilExpired`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expire_after_seconds: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum NodePoolSource {
+    NodePool,
+    Provisioner,
+}
+
+/// A NodePool (karpenter.sh/v1) or Provisioner (v1alpha5), normalised.
+#[derive(Debug, Clone)]
+pub struct NodePool {
+    pub name: String,
+    pub source: NodePoolSource,
+    /// Higher first; default 0.
+    pub weight: i32,
+    /// Requirements from the template plus one `In` per template label.
+    pub requirements: Requirements,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub startup_taints: Vec<Taint>,
+    /// `spec.limits` (None: unlimited).
+    pub limits: Option<Resources>,
+    pub kubelet: KubeletConfig,
+    pub node_class: Option<String>,
+    pub disruption: Disruption,
+}
+
+/// AMI families Flotilla knows how to bootstrap.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum AmiFamily {
+    AL2023,
+    AL2,
+    Bottlerocket,
+    Windows2019,
+    Windows2022,
+    Custom,
+}
+
+/// An EC2NodeClass (v1) or AWSNodeTemplate (v1alpha1), normalised. The raw
+/// spec is kept for the launch stage.
+#[derive(Debug, Clone)]
+pub struct NodeClass {
+    pub name: String,
+    pub kind: String,
+    pub ami_family: AmiFamily,
+    /// Root volume size, which becomes the node's ephemeral-storage capacity.
+    pub root_volume_size: Option<Quantity>,
+    pub spec: serde_json::Value,
+}
+
+/// An existing node with the pods bound to it.
+#[derive(Debug, Clone, Default)]
+pub struct Node {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub allocatable: Resources,
+    pub unschedulable: bool,
+    /// Pods bound to this node (`spec.nodeName`).
+    pub pods: Vec<Pod>,
+}
+
+impl Node {
+    pub fn nodepool(&self) -> Option<&str> {
+        self.labels
+            .get(crate::labels::NODEPOOL)
+            .or_else(|| self.labels.get(crate::labels::PROVISIONER_NAME))
+            .map(String::as_str)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct DaemonSet {
+    pub namespace: String,
+    pub name: String,
+    /// The pod template as a pod (requests, selectors, affinity, tolerations).
+    pub pod: Pod,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VolumeBindingMode {
+    Immediate,
+    WaitForFirstConsumer,
+}
+
+#[derive(Debug, Clone)]
+pub struct StorageClass {
+    pub name: String,
+    pub provisioner: String,
+    pub binding_mode: VolumeBindingMode,
+    /// `allowedTopologies` terms (OR'd), label keys already normalised.
+    pub allowed_topologies: Vec<Requirements>,
+    pub is_default: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct PersistentVolumeClaim {
+    pub namespace: String,
+    pub name: String,
+    pub storage_class: Option<String>,
+    /// Bound volume, if any.
+    pub volume_name: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PersistentVolume {
+    pub name: String,
+    /// Required node affinity terms (OR'd), label keys already normalised.
+    pub node_affinity: Vec<Requirements>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub enum PriceAdjustment {
+    /// `-50%` → -50.0
+    Percent(f64),
+    /// `+0.01` USD/hour
+    Absolute(f64),
+}
+
+/// A NodeOverlay (karpenter.sh/v1alpha1): price and capacity adjustments
+/// for the instance types matching its requirements.
+#[derive(Debug, Clone)]
+pub struct NodeOverlay {
+    pub name: String,
+    pub weight: i32,
+    pub requirements: Requirements,
+    pub price_adjustment: Option<PriceAdjustment>,
+    /// Absolute price override.
+    pub price: Option<f64>,
+    /// Extra capacity (e.g. hugepages) added to matching types.
+    pub capacity: Resources,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReservationType {
+    Default,
+    CapacityBlock,
+}
+
+/// An EC2 capacity reservation (ODCR or capacity block) as returned by
+/// DescribeCapacityReservations.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityReservation {
+    pub id: String,
+    pub instance_type: String,
+    pub availability_zone: String,
+    pub total_instance_count: u32,
+    pub available_instance_count: u32,
+    pub state: String,
+    /// `open` or `targeted`.
+    pub instance_match_criteria: String,
+    pub reservation_type: ReservationType,
+    pub platform: String,
+    pub tenancy: String,
+    pub owner_id: String,
+    /// RFC 3339, if the reservation ends.
+    pub end_date: Option<String>,
+    pub tags: BTreeMap<String, String>,
+}
+
+/// Everything the scheduler needs, as read from the inputs.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterState {
+    /// Pods with no `spec.nodeName`.
+    pub pending_pods: Vec<Pod>,
+    pub nodes: Vec<Node>,
+    pub node_pools: Vec<NodePool>,
+    pub node_classes: Vec<NodeClass>,
+    pub daemon_sets: Vec<DaemonSet>,
+    pub storage_classes: Vec<StorageClass>,
+    pub pvcs: Vec<PersistentVolumeClaim>,
+    pub pvs: Vec<PersistentVolume>,
+    pub overlays: Vec<NodeOverlay>,
+    /// Instance types from a `describe-instance-types` document, replacing
+    /// the embedded catalog's facts.
+    pub instance_types: Option<Vec<InstanceTypeInfo>>,
+    pub capacity_reservations: Vec<CapacityReservation>,
+    /// Non-fatal findings (unknown kinds skipped, ...).
+    pub warnings: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn selector_matching() {
+        let s = LabelSelector {
+            match_labels: labels(&[("app", "web")]),
+            match_expressions: vec![
+                ("tier".into(), Operator::In, vec!["a".into(), "b".into()]),
+                ("canary".into(), Operator::DoesNotExist, vec![]),
+            ],
+        };
+        assert!(s.matches(&labels(&[("app", "web"), ("tier", "a")])));
+        assert!(!s.matches(&labels(&[("app", "web"), ("tier", "c")])));
+        assert!(!s.matches(&labels(&[("app", "web"), ("tier", "a"), ("canary", "1")])));
+        assert!(LabelSelector::default().matches(&labels(&[])));
+    }
+
+    #[test]
+    fn tolerations() {
+        let t = Taint {
+            key: "gpu".into(),
+            value: "true".into(),
+            effect: TaintEffect::NoSchedule,
+        };
+        let eq = Toleration {
+            key: "gpu".into(),
+            operator: TolerationOperator::Equal,
+            value: "true".into(),
+            effect: Some(TaintEffect::NoSchedule),
+        };
+        assert!(eq.tolerates(&t));
+        let wrong_effect = Toleration {
+            effect: Some(TaintEffect::NoExecute),
+            ..eq.clone()
+        };
+        assert!(!wrong_effect.tolerates(&t));
+        let all = Toleration {
+            key: String::new(),
+            operator: TolerationOperator::Exists,
+            value: String::new(),
+            effect: None,
+        };
+        assert!(all.tolerates(&t));
+        let pref = Taint {
+            effect: TaintEffect::PreferNoSchedule,
+            ..t.clone()
+        };
+        assert!(untolerated(&[pref], &[]).is_none());
+        assert!(untolerated(std::slice::from_ref(&t), &[]).is_some());
+        assert!(untolerated(&[t], &[eq]).is_none());
+    }
+}

@@ -1,0 +1,274 @@
+//! Resource lists (`cpu`, `memory`, `pods`, extended resources) with exact
+//! arithmetic. The resources the scheduler sees on every pod sit in a fixed
+//! array so the hot `fits` check is a handful of integer compares; any other
+//! extended resource lives in a small sorted side map.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+
+use crate::quantity::Quantity;
+
+pub const CPU: &str = "cpu";
+pub const MEMORY: &str = "memory";
+pub const PODS: &str = "pods";
+pub const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
+pub const NVIDIA_GPU: &str = "nvidia.com/gpu";
+pub const AMD_GPU: &str = "amd.com/gpu";
+pub const AWS_NEURON: &str = "aws.amazon.com/neuron";
+pub const AWS_NEURON_CORE: &str = "aws.amazon.com/neuroncore";
+pub const HABANA_GAUDI: &str = "habana.ai/gaudi";
+pub const POD_ENI: &str = "vpc.amazonaws.com/pod-eni";
+pub const EFA: &str = "vpc.amazonaws.com/efa";
+
+/// Resources stored in the fixed array, in output order.
+pub const KNOWN: [&str; 11] = [
+    CPU,
+    MEMORY,
+    PODS,
+    EPHEMERAL_STORAGE,
+    NVIDIA_GPU,
+    AMD_GPU,
+    AWS_NEURON,
+    AWS_NEURON_CORE,
+    HABANA_GAUDI,
+    POD_ENI,
+    EFA,
+];
+const N: usize = KNOWN.len();
+
+fn known_index(name: &str) -> Option<usize> {
+    KNOWN.iter().position(|k| *k == name)
+}
+
+/// Resource names a pod may request that Kubernetes treats as extended
+/// (domain-prefixed) rather than native.
+pub fn is_extended(name: &str) -> bool {
+    name.contains('/') && !name.starts_with("kubernetes.io/")
+}
+
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Resources {
+    known: [Quantity; N],
+    other: Option<Box<BTreeMap<String, Quantity>>>,
+}
+
+impl Resources {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn with(mut self, name: &str, q: Quantity) -> Self {
+        self.set(name, q);
+        self
+    }
+
+    pub fn get(&self, name: &str) -> Quantity {
+        match known_index(name) {
+            Some(i) => self.known[i],
+            None => self
+                .other
+                .as_ref()
+                .and_then(|m| m.get(name).copied())
+                .unwrap_or(Quantity::ZERO),
+        }
+    }
+
+    pub fn cpu(&self) -> Quantity {
+        self.known[0]
+    }
+    pub fn memory(&self) -> Quantity {
+        self.known[1]
+    }
+    pub fn pods(&self) -> Quantity {
+        self.known[2]
+    }
+
+    pub fn set(&mut self, name: &str, q: Quantity) {
+        match known_index(name) {
+            Some(i) => self.known[i] = q,
+            None => {
+                let m = self.other.get_or_insert_with(Default::default);
+                if q.is_zero() {
+                    m.remove(name);
+                } else {
+                    m.insert(name.to_string(), q);
+                }
+                if m.is_empty() {
+                    self.other = None;
+                }
+            }
+        }
+    }
+
+    pub fn add_assign(&mut self, o: &Resources) {
+        for i in 0..N {
+            self.known[i] += o.known[i];
+        }
+        if let Some(om) = &o.other {
+            for (k, v) in om.iter() {
+                let cur = self.get(k);
+                self.set(k, cur + *v);
+            }
+        }
+    }
+
+    pub fn plus(&self, o: &Resources) -> Resources {
+        let mut r = self.clone();
+        r.add_assign(o);
+        r
+    }
+
+    /// Component-wise subtraction, saturating at zero.
+    pub fn minus(&self, o: &Resources) -> Resources {
+        let mut r = self.clone();
+        for i in 0..N {
+            r.known[i] = r.known[i] - o.known[i];
+        }
+        if let Some(om) = &o.other {
+            for (k, v) in om.iter() {
+                let cur = r.get(k);
+                r.set(k, cur - *v);
+            }
+        }
+        r
+    }
+
+    /// Component-wise maximum.
+    pub fn max(&self, o: &Resources) -> Resources {
+        let mut r = self.clone();
+        for i in 0..N {
+            r.known[i] = r.known[i].max(o.known[i]);
+        }
+        if let Some(om) = &o.other {
+            for (k, v) in om.iter() {
+                let cur = r.get(k);
+                r.set(k, cur.max(*v));
+            }
+        }
+        r
+    }
+
+    /// True when every requested quantity is within `capacity`.
+    #[inline]
+    pub fn fits_in(&self, capacity: &Resources) -> bool {
+        self.first_exceeding(capacity).is_none()
+    }
+
+    /// The first resource (in canonical order) whose request exceeds
+    /// `capacity`, or `None` when everything fits.
+    pub fn first_exceeding(&self, capacity: &Resources) -> Option<&str> {
+        for i in 0..N {
+            if self.known[i] > capacity.known[i] {
+                return Some(KNOWN[i]);
+            }
+        }
+        if let Some(m) = &self.other {
+            for (k, v) in m.iter() {
+                if *v > capacity.get(k) {
+                    return Some(k.as_str());
+                }
+            }
+        }
+        None
+    }
+
+    /// Non-zero entries in canonical order: known names first, then the rest
+    /// sorted by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, Quantity)> {
+        let known = KNOWN
+            .iter()
+            .zip(self.known.iter())
+            .filter(|(_, q)| !q.is_zero())
+            .map(|(n, q)| (*n, *q));
+        let other = self
+            .other
+            .iter()
+            .flat_map(|m| m.iter().map(|(k, v)| (k.as_str(), *v)));
+        known.chain(other)
+    }
+
+    pub fn is_zero(&self) -> bool {
+        self.iter().next().is_none()
+    }
+
+    pub fn to_map(&self) -> BTreeMap<String, Quantity> {
+        self.iter().map(|(k, v)| (k.to_string(), v)).collect()
+    }
+}
+
+impl fmt::Debug for Resources {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl fmt::Display for Resources {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for (k, v) in self.iter() {
+            if !first {
+                f.write_str(", ")?;
+            }
+            first = false;
+            write!(f, "{k}={v}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for Resources {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        for (k, v) in self.iter() {
+            m.serialize_entry(k, &v)?;
+        }
+        m.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(pairs: &[(&str, &str)]) -> Resources {
+        let mut r = Resources::new();
+        for (k, v) in pairs {
+            r.set(k, Quantity::parse(v).unwrap());
+        }
+        r
+    }
+
+    #[test]
+    fn add_sub_max_fit() {
+        let a = r(&[("cpu", "500m"), ("memory", "1Gi"), ("example.com/foo", "2")]);
+        let b = r(&[("cpu", "1"), ("memory", "512Mi")]);
+        let s = a.plus(&b);
+        assert_eq!(s.cpu(), Quantity::from_millis(1500));
+        assert_eq!(s.get("example.com/foo"), Quantity::from_units(2));
+        assert_eq!(a.max(&b).cpu(), Quantity::from_units(1));
+        assert_eq!(a.max(&b).memory(), Quantity::parse("1Gi").unwrap());
+        assert_eq!(b.minus(&a).cpu(), Quantity::from_millis(500));
+        assert_eq!(b.minus(&a).memory(), Quantity::ZERO);
+        assert!(b.fits_in(&s));
+        assert_eq!(a.first_exceeding(&b), Some("memory"));
+        // An extended resource the capacity does not have at all.
+        assert_eq!(
+            a.first_exceeding(&r(&[("cpu", "8"), ("memory", "8Gi")])),
+            Some("example.com/foo")
+        );
+    }
+
+    #[test]
+    fn iteration_is_canonical() {
+        let a = r(&[("z.io/x", "1"), ("nvidia.com/gpu", "1"), ("cpu", "1"), ("a.io/y", "1")]);
+        let names: Vec<_> = a.iter().map(|(k, _)| k).collect();
+        assert_eq!(names, vec!["cpu", "nvidia.com/gpu", "a.io/y", "z.io/x"]);
+        assert_eq!(
+            serde_json::to_string(&a).unwrap(),
+            r#"{"cpu":"1","nvidia.com/gpu":"1","a.io/y":"1","z.io/x":"1"}"#
+        );
+    }
+}
