@@ -5,6 +5,7 @@
 pub mod catalog;
 pub mod labels;
 pub mod model;
+pub mod plan;
 pub mod quantity;
 pub mod requirements;
 pub mod resources;

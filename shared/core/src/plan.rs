@@ -1,0 +1,142 @@
+//! The provisioning decision: the public `flotilla plan -o json` format.
+//!
+//! Stability: fields are only ever added. Field names are camelCase, lists
+//! are in a deterministic order (NodeClaims in creation order, pods sorted by
+//! `namespace/name` within each NodeClaim, unschedulable pods by key).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::catalog::CapacityType;
+use crate::model::Taint;
+use crate::requirements::NodeSelectorRequirement;
+use crate::resources::Resources;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    pub node_claims: Vec<NodeClaimPlan>,
+    pub existing_nodes: Vec<ExistingNodePlan>,
+    pub unschedulable: Vec<Unschedulable>,
+    pub summary: Summary,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeClaimPlan {
+    /// Deterministic name: `<nodepool>-<n>`.
+    pub name: String,
+    pub node_pool: String,
+    /// Every instance type that can run this NodeClaim, cheapest first.
+    pub instance_types: Vec<String>,
+    pub capacity_types: Vec<CapacityType>,
+    pub zones: Vec<String>,
+    pub requirements: Vec<NodeSelectorRequirement>,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub resources: NodeClaimResources,
+    pub pods: Vec<String>,
+    pub price: Price,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeClaimResources {
+    /// Sum of pod requests plus daemonset overhead.
+    pub requests: Resources,
+    /// Allocatable of the cheapest compatible instance type.
+    pub allocatable: Resources,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Price {
+    /// USD/hour of the cheapest compatible offering.
+    pub min: f64,
+    /// The offering behind `min`.
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: CapacityType,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ExistingNodePlan {
+    pub name: String,
+    /// Pending pods placed on this node.
+    pub pods: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Unschedulable {
+    pub pod: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// Pending pods considered.
+    pub pods: usize,
+    /// Pods placed on existing nodes or new NodeClaims.
+    pub scheduled: usize,
+    pub node_claims: usize,
+    /// Sum of `price.min` over NodeClaims, USD/hour.
+    pub hourly_price: f64,
+}
+
+impl Plan {
+    /// A human-readable rendering of the same information.
+    pub fn to_table(&self) -> String {
+        let mut out = String::new();
+        if !self.node_claims.is_empty() {
+            let _ = writeln!(
+                out,
+                "{:<24} {:<14} {:<16} {:<12} {:<12} {:>9} {:>5}  {}",
+                "NODECLAIM", "NODEPOOL", "INSTANCE TYPE", "ZONE", "CAPACITY", "$/HOUR", "PODS", "ALTERNATIVES"
+            );
+            for nc in &self.node_claims {
+                let alts = nc.instance_types.len().saturating_sub(1);
+                let _ = writeln!(
+                    out,
+                    "{:<24} {:<14} {:<16} {:<12} {:<12} {:>9.4} {:>5}  {}",
+                    nc.name,
+                    nc.node_pool,
+                    nc.price.instance_type,
+                    nc.price.zone,
+                    nc.price.capacity_type.as_str(),
+                    nc.price.min,
+                    nc.pods.len(),
+                    if alts == 0 {
+                        "-".to_string()
+                    } else {
+                        format!("+{alts} types")
+                    }
+                );
+            }
+        }
+        for n in &self.existing_nodes {
+            let _ = writeln!(out, "existing node {}: {} pod(s)", n.name, n.pods.len());
+        }
+        if !self.unschedulable.is_empty() {
+            let _ = writeln!(out, "\nUNSCHEDULABLE");
+            for u in &self.unschedulable {
+                let _ = writeln!(out, "  {}: {}", u.pod, u.reason);
+            }
+        }
+        let s = &self.summary;
+        let _ = writeln!(
+            out,
+            "\n{} pending pod(s): {} scheduled, {} unschedulable; {} new NodeClaim(s) at ${:.4}/hour",
+            s.pods,
+            s.scheduled,
+            s.pods - s.scheduled,
+            s.node_claims,
+            s.hourly_price
+        );
+        out
+    }
+}
