@@ -21,6 +21,10 @@ pub struct Plan {
     pub existing_nodes: Vec<ExistingNodePlan>,
     pub unschedulable: Vec<Unschedulable>,
     pub summary: Summary,
+    /// Non-fatal findings (e.g. a pod's PersistentVolumeClaim missing from
+    /// the inputs). Omitted when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -36,6 +40,9 @@ pub struct NodeClaimPlan {
     pub requirements: Vec<NodeSelectorRequirement>,
     pub labels: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
+    /// Taints the node starts with that pods need not tolerate.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub startup_taints: Vec<Taint>,
     pub resources: NodeClaimResources,
     pub pods: Vec<String>,
     pub price: Price,
