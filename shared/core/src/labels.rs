@@ -17,7 +17,8 @@ pub const PROVISIONER_NAME: &str = "karpenter.sh/provisioner-name";
 pub const NODECLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
 
 pub const INSTANCE_HYPERVISOR: &str = "karpenter.k8s.aws/instance-hypervisor";
-pub const INSTANCE_ENCRYPTION_IN_TRANSIT: &str = "karpenter.k8s.aws/instance-encryption-in-transit-supported";
+pub const INSTANCE_ENCRYPTION_IN_TRANSIT: &str =
+    "karpenter.k8s.aws/instance-encryption-in-transit-supported";
 pub const INSTANCE_CATEGORY: &str = "karpenter.k8s.aws/instance-category";
 pub const INSTANCE_GENERATION: &str = "karpenter.k8s.aws/instance-generation";
 pub const INSTANCE_FAMILY: &str = "karpenter.k8s.aws/instance-family";
@@ -77,10 +78,19 @@ pub const WELL_KNOWN: &[&str] = &[
 
 /// Label domains Karpenter reserves: a NodePool may not set arbitrary labels
 /// under them (well-known ones excepted).
-pub const RESTRICTED_DOMAINS: &[&str] = &["kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws"];
+pub const RESTRICTED_DOMAINS: &[&str] = &[
+    "kubernetes.io",
+    "k8s.io",
+    "karpenter.sh",
+    "karpenter.k8s.aws",
+];
 
 /// Domains under `kubernetes.io` that users may still label with.
-pub const ALLOWED_SUBDOMAINS: &[&str] = &["kops.k8s.io", "node-restriction.kubernetes.io", "node.kubernetes.io"];
+pub const ALLOWED_SUBDOMAINS: &[&str] = &[
+    "kops.k8s.io",
+    "node-restriction.kubernetes.io",
+    "node.kubernetes.io",
+];
 
 pub fn is_well_known(key: &str) -> bool {
     WELL_KNOWN.contains(&key)
@@ -108,7 +118,10 @@ pub fn is_restricted_for_nodepool(key: &str) -> bool {
     let Some((prefix, _)) = key.split_once('/') else {
         return false;
     };
-    if ALLOWED_SUBDOMAINS.iter().any(|d| prefix == *d || prefix.ends_with(&format!(".{d}"))) {
+    if ALLOWED_SUBDOMAINS
+        .iter()
+        .any(|d| prefix == *d || prefix.ends_with(&format!(".{d}")))
+    {
         return false;
     }
     RESTRICTED_DOMAINS
@@ -154,7 +167,9 @@ fn check_dns_subdomain(s: &str) -> Result<(), &'static str> {
         if b.is_empty()
             || !b[0].is_ascii_alphanumeric()
             || !b[b.len() - 1].is_ascii_alphanumeric()
-            || !b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+            || !b
+                .iter()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         {
             return Err("prefix must be a lowercase DNS subdomain");
         }
@@ -203,7 +218,17 @@ mod tests {
     fn values_reject_injection() {
         assert!(validate_value("").is_ok());
         assert!(validate_value("team-a_1.x").is_ok());
-        for bad in ["a b", "$(reboot)", "a\nb", "a\"b", "x;y", "a'b", "a]b", "`id`", "é"] {
+        for bad in [
+            "a b",
+            "$(reboot)",
+            "a\nb",
+            "a\"b",
+            "x;y",
+            "a'b",
+            "a]b",
+            "`id`",
+            "é",
+        ] {
             assert!(validate_value(bad).is_err(), "{bad:?} accepted");
         }
         assert!(validate_value(&"a".repeat(64)).is_err());

@@ -2,6 +2,7 @@
 //! catalog and the provisioning decisions, as pure synchronous functions over
 //! plain data. No AWS SDK, no Lambda runtime, no async.
 
+pub mod allocatable;
 pub mod catalog;
 pub mod labels;
 pub mod model;
@@ -9,6 +10,7 @@ pub mod plan;
 pub mod quantity;
 pub mod requirements;
 pub mod resources;
+pub mod scheduler;
 
 pub use quantity::Quantity;
 pub use requirements::{Operator, Requirement, Requirements};

@@ -22,7 +22,9 @@ pub struct LabelSelector {
 
 impl LabelSelector {
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+        self.match_labels
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
             && self.match_expressions.iter().all(|(k, op, vals)| {
                 let cur = labels.get(k);
                 match op {
@@ -439,7 +441,10 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]

@@ -102,8 +102,8 @@ impl Plan {
         if !self.node_claims.is_empty() {
             let _ = writeln!(
                 out,
-                "{:<24} {:<14} {:<16} {:<12} {:<12} {:>9} {:>5}  {}",
-                "NODECLAIM", "NODEPOOL", "INSTANCE TYPE", "ZONE", "CAPACITY", "$/HOUR", "PODS", "ALTERNATIVES"
+                "{:<24} {:<14} {:<16} {:<12} {:<12} {:>9} {:>5}  ALTERNATIVES",
+                "NODECLAIM", "NODEPOOL", "INSTANCE TYPE", "ZONE", "CAPACITY", "$/HOUR", "PODS"
             );
             for nc in &self.node_claims {
                 let alts = nc.instance_types.len().saturating_sub(1);

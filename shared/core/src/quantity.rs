@@ -183,7 +183,14 @@ impl Quantity {
         if u == 0 {
             return "0".into();
         }
-        for (sfx, shift) in [("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)] {
+        for (sfx, shift) in [
+            ("Ei", 60),
+            ("Pi", 50),
+            ("Ti", 40),
+            ("Gi", 30),
+            ("Mi", 20),
+            ("Ki", 10),
+        ] {
             let b = 1i64 << shift;
             if u >= b && u % b == 0 {
                 return format!("{}{sfx}", u / b);
@@ -270,17 +277,38 @@ mod tests {
     #[test]
     fn rejects_bad_and_absurd() {
         assert!(matches!(Quantity::parse(""), Err(QuantityError::Empty)));
-        assert!(matches!(Quantity::parse("abc"), Err(QuantityError::Syntax(_))));
-        assert!(matches!(Quantity::parse("1..2"), Err(QuantityError::Syntax(_))));
-        assert!(matches!(Quantity::parse("1Gb"), Err(QuantityError::Suffix(..))));
-        assert!(matches!(Quantity::parse("-1"), Err(QuantityError::Negative(_))));
-        assert!(matches!(Quantity::parse("1e400"), Err(QuantityError::TooLarge(_))));
-        assert!(matches!(Quantity::parse("100Ei"), Err(QuantityError::TooLarge(_))));
+        assert!(matches!(
+            Quantity::parse("abc"),
+            Err(QuantityError::Syntax(_))
+        ));
+        assert!(matches!(
+            Quantity::parse("1..2"),
+            Err(QuantityError::Syntax(_))
+        ));
+        assert!(matches!(
+            Quantity::parse("1Gb"),
+            Err(QuantityError::Suffix(..))
+        ));
+        assert!(matches!(
+            Quantity::parse("-1"),
+            Err(QuantityError::Negative(_))
+        ));
+        assert!(matches!(
+            Quantity::parse("1e400"),
+            Err(QuantityError::TooLarge(_))
+        ));
+        assert!(matches!(
+            Quantity::parse("100Ei"),
+            Err(QuantityError::TooLarge(_))
+        ));
         assert!(matches!(
             Quantity::parse("99999999999999999999999999999999999999"),
             Err(QuantityError::TooLarge(_))
         ));
-        assert!(matches!(Quantity::parse("1e16"), Err(QuantityError::TooLarge(_))));
+        assert!(matches!(
+            Quantity::parse("1e16"),
+            Err(QuantityError::TooLarge(_))
+        ));
         assert!(Quantity::parse("8Pi").is_ok());
     }
 
@@ -299,7 +327,10 @@ mod tests {
         let b = Quantity::from_units(2);
         assert_eq!(a - b, Quantity::ZERO);
         assert_eq!(a + b, Quantity::from_units(3));
-        assert_eq!(Quantity::from_units(100).mul_ratio_ceil(75, 1000), Quantity::from_millis(7500));
+        assert_eq!(
+            Quantity::from_units(100).mul_ratio_ceil(75, 1000),
+            Quantity::from_millis(7500)
+        );
     }
 
     proptest::proptest! {

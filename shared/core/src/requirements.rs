@@ -73,7 +73,11 @@ impl Requirement {
 
     /// Builds a requirement from an operator and raw values, validating as
     /// the API server does.
-    pub fn from_parts(key: &str, op: Operator, values: Vec<String>) -> Result<Self, RequirementError> {
+    pub fn from_parts(
+        key: &str,
+        op: Operator,
+        values: Vec<String>,
+    ) -> Result<Self, RequirementError> {
         labels::validate_key(key)?;
         let key = labels::normalize_key(key).to_string();
         let op_s = format!("{op:?}");
@@ -107,7 +111,11 @@ impl Requirement {
                     _ => None,
                 };
                 let Some(n) = n else {
-                    return Err(RequirementError::BadInteger { key, op: op_s, values });
+                    return Err(RequirementError::BadInteger {
+                        key,
+                        op: op_s,
+                        values,
+                    });
                 };
                 r.complement = true;
                 if op == Operator::Gt {
@@ -270,9 +278,14 @@ impl Requirement {
                 } else {
                     (o, self)
                 };
-                small.values.iter().any(|v| big.values.contains(v) && big.within_bounds(v) && small.within_bounds(v))
+                small.values.iter().any(|v| {
+                    big.values.contains(v) && big.within_bounds(v) && small.within_bounds(v)
+                })
             }
-            (false, true) => self.values.iter().any(|v| o.has(v) && self.within_bounds(v)),
+            (false, true) => self
+                .values
+                .iter()
+                .any(|v| o.has(v) && self.within_bounds(v)),
             (true, false) => o.values.iter().any(|v| self.has(v) && o.within_bounds(v)),
             (true, true) => !self.intersection(o).is_empty(),
         }
@@ -350,7 +363,11 @@ impl Requirement {
         if !self.complement {
             out.push(NodeSelectorRequirement {
                 key: self.key.clone(),
-                operator: if vals.is_empty() { Operator::DoesNotExist } else { Operator::In },
+                operator: if vals.is_empty() {
+                    Operator::DoesNotExist
+                } else {
+                    Operator::In
+                },
                 values: vals,
             });
             return out;
@@ -489,7 +506,9 @@ impl Requirements {
     pub fn intersects(&self, incoming: &Requirements) -> Result<(), Incompatibility> {
         // Iterate the smaller map, probe the larger.
         for (key, inc) in incoming.reqs.iter() {
-            let Some(ex) = self.reqs.get(key) else { continue };
+            let Some(ex) = self.reqs.get(key) else {
+                continue;
+            };
             if !ex.intersects(inc) {
                 let neg = |o: Operator| matches!(o, Operator::NotIn | Operator::DoesNotExist);
                 if neg(inc.operator()) && neg(ex.operator()) {
@@ -588,13 +607,22 @@ mod tests {
 
     #[test]
     fn validation_errors() {
-        assert!(matches!(Requirement::new("k", In, &[]), Err(RequirementError::MissingValues { .. })));
+        assert!(matches!(
+            Requirement::new("k", In, &[]),
+            Err(RequirementError::MissingValues { .. })
+        ));
         assert!(matches!(
             Requirement::new("k", Exists, &["a"]),
             Err(RequirementError::UnexpectedValues { .. })
         ));
-        assert!(matches!(Requirement::new("k", Gt, &["x"]), Err(RequirementError::BadInteger { .. })));
-        assert!(matches!(Requirement::new("k", Gt, &["1", "2"]), Err(RequirementError::BadInteger { .. })));
+        assert!(matches!(
+            Requirement::new("k", Gt, &["x"]),
+            Err(RequirementError::BadInteger { .. })
+        ));
+        assert!(matches!(
+            Requirement::new("k", Gt, &["1", "2"]),
+            Err(RequirementError::BadInteger { .. })
+        ));
         assert!(Requirement::new("bad key!", In, &["a"]).is_err());
         assert!(Requirement::new("k", In, &["bad value!"]).is_err());
     }
@@ -642,9 +670,13 @@ mod tests {
 
     #[test]
     fn compatible_custom_labels_must_be_defined() {
-        let node = Requirements::from_iter_reqs([req("topology.kubernetes.io/zone", In, &["us-west-2a"])]);
+        let node =
+            Requirements::from_iter_reqs([req("topology.kubernetes.io/zone", In, &["us-west-2a"])]);
         let pod = Requirements::from_iter_reqs([req("team", In, &["a"])]);
-        assert!(matches!(node.compatible(&pod), Err(Incompatibility::Undefined { .. })));
+        assert!(matches!(
+            node.compatible(&pod),
+            Err(Incompatibility::Undefined { .. })
+        ));
         // NotIn / DoesNotExist on undefined custom keys are fine.
         let pod = Requirements::from_iter_reqs([req("team", NotIn, &["a"])]);
         assert!(node.compatible(&pod).is_ok());
@@ -659,8 +691,10 @@ mod tests {
 
     #[test]
     fn compatible_disjoint_zone() {
-        let node = Requirements::from_iter_reqs([req("topology.kubernetes.io/zone", In, &["us-west-2a"])]);
-        let pod = Requirements::from_iter_reqs([req("topology.kubernetes.io/zone", In, &["us-west-2d"])]);
+        let node =
+            Requirements::from_iter_reqs([req("topology.kubernetes.io/zone", In, &["us-west-2a"])]);
+        let pod =
+            Requirements::from_iter_reqs([req("topology.kubernetes.io/zone", In, &["us-west-2d"])]);
         let e = node.compatible(&pod).unwrap_err();
         assert!(e.to_string().contains("us-west-2d"), "{e}");
         // both negative: compatible even if "empty"
@@ -674,7 +708,12 @@ mod tests {
         let mut r = Requirements::new();
         r.add(req("topology.kubernetes.io/zone", In, &["a", "b"]));
         r.add(req("topology.kubernetes.io/zone", NotIn, &["b"]));
-        assert_eq!(r.single_valued_labels().get("topology.kubernetes.io/zone").map(String::as_str), Some("a"));
+        assert_eq!(
+            r.single_valued_labels()
+                .get("topology.kubernetes.io/zone")
+                .map(String::as_str),
+            Some("a")
+        );
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub fn is_extended(name: &str) -> bool {
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Resources {
     known: [Quantity; N],
-    other: Option<Box<BTreeMap<String, Quantity>>>,
+    other: Option<BTreeMap<String, Quantity>>,
 }
 
 impl Resources {
@@ -159,9 +159,9 @@ impl Resources {
     /// The first resource (in canonical order) whose request exceeds
     /// `capacity`, or `None` when everything fits.
     pub fn first_exceeding(&self, capacity: &Resources) -> Option<&str> {
-        for i in 0..N {
-            if self.known[i] > capacity.known[i] {
-                return Some(KNOWN[i]);
+        for ((name, want), have) in KNOWN.iter().zip(&self.known).zip(&capacity.known) {
+            if want > have {
+                return Some(name);
             }
         }
         if let Some(m) = &self.other {
@@ -263,7 +263,12 @@ mod tests {
 
     #[test]
     fn iteration_is_canonical() {
-        let a = r(&[("z.io/x", "1"), ("nvidia.com/gpu", "1"), ("cpu", "1"), ("a.io/y", "1")]);
+        let a = r(&[
+            ("z.io/x", "1"),
+            ("nvidia.com/gpu", "1"),
+            ("cpu", "1"),
+            ("a.io/y", "1"),
+        ]);
         let names: Vec<_> = a.iter().map(|(k, _)| k).collect();
         assert_eq!(names, vec!["cpu", "nvidia.com/gpu", "a.io/y", "z.io/x"]);
         assert_eq!(

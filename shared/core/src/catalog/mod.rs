@@ -100,7 +100,9 @@ pub struct InstanceTypeInfo {
 impl InstanceTypeInfo {
     /// `m7i-flex.2xlarge` → (`m7i-flex`, `2xlarge`).
     pub fn family_and_size(&self) -> (&str, &str) {
-        self.name.split_once('.').unwrap_or((self.name.as_str(), ""))
+        self.name
+            .split_once('.')
+            .unwrap_or((self.name.as_str(), ""))
     }
     pub fn family(&self) -> &str {
         self.family_and_size().0
@@ -119,7 +121,9 @@ impl InstanceTypeInfo {
         let f = self.family();
         let start = f.find(|c: char| c.is_ascii_digit())?;
         let rest = &f[start..];
-        let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let end = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         rest[..end].parse().ok()
     }
 
@@ -146,9 +150,18 @@ impl InstanceTypeInfo {
             (labels::INSTANCE_SIZE, self.size().to_string()),
             (labels::INSTANCE_CPU, self.vcpu.to_string()),
             (labels::INSTANCE_MEMORY, self.memory_mib.to_string()),
-            (labels::INSTANCE_NETWORK_BANDWIDTH, self.network_bandwidth_mbps.to_string()),
-            (labels::INSTANCE_EBS_BANDWIDTH, self.ebs_bandwidth_mbps.to_string()),
-            (labels::INSTANCE_ENCRYPTION_IN_TRANSIT, self.encryption_in_transit.to_string()),
+            (
+                labels::INSTANCE_NETWORK_BANDWIDTH,
+                self.network_bandwidth_mbps.to_string(),
+            ),
+            (
+                labels::INSTANCE_EBS_BANDWIDTH,
+                self.ebs_bandwidth_mbps.to_string(),
+            ),
+            (
+                labels::INSTANCE_ENCRYPTION_IN_TRANSIT,
+                self.encryption_in_transit.to_string(),
+            ),
         ];
         if let Some(g) = self.generation() {
             v.push((labels::INSTANCE_GENERATION, g.to_string()));
@@ -157,7 +170,10 @@ impl InstanceTypeInfo {
             v.push((labels::INSTANCE_HYPERVISOR, self.hypervisor.clone()));
         }
         if !self.cpu_manufacturer.is_empty() {
-            v.push((labels::INSTANCE_CPU_MANUFACTURER, self.cpu_manufacturer.clone()));
+            v.push((
+                labels::INSTANCE_CPU_MANUFACTURER,
+                self.cpu_manufacturer.clone(),
+            ));
         }
         if let Some(g) = &self.gpu {
             v.push((labels::INSTANCE_GPU_NAME, g.name.clone()));
@@ -317,9 +333,19 @@ mod tests {
     fn requirements_gt_on_cpu_and_missing_gpu() {
         use crate::requirements::Operator;
         let r = info("m5.large").requirements();
-        let pod = Requirements::from_iter_reqs([Requirement::new(labels::INSTANCE_CPU, Operator::Gt, &["1"]).unwrap()]);
+        let pod = Requirements::from_iter_reqs([Requirement::new(
+            labels::INSTANCE_CPU,
+            Operator::Gt,
+            &["1"],
+        )
+        .unwrap()]);
         assert!(r.compatible(&pod).is_ok());
-        let pod = Requirements::from_iter_reqs([Requirement::new(labels::INSTANCE_CPU, Operator::Gt, &["2"]).unwrap()]);
+        let pod = Requirements::from_iter_reqs([Requirement::new(
+            labels::INSTANCE_CPU,
+            Operator::Gt,
+            &["2"],
+        )
+        .unwrap()]);
         assert!(r.compatible(&pod).is_err());
         let pod = Requirements::from_iter_reqs([Requirement::exists(labels::INSTANCE_GPU_COUNT)]);
         assert!(r.compatible(&pod).is_err());

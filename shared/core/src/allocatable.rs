@@ -1,0 +1,266 @@
+//! Node capacity and allocatable resources as Karpenter computes them for EKS
+//! (aws/karpenter-provider-aws `pkg/providers/instancetype/types.go`):
+//! capacity from the instance type, minus kube-reserved, system-reserved and
+//! the eviction threshold; memory capacity already excludes the
+//! hypervisor's share (`VM_MEMORY_OVERHEAD_PERCENT`, 7.5% by default).
+
+use crate::catalog::InstanceTypeInfo;
+use crate::model::{KubeletConfig, Threshold};
+use crate::quantity::Quantity;
+use crate::resources::{self as res, Resources};
+
+/// Default root volume (ephemeral-storage capacity) when the node class
+/// does not set one: Karpenter's AL2023 default of 20Gi.
+pub const DEFAULT_ROOT_VOLUME_GIB: i64 = 20;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeResources {
+    pub capacity: Resources,
+    /// kube-reserved + system-reserved + eviction threshold.
+    pub overhead: Resources,
+    pub allocatable: Resources,
+}
+
+const GIB: i64 = 1 << 30;
+const MIB: i64 = 1 << 20;
+
+/// Pods the kubelet will accept: `maxPods` if set, else the ENI limit;
+/// `podsPerCore` caps it at `podsPerCore × vCPU`.
+pub fn max_pods(info: &InstanceTypeInfo, kubelet: &KubeletConfig) -> u32 {
+    let mut pods = kubelet.max_pods.unwrap_or_else(|| info.eni_limited_pods());
+    if let Some(ppc) = kubelet.pods_per_core.filter(|p| *p > 0) {
+        pods = pods.min(ppc.saturating_mul(info.vcpu));
+    }
+    pods
+}
+
+/// Karpenter's kube-reserved CPU curve, in millicores: 6% of the first core,
+/// 1% of the second, 0.5% of the third and fourth, 0.25% of every core above.
+pub fn kube_reserved_cpu_millis(vcpu: u32) -> i64 {
+    let cores = vcpu as i64;
+    let mut m = 0i64;
+    // (from core, to core, basis points of 1000 millicores)
+    for (from, to, bp) in [(0, 1, 600), (1, 2, 100), (2, 4, 50), (4, i64::MAX, 25)] {
+        let n = (cores.min(to) - from).max(0);
+        m += n * 1000 * bp / 10_000;
+    }
+    m
+}
+
+fn threshold(t: &Threshold, capacity: Quantity) -> Quantity {
+    match *t {
+        Threshold::Quantity(q) => q,
+        Threshold::Percent(p) => {
+            let p = p.clamp(0.0, 100.0);
+            // Percent with two decimals of precision, rounded up.
+            capacity.mul_ratio_ceil((p * 100.0).round() as i64, 10_000)
+        }
+    }
+}
+
+/// Capacity, overhead and allocatable of `info` under `kubelet`.
+pub fn compute(
+    info: &InstanceTypeInfo,
+    kubelet: &KubeletConfig,
+    root_volume: Option<Quantity>,
+    vm_overhead_fraction: f64,
+) -> NodeResources {
+    let pods = max_pods(info, kubelet);
+    let mem_mib = info.memory_mib as i64;
+    let overhead_mib = ((mem_mib as f64) * vm_overhead_fraction.clamp(0.0, 1.0)).ceil() as i64;
+    let ephemeral = root_volume.unwrap_or(Quantity::from_units(DEFAULT_ROOT_VOLUME_GIB * GIB));
+
+    let mut capacity = Resources::new()
+        .with(res::CPU, Quantity::from_units(info.vcpu as i64))
+        .with(
+            res::MEMORY,
+            Quantity::from_units((mem_mib - overhead_mib).max(0) * MIB),
+        )
+        .with(res::PODS, Quantity::from_units(pods as i64))
+        .with(res::EPHEMERAL_STORAGE, ephemeral);
+    if let Some(g) = &info.gpu {
+        let name = match g.manufacturer.to_ascii_lowercase().as_str() {
+            "nvidia" => Some(res::NVIDIA_GPU),
+            "amd" => Some(res::AMD_GPU),
+            "habana" => Some(res::HABANA_GAUDI),
+            _ => None,
+        };
+        if let Some(name) = name {
+            capacity.set(name, Quantity::from_units(g.count as i64));
+        }
+    }
+    for (name, n) in [
+        (res::AWS_NEURON, info.neuron_devices),
+        (res::AWS_NEURON_CORE, info.neuron_cores),
+        (res::POD_ENI, info.pod_eni),
+        (res::EFA, info.efa_interfaces),
+    ] {
+        if n > 0 {
+            capacity.set(name, Quantity::from_units(n as i64));
+        }
+    }
+
+    // kube-reserved, each resource overridable.
+    let mut kube_reserved = Resources::new()
+        .with(
+            res::CPU,
+            Quantity::from_millis(kube_reserved_cpu_millis(info.vcpu)),
+        )
+        .with(
+            res::MEMORY,
+            Quantity::from_units((11 * pods as i64 + 255) * MIB),
+        )
+        .with(res::EPHEMERAL_STORAGE, Quantity::from_units(GIB));
+    for (k, v) in kubelet.kube_reserved.iter() {
+        kube_reserved.set(k, v);
+    }
+
+    // Eviction: defaults, then hard/soft; where both give a value, the larger.
+    let mut eviction = Resources::new()
+        .with(res::MEMORY, Quantity::from_units(100 * MIB))
+        .with(res::EPHEMERAL_STORAGE, ephemeral.mul_ratio_ceil(10, 100));
+    for (signal, resource) in [
+        ("memory.available", res::MEMORY),
+        ("nodefs.available", res::EPHEMERAL_STORAGE),
+    ] {
+        let cap = capacity.get(resource);
+        let hard = kubelet.eviction_hard.get(signal).map(|t| threshold(t, cap));
+        let soft = kubelet.eviction_soft.get(signal).map(|t| threshold(t, cap));
+        match (hard, soft) {
+            (Some(h), Some(s)) => eviction.set(resource, h.max(s)),
+            (Some(v), None) | (None, Some(v)) => eviction.set(resource, v),
+            (None, None) => {}
+        }
+    }
+
+    let overhead = kube_reserved.plus(&kubelet.system_reserved).plus(&eviction);
+    let allocatable = capacity.minus(&overhead);
+    NodeResources {
+        capacity,
+        overhead,
+        allocatable,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::GpuInfo;
+
+    fn m5_large() -> InstanceTypeInfo {
+        InstanceTypeInfo {
+            name: "m5.large".into(),
+            architecture: "amd64".into(),
+            vcpu: 2,
+            memory_mib: 8192,
+            hypervisor: "nitro".into(),
+            bare_metal: false,
+            current_generation: true,
+            encryption_in_transit: false,
+            cpu_manufacturer: "intel".into(),
+            gpu: None,
+            neuron_devices: 0,
+            neuron_cores: 0,
+            local_nvme_gib: 0,
+            network_bandwidth_mbps: 750,
+            ebs_bandwidth_mbps: 650,
+            max_network_interfaces: 3,
+            ipv4_per_interface: 10,
+            efa_interfaces: 0,
+            pod_eni: 0,
+            supports_spot: true,
+            supports_on_demand: true,
+        }
+    }
+
+    fn q(s: &str) -> Quantity {
+        Quantity::parse(s).unwrap()
+    }
+
+    #[test]
+    fn cpu_curve() {
+        assert_eq!(kube_reserved_cpu_millis(1), 60);
+        assert_eq!(kube_reserved_cpu_millis(2), 70);
+        assert_eq!(kube_reserved_cpu_millis(4), 80);
+        assert_eq!(kube_reserved_cpu_millis(8), 90);
+        assert_eq!(kube_reserved_cpu_millis(96), 310);
+    }
+
+    #[test]
+    fn m5_large_by_hand() {
+        let r = compute(&m5_large(), &KubeletConfig::default(), None, 0.075);
+        // 8192 MiB - ceil(614.4) = 7577 MiB capacity.
+        assert_eq!(r.capacity.memory(), q("7577Mi"));
+        assert_eq!(r.capacity.pods(), q("29"));
+        assert_eq!(r.allocatable.cpu(), q("1930m"));
+        // 7577 - (11*29 + 255 = 574) - 100 = 6903 MiB.
+        assert_eq!(r.allocatable.memory(), q("6903Mi"));
+        // 20Gi - 1Gi - 2Gi (10%).
+        assert_eq!(r.allocatable.get("ephemeral-storage"), q("17Gi"));
+    }
+
+    #[test]
+    fn pods_per_core_and_max_pods_take_the_minimum() {
+        let k = KubeletConfig {
+            max_pods: Some(20),
+            pods_per_core: Some(4),
+            ..Default::default()
+        };
+        assert_eq!(max_pods(&m5_large(), &k), 8);
+        let k = KubeletConfig {
+            max_pods: Some(5),
+            pods_per_core: Some(4),
+            ..Default::default()
+        };
+        assert_eq!(max_pods(&m5_large(), &k), 5);
+        let r = compute(&m5_large(), &k, None, 0.075);
+        // Memory reservation follows the pod count: 11*5 + 255 = 310Mi.
+        assert_eq!(
+            r.allocatable.memory(),
+            q("7577Mi") - q("310Mi") - q("100Mi")
+        );
+    }
+
+    #[test]
+    fn overrides_and_eviction_percent() {
+        let k = KubeletConfig {
+            kube_reserved: Resources::new().with("cpu", q("200m")),
+            system_reserved: Resources::new()
+                .with("cpu", q("100m"))
+                .with("memory", q("100Mi")),
+            eviction_hard: [("memory.available".to_string(), Threshold::Percent(5.0))].into(),
+            eviction_soft: [(
+                "memory.available".to_string(),
+                Threshold::Quantity(q("500Mi")),
+            )]
+            .into(),
+            ..Default::default()
+        };
+        let r = compute(&m5_large(), &k, Some(q("100Gi")), 0.075);
+        assert_eq!(r.allocatable.cpu(), q("1700m"));
+        // max(5% of 7577Mi ≈ 378.85Mi, 500Mi) = 500Mi.
+        assert_eq!(
+            r.allocatable.memory(),
+            q("7577Mi") - q("574Mi") - q("100Mi") - q("500Mi")
+        );
+        assert_eq!(r.capacity.get("ephemeral-storage"), q("100Gi"));
+    }
+
+    #[test]
+    fn accelerators_become_resources() {
+        let mut i = m5_large();
+        i.gpu = Some(GpuInfo {
+            name: "a100".into(),
+            manufacturer: "NVIDIA".into(),
+            count: 8,
+            memory_mib: 40960,
+        });
+        i.neuron_devices = 2;
+        i.efa_interfaces = 4;
+        let r = compute(&i, &KubeletConfig::default(), None, 0.075);
+        assert_eq!(r.allocatable.get("nvidia.com/gpu"), q("8"));
+        assert_eq!(r.allocatable.get("aws.amazon.com/neuron"), q("2"));
+        assert_eq!(r.allocatable.get("vpc.amazonaws.com/efa"), q("4"));
+        assert_eq!(r.allocatable.get("amd.com/gpu"), Quantity::ZERO);
+    }
+}

@@ -1,0 +1,807 @@
+//! The scheduler: pending pods in, NodeClaims out.
+//!
+//! Shape (Karpenter's, see `kubernetes-sigs/karpenter`
+//! `pkg/controllers/provisioning/scheduling`): pods are sorted largest first
+//! and taken from a queue; each is placed on an existing node if one fits,
+//! else on a NodeClaim already planned in this run, else on a new NodeClaim
+//! from the heaviest NodePool that can take it. A NodeClaim keeps *every*
+//! instance type that can still hold its pods; the launch stage hands that
+//! list to CreateFleet. A pod that fits nowhere has its preferences relaxed
+//! one at a time and goes to the back of the queue; the run ends when a full
+//! pass over the queue makes no progress.
+//!
+//! Differences from Karpenter, on purpose: ties break deterministically
+//! (sorted domains, creation-ordered NodeClaims) so the same input always
+//! gives the same plan; a NodePool's limits are charged with the largest
+//! instance type a NodeClaim can *still* become (Karpenter charges the
+//! largest it could be at creation and never gives it back).
+
+mod pod_view;
+mod pools;
+mod topology;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use crate::catalog::{CapacityType, Catalog};
+use crate::labels;
+use crate::model::{untolerated, ClusterState, Node, Pod, Taint};
+use crate::plan::{
+    ExistingNodePlan, NodeClaimPlan, NodeClaimResources, Plan, Price, Summary, Unschedulable,
+};
+use crate::requirements::{Requirement, Requirements};
+use crate::resources::Resources;
+
+pub use pod_view::Relaxation;
+use pools::{labels_satisfy, Pool, PoolOffering};
+use topology::{Kind, PodGroups, Topology};
+
+/// Knobs that are not part of the cluster state.
+#[derive(Debug, Clone)]
+pub struct SchedulerOptions {
+    /// The `ReservedCapacity` feature gate: off → reserved offerings ignored.
+    pub reserved_capacity: bool,
+    /// Offerings known to be out of capacity (the ICE cache):
+    /// (instance type, zone, capacity type).
+    pub unavailable: BTreeSet<(String, String, CapacityType)>,
+    /// Fraction of memory the hypervisor keeps (Karpenter's
+    /// `VM_MEMORY_OVERHEAD_PERCENT`, default 0.075).
+    pub vm_memory_overhead: f64,
+}
+
+impl Default for SchedulerOptions {
+    fn default() -> Self {
+        SchedulerOptions {
+            reserved_capacity: false,
+            unavailable: BTreeSet::new(),
+            vm_memory_overhead: 0.075,
+        }
+    }
+}
+
+struct Existing<'a> {
+    node: &'a Node,
+    labels: BTreeMap<String, String>,
+    remaining: Resources,
+    host_ports: BTreeSet<(String, i32)>,
+    placed: Vec<usize>,
+}
+
+struct Claim {
+    pool: usize,
+    name: String,
+    requirements: Requirements,
+    /// Indices into the pool's types that can still hold every pod.
+    types: Vec<usize>,
+    requests: Resources,
+    pods: Vec<usize>,
+    host_ports: BTreeSet<(String, i32)>,
+    /// Component-wise max allocatable over `types` (cheap rejection).
+    max_allocatable: Resources,
+    /// Component-wise max capacity over `types` (charged against limits).
+    max_capacity: Resources,
+}
+
+/// The outcome of trying one placement: the new requirements and types.
+struct Fit {
+    requirements: Requirements,
+    types: Vec<usize>,
+}
+
+struct Run<'a> {
+    pools: Vec<Pool<'a>>,
+    pods: &'a [Pod],
+    volume: Vec<Requirements>,
+    groups: Vec<PodGroups>,
+    topology: Topology,
+    existing: Vec<Existing<'a>>,
+    claims: Vec<Claim>,
+    claim_counter: BTreeMap<usize, usize>,
+}
+
+/// Plans NodeClaims for the pending pods of `state`.
+pub fn schedule(state: &ClusterState, catalog: &Catalog, opts: &SchedulerOptions) -> Plan {
+    let pools = pools::build(state, catalog, opts);
+    let pods = &state.pending_pods[..];
+    let mut warnings = Vec::new();
+    let volume: Vec<Requirements> = pods
+        .iter()
+        .map(|p| volume_requirements(p, state, &mut warnings))
+        .collect();
+
+    let mut universe: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for pool in &pools {
+        for t in &pool.types {
+            for o in &t.offerings {
+                universe
+                    .entry(labels::ZONE.into())
+                    .or_default()
+                    .insert(o.zone.clone());
+                universe
+                    .entry(labels::CAPACITY_TYPE.into())
+                    .or_default()
+                    .insert(o.capacity_type.as_str().into());
+            }
+        }
+        for r in pool.requirements.iter() {
+            if !r.is_complement() && r.key != labels::ZONE && r.key != labels::CAPACITY_TYPE {
+                universe
+                    .entry(r.key.clone())
+                    .or_default()
+                    .extend(r.values().iter().cloned());
+            }
+        }
+    }
+    let (topology, groups) = Topology::build(pods, &state.nodes, universe);
+
+    let mut existing: Vec<Existing> = state
+        .nodes
+        .iter()
+        .filter(|n| !n.unschedulable)
+        .map(|n| {
+            let mut used = Resources::new();
+            let mut host_ports = BTreeSet::new();
+            for p in &n.pods {
+                used.add_assign(&p.requests);
+                host_ports.extend(p.host_ports.iter().cloned());
+            }
+            let mut labels = n.labels.clone();
+            labels
+                .entry(labels::HOSTNAME.into())
+                .or_insert_with(|| n.name.clone());
+            Existing {
+                node: n,
+                labels,
+                remaining: n.allocatable.minus(&used),
+                host_ports,
+                placed: vec![],
+            }
+        })
+        .collect();
+    existing.sort_by(|a, b| a.node.name.cmp(&b.node.name));
+
+    let mut run = Run {
+        pools,
+        pods,
+        volume,
+        groups,
+        topology,
+        existing,
+        claims: vec![],
+        claim_counter: BTreeMap::new(),
+    };
+
+    // Largest first: cpu, then memory, then name for a total order.
+    let mut order: Vec<usize> = (0..pods.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (pa, pb) = (&pods[a].requests, &pods[b].requests);
+        pb.cpu()
+            .cmp(&pa.cpu())
+            .then_with(|| pb.memory().cmp(&pa.memory()))
+            .then_with(|| pods[a].namespace.cmp(&pods[b].namespace))
+            .then_with(|| pods[a].name.cmp(&pods[b].name))
+    });
+
+    let mut relax = vec![Relaxation::default(); pods.len()];
+    let mut errors: Vec<Option<String>> = vec![None; pods.len()];
+    let mut last_len: Vec<Option<usize>> = vec![None; pods.len()];
+    let mut queue: VecDeque<usize> = order.into_iter().collect();
+    while let Some(&p) = queue.front() {
+        if last_len[p] == Some(queue.len()) {
+            break;
+        }
+        queue.pop_front();
+        match run.add(p, &relax[p]) {
+            Ok(()) => errors[p] = None,
+            Err(e) => {
+                errors[p] = Some(e);
+                let relaxed = relax[p].relax(&pods[p]).is_some();
+                queue.push_back(p);
+                if relaxed {
+                    last_len.iter_mut().for_each(|l| *l = None);
+                } else {
+                    last_len[p] = Some(queue.len());
+                }
+            }
+        }
+    }
+
+    run.into_plan(queue.into_iter().collect(), errors, warnings)
+}
+
+/// Zone requirements from the pod's volumes: a bound PV's node affinity, or
+/// an unbound claim's StorageClass `allowedTopologies` (first term each, as
+/// Karpenter does).
+fn volume_requirements(
+    pod: &Pod,
+    state: &ClusterState,
+    warnings: &mut Vec<String>,
+) -> Requirements {
+    let mut reqs = Requirements::new();
+    for claim in &pod.pvc_names {
+        let Some(pvc) = state
+            .pvcs
+            .iter()
+            .find(|c| c.namespace == pod.namespace && &c.name == claim)
+        else {
+            warnings.push(format!(
+                "pod {}: PersistentVolumeClaim {}/{} is not in the inputs; its volume topology is ignored",
+                pod.key(),
+                pod.namespace,
+                claim
+            ));
+            continue;
+        };
+        if let Some(pv_name) = &pvc.volume_name {
+            match state.pvs.iter().find(|v| &v.name == pv_name) {
+                Some(pv) => {
+                    if let Some(t) = pv.node_affinity.first() {
+                        reqs.add_all(t);
+                    }
+                }
+                None => warnings.push(format!(
+                    "pod {}: PersistentVolume {pv_name} bound to claim {claim} is not in the inputs",
+                    pod.key()
+                )),
+            }
+            continue;
+        }
+        let sc = match &pvc.storage_class {
+            Some(name) => state.storage_classes.iter().find(|s| &s.name == name),
+            None => state.storage_classes.iter().find(|s| s.is_default),
+        };
+        if let Some(t) = sc.and_then(|sc| sc.allowed_topologies.first()) {
+            reqs.add_all(t);
+        }
+    }
+    reqs
+}
+
+fn taint_string(t: &Taint) -> String {
+    if t.value.is_empty() {
+        format!("{}:{:?}", t.key, t.effect)
+    } else {
+        format!("{}={}:{:?}", t.key, t.value, t.effect)
+    }
+}
+
+impl<'a> Run<'a> {
+    /// Topology groups in force for pod `p` at relaxation `r`.
+    fn active_groups(&self, p: usize, r: &Relaxation) -> Vec<(usize, Kind)> {
+        let pod = &self.pods[p];
+        let g = &self.groups[p];
+        let mut out = Vec::new();
+        for (i, c) in pod.topology_spread.iter().enumerate() {
+            if !(r.dropped_schedule_anyway
+                && c.when_unsatisfiable == crate::model::WhenUnsatisfiable::ScheduleAnyway)
+            {
+                out.push((g.spread[i], Kind::Spread));
+            }
+        }
+        out.extend(g.affinity.iter().map(|&i| (i, Kind::Affinity)));
+        out.extend(g.anti_affinity.iter().map(|&i| (i, Kind::AntiAffinity)));
+        let heaviest_first = |weights: Vec<i32>| {
+            let mut idx: Vec<usize> = (0..weights.len()).collect();
+            idx.sort_by_key(|&i| std::cmp::Reverse(weights[i]));
+            idx
+        };
+        for i in heaviest_first(
+            pod.preferred_pod_affinity
+                .iter()
+                .map(|t| t.weight)
+                .collect(),
+        )
+        .into_iter()
+        .skip(r.dropped_preferred_affinity)
+        {
+            out.push((g.preferred_affinity[i], Kind::Affinity));
+        }
+        for i in heaviest_first(
+            pod.preferred_pod_anti_affinity
+                .iter()
+                .map(|t| t.weight)
+                .collect(),
+        )
+        .into_iter()
+        .skip(r.dropped_preferred_anti_affinity)
+        {
+            out.push((g.preferred_anti_affinity[i], Kind::AntiAffinity));
+        }
+        out
+    }
+
+    fn add(&mut self, p: usize, r: &Relaxation) -> Result<(), String> {
+        let pod = &self.pods[p];
+        let pod_reqs = pod_view::node_requirements(pod, &self.volume[p], r);
+        let groups = self.active_groups(p, r);
+
+        // 1. Existing nodes.
+        for i in 0..self.existing.len() {
+            if let Some(reqs) = self.try_existing(i, p, &pod_reqs, &groups) {
+                let e = &mut self.existing[i];
+                e.remaining = e.remaining.minus(&pod.requests);
+                e.host_ports.extend(pod.host_ports.iter().cloned());
+                e.placed.push(p);
+                self.topology.record(pod, &self.groups[p].inverse, &reqs);
+                return Ok(());
+            }
+        }
+
+        // 2. NodeClaims planned in this run.
+        for c in 0..self.claims.len() {
+            if let Ok(fit) = self.try_claim(c, p, &pod_reqs, &groups) {
+                self.commit(c, p, fit);
+                return Ok(());
+            }
+        }
+
+        // 3. A new NodeClaim from the heaviest NodePool that can take it.
+        if self.pools.is_empty() {
+            return Err(
+                "no NodePool or Provisioner in the inputs, and no existing node fits".into(),
+            );
+        }
+        let mut reasons = Vec::new();
+        for pi in 0..self.pools.len() {
+            match self.try_new(pi, p, &pod_reqs, &groups) {
+                Ok((claim, fit)) => {
+                    self.topology.register(labels::HOSTNAME, &claim.name);
+                    self.claims.push(claim);
+                    let c = self.claims.len() - 1;
+                    self.commit(c, p, fit);
+                    return Ok(());
+                }
+                Err(e) => reasons.push(e),
+            }
+        }
+        Err(reasons.join("; "))
+    }
+
+    fn try_existing(
+        &self,
+        i: usize,
+        p: usize,
+        pod_reqs: &Requirements,
+        groups: &[(usize, Kind)],
+    ) -> Option<Requirements> {
+        let e = &self.existing[i];
+        let pod = &self.pods[p];
+        if !pod.requests.fits_in(&e.remaining) {
+            return None;
+        }
+        if untolerated(&e.node.taints, &pod.tolerations).is_some() {
+            return None;
+        }
+        if pod.host_ports.iter().any(|hp| e.host_ports.contains(hp)) {
+            return None;
+        }
+        labels_satisfy(&e.labels, pod_reqs).ok()?;
+        let node_reqs = Requirements::from_iter_reqs(
+            e.labels
+                .iter()
+                .map(|(k, v)| Requirement::in_values(k, [v.as_str()])),
+        );
+        if !self.topology.is_active() {
+            return Some(node_reqs);
+        }
+        self.topology
+            .add_requirements(pod, groups, pod_reqs, &node_reqs)
+            .ok()
+    }
+
+    fn try_claim(
+        &self,
+        c: usize,
+        p: usize,
+        pod_reqs: &Requirements,
+        groups: &[(usize, Kind)],
+    ) -> Result<Fit, String> {
+        let claim = &self.claims[c];
+        let pool = &self.pools[claim.pool];
+        let pod = &self.pods[p];
+        let requests = claim.requests.plus(&pod.requests);
+        if !requests.fits_in(&claim.max_allocatable) {
+            return Err("full".into());
+        }
+        if let Some(t) = untolerated(&pool.taints, &pod.tolerations) {
+            return Err(format!("taint {} not tolerated", taint_string(t)));
+        }
+        if pod
+            .host_ports
+            .iter()
+            .any(|hp| claim.host_ports.contains(hp))
+        {
+            return Err("host port conflict".into());
+        }
+        claim
+            .requirements
+            .compatible(pod_reqs)
+            .map_err(|e| e.to_string())?;
+        let mut merged = claim.requirements.intersection(pod_reqs);
+        if self.topology.is_active() {
+            merged = self
+                .topology
+                .add_requirements(pod, groups, pod_reqs, &merged)
+                .map_err(|e| e.0)?;
+        }
+        let narrowed = merged != claim.requirements;
+        let types: Vec<usize> = claim
+            .types
+            .iter()
+            .copied()
+            .filter(|&t| {
+                let ty = &pool.types[t];
+                requests.fits_in(&ty.allocatable)
+                    && (!narrowed
+                        || (ty.requirements.intersects(&merged).is_ok()
+                            && ty.has_offering(&merged)))
+            })
+            .collect();
+        if types.is_empty() {
+            return Err("no instance type fits".into());
+        }
+        Ok(Fit {
+            requirements: merged,
+            types,
+        })
+    }
+
+    fn try_new(
+        &self,
+        pi: usize,
+        p: usize,
+        pod_reqs: &Requirements,
+        groups: &[(usize, Kind)],
+    ) -> Result<(Claim, Fit), String> {
+        let pool = &self.pools[pi];
+        let name = &pool.np.name;
+        let pod = &self.pods[p];
+        if let Some(t) = untolerated(&pool.taints, &pod.tolerations) {
+            return Err(format!(
+                "NodePool {name:?} has taint {} that the pod does not tolerate",
+                taint_string(t)
+            ));
+        }
+        if let Err(e) = pool.requirements.compatible(pod_reqs) {
+            return Err(format!("NodePool {name:?}: {}", incompatibility(&e, name)));
+        }
+        let n = self.claim_counter.get(&pi).copied().unwrap_or(0) + 1;
+        let claim_name = format!("{name}-{n}");
+        let mut reqs = pool.requirements.clone();
+        reqs.add(Requirement::in_values(
+            labels::HOSTNAME,
+            [claim_name.as_str()],
+        ));
+        let mut merged = reqs.intersection(pod_reqs);
+        if self.topology.is_active() {
+            merged = self
+                .topology
+                .add_requirements(pod, groups, pod_reqs, &merged)
+                .map_err(|e| format!("NodePool {name:?}: {}", e.0))?;
+        }
+        let requests = pool.daemon_overhead.plus(&pod.requests);
+        let mut compatible = Vec::new();
+        for (i, t) in pool.types.iter().enumerate() {
+            if t.requirements.intersects(&merged).is_ok() && t.has_offering(&merged) {
+                compatible.push(i);
+            }
+        }
+        if compatible.is_empty() {
+            return Err(self.explain_no_type(pi, &merged));
+        }
+        let fitting: Vec<usize> = compatible
+            .iter()
+            .copied()
+            .filter(|&i| requests.fits_in(&pool.types[i].allocatable))
+            .collect();
+        if fitting.is_empty() {
+            return Err(self.explain_no_fit(pi, &compatible, &requests));
+        }
+        let types: Vec<usize> = match &pool.remaining {
+            Some(lim) => {
+                let charged = self.charged(pi);
+                let admitted: Vec<usize> = fitting
+                    .iter()
+                    .copied()
+                    .filter(|&i| lim.admits(&pool.types[i].capacity, &charged))
+                    .collect();
+                if admitted.is_empty() {
+                    let detail = lim
+                        .exceeded(&pool.types[fitting[0]].capacity, &charged)
+                        .map(|(k, q)| format!(" ({k}: {q})"))
+                        .unwrap_or_default();
+                    return Err(format!(
+                        "NodePool {name:?} limits{detail} would be exceeded by every instance type that fits the pod"
+                    ));
+                }
+                admitted
+            }
+            None => fitting,
+        };
+        let claim = Claim {
+            pool: pi,
+            name: claim_name,
+            requirements: reqs,
+            types: vec![],
+            requests: pool.daemon_overhead.clone(),
+            pods: vec![],
+            host_ports: BTreeSet::new(),
+            max_allocatable: Resources::new(),
+            max_capacity: Resources::new(),
+        };
+        Ok((
+            claim,
+            Fit {
+                requirements: merged,
+                types,
+            },
+        ))
+    }
+
+    /// Resources charged against pool `pi`'s limits by this run's NodeClaims.
+    fn charged(&self, pi: usize) -> Resources {
+        let mut r = Resources::new();
+        for c in self.claims.iter().filter(|c| c.pool == pi) {
+            r.add_assign(&c.max_capacity);
+        }
+        r
+    }
+
+    fn commit(&mut self, c: usize, p: usize, fit: Fit) {
+        let pod = &self.pods[p];
+        let claim = &mut self.claims[c];
+        let pool = &self.pools[claim.pool];
+        if claim.pods.is_empty() {
+            *self.claim_counter.entry(claim.pool).or_default() += 1;
+        }
+        claim.requirements = fit.requirements;
+        claim.types = fit.types;
+        claim.requests.add_assign(&pod.requests);
+        claim.pods.push(p);
+        claim.host_ports.extend(pod.host_ports.iter().cloned());
+        let mut max_a = Resources::new();
+        let mut max_c = Resources::new();
+        for &t in &claim.types {
+            max_a = max_a.max(&pool.types[t].allocatable);
+            max_c = max_c.max(&pool.types[t].capacity);
+        }
+        claim.max_allocatable = max_a;
+        claim.max_capacity = max_c;
+        self.topology
+            .record(pod, &self.groups[p].inverse, &claim.requirements);
+    }
+
+    fn explain_no_type(&self, pi: usize, reqs: &Requirements) -> String {
+        let pool = &self.pools[pi];
+        let name = &pool.np.name;
+        // Find the requirement that rules out every type.
+        for r in reqs.iter() {
+            if r.key == labels::HOSTNAME || r.key == labels::NODEPOOL {
+                continue;
+            }
+            let single = Requirements::from_iter_reqs([r.clone()]);
+            let any = pool
+                .types
+                .iter()
+                .any(|t| t.requirements.intersects(&single).is_ok() && t.has_offering(&single));
+            if !any {
+                return format!("no instance type in NodePool {name:?} satisfies {r}");
+            }
+        }
+        format!(
+            "no instance type in NodePool {name:?} satisfies all of {}",
+            display_reqs(reqs)
+        )
+    }
+
+    fn explain_no_fit(&self, pi: usize, compatible: &[usize], requests: &Resources) -> String {
+        let pool = &self.pools[pi];
+        let name = &pool.np.name;
+        for (res, want) in requests.iter() {
+            let largest = compatible
+                .iter()
+                .map(|&i| pool.types[i].allocatable.get(res))
+                .max()
+                .unwrap_or_default();
+            if want > largest {
+                let overhead = pool.daemon_overhead.get(res);
+                let ds = if overhead.is_zero() {
+                    String::new()
+                } else {
+                    format!(" plus {overhead} daemonset overhead")
+                };
+                return if largest.is_zero() {
+                    format!(
+                        "no instance type in NodePool {name:?} has {res} (pod requests {}{ds})",
+                        want - overhead
+                    )
+                } else {
+                    format!(
+                        "no instance type in NodePool {name:?} has {} {res}{ds} (largest allocatable: {largest})",
+                        want - overhead
+                    )
+                };
+            }
+        }
+        format!("no single instance type in NodePool {name:?} has room for {requests} together")
+    }
+
+    fn into_plan(
+        self,
+        failed: Vec<usize>,
+        errors: Vec<Option<String>>,
+        warnings: Vec<String>,
+    ) -> Plan {
+        let pods = self.pods;
+        let mut node_claims = Vec::with_capacity(self.claims.len());
+        let mut hourly = 0.0;
+        for claim in &self.claims {
+            let pool = &self.pools[claim.pool];
+            let plan = claim_plan(claim, pool, pods);
+            hourly += plan.price.min;
+            node_claims.push(plan);
+        }
+        let mut existing_nodes: Vec<ExistingNodePlan> = self
+            .existing
+            .iter()
+            .filter(|e| !e.placed.is_empty())
+            .map(|e| {
+                let mut pods: Vec<String> = e.placed.iter().map(|&p| pods[p].key()).collect();
+                pods.sort();
+                ExistingNodePlan {
+                    name: e.node.name.clone(),
+                    pods,
+                }
+            })
+            .collect();
+        existing_nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut unschedulable: Vec<Unschedulable> = failed
+            .iter()
+            .map(|&p| Unschedulable {
+                pod: pods[p].key(),
+                reason: errors[p]
+                    .clone()
+                    .unwrap_or_else(|| "could not be placed".into()),
+            })
+            .collect();
+        unschedulable.sort_by(|a, b| a.pod.cmp(&b.pod));
+        let scheduled = pods.len() - unschedulable.len();
+        Plan {
+            summary: Summary {
+                pods: pods.len(),
+                scheduled,
+                node_claims: node_claims.len(),
+                hourly_price: (hourly * 1e6).round() / 1e6,
+            },
+            node_claims,
+            existing_nodes,
+            unschedulable,
+            warnings,
+        }
+    }
+}
+
+fn display_reqs(r: &Requirements) -> String {
+    r.iter()
+        .filter(|q| q.key != labels::HOSTNAME)
+        .map(|q| q.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn incompatibility(e: &crate::requirements::Incompatibility, pool: &str) -> String {
+    use crate::requirements::Incompatibility::*;
+    match e {
+        Undefined { key, incoming } => format!(
+            "label {key:?} is not defined by NodePool {pool:?} (pod requires {incoming}; add it to the NodePool's requirements with Exists or to its labels)"
+        ),
+        Disjoint { key, incoming, existing } => {
+            format!("{incoming} not allowed by NodePool {pool:?} ({existing}) on {key}")
+        }
+    }
+}
+
+/// The offering a fleet would prefer for these requirements: reserved, then
+/// spot, then on-demand; cheapest adjusted price within a capacity type.
+fn preferred_offering<'p>(
+    pool: &'p Pool,
+    types: &[usize],
+    reqs: &'p Requirements,
+) -> Option<(usize, &'p PoolOffering)> {
+    types
+        .iter()
+        .flat_map(|&t| pool.types[t].offerings_for(reqs).map(move |o| (t, o)))
+        .min_by(|(ta, a), (tb, b)| {
+            a.capacity_type
+                .cmp(&b.capacity_type)
+                .then(a.adjusted.total_cmp(&b.adjusted))
+                .then(a.price.total_cmp(&b.price))
+                .then_with(|| pool.types[*ta].name.cmp(&pool.types[*tb].name))
+                .then_with(|| a.zone.cmp(&b.zone))
+        })
+}
+
+fn claim_plan(claim: &Claim, pool: &Pool, pods: &[Pod]) -> NodeClaimPlan {
+    let reqs = &claim.requirements;
+    // Types cheapest first (adjusted price of their best offering), then name.
+    let mut ranked: Vec<(f64, &str, usize)> = claim
+        .types
+        .iter()
+        .filter_map(|&t| {
+            let ty = &pool.types[t];
+            ty.offerings_for(reqs)
+                .map(|o| o.adjusted)
+                .reduce(f64::min)
+                .map(|p| (p, ty.name.as_str(), t))
+        })
+        .collect();
+    ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+    let mut capacity_types = BTreeSet::new();
+    let mut zones = BTreeSet::new();
+    for &(_, _, t) in &ranked {
+        for o in pool.types[t].offerings_for(reqs) {
+            capacity_types.insert(o.capacity_type);
+            zones.insert(o.zone.clone());
+        }
+    }
+    let types: Vec<usize> = ranked.iter().map(|r| r.2).collect();
+    let (price, allocatable) = match preferred_offering(pool, &types, reqs) {
+        Some((t, o)) => (
+            Price {
+                min: o.price,
+                instance_type: pool.types[t].name.clone(),
+                zone: o.zone.clone(),
+                capacity_type: o.capacity_type,
+            },
+            pool.types[t].allocatable.clone(),
+        ),
+        None => (
+            Price {
+                min: 0.0,
+                instance_type: String::new(),
+                zone: String::new(),
+                capacity_type: CapacityType::OnDemand,
+            },
+            Resources::new(),
+        ),
+    };
+
+    let mut out_reqs = reqs.clone();
+    out_reqs.remove(labels::HOSTNAME);
+    let mut node_labels = pool.np.labels.clone();
+    for (k, v) in out_reqs.single_valued_labels() {
+        node_labels.insert(k, v);
+    }
+    node_labels.insert(labels::NODEPOOL.into(), pool.np.name.clone());
+    // Custom labels the NodePool only requires to exist get a generated value
+    // (Karpenter generates a random one; ours is derived from the name).
+    for r in out_reqs.iter() {
+        if r.operator() == crate::Operator::Exists
+            && !labels::is_well_known(&r.key)
+            && !node_labels.contains_key(&r.key)
+        {
+            node_labels.insert(r.key.clone(), claim.name.clone());
+        }
+    }
+    let mut pod_keys: Vec<String> = claim.pods.iter().map(|&p| pods[p].key()).collect();
+    pod_keys.sort();
+    NodeClaimPlan {
+        name: claim.name.clone(),
+        node_pool: pool.np.name.clone(),
+        instance_types: ranked.iter().map(|r| r.1.to_string()).collect(),
+        capacity_types: capacity_types.into_iter().collect(),
+        zones: zones.into_iter().collect(),
+        requirements: out_reqs.to_wire(),
+        labels: node_labels,
+        taints: pool.np.taints.clone(),
+        startup_taints: pool.np.startup_taints.clone(),
+        resources: NodeClaimResources {
+            requests: claim.requests.clone(),
+            allocatable,
+        },
+        pods: pod_keys,
+        price,
+    }
+}
+
+#[cfg(test)]
+mod tests;

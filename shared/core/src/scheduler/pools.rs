@@ -1,0 +1,319 @@
+//! Per-NodePool views of the catalog: the instance types a NodePool may
+//! launch, with allocatable computed under its kubelet configuration,
+//! offerings filtered by its requirements, prices adjusted by NodeOverlays,
+//! daemonset overhead and remaining limits.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::allocatable;
+use crate::catalog::{CapacityType, Catalog, ReservationRef};
+use crate::labels;
+use crate::model::{untolerated, ClusterState, NodeOverlay, NodePool, PriceAdjustment, Taint};
+use crate::quantity::Quantity;
+use crate::requirements::{Requirement, Requirements};
+use crate::resources::Resources;
+
+use super::SchedulerOptions;
+
+#[derive(Debug, Clone)]
+pub struct PoolOffering {
+    pub zone: String,
+    pub capacity_type: CapacityType,
+    /// USD/hour.
+    pub price: f64,
+    /// Price after NodeOverlay adjustment; used for ordering.
+    pub adjusted: f64,
+    pub available: u32,
+    pub reservation: Option<ReservationRef>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PoolType {
+    pub name: String,
+    /// Static type labels plus `zone In` / `capacity-type In` over its offerings.
+    pub requirements: Requirements,
+    pub capacity: Resources,
+    pub allocatable: Resources,
+    pub offerings: Vec<PoolOffering>,
+}
+
+impl PoolType {
+    /// Offerings allowed by `reqs` (zone, capacity type, reservation labels).
+    pub fn offerings_for<'a>(
+        &'a self,
+        reqs: &'a Requirements,
+    ) -> impl Iterator<Item = &'a PoolOffering> + 'a {
+        self.offerings
+            .iter()
+            .filter(move |o| offering_allowed(o, reqs))
+    }
+
+    pub fn has_offering(&self, reqs: &Requirements) -> bool {
+        self.offerings_for(reqs).next().is_some()
+    }
+}
+
+pub fn offering_allowed(o: &PoolOffering, reqs: &Requirements) -> bool {
+    if o.available == 0
+        || !reqs.allows(labels::ZONE, &o.zone)
+        || !reqs.allows(labels::CAPACITY_TYPE, o.capacity_type.as_str())
+    {
+        return false;
+    }
+    match &o.reservation {
+        Some(r) => {
+            reqs.allows(labels::CAPACITY_RESERVATION_ID, &r.id)
+                && reqs.allows(
+                    labels::CAPACITY_RESERVATION_TYPE,
+                    match r.reservation_type {
+                        crate::model::ReservationType::Default => "default",
+                        crate::model::ReservationType::CapacityBlock => "capacity-block",
+                    },
+                )
+        }
+        // Non-reserved offerings carry no reservation labels.
+        None => [
+            labels::CAPACITY_RESERVATION_ID,
+            labels::CAPACITY_RESERVATION_TYPE,
+        ]
+        .iter()
+        .all(|k| {
+            reqs.get(k).is_none_or(|r| {
+                matches!(
+                    r.operator(),
+                    crate::Operator::NotIn | crate::Operator::DoesNotExist
+                )
+            })
+        }),
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Pool<'a> {
+    pub np: &'a NodePool,
+    /// NodePool requirements plus `karpenter.sh/nodepool In [name]`.
+    pub requirements: Requirements,
+    pub taints: Vec<Taint>,
+    pub types: Vec<PoolType>,
+    pub daemon_overhead: Resources,
+    /// `limits - existing usage` per limited resource, if the pool has limits.
+    pub remaining: Option<Limits>,
+}
+
+/// True when every requirement is met by concrete `labels` (exact
+/// Kubernetes node-affinity semantics: a missing label satisfies only
+/// NotIn / DoesNotExist). Returns the first failing requirement.
+pub fn labels_satisfy<'r>(
+    labels: &BTreeMap<String, String>,
+    reqs: &'r Requirements,
+) -> Result<(), &'r Requirement> {
+    for r in reqs.iter() {
+        let ok = match labels.get(&r.key) {
+            Some(v) => r.has(v),
+            None => matches!(
+                r.operator(),
+                crate::Operator::NotIn | crate::Operator::DoesNotExist
+            ),
+        };
+        if !ok {
+            return Err(r);
+        }
+    }
+    Ok(())
+}
+
+fn overlay_price(overlays: &[&NodeOverlay], base: f64) -> f64 {
+    // The heaviest overlay that sets a price wins (ties: by name).
+    for o in overlays {
+        if let Some(p) = o.price {
+            return p.max(0.0);
+        }
+        match o.price_adjustment {
+            Some(PriceAdjustment::Percent(p)) => return (base * (1.0 + p / 100.0)).max(0.0),
+            Some(PriceAdjustment::Absolute(a)) => return (base + a).max(0.0),
+            None => {}
+        }
+    }
+    base
+}
+
+/// Builds the pools, heaviest weight first (ties by name).
+pub fn build<'a>(
+    state: &'a ClusterState,
+    catalog: &Catalog,
+    opts: &SchedulerOptions,
+) -> Vec<Pool<'a>> {
+    let mut nps: Vec<&NodePool> = state.node_pools.iter().collect();
+    nps.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
+    let mut overlays: Vec<&NodeOverlay> = state.overlays.iter().collect();
+    overlays.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
+
+    nps.into_iter()
+        .map(|np| {
+            let mut requirements = np.requirements.clone();
+            requirements.add(Requirement::in_values(labels::NODEPOOL, [np.name.as_str()]));
+            if !opts.reserved_capacity {
+                requirements.add(Requirement::not_in(
+                    labels::CAPACITY_TYPE,
+                    [labels::CAPACITY_TYPE_RESERVED],
+                ));
+            }
+            let root_volume = np
+                .node_class
+                .as_ref()
+                .and_then(|n| state.node_classes.iter().find(|c| &c.name == n))
+                .and_then(|c| c.root_volume_size);
+            let mut pool_labels = np.labels.clone();
+            pool_labels.insert(labels::NODEPOOL.to_string(), np.name.clone());
+
+            let mut types = Vec::new();
+            for entry in &catalog.entries {
+                let info = &entry.info;
+                let static_reqs = info.requirements();
+                if requirements.intersects(&static_reqs).is_err() {
+                    continue;
+                }
+                let type_labels: BTreeMap<String, String> = info
+                    .label_values()
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .chain(pool_labels.iter().map(|(k, v)| (k.clone(), v.clone())))
+                    .collect();
+                let mut offerings = Vec::new();
+                for o in &entry.offerings {
+                    if opts.unavailable.contains(&(
+                        info.name.clone(),
+                        o.zone.clone(),
+                        o.capacity_type,
+                    )) {
+                        continue;
+                    }
+                    let po = PoolOffering {
+                        zone: o.zone.clone(),
+                        capacity_type: o.capacity_type,
+                        price: o.price,
+                        adjusted: o.price,
+                        available: o.available,
+                        reservation: o.reservation.clone(),
+                    };
+                    if !offering_allowed(&po, &requirements) {
+                        continue;
+                    }
+                    let mut ol = type_labels.clone();
+                    ol.insert(labels::ZONE.into(), o.zone.clone());
+                    ol.insert(
+                        labels::CAPACITY_TYPE.into(),
+                        o.capacity_type.as_str().into(),
+                    );
+                    let matching: Vec<&NodeOverlay> = overlays
+                        .iter()
+                        .copied()
+                        .filter(|ov| labels_satisfy(&ol, &ov.requirements).is_ok())
+                        .collect();
+                    offerings.push(PoolOffering {
+                        adjusted: overlay_price(&matching, o.price),
+                        ..po
+                    });
+                }
+                if offerings.is_empty() {
+                    continue;
+                }
+                let nr =
+                    allocatable::compute(info, &np.kubelet, root_volume, opts.vm_memory_overhead);
+                let (mut capacity, mut alloc) = (nr.capacity, nr.allocatable);
+                // Capacity overlays (e.g. hugepages): heaviest first per resource.
+                let mut seen = BTreeSet::new();
+                for ov in overlays.iter().filter(|ov| !ov.capacity.is_zero()) {
+                    if labels_satisfy(&type_labels, &ov.requirements).is_ok() {
+                        for (k, q) in ov.capacity.iter() {
+                            if seen.insert(k.to_string()) {
+                                capacity.set(k, q);
+                                alloc.set(k, q);
+                            }
+                        }
+                    }
+                }
+                let mut reqs = static_reqs;
+                reqs.add(Requirement::in_values(
+                    labels::ZONE,
+                    offerings.iter().map(|o| o.zone.clone()),
+                ));
+                reqs.add(Requirement::in_values(
+                    labels::CAPACITY_TYPE,
+                    offerings
+                        .iter()
+                        .map(|o| o.capacity_type.as_str().to_string()),
+                ));
+                types.push(PoolType {
+                    name: info.name.clone(),
+                    requirements: reqs,
+                    capacity,
+                    allocatable: alloc,
+                    offerings,
+                });
+            }
+
+            let mut daemon_overhead = Resources::new();
+            for ds in &state.daemon_sets {
+                if untolerated(&np.taints, &ds.pod.tolerations).is_some() {
+                    continue;
+                }
+                let mut ds_reqs = ds.pod.node_selector.clone();
+                if let Some(t) = ds.pod.required_terms.first() {
+                    ds_reqs.add_all(t);
+                }
+                if requirements.compatible(&ds_reqs).is_ok() {
+                    daemon_overhead.add_assign(&ds.pod.requests);
+                }
+            }
+
+            let remaining = np.limits.as_ref().map(|limits| {
+                let mut used = Resources::new();
+                for n in state
+                    .nodes
+                    .iter()
+                    .filter(|n| n.nodepool() == Some(np.name.as_str()))
+                {
+                    used.add_assign(&n.allocatable);
+                }
+                Limits(
+                    limits
+                        .iter()
+                        .map(|(k, q)| (k.to_string(), q - used.get(k)))
+                        .collect(),
+                )
+            });
+
+            Pool {
+                np,
+                requirements,
+                taints: np.taints.clone(),
+                types,
+                daemon_overhead,
+                remaining,
+            }
+        })
+        .collect()
+}
+
+/// Remaining room under a NodePool's limits, per limited resource (zero
+/// entries are kept: a used-up limit still limits).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits(pub Vec<(String, Quantity)>);
+
+impl Limits {
+    /// Whether a node of `capacity` fits after `charged` is already used.
+    pub fn admits(&self, capacity: &Resources, charged: &Resources) -> bool {
+        self.0
+            .iter()
+            .all(|(k, q)| charged.get(k) + capacity.get(k) <= *q)
+    }
+
+    /// The first limited resource `capacity` would exceed.
+    pub fn exceeded(&self, capacity: &Resources, charged: &Resources) -> Option<(&str, Quantity)> {
+        self.0
+            .iter()
+            .find(|(k, q)| charged.get(k) + capacity.get(k) > *q)
+            .map(|(k, q)| (k.as_str(), *q))
+    }
+}

@@ -1,0 +1,984 @@
+//! Scheduling semantics, one test per rule, over a small synthetic catalog.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::catalog::{CatalogEntry, GpuInfo, InstanceTypeInfo, Offering, UNLIMITED};
+use crate::model::*;
+use crate::quantity::Quantity;
+use crate::requirements::Operator;
+
+const ZONES: [&str; 3] = ["test-1a", "test-1b", "test-1c"];
+
+fn info(name: &str, arch: &str, vcpu: u32, mem_mib: u64, gpus: u32) -> InstanceTypeInfo {
+    InstanceTypeInfo {
+        name: name.into(),
+        architecture: arch.into(),
+        vcpu,
+        memory_mib: mem_mib,
+        hypervisor: "nitro".into(),
+        bare_metal: false,
+        current_generation: true,
+        encryption_in_transit: false,
+        cpu_manufacturer: "intel".into(),
+        gpu: (gpus > 0).then(|| GpuInfo {
+            name: "v100".into(),
+            manufacturer: "nvidia".into(),
+            count: gpus,
+            memory_mib: 16384,
+        }),
+        neuron_devices: 0,
+        neuron_cores: 0,
+        local_nvme_gib: 0,
+        network_bandwidth_mbps: 1000,
+        ebs_bandwidth_mbps: 1000,
+        max_network_interfaces: 4,
+        ipv4_per_interface: 15,
+        efa_interfaces: 0,
+        pod_eni: 0,
+        supports_spot: true,
+        supports_on_demand: true,
+    }
+}
+
+fn catalog() -> Catalog {
+    let types = [
+        (info("c5.large", "amd64", 2, 4096, 0), 0.085),
+        (info("g4.8xlarge", "amd64", 32, 131072, 4), 4.0),
+        (info("m5.2xlarge", "amd64", 8, 32768, 0), 0.384),
+        (info("m5.large", "amd64", 2, 8192, 0), 0.096),
+        (info("m5.xlarge", "amd64", 4, 16384, 0), 0.192),
+        (info("m6g.large", "arm64", 2, 8192, 0), 0.077),
+    ];
+    let entries = types
+        .into_iter()
+        .map(|(info, od)| {
+            let mut offerings = vec![];
+            for z in ZONES {
+                offerings.push(Offering {
+                    zone: z.into(),
+                    capacity_type: CapacityType::OnDemand,
+                    price: od,
+                    available: UNLIMITED,
+                    reservation: None,
+                });
+                offerings.push(Offering {
+                    zone: z.into(),
+                    capacity_type: CapacityType::Spot,
+                    price: od * 0.4,
+                    available: UNLIMITED,
+                    reservation: None,
+                });
+            }
+            CatalogEntry { info, offerings }
+        })
+        .collect();
+    Catalog {
+        region: "test-1".into(),
+        zones: ZONES.iter().map(|z| z.to_string()).collect(),
+        entries,
+        source: "test".into(),
+    }
+}
+
+fn q(s: &str) -> Quantity {
+    Quantity::parse(s).unwrap()
+}
+
+fn pod(name: &str, cpu: &str, mem: &str) -> Pod {
+    Pod {
+        namespace: "default".into(),
+        name: name.into(),
+        requests: Resources::new()
+            .with("cpu", q(cpu))
+            .with("memory", q(mem))
+            .with("pods", q("1")),
+        ..Default::default()
+    }
+}
+
+fn labeled(mut p: Pod, k: &str, v: &str) -> Pod {
+    p.labels.insert(k.into(), v.into());
+    p
+}
+
+fn req(k: &str, op: Operator, v: &[&str]) -> Requirement {
+    Requirement::new(k, op, v).unwrap()
+}
+
+fn reqs(rs: Vec<Requirement>) -> Requirements {
+    Requirements::from_iter_reqs(rs)
+}
+
+fn pool(name: &str, rs: Vec<Requirement>) -> NodePool {
+    NodePool {
+        name: name.into(),
+        source: NodePoolSource::NodePool,
+        weight: 0,
+        requirements: reqs(rs),
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+        taints: vec![],
+        startup_taints: vec![],
+        limits: None,
+        kubelet: KubeletConfig::default(),
+        node_class: None,
+        disruption: Disruption::default(),
+    }
+}
+
+fn default_pool() -> NodePool {
+    pool(
+        "default",
+        vec![req(
+            labels::CAPACITY_TYPE,
+            Operator::In,
+            &["spot", "on-demand"],
+        )],
+    )
+}
+
+fn state(pods: Vec<Pod>, pools: Vec<NodePool>) -> ClusterState {
+    ClusterState {
+        pending_pods: pods,
+        node_pools: pools,
+        ..Default::default()
+    }
+}
+
+fn plan(s: &ClusterState) -> Plan {
+    schedule(s, &catalog(), &SchedulerOptions::default())
+}
+
+fn selector(k: &str, v: &str) -> LabelSelector {
+    LabelSelector {
+        match_labels: [(k.to_string(), v.to_string())].into(),
+        match_expressions: vec![],
+    }
+}
+
+fn spread(
+    key: &str,
+    skew: u32,
+    when: WhenUnsatisfiable,
+    sel: LabelSelector,
+) -> TopologySpreadConstraint {
+    TopologySpreadConstraint {
+        max_skew: skew,
+        topology_key: key.into(),
+        when_unsatisfiable: when,
+        label_selector: sel,
+        min_domains: None,
+        node_affinity_policy: InclusionPolicy::Honor,
+        node_taints_policy: InclusionPolicy::Ignore,
+    }
+}
+
+fn term(key: &str, sel: LabelSelector) -> PodAffinityTerm {
+    PodAffinityTerm {
+        label_selector: sel,
+        namespaces: vec![],
+        all_namespaces: false,
+        topology_key: key.into(),
+    }
+}
+
+fn claim_of<'p>(p: &'p Plan, pod: &str) -> &'p NodeClaimPlan {
+    let key = format!("default/{pod}");
+    p.node_claims
+        .iter()
+        .find(|c| c.pods.contains(&key))
+        .unwrap_or_else(|| panic!("{pod} not on a NodeClaim: {p:#?}"))
+}
+
+#[test]
+fn picks_cheapest_type_that_fits_and_prefers_spot() {
+    let p = plan(&state(vec![pod("a", "3", "1Gi")], vec![default_pool()]));
+    assert_eq!(p.node_claims.len(), 1);
+    let c = &p.node_claims[0];
+    // 3 CPUs need the 4-vCPU type at least; the 2-vCPU types are excluded.
+    assert!(
+        !c.instance_types.iter().any(|t| t.ends_with(".large")),
+        "{:?}",
+        c.instance_types
+    );
+    assert_eq!(c.instance_types[0], "m5.xlarge");
+    assert_eq!(c.price.instance_type, "m5.xlarge");
+    assert_eq!(c.price.capacity_type, CapacityType::Spot);
+    assert!((c.price.min - 0.192 * 0.4).abs() < 1e-9);
+    assert_eq!(p.summary.scheduled, 1);
+}
+
+#[test]
+fn on_demand_only_pool_uses_on_demand_price() {
+    let np = pool(
+        "default",
+        vec![req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"])],
+    );
+    let p = plan(&state(vec![pod("a", "1", "1Gi")], vec![np]));
+    assert_eq!(p.node_claims[0].price.capacity_type, CapacityType::OnDemand);
+    assert_eq!(
+        p.node_claims[0].capacity_types,
+        vec![CapacityType::OnDemand]
+    );
+}
+
+#[test]
+fn packs_small_pods_onto_one_node_claim() {
+    let pods = (0..10)
+        .map(|i| pod(&format!("p{i}"), "100m", "128Mi"))
+        .collect();
+    let p = plan(&state(pods, vec![default_pool()]));
+    assert_eq!(p.node_claims.len(), 1);
+    assert_eq!(p.node_claims[0].pods.len(), 10);
+    assert_eq!(p.node_claims[0].resources.requests.cpu(), q("1"));
+}
+
+#[test]
+fn node_selector_restricts_zone_and_arch() {
+    let mut a = pod("a", "1", "1Gi");
+    a.node_selector = reqs(vec![
+        req(labels::ZONE, Operator::In, &["test-1b"]),
+        req(labels::ARCH, Operator::In, &["arm64"]),
+    ]);
+    let p = plan(&state(vec![a], vec![default_pool()]));
+    let c = &p.node_claims[0];
+    assert_eq!(c.zones, vec!["test-1b"]);
+    assert_eq!(c.instance_types, vec!["m6g.large"]);
+    assert_eq!(
+        c.labels.get(labels::ZONE).map(String::as_str),
+        Some("test-1b")
+    );
+}
+
+#[test]
+fn required_affinity_terms_are_tried_in_order() {
+    let np = pool(
+        "default",
+        vec![req(labels::ZONE, Operator::In, &["test-1a", "test-1c"])],
+    );
+    let mut a = pod("a", "1", "1Gi");
+    a.required_terms = vec![
+        reqs(vec![req(labels::ZONE, Operator::In, &["test-1b"])]),
+        reqs(vec![req(labels::ZONE, Operator::In, &["test-1c"])]),
+    ];
+    let p = plan(&state(vec![a.clone()], vec![np.clone()]));
+    assert_eq!(claim_of(&p, "a").zones, vec!["test-1c"]);
+    // With only the impossible term the pod is unschedulable, and the reason
+    // names the zone and the NodePool.
+    a.required_terms.pop();
+    let p = plan(&state(vec![a], vec![np]));
+    assert_eq!(p.unschedulable.len(), 1);
+    let r = &p.unschedulable[0].reason;
+    assert!(r.contains("test-1b") && r.contains("\"default\""), "{r}");
+}
+
+#[test]
+fn preferred_node_affinity_is_honoured_then_relaxed() {
+    let mut a = pod("a", "1", "1Gi");
+    a.preferred_terms = vec![
+        PreferredNodeTerm {
+            weight: 1,
+            requirements: reqs(vec![req(labels::ZONE, Operator::In, &["test-1a"])]),
+        },
+        PreferredNodeTerm {
+            weight: 50,
+            requirements: reqs(vec![req(labels::ZONE, Operator::In, &["test-1c"])]),
+        },
+    ];
+    let p = plan(&state(vec![a.clone()], vec![default_pool()]));
+    assert_eq!(
+        claim_of(&p, "a").zones,
+        vec!["test-1c"],
+        "heaviest preference first"
+    );
+    // An impossible preference is dropped rather than failing the pod.
+    a.preferred_terms = vec![PreferredNodeTerm {
+        weight: 1,
+        requirements: reqs(vec![req(labels::ZONE, Operator::In, &["nowhere-1z"])]),
+    }];
+    let p = plan(&state(vec![a], vec![default_pool()]));
+    assert_eq!(p.summary.scheduled, 1);
+    assert_eq!(claim_of(&p, "a").zones.len(), 3);
+}
+
+#[test]
+fn custom_labels_need_the_node_pool_to_define_them() {
+    let mut a = pod("a", "1", "1Gi");
+    a.node_selector = reqs(vec![req("example.com/team", Operator::In, &["blue"])]);
+    let p = plan(&state(vec![a.clone()], vec![default_pool()]));
+    assert_eq!(p.unschedulable.len(), 1);
+    assert!(
+        p.unschedulable[0].reason.contains("example.com/team"),
+        "{}",
+        p.unschedulable[0].reason
+    );
+
+    let mut np = default_pool();
+    np.requirements.add(Requirement::exists("example.com/team"));
+    let p = plan(&state(vec![a.clone()], vec![np.clone()]));
+    assert_eq!(
+        claim_of(&p, "a")
+            .labels
+            .get("example.com/team")
+            .map(String::as_str),
+        Some("blue")
+    );
+    // A pod that does not ask gets a generated value on its own node...
+    let p = plan(&state(vec![pod("b", "1", "1Gi")], vec![np.clone()]));
+    let generated = claim_of(&p, "b")
+        .labels
+        .get("example.com/team")
+        .cloned()
+        .unwrap();
+    assert_eq!(generated, claim_of(&p, "b").name);
+    // ...and may share the blue node, which then carries the blue value.
+    let p = plan(&state(vec![a, pod("b", "1", "1Gi")], vec![np]));
+    assert_eq!(p.node_claims.len(), 1);
+    assert_eq!(p.node_claims[0].labels["example.com/team"], "blue");
+}
+
+#[test]
+fn taints_block_unless_tolerated_and_startup_taints_do_not() {
+    let mut np = default_pool();
+    np.taints = vec![Taint {
+        key: "gpu".into(),
+        value: "true".into(),
+        effect: TaintEffect::NoSchedule,
+    }];
+    np.startup_taints = vec![Taint {
+        key: "init".into(),
+        value: String::new(),
+        effect: TaintEffect::NoSchedule,
+    }];
+    let a = pod("a", "1", "1Gi");
+    let p = plan(&state(vec![a.clone()], vec![np.clone()]));
+    assert!(
+        p.unschedulable[0]
+            .reason
+            .contains("taint gpu=true:NoSchedule"),
+        "{}",
+        p.unschedulable[0].reason
+    );
+    let mut b = a;
+    b.tolerations = vec![Toleration {
+        key: "gpu".into(),
+        operator: TolerationOperator::Exists,
+        value: String::new(),
+        effect: Some(TaintEffect::NoSchedule),
+    }];
+    let p = plan(&state(vec![b], vec![np]));
+    assert_eq!(p.summary.scheduled, 1);
+    assert_eq!(p.node_claims[0].startup_taints.len(), 1);
+}
+
+#[test]
+fn zone_spread_balances_across_zones() {
+    let pods: Vec<Pod> = (0..6)
+        .map(|i| {
+            let mut p = labeled(pod(&format!("w{i}"), "100m", "128Mi"), "app", "web");
+            p.topology_spread = vec![spread(
+                labels::ZONE,
+                1,
+                WhenUnsatisfiable::DoNotSchedule,
+                selector("app", "web"),
+            )];
+            p
+        })
+        .collect();
+    let p = plan(&state(pods, vec![default_pool()]));
+    assert_eq!(p.summary.scheduled, 6);
+    let mut per_zone: BTreeMap<String, usize> = BTreeMap::new();
+    for c in &p.node_claims {
+        assert_eq!(c.zones.len(), 1, "spread pins each NodeClaim to one zone");
+        *per_zone.entry(c.zones[0].clone()).or_default() += c.pods.len();
+    }
+    assert_eq!(
+        per_zone.values().copied().collect::<Vec<_>>(),
+        vec![2, 2, 2]
+    );
+}
+
+#[test]
+fn zone_spread_counts_existing_pods() {
+    let mut existing = labeled(pod("old", "100m", "128Mi"), "app", "web");
+    existing.node_name = Some("n1".into());
+    let node = Node {
+        name: "n1".into(),
+        labels: [(labels::ZONE.to_string(), "test-1a".to_string())].into(),
+        taints: vec![Taint {
+            key: "dedicated".into(),
+            value: String::new(),
+            effect: TaintEffect::NoSchedule,
+        }],
+        allocatable: Resources::new()
+            .with("cpu", q("4"))
+            .with("memory", q("8Gi"))
+            .with("pods", q("10")),
+        unschedulable: false,
+        pods: vec![existing],
+    };
+    let pods: Vec<Pod> = (0..2)
+        .map(|i| {
+            let mut p = labeled(pod(&format!("w{i}"), "100m", "128Mi"), "app", "web");
+            p.topology_spread = vec![spread(
+                labels::ZONE,
+                1,
+                WhenUnsatisfiable::DoNotSchedule,
+                selector("app", "web"),
+            )];
+            p
+        })
+        .collect();
+    let mut s = state(pods, vec![default_pool()]);
+    s.nodes = vec![node];
+    let p = plan(&s);
+    let zones: Vec<_> = p.node_claims.iter().map(|c| c.zones[0].clone()).collect();
+    assert!(!zones.contains(&"test-1a".to_string()), "{zones:?}");
+    assert_eq!(p.summary.scheduled, 2);
+}
+
+#[test]
+fn schedule_anyway_spread_is_relaxed_when_impossible() {
+    // Only one zone is allowed, maxSkew 1 over three zones cannot hold 3 pods.
+    let np = pool(
+        "default",
+        vec![req(labels::ZONE, Operator::In, &["test-1a"])],
+    );
+    let mk = |when| -> Vec<Pod> {
+        (0..3)
+            .map(|i| {
+                let mut p = labeled(pod(&format!("w{i}"), "100m", "128Mi"), "app", "web");
+                p.topology_spread = vec![spread(labels::ZONE, 1, when, selector("app", "web"))];
+                // Pods may only count zones the pod can reach: make all three eligible.
+                p.topology_spread[0].node_affinity_policy = InclusionPolicy::Ignore;
+                p
+            })
+            .collect()
+    };
+    let mut s = state(mk(WhenUnsatisfiable::DoNotSchedule), vec![np.clone()]);
+    // Existing domains test-1b/test-1c exist through another pool.
+    s.node_pools.push(pool(
+        "other",
+        vec![req(labels::ZONE, Operator::In, &["test-1b", "test-1c"])],
+    ));
+    s.node_pools[1].taints = vec![Taint {
+        key: "x".into(),
+        value: String::new(),
+        effect: TaintEffect::NoSchedule,
+    }];
+    let p = plan(&s);
+    // Zones b and c stay empty (their pool is tainted), so skew 1 allows a
+    // single pod in zone a.
+    assert_eq!(
+        p.summary.scheduled, 1,
+        "DoNotSchedule keeps skew ≤ 1: {p:#?}"
+    );
+    assert!(
+        p.unschedulable[0].reason.contains("topology spread"),
+        "{}",
+        p.unschedulable[0].reason
+    );
+    s.pending_pods = mk(WhenUnsatisfiable::ScheduleAnyway);
+    let p = plan(&s);
+    assert_eq!(p.summary.scheduled, 3);
+}
+
+#[test]
+fn hostname_anti_affinity_to_self_gives_one_pod_per_node() {
+    let pods: Vec<Pod> = (0..4)
+        .map(|i| {
+            let mut p = labeled(pod(&format!("api{i}"), "100m", "128Mi"), "app", "api");
+            p.pod_anti_affinity = vec![term(labels::HOSTNAME, selector("app", "api"))];
+            p
+        })
+        .collect();
+    let p = plan(&state(pods, vec![default_pool()]));
+    assert_eq!(p.node_claims.len(), 4);
+    assert!(p.node_claims.iter().all(|c| c.pods.len() == 1));
+}
+
+#[test]
+fn hostname_spread_limits_pods_per_node() {
+    let pods: Vec<Pod> = (0..4)
+        .map(|i| {
+            let mut p = labeled(pod(&format!("s{i}"), "100m", "128Mi"), "app", "s");
+            p.topology_spread = vec![spread(
+                labels::HOSTNAME,
+                1,
+                WhenUnsatisfiable::DoNotSchedule,
+                selector("app", "s"),
+            )];
+            p
+        })
+        .collect();
+    let p = plan(&state(pods, vec![default_pool()]));
+    assert_eq!(p.node_claims.len(), 4);
+}
+
+#[test]
+fn pod_affinity_follows_the_target_even_when_scheduled_first() {
+    // The follower is larger, so it is tried first, fails, and succeeds once
+    // the target has been placed.
+    let mut target = labeled(pod("db", "100m", "128Mi"), "app", "db");
+    target.node_selector = reqs(vec![req(labels::ZONE, Operator::In, &["test-1b"])]);
+    let mut follower = pod("cache", "1", "1Gi");
+    follower.pod_affinity = vec![term(labels::ZONE, selector("app", "db"))];
+    let p = plan(&state(vec![follower, target], vec![default_pool()]));
+    assert_eq!(p.summary.scheduled, 2, "{p:#?}");
+    assert_eq!(claim_of(&p, "cache").zones, vec!["test-1b"]);
+}
+
+#[test]
+fn pod_affinity_without_target_is_unschedulable() {
+    let mut follower = pod("cache", "1", "1Gi");
+    follower.pod_affinity = vec![term(labels::ZONE, selector("app", "db"))];
+    let p = plan(&state(vec![follower], vec![default_pool()]));
+    assert_eq!(p.unschedulable.len(), 1);
+    assert!(
+        p.unschedulable[0].reason.contains("pod affinity"),
+        "{}",
+        p.unschedulable[0].reason
+    );
+}
+
+#[test]
+fn existing_pods_anti_affinity_repels_new_pods() {
+    let mut guard = pod("guard", "100m", "128Mi");
+    guard.node_name = Some("n1".into());
+    guard.pod_anti_affinity = vec![term(labels::HOSTNAME, selector("app", "noisy"))];
+    let node = Node {
+        name: "n1".into(),
+        labels: [(labels::ZONE.to_string(), "test-1a".to_string())].into(),
+        allocatable: Resources::new()
+            .with("cpu", q("4"))
+            .with("memory", q("8Gi"))
+            .with("pods", q("10")),
+        pods: vec![guard],
+        ..Default::default()
+    };
+    let mut s = state(
+        vec![
+            labeled(pod("noisy", "100m", "128Mi"), "app", "noisy"),
+            pod("quiet", "100m", "128Mi"),
+        ],
+        vec![default_pool()],
+    );
+    s.nodes = vec![node];
+    let p = plan(&s);
+    assert_eq!(p.existing_nodes.len(), 1);
+    assert_eq!(p.existing_nodes[0].pods, vec!["default/quiet"]);
+    assert_eq!(claim_of(&p, "noisy").pods.len(), 1);
+}
+
+#[test]
+fn capacity_spread_ratio_example() {
+    // scheduling.txt: four spot domains and one on-demand domain give 4:1.
+    let spot = pool(
+        "spot",
+        vec![
+            req(labels::CAPACITY_TYPE, Operator::In, &["spot"]),
+            req("capacity-spread", Operator::In, &["2", "3", "4", "5"]),
+        ],
+    );
+    let od = pool(
+        "on-demand",
+        vec![
+            req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]),
+            req("capacity-spread", Operator::In, &["1"]),
+        ],
+    );
+    let pods: Vec<Pod> = (0..10)
+        .map(|i| {
+            let mut p = labeled(pod(&format!("r{i}"), "1", "1Gi"), "app", "r");
+            p.topology_spread = vec![spread(
+                "capacity-spread",
+                1,
+                WhenUnsatisfiable::DoNotSchedule,
+                selector("app", "r"),
+            )];
+            p
+        })
+        .collect();
+    let p = plan(&state(pods, vec![spot, od]));
+    assert_eq!(p.summary.scheduled, 10);
+    let mut per_ct: BTreeMap<CapacityType, usize> = BTreeMap::new();
+    let mut per_domain: BTreeMap<String, usize> = BTreeMap::new();
+    for c in &p.node_claims {
+        *per_ct.entry(c.price.capacity_type).or_default() += c.pods.len();
+        *per_domain
+            .entry(c.labels["capacity-spread"].clone())
+            .or_default() += c.pods.len();
+    }
+    assert_eq!(per_domain.values().copied().collect::<Vec<_>>(), vec![2; 5]);
+    assert_eq!(per_ct[&CapacityType::Spot], 8);
+    assert_eq!(per_ct[&CapacityType::OnDemand], 2);
+}
+
+#[test]
+fn capacity_type_spread() {
+    let pods: Vec<Pod> = (0..4)
+        .map(|i| {
+            let mut p = labeled(pod(&format!("c{i}"), "1", "1Gi"), "app", "c");
+            p.topology_spread = vec![spread(
+                labels::CAPACITY_TYPE,
+                1,
+                WhenUnsatisfiable::DoNotSchedule,
+                selector("app", "c"),
+            )];
+            p
+        })
+        .collect();
+    let p = plan(&state(pods, vec![default_pool()]));
+    let mut per_ct: BTreeMap<CapacityType, usize> = BTreeMap::new();
+    for c in &p.node_claims {
+        assert_eq!(c.capacity_types.len(), 1);
+        *per_ct.entry(c.capacity_types[0]).or_default() += c.pods.len();
+    }
+    assert_eq!(per_ct[&CapacityType::Spot], 2);
+    assert_eq!(per_ct[&CapacityType::OnDemand], 2);
+}
+
+#[test]
+fn existing_nodes_are_filled_first_and_respect_taints() {
+    let mk_node = |name: &str, taint: bool| Node {
+        name: name.into(),
+        labels: [(labels::ZONE.to_string(), "test-1a".to_string())].into(),
+        taints: if taint {
+            vec![Taint {
+                key: "dedicated".into(),
+                value: "db".into(),
+                effect: TaintEffect::NoSchedule,
+            }]
+        } else {
+            vec![]
+        },
+        allocatable: Resources::new()
+            .with("cpu", q("2"))
+            .with("memory", q("4Gi"))
+            .with("pods", q("10")),
+        ..Default::default()
+    };
+    let mut s = state(
+        vec![
+            pod("a", "1", "1Gi"),
+            pod("b", "1", "1Gi"),
+            pod("c", "1", "1Gi"),
+        ],
+        vec![default_pool()],
+    );
+    s.nodes = vec![mk_node("free", false), mk_node("tainted", true)];
+    let p = plan(&s);
+    assert_eq!(p.existing_nodes.len(), 1);
+    assert_eq!(p.existing_nodes[0].name, "free");
+    assert_eq!(p.existing_nodes[0].pods.len(), 2);
+    assert_eq!(p.node_claims.len(), 1);
+    assert_eq!(p.node_claims[0].pods.len(), 1);
+}
+
+#[test]
+fn heavier_node_pool_wins() {
+    let mut heavy = pool("heavy", vec![req(labels::ARCH, Operator::In, &["amd64"])]);
+    heavy.weight = 50;
+    let light = pool("light", vec![]);
+    let p = plan(&state(vec![pod("a", "1", "1Gi")], vec![light, heavy]));
+    assert_eq!(p.node_claims[0].node_pool, "heavy");
+}
+
+#[test]
+fn limits_are_never_exceeded_and_overflow_goes_to_the_next_pool() {
+    let mut limited = pool("limited", vec![]);
+    limited.weight = 10;
+    limited.limits = Some(Resources::new().with("cpu", q("4")));
+    let fallback = pool("fallback", vec![]);
+    let pods: Vec<Pod> = (0..4)
+        .map(|i| {
+            let mut p = labeled(pod(&format!("x{i}"), "1", "1Gi"), "app", "x");
+            p.pod_anti_affinity = vec![term(labels::HOSTNAME, selector("app", "x"))];
+            p
+        })
+        .collect();
+    let p = plan(&state(pods.clone(), vec![limited.clone(), fallback]));
+    let limited_claims: Vec<_> = p
+        .node_claims
+        .iter()
+        .filter(|c| c.node_pool == "limited")
+        .collect();
+    // Every limited NodeClaim must stay within 4 CPUs whatever type EC2 picks.
+    let cat = catalog();
+    let worst: u32 = limited_claims
+        .iter()
+        .map(|c| {
+            c.instance_types
+                .iter()
+                .map(|t| cat.get(t).unwrap().info.vcpu)
+                .max()
+                .unwrap()
+        })
+        .sum();
+    assert!(
+        worst <= 4,
+        "limited pool could reach {worst} vCPUs: {limited_claims:#?}"
+    );
+    // The first NodeClaim may still become a 4-vCPU type, which uses the
+    // whole limit: the rest overflow to the fallback pool.
+    assert_eq!(limited_claims.len(), 1);
+    assert_eq!(p.summary.scheduled, 4);
+    // Without the fallback, the rest is unschedulable with a limits reason.
+    let p = plan(&state(pods, vec![limited]));
+    assert_eq!(p.unschedulable.len(), 3);
+    assert!(
+        p.unschedulable[0].reason.contains("limits"),
+        "{}",
+        p.unschedulable[0].reason
+    );
+}
+
+#[test]
+fn daemonset_overhead_counts_only_where_it_runs() {
+    let ds = DaemonSet {
+        namespace: "kube-system".into(),
+        name: "agent".into(),
+        pod: pod("agent", "500m", "512Mi"),
+    };
+    let mut tainted = pool("tainted", vec![]);
+    tainted.taints = vec![Taint {
+        key: "t".into(),
+        value: String::new(),
+        effect: TaintEffect::NoSchedule,
+    }];
+    let mut s = state(vec![pod("a", "1", "1Gi")], vec![default_pool()]);
+    s.daemon_sets = vec![ds.clone()];
+    let p = plan(&s);
+    assert_eq!(p.node_claims[0].resources.requests.cpu(), q("1500m"));
+
+    let mut a = pod("a", "1", "1Gi");
+    a.tolerations = vec![Toleration {
+        key: "t".into(),
+        operator: TolerationOperator::Exists,
+        value: String::new(),
+        effect: None,
+    }];
+    let mut s = state(vec![a], vec![tainted]);
+    s.daemon_sets = vec![ds];
+    let p = plan(&s);
+    assert_eq!(
+        p.node_claims[0].resources.requests.cpu(),
+        q("1"),
+        "daemonset does not tolerate the taint"
+    );
+}
+
+#[test]
+fn daemonset_overhead_can_push_to_a_larger_type() {
+    // 1.8 CPU fits a 2-vCPU type's allocatable alone, not with a 500m daemonset.
+    let mut s = state(vec![pod("a", "1800m", "1Gi")], vec![default_pool()]);
+    let p = plan(&s);
+    assert!(p.node_claims[0]
+        .instance_types
+        .contains(&"m5.large".to_string()));
+    s.daemon_sets = vec![DaemonSet {
+        namespace: "ks".into(),
+        name: "d".into(),
+        pod: pod("d", "500m", "64Mi"),
+    }];
+    let p = plan(&s);
+    assert!(!p.node_claims[0]
+        .instance_types
+        .contains(&"m5.large".to_string()));
+}
+
+#[test]
+fn volume_topology_pins_the_zone() {
+    let mut a = pod("a", "1", "1Gi");
+    a.pvc_names = vec!["data".into()];
+    let mut s = state(vec![a.clone()], vec![default_pool()]);
+    s.pvcs = vec![PersistentVolumeClaim {
+        namespace: "default".into(),
+        name: "data".into(),
+        storage_class: Some("ebs".into()),
+        volume_name: None,
+    }];
+    s.storage_classes = vec![StorageClass {
+        name: "ebs".into(),
+        provisioner: "ebs.csi.aws.com".into(),
+        binding_mode: VolumeBindingMode::WaitForFirstConsumer,
+        allowed_topologies: vec![reqs(vec![req(
+            labels::ZONE,
+            Operator::In,
+            &["test-1b", "test-1c"],
+        )])],
+        is_default: false,
+    }];
+    let p = plan(&s);
+    assert_eq!(p.node_claims[0].zones, vec!["test-1b", "test-1c"]);
+
+    // Once bound, the PV's zone wins.
+    s.pvcs[0].volume_name = Some("pv-1".into());
+    s.pvs = vec![PersistentVolume {
+        name: "pv-1".into(),
+        node_affinity: vec![reqs(vec![req(labels::ZONE, Operator::In, &["test-1c"])])],
+    }];
+    let p = plan(&s);
+    assert_eq!(p.node_claims[0].zones, vec!["test-1c"]);
+
+    // A missing claim is a warning, not a silent pass.
+    s.pvcs.clear();
+    let p = plan(&s);
+    assert_eq!(p.warnings.len(), 1);
+}
+
+#[test]
+fn gpu_requests_and_reasons() {
+    let mut g = pod("train", "1", "1Gi");
+    g.requests.set("nvidia.com/gpu", q("2"));
+    let p = plan(&state(vec![g.clone()], vec![default_pool()]));
+    assert_eq!(p.node_claims[0].instance_types, vec!["g4.8xlarge"]);
+    g.requests.set("nvidia.com/gpu", q("16"));
+    let gpu_pool = pool("gpu", vec![]);
+    let p = plan(&state(vec![g], vec![gpu_pool]));
+    let r = &p.unschedulable[0].reason;
+    assert!(
+        r.contains("no instance type in NodePool \"gpu\" has 16 nvidia.com/gpu"),
+        "{r}"
+    );
+    assert!(r.contains("largest allocatable: 4"), "{r}");
+}
+
+#[test]
+fn unknown_extended_resource_is_explained() {
+    let mut g = pod("fpga", "1", "1Gi");
+    g.requests.set("xilinx.com/fpga", q("1"));
+    let p = plan(&state(vec![g], vec![default_pool()]));
+    assert!(
+        p.unschedulable[0].reason.contains("xilinx.com/fpga"),
+        "{}",
+        p.unschedulable[0].reason
+    );
+}
+
+#[test]
+fn gt_lt_on_instance_labels() {
+    let mut a = pod("a", "100m", "128Mi");
+    a.node_selector = reqs(vec![
+        req(labels::INSTANCE_CPU, Operator::Gt, &["2"]),
+        req(labels::INSTANCE_MEMORY, Operator::Lt, &["20000"]),
+    ]);
+    let p = plan(&state(vec![a], vec![default_pool()]));
+    assert_eq!(p.node_claims[0].instance_types, vec!["m5.xlarge"]);
+}
+
+#[test]
+fn node_pool_requirements_restrict_types() {
+    let np = pool(
+        "default",
+        vec![
+            req(labels::INSTANCE_FAMILY, Operator::In, &["m5"]),
+            req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]),
+        ],
+    );
+    let p = plan(&state(vec![pod("a", "100m", "128Mi")], vec![np]));
+    assert!(p.node_claims[0]
+        .instance_types
+        .iter()
+        .all(|t| t.starts_with("m5.")));
+    assert_eq!(p.node_claims[0].instance_types[0], "m5.large");
+}
+
+#[test]
+fn unavailable_offerings_are_skipped() {
+    let np = pool(
+        "default",
+        vec![req(labels::ZONE, Operator::In, &["test-1a"])],
+    );
+    let s = state(vec![pod("a", "100m", "128Mi")], vec![np]);
+    let mut opts = SchedulerOptions::default();
+    opts.unavailable
+        .insert(("m6g.large".into(), "test-1a".into(), CapacityType::Spot));
+    let p = schedule(&s, &catalog(), &opts);
+    let c = &p.node_claims[0];
+    // m6g.large is still possible on-demand, but the spot pick moves on.
+    assert_eq!(c.price.capacity_type, CapacityType::Spot);
+    assert_eq!(c.price.instance_type, "c5.large");
+}
+
+#[test]
+fn max_pods_caps_pods_per_node_including_daemonsets() {
+    let mut np = default_pool();
+    np.kubelet.max_pods = Some(3);
+    let mut s = state(
+        (0..4)
+            .map(|i| pod(&format!("p{i}"), "10m", "16Mi"))
+            .collect(),
+        vec![np],
+    );
+    s.daemon_sets = vec![DaemonSet {
+        namespace: "ks".into(),
+        name: "d".into(),
+        pod: pod("d", "10m", "16Mi"),
+    }];
+    let p = plan(&s);
+    assert_eq!(p.node_claims.len(), 2);
+    assert!(p.node_claims.iter().all(|c| c.pods.len() <= 2));
+}
+
+#[test]
+fn host_ports_conflict_on_a_node() {
+    let mk = |n: &str| {
+        let mut p = pod(n, "100m", "128Mi");
+        p.host_ports = vec![("TCP".into(), 8080)];
+        p
+    };
+    let p = plan(&state(vec![mk("a"), mk("b")], vec![default_pool()]));
+    assert_eq!(p.node_claims.len(), 2);
+}
+
+#[test]
+fn overlay_price_adjustment_reorders_types() {
+    let mut s = state(vec![pod("a", "100m", "128Mi")], vec![default_pool()]);
+    let p = plan(&s);
+    assert_eq!(p.node_claims[0].instance_types[0], "m6g.large");
+    s.overlays = vec![NodeOverlay {
+        name: "prefer-c5".into(),
+        weight: 1,
+        requirements: reqs(vec![req(labels::INSTANCE_FAMILY, Operator::In, &["m5"])]),
+        price_adjustment: Some(PriceAdjustment::Percent(-90.0)),
+        price: None,
+        capacity: Resources::new(),
+    }];
+    let p = plan(&s);
+    assert_eq!(p.node_claims[0].instance_types[0], "m5.large");
+    // The reported price stays the real one.
+    assert!((p.node_claims[0].price.min - 0.096 * 0.4).abs() < 1e-9);
+}
+
+#[test]
+fn no_node_pools_is_explained() {
+    let p = plan(&state(vec![pod("a", "1", "1Gi")], vec![]));
+    assert!(p.unschedulable[0].reason.contains("no NodePool"));
+}
+
+#[test]
+fn plans_are_deterministic() {
+    let mut pods = vec![];
+    for i in 0..40 {
+        let mut p = labeled(
+            pod(&format!("p{i}"), ["100m", "1", "2500m"][i % 3], "512Mi"),
+            "app",
+            ["a", "b"][i % 2],
+        );
+        if i % 2 == 0 {
+            p.topology_spread = vec![spread(
+                labels::ZONE,
+                1,
+                WhenUnsatisfiable::DoNotSchedule,
+                selector("app", "a"),
+            )];
+        }
+        pods.push(p);
+    }
+    let s = state(pods, vec![default_pool()]);
+    let a = serde_json::to_string(&plan(&s)).unwrap();
+    let b = serde_json::to_string(&plan(&s)).unwrap();
+    assert_eq!(a, b);
+}

@@ -1,0 +1,464 @@
+//! Topology spread, pod affinity and pod anti-affinity as counts of matching
+//! pods per topology domain, following Karpenter's `Topology`:
+//!
+//! * a *group* exists per distinct constraint (key, selector, namespaces,
+//!   skew); it counts the pods its selector matches in every domain;
+//! * placing a pod turns each group it owns into a requirement on the node
+//!   (spread: the least-loaded allowed domain; affinity: domains that already
+//!   hold a matching pod; anti-affinity: `NotIn` the occupied domains);
+//! * *inverse* groups make anti-affinity symmetric: a pod selected by another
+//!   pod's anti-affinity term avoids the domains that pod occupies.
+//!
+//! Domains are iterated in sorted order, so ties break deterministically
+//! (Karpenter iterates a Go map and breaks ties at random).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::labels;
+use crate::model::{
+    InclusionPolicy, LabelSelector, Node, Pod, PodAffinityTerm, TopologySpreadConstraint,
+};
+use crate::requirements::{Requirement, Requirements};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Spread,
+    Affinity,
+    AntiAffinity,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Namespaces {
+    All,
+    Only(BTreeSet<String>),
+}
+
+impl Namespaces {
+    fn contains(&self, ns: &str) -> bool {
+        match self {
+            Namespaces::All => true,
+            Namespaces::Only(s) => s.contains(ns),
+        }
+    }
+    fn for_term(term: &PodAffinityTerm, own_ns: &str) -> Self {
+        if term.all_namespaces {
+            Namespaces::All
+        } else if term.namespaces.is_empty() {
+            Namespaces::Only([own_ns.to_string()].into())
+        } else {
+            Namespaces::Only(term.namespaces.iter().cloned().collect())
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct GroupKey {
+    kind: Kind,
+    key: String,
+    namespaces: Namespaces,
+    selector: LabelSelector,
+    max_skew: u32,
+    min_domains: Option<u32>,
+    honor_affinity: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Group {
+    id: GroupKey,
+    /// Matching pods per domain (spread, affinity: pods the selector matches;
+    /// inverse anti-affinity: the owners' domains).
+    counts: BTreeMap<String, u32>,
+}
+
+impl Group {
+    fn selects(&self, ns: &str, pod_labels: &BTreeMap<String, String>) -> bool {
+        self.id.namespaces.contains(ns) && self.id.selector.matches(pod_labels)
+    }
+    fn occupied(&self) -> impl Iterator<Item = &String> {
+        self.counts.iter().filter(|(_, c)| **c > 0).map(|(d, _)| d)
+    }
+}
+
+/// Which groups a pending pod owns, parallel to its constraint lists.
+#[derive(Debug, Clone, Default)]
+pub struct PodGroups {
+    pub spread: Vec<usize>,
+    pub affinity: Vec<usize>,
+    pub preferred_affinity: Vec<usize>,
+    pub anti_affinity: Vec<usize>,
+    pub preferred_anti_affinity: Vec<usize>,
+    /// Inverse groups this pod owns (its required anti-affinity terms).
+    pub inverse: Vec<usize>,
+}
+
+/// Why topology ruled a placement out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopologyConflict(pub String);
+
+#[derive(Debug, Clone, Default)]
+pub struct Topology {
+    groups: Vec<Group>,
+    index: HashMap<GroupKey, usize>,
+    inverse: Vec<Group>,
+    inverse_index: HashMap<GroupKey, usize>,
+    /// Every known domain per topology key.
+    universe: BTreeMap<String, BTreeSet<String>>,
+    /// Whether any group or inverse group exists (fast path).
+    active: bool,
+}
+
+/// Domain values of a node for a key (hostname is the node name).
+fn node_domain<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
+    if key == labels::HOSTNAME {
+        return Some(
+            node.labels
+                .get(key)
+                .map(String::as_str)
+                .unwrap_or(node.name.as_str()),
+        );
+    }
+    node.labels.get(key).map(String::as_str)
+}
+
+impl Topology {
+    /// Builds the groups of every pending pod and counts the pods already
+    /// bound to `nodes`. `universe` lists the domains per key that NodePools
+    /// can create (zones, capacity types, custom label values).
+    pub fn build(
+        pending: &[Pod],
+        nodes: &[Node],
+        mut universe: BTreeMap<String, BTreeSet<String>>,
+    ) -> (Topology, Vec<PodGroups>) {
+        for n in nodes {
+            for (k, v) in &n.labels {
+                universe.entry(k.clone()).or_default().insert(v.clone());
+            }
+        }
+        let mut t = Topology {
+            universe,
+            ..Default::default()
+        };
+        let mut owned = Vec::with_capacity(pending.len());
+        for p in pending {
+            let mut g = PodGroups::default();
+            for c in &p.topology_spread {
+                g.spread.push(t.group(spread_key(c, &p.namespace)));
+            }
+            let term_key = |kind, term: &PodAffinityTerm| GroupKey {
+                kind,
+                key: term.topology_key.clone(),
+                namespaces: Namespaces::for_term(term, &p.namespace),
+                selector: term.label_selector.clone(),
+                max_skew: 0,
+                min_domains: None,
+                honor_affinity: false,
+            };
+            for term in &p.pod_affinity {
+                g.affinity.push(t.group(term_key(Kind::Affinity, term)));
+            }
+            for w in &p.preferred_pod_affinity {
+                g.preferred_affinity
+                    .push(t.group(term_key(Kind::Affinity, &w.term)));
+            }
+            for term in &p.pod_anti_affinity {
+                g.anti_affinity
+                    .push(t.group(term_key(Kind::AntiAffinity, term)));
+                g.inverse
+                    .push(t.inverse_group(term_key(Kind::AntiAffinity, term)));
+            }
+            for w in &p.preferred_pod_anti_affinity {
+                g.preferred_anti_affinity
+                    .push(t.group(term_key(Kind::AntiAffinity, &w.term)));
+            }
+            owned.push(g);
+        }
+        // Existing pods' required anti-affinity also repels pending pods.
+        for n in nodes {
+            for p in &n.pods {
+                for term in &p.pod_anti_affinity {
+                    let k = GroupKey {
+                        kind: Kind::AntiAffinity,
+                        key: term.topology_key.clone(),
+                        namespaces: Namespaces::for_term(term, &p.namespace),
+                        selector: term.label_selector.clone(),
+                        max_skew: 0,
+                        min_domains: None,
+                        honor_affinity: false,
+                    };
+                    let gi = t.inverse_group(k);
+                    if let Some(d) = node_domain(n, &term.topology_key) {
+                        *t.inverse[gi].counts.entry(d.to_string()).or_default() += 1;
+                    }
+                }
+            }
+        }
+        // Count existing pods in every group that selects them.
+        for n in nodes {
+            for p in &n.pods {
+                for g in t.groups.iter_mut() {
+                    if g.selects(&p.namespace, &p.labels) {
+                        if let Some(d) = node_domain(n, &g.id.key) {
+                            *g.counts.entry(d.to_string()).or_default() += 1;
+                        }
+                    }
+                }
+            }
+        }
+        t.active = !t.groups.is_empty() || !t.inverse.is_empty();
+        (t, owned)
+    }
+
+    fn group(&mut self, id: GroupKey) -> usize {
+        if let Some(i) = self.index.get(&id) {
+            return *i;
+        }
+        let counts = self
+            .universe
+            .get(&id.key)
+            .map(|d| d.iter().map(|v| (v.clone(), 0)).collect())
+            .unwrap_or_default();
+        self.groups.push(Group {
+            id: id.clone(),
+            counts,
+        });
+        self.index.insert(id, self.groups.len() - 1);
+        self.groups.len() - 1
+    }
+
+    fn inverse_group(&mut self, id: GroupKey) -> usize {
+        if let Some(i) = self.inverse_index.get(&id) {
+            return *i;
+        }
+        self.inverse.push(Group {
+            id: id.clone(),
+            counts: BTreeMap::new(),
+        });
+        self.inverse_index.insert(id, self.inverse.len() - 1);
+        self.inverse.len() - 1
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.active
+    }
+
+    /// Tightens `node_reqs` (the candidate node's requirements already
+    /// intersected with the pod's) with every topology constraint in force.
+    /// `pod_reqs` are the pod's own node requirements (domain eligibility).
+    pub fn add_requirements(
+        &self,
+        pod: &Pod,
+        groups: &[(usize, Kind)],
+        pod_reqs: &Requirements,
+        node_reqs: &Requirements,
+    ) -> Result<Requirements, TopologyConflict> {
+        let mut out = node_reqs.clone();
+        for &(gi, kind) in groups {
+            let g = &self.groups[gi];
+            let key = g.id.key.as_str();
+            let exists = Requirement::exists(key);
+            let pod_domains = if g.id.honor_affinity || kind != Kind::Spread {
+                pod_reqs.get(key).unwrap_or(&exists)
+            } else {
+                &exists
+            };
+            let node_domains = out.get(key).cloned().unwrap_or_else(|| exists.clone());
+            let allowed = match kind {
+                Kind::Spread => self.next_spread(g, pod, pod_domains, &node_domains),
+                Kind::Affinity => self.next_affinity(g, pod, pod_domains, &node_domains),
+                Kind::AntiAffinity => Requirement::not_in(key, g.occupied().cloned()),
+            };
+            let merged = node_domains.intersection(&allowed);
+            if merged.is_empty() {
+                return Err(TopologyConflict(describe(kind, g, &node_domains)));
+            }
+            out.add(allowed);
+        }
+        for g in &self.inverse {
+            if g.counts.is_empty() || !g.selects(&pod.namespace, &pod.labels) {
+                continue;
+            }
+            let key = g.id.key.as_str();
+            let allowed = Requirement::not_in(key, g.occupied().cloned());
+            let node_domains = out
+                .get(key)
+                .cloned()
+                .unwrap_or_else(|| Requirement::exists(key));
+            if node_domains.intersection(&allowed).is_empty() {
+                return Err(TopologyConflict(format!(
+                    "another pod's required anti-affinity on {key} excludes {}",
+                    domain_list(&node_domains)
+                )));
+            }
+            out.add(allowed);
+        }
+        Ok(out)
+    }
+
+    fn min_count(&self, g: &Group, pod_domains: &Requirement) -> i64 {
+        if g.id.key == labels::HOSTNAME {
+            return 0;
+        }
+        let mut min = i64::MAX;
+        let mut eligible = 0u32;
+        for (d, c) in &g.counts {
+            if pod_domains.has(d) {
+                eligible += 1;
+                min = min.min(*c as i64);
+            }
+        }
+        if g.id.min_domains.is_some_and(|m| eligible < m) {
+            return 0;
+        }
+        min
+    }
+
+    fn next_spread(
+        &self,
+        g: &Group,
+        pod: &Pod,
+        pod_domains: &Requirement,
+        node_domains: &Requirement,
+    ) -> Requirement {
+        let min = self.min_count(g, pod_domains);
+        let self_selecting = g.selects(&pod.namespace, &pod.labels) as i64;
+        let key = g.id.key.as_str();
+        let mut best: Option<(String, i64)> = None;
+        let mut consider = |d: &str, count: i64| {
+            let count = count + self_selecting;
+            if count.saturating_sub(min) <= g.id.max_skew as i64
+                && best.as_ref().is_none_or(|(_, c)| count < *c)
+            {
+                best = Some((d.to_string(), count));
+            }
+        };
+        if !node_domains.is_complement() {
+            // A concrete node (existing, or a NodeClaim with a hostname).
+            for d in node_domains.values() {
+                if g.counts.contains_key(d) || key == labels::HOSTNAME {
+                    consider(d, g.counts.get(d).copied().unwrap_or(0) as i64);
+                }
+            }
+        } else {
+            for (d, c) in &g.counts {
+                if node_domains.has(d) {
+                    consider(d, *c as i64);
+                }
+            }
+        }
+        match best {
+            Some((d, _)) => Requirement::in_values(key, [d]),
+            None => Requirement::does_not_exist(key),
+        }
+    }
+
+    fn next_affinity(
+        &self,
+        g: &Group,
+        pod: &Pod,
+        pod_domains: &Requirement,
+        node_domains: &Requirement,
+    ) -> Requirement {
+        let key = g.id.key.as_str();
+        let options: Vec<&String> = g.occupied().filter(|d| pod_domains.has(d)).collect();
+        if !options.is_empty() {
+            return Requirement::in_values(key, options.into_iter().cloned());
+        }
+        // Nothing to be near yet: a self-selecting pod bootstraps the group,
+        // preferring the candidate node's own domain.
+        if g.selects(&pod.namespace, &pod.labels) {
+            let both = pod_domains.intersection(node_domains);
+            if !both.is_complement() {
+                if let Some(d) = both.values().iter().next() {
+                    return Requirement::in_values(key, [d.clone()]);
+                }
+            }
+            if let Some(d) = g.counts.keys().find(|d| both.has(d)) {
+                return Requirement::in_values(key, [d.clone()]);
+            }
+        }
+        Requirement::does_not_exist(key)
+    }
+
+    /// Records a pod placed with final node requirements `reqs`.
+    pub fn record(&mut self, pod: &Pod, inverse_owned: &[usize], reqs: &Requirements) {
+        if !self.active {
+            return;
+        }
+        for g in self.groups.iter_mut() {
+            if !g.selects(&pod.namespace, &pod.labels) {
+                continue;
+            }
+            let Some(domains) = reqs.get(&g.id.key) else {
+                continue;
+            };
+            if domains.is_complement() {
+                continue;
+            }
+            if g.id.kind == Kind::AntiAffinity {
+                for d in domains.values() {
+                    *g.counts.entry(d.clone()).or_default() += 1;
+                }
+            } else if domains.values().len() == 1 {
+                if let Some(d) = domains.values().iter().next() {
+                    *g.counts.entry(d.clone()).or_default() += 1;
+                }
+            }
+        }
+        for &gi in inverse_owned {
+            let g = &mut self.inverse[gi];
+            if let Some(domains) = reqs.get(&g.id.key) {
+                if !domains.is_complement() {
+                    for d in domains.values() {
+                        *g.counts.entry(d.clone()).or_default() += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Registers a new domain (a NodeClaim's hostname).
+    pub fn register(&mut self, key: &str, domain: &str) {
+        for g in self.groups.iter_mut().filter(|g| g.id.key == key) {
+            g.counts.entry(domain.to_string()).or_default();
+        }
+    }
+}
+
+fn spread_key(c: &TopologySpreadConstraint, ns: &str) -> GroupKey {
+    GroupKey {
+        kind: Kind::Spread,
+        key: c.topology_key.clone(),
+        namespaces: Namespaces::Only([ns.to_string()].into()),
+        selector: c.label_selector.clone(),
+        max_skew: c.max_skew,
+        min_domains: c.min_domains,
+        honor_affinity: c.node_affinity_policy == InclusionPolicy::Honor,
+    }
+}
+
+fn domain_list(r: &Requirement) -> String {
+    if r.is_complement() {
+        "every domain".to_string()
+    } else {
+        r.values().iter().cloned().collect::<Vec<_>>().join(", ")
+    }
+}
+
+fn describe(kind: Kind, g: &Group, node_domains: &Requirement) -> String {
+    let key = &g.id.key;
+    match kind {
+        Kind::Spread => format!(
+            "topology spread on {key} (maxSkew {}) cannot be satisfied in {}",
+            g.id.max_skew,
+            domain_list(node_domains)
+        ),
+        Kind::Affinity => format!(
+            "pod affinity on {key}: no pod matching the selector runs in {}",
+            domain_list(node_domains)
+        ),
+        Kind::AntiAffinity => format!(
+            "pod anti-affinity on {key}: a matching pod already runs in {}",
+            domain_list(node_domains)
+        ),
+    }
+}
