@@ -1,0 +1,934 @@
+//! Karpenter objects: NodePool (karpenter.sh/v1, v1beta1), Provisioner
+//! (karpenter.sh/v1alpha5), EC2NodeClass / AWSNodeTemplate, NodeOverlay,
+//! and Veneer-style preference annotations.
+//!
+//! The `spec` parts of NodePools, Provisioners and NodeOverlays are strict
+//! (`deny_unknown_fields`): a typo such as `requirments` is an error naming
+//! the field. `metadata` and `status` are lenient. NodeClass specs are
+//! lenient for now (only the fields read here are type-checked).
+
+use std::collections::BTreeMap;
+
+use flotilla_core::labels::{
+    self, CAPACITY_TYPE, CAPACITY_TYPE_ON_DEMAND, NODEPOOL, PROVISIONER_NAME,
+};
+use flotilla_core::model::{
+    AmiFamily, Disruption, KubeletConfig, NodeClass, NodeOverlay, NodePool, NodePoolSource,
+    PriceAdjustment,
+};
+use flotilla_core::requirements::{Operator, Requirement, Requirements};
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KQuantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::pod::requirement;
+use crate::util::{check_labels, duration_secs, join, quantity, resources, taints, threshold, Ctx};
+use crate::{Doc, InputError};
+
+/// Prefix of Veneer preference annotations (`veneer.io/preference.N`).
+pub const VENEER_PREFERENCE: &str = "veneer.io/preference.";
+
+/// A Kubernetes object with a typed spec; everything else is ignored.
+#[derive(Deserialize)]
+struct Object<S> {
+    #[serde(default)]
+    metadata: meta::ObjectMeta,
+    spec: Option<S>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ReqDoc {
+    key: String,
+    operator: String,
+    #[serde(default)]
+    values: Option<Vec<String>>,
+    /// Accepted and ignored.
+    #[serde(default)]
+    #[allow(dead_code)]
+    min_values: Option<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NodePoolSpec {
+    template: NodeClaimTemplate,
+    #[serde(default)]
+    disruption: Option<DisruptionDoc>,
+    #[serde(default)]
+    limits: Option<BTreeMap<String, KQuantity>>,
+    #[serde(default)]
+    weight: Option<i32>,
+    /// Static NodePools (fixed replica count) are not provisioned by the
+    /// planner; accepted with a warning.
+    #[serde(default)]
+    replicas: Option<i64>,
+}
+
+/// Template metadata stays lenient, like all metadata.
+#[derive(Deserialize, Default)]
+struct TemplateMeta {
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NodeClaimTemplate {
+    #[serde(default)]
+    metadata: Option<TemplateMeta>,
+    spec: NodeClaimSpec,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NodeClaimSpec {
+    #[serde(default)]
+    requirements: Vec<ReqDoc>,
+    #[serde(default)]
+    taints: Option<Vec<core::Taint>>,
+    #[serde(default)]
+    startup_taints: Option<Vec<core::Taint>>,
+    #[serde(default)]
+    node_class_ref: Option<NodeClassRef>,
+    #[serde(default)]
+    expire_after: Option<String>,
+    #[serde(default)]
+    termination_grace_period: Option<String>,
+    /// v1beta1 location of the kubelet configuration.
+    #[serde(default)]
+    kubelet: Option<KubeletDoc>,
+    /// v1beta1 `resources.requests`; accepted and ignored.
+    #[serde(default)]
+    #[allow(dead_code)]
+    resources: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NodeClassRef {
+    #[serde(default)]
+    #[allow(dead_code)]
+    group: Option<String>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    kind: Option<String>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    api_version: Option<String>,
+    name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DisruptionDoc {
+    #[serde(default)]
+    consolidation_policy: Option<String>,
+    #[serde(default)]
+    consolidate_after: Option<String>,
+    /// v1beta1 location of expireAfter.
+    #[serde(default)]
+    expire_after: Option<String>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    budgets: Option<Vec<Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct KubeletDoc {
+    #[serde(default, rename = "clusterDNS")]
+    cluster_dns: Option<Vec<String>>,
+    #[serde(default)]
+    max_pods: Option<i64>,
+    #[serde(default)]
+    pods_per_core: Option<i64>,
+    #[serde(default)]
+    system_reserved: Option<BTreeMap<String, KQuantity>>,
+    #[serde(default)]
+    kube_reserved: Option<BTreeMap<String, KQuantity>>,
+    #[serde(default)]
+    eviction_hard: Option<BTreeMap<String, KQuantity>>,
+    #[serde(default)]
+    eviction_soft: Option<BTreeMap<String, KQuantity>>,
+    #[serde(default)]
+    eviction_soft_grace_period: Option<BTreeMap<String, String>>,
+    /// Seconds (v1beta1) or a duration (v1alpha5 docs); kept as written.
+    #[serde(default)]
+    eviction_max_pod_grace_period: Option<KQuantity>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    image_gc_high_threshold_percent: Option<i64>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    image_gc_low_threshold_percent: Option<i64>,
+    #[serde(default, rename = "cpuCFSQuota")]
+    #[allow(dead_code)]
+    cpu_cfs_quota: Option<bool>,
+    /// v1alpha5 only (`containerd` / `dockerd`).
+    #[serde(default)]
+    container_runtime: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ProvisionerSpec {
+    #[serde(default)]
+    requirements: Vec<ReqDoc>,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    taints: Option<Vec<core::Taint>>,
+    #[serde(default)]
+    startup_taints: Option<Vec<core::Taint>>,
+    #[serde(default)]
+    weight: Option<i32>,
+    #[serde(default)]
+    limits: Option<ProvisionerLimits>,
+    #[serde(default)]
+    kubelet_configuration: Option<KubeletDoc>,
+    #[serde(default)]
+    ttl_seconds_after_empty: Option<i64>,
+    #[serde(default)]
+    ttl_seconds_until_expired: Option<i64>,
+    #[serde(default)]
+    consolidation: Option<Consolidation>,
+    #[serde(default)]
+    provider_ref: Option<ProviderRef>,
+    /// Inline AWS provider settings; opaque.
+    #[serde(default)]
+    #[allow(dead_code)]
+    provider: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProvisionerLimits {
+    #[serde(default)]
+    resources: Option<BTreeMap<String, KQuantity>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Consolidation {
+    #[serde(default)]
+    enabled: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ProviderRef {
+    name: String,
+    #[serde(default)]
+    #[allow(dead_code)]
+    kind: Option<String>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    api_version: Option<String>,
+}
+
+fn object<S: serde::de::DeserializeOwned>(
+    ctx: &Ctx,
+    d: &Doc,
+    kind: &str,
+) -> Result<(meta::ObjectMeta, S), InputError> {
+    let o: Object<S> = ctx.de(&d.value, "")?;
+    let spec = o
+        .spec
+        .ok_or_else(|| ctx.err("spec", format!("a {kind} needs a spec")))?;
+    match o.metadata.name.as_deref() {
+        Some(n) if !n.is_empty() => Ok((o.metadata, spec)),
+        _ => Err(ctx.err("metadata.name", format!("a {kind} needs a name"))),
+    }
+}
+
+fn reqs_from(ctx: &Ctx, path: &str, reqs: &[ReqDoc]) -> Result<Requirements, InputError> {
+    let mut out = Requirements::new();
+    for (i, r) in reqs.iter().enumerate() {
+        let p = format!("{path}[{i}]");
+        let req = requirement(
+            ctx,
+            &p,
+            &r.key,
+            &r.operator,
+            r.values.clone().unwrap_or_default(),
+        )?;
+        if labels::is_restricted_for_nodepool(&req.key) {
+            return Err(ctx.err(
+                &join(&p, "key"),
+                format!(
+                    "label {:?} is in a domain restricted to Karpenter and Kubernetes",
+                    r.key
+                ),
+            ));
+        }
+        out.add(req);
+    }
+    Ok(out)
+}
+
+fn weight(ctx: &Ctx, path: &str, w: Option<i32>) -> Result<i32, InputError> {
+    match w {
+        None => Ok(0),
+        Some(w) if (1..=100).contains(&w) => Ok(w),
+        Some(w) => Err(ctx.err(path, format!("weight {w} is not in 1..100"))),
+    }
+}
+
+/// Node labels of a pool: validated, not in restricted domains.
+fn pool_labels(ctx: &Ctx, path: &str, l: &BTreeMap<String, String>) -> Result<(), InputError> {
+    check_labels(ctx, path, l, true)?;
+    for k in l.keys() {
+        if labels::is_restricted_for_nodepool(k) {
+            return Err(ctx.err(
+                &join(path, k),
+                format!("label {k:?} is in a domain restricted to Karpenter and Kubernetes"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+const EVICTION_SIGNALS: &[&str] = &[
+    "memory.available",
+    "nodefs.available",
+    "nodefs.inodesFree",
+    "imagefs.available",
+    "imagefs.inodesFree",
+    "containerfs.available",
+    "containerfs.inodesFree",
+    "pid.available",
+];
+
+fn kubelet(ctx: &Ctx, path: &str, k: Option<&KubeletDoc>) -> Result<KubeletConfig, InputError> {
+    let mut out = KubeletConfig::default();
+    let Some(k) = k else { return Ok(out) };
+    let nonneg = |field: &str, v: Option<i64>| -> Result<Option<u32>, InputError> {
+        v.map(|n| {
+            u32::try_from(n).map_err(|_| {
+                ctx.err(
+                    &join(path, field),
+                    format!("{field} must be between 0 and {}, got {n}", u32::MAX),
+                )
+            })
+        })
+        .transpose()
+    };
+    out.max_pods = nonneg("maxPods", k.max_pods)?;
+    out.pods_per_core = nonneg("podsPerCore", k.pods_per_core)?;
+    out.system_reserved = resources(
+        ctx,
+        &join(path, "systemReserved"),
+        k.system_reserved.as_ref(),
+    )?;
+    out.kube_reserved = resources(ctx, &join(path, "kubeReserved"), k.kube_reserved.as_ref())?;
+    for (field, src, dst) in [
+        ("evictionHard", &k.eviction_hard, &mut out.eviction_hard),
+        ("evictionSoft", &k.eviction_soft, &mut out.eviction_soft),
+    ] {
+        for (sig, v) in src.iter().flatten() {
+            let p = join(&join(path, field), sig);
+            if !EVICTION_SIGNALS.contains(&sig.as_str()) {
+                return Err(ctx.err(
+                    &p,
+                    format!(
+                        "unknown eviction signal {sig:?} (expected one of {})",
+                        EVICTION_SIGNALS.join(", ")
+                    ),
+                ));
+            }
+            dst.insert(sig.clone(), threshold(ctx, &p, &v.0)?);
+        }
+    }
+    for (sig, v) in k.eviction_soft_grace_period.iter().flatten() {
+        let p = join(&join(path, "evictionSoftGracePeriod"), sig);
+        if !EVICTION_SIGNALS.contains(&sig.as_str()) {
+            return Err(ctx.err(&p, format!("unknown eviction signal {sig:?}")));
+        }
+        duration_secs(v).map_err(|e| ctx.err(&p, e))?;
+        out.eviction_soft_grace_period
+            .insert(sig.clone(), v.clone());
+    }
+    if let Some(v) = &k.eviction_max_pod_grace_period {
+        let p = join(path, "evictionMaxPodGracePeriod");
+        let s = v.0.trim();
+        if s.parse::<i64>().is_err() {
+            duration_secs(s).map_err(|e| ctx.err(&p, e))?;
+        }
+        out.eviction_max_pod_grace_period = Some(s.to_string());
+    }
+    for (i, ip) in k.cluster_dns.iter().flatten().enumerate() {
+        if ip.parse::<std::net::IpAddr>().is_err() {
+            return Err(ctx.err(
+                &format!("{}[{i}]", join(path, "clusterDNS")),
+                format!("{ip:?} is not an IP address"),
+            ));
+        }
+        out.cluster_dns.push(ip.clone());
+    }
+    if let Some(rt) = &k.container_runtime {
+        if rt != "containerd" && rt != "dockerd" {
+            return Err(ctx.err(
+                &join(path, "containerRuntime"),
+                format!("unknown container runtime {rt:?} (expected containerd or dockerd)"),
+            ));
+        }
+        out.container_runtime = Some(rt.clone());
+    }
+    Ok(out)
+}
+
+fn secs(ctx: &Ctx, path: &str, s: Option<&str>) -> Result<Option<u64>, InputError> {
+    match s {
+        None => Ok(None),
+        Some(s) => duration_secs(s).map_err(|e| ctx.err(path, e)),
+    }
+}
+
+/// Adds the requirements every pool carries: one `In` per label, the
+/// pool's own name label, and the on-demand capacity-type default.
+fn finish_requirements(
+    ctx: &Ctx,
+    reqs: &mut Requirements,
+    labels_path: &str,
+    labels: &BTreeMap<String, String>,
+    name_key: &str,
+    name: &str,
+) -> Result<(), InputError> {
+    for (k, v) in labels {
+        let r = Requirement::from_parts(k, Operator::In, vec![v.clone()])
+            .map_err(|e| ctx.err(&join(labels_path, k), e))?;
+        reqs.add(r);
+    }
+    let r = Requirement::from_parts(name_key, Operator::In, vec![name.to_string()])
+        .map_err(|e| ctx.err("metadata.name", e))?;
+    reqs.add(r);
+    if reqs.get(CAPACITY_TYPE).is_none() {
+        reqs.add(Requirement::in_values(
+            CAPACITY_TYPE,
+            [CAPACITY_TYPE_ON_DEMAND],
+        ));
+    }
+    Ok(())
+}
+
+/// A NodePool (karpenter.sh/v1 or v1beta1), with the overlays of its Veneer
+/// preference annotations.
+///
+/// Requirements are the template's, plus `In [value]` per template label,
+/// plus `karpenter.sh/nodepool In [<name>]` (the label Karpenter puts on
+/// its nodes), plus `karpenter.sh/capacity-type In [on-demand]` when the
+/// pool has no capacity-type requirement: on-demand is what Karpenter
+/// launches for such a pool. Disruption fields get the v1 CRD defaults
+/// (`WhenEmptyOrUnderutilized`, `consolidateAfter: 0s`, `expireAfter: 720h`)
+/// when omitted.
+pub(crate) fn node_pool(
+    ctx: &Ctx,
+    d: &Doc,
+    warnings: &mut Vec<String>,
+) -> Result<(NodePool, Vec<NodeOverlay>), InputError> {
+    let (m, spec): (meta::ObjectMeta, NodePoolSpec) = object(ctx, d, "NodePool")?;
+    let name = m.name.clone().unwrap_or_default();
+    let tmeta = spec.template.metadata.unwrap_or_default();
+    let tlabels = tmeta.labels.unwrap_or_default();
+    let tannotations = tmeta.annotations.unwrap_or_default();
+    let lp = "spec.template.metadata.labels";
+    pool_labels(ctx, lp, &tlabels)?;
+    check_labels(
+        ctx,
+        "spec.template.metadata.annotations",
+        &tannotations,
+        false,
+    )?;
+    let ts = &spec.template.spec;
+    let mut reqs = reqs_from(ctx, "spec.template.spec.requirements", &ts.requirements)?;
+    finish_requirements(ctx, &mut reqs, lp, &tlabels, NODEPOOL, &name)?;
+
+    let policy = spec
+        .disruption
+        .as_ref()
+        .and_then(|x| x.consolidation_policy.clone());
+    if let Some(p) = &policy {
+        if !matches!(
+            p.as_str(),
+            "WhenEmpty" | "WhenEmptyOrUnderutilized" | "WhenUnderutilized"
+        ) {
+            return Err(ctx.err(
+                "spec.disruption.consolidationPolicy",
+                format!("unknown consolidationPolicy {p:?} (expected WhenEmpty or WhenEmptyOrUnderutilized)"),
+            ));
+        }
+    }
+    let consolidate_after = match spec
+        .disruption
+        .as_ref()
+        .and_then(|x| x.consolidate_after.as_deref())
+    {
+        None => Some(0),
+        s => secs(ctx, "spec.disruption.consolidateAfter", s)?,
+    };
+    let expire_after = match (
+        &ts.expire_after,
+        spec.disruption
+            .as_ref()
+            .and_then(|x| x.expire_after.as_ref()),
+    ) {
+        (Some(s), _) => secs(ctx, "spec.template.spec.expireAfter", Some(s))?,
+        (None, Some(s)) => secs(ctx, "spec.disruption.expireAfter", Some(s))?,
+        (None, None) => Some(720 * 3600),
+    };
+    secs(
+        ctx,
+        "spec.template.spec.terminationGracePeriod",
+        ts.termination_grace_period.as_deref(),
+    )?;
+    if spec.replicas.is_some() {
+        warnings.push(format!(
+            "{}: spec.replicas (static NodePool) is not planned; treating the NodePool as dynamic",
+            ctx.here()
+        ));
+    }
+    let limits = match &spec.limits {
+        None => None,
+        Some(l) => Some(resources(ctx, "spec.limits", Some(l))?),
+    };
+    let pool = NodePool {
+        weight: weight(ctx, "spec.weight", spec.weight)?,
+        requirements: reqs,
+        labels: tlabels,
+        annotations: tannotations,
+        taints: taints(ctx, "spec.template.spec.taints", ts.taints.as_ref(), true)?,
+        startup_taints: taints(
+            ctx,
+            "spec.template.spec.startupTaints",
+            ts.startup_taints.as_ref(),
+            true,
+        )?,
+        limits,
+        kubelet: kubelet(ctx, "spec.template.spec.kubelet", ts.kubelet.as_ref())?,
+        node_class: ts.node_class_ref.as_ref().map(|r| r.name.clone()),
+        disruption: Disruption {
+            consolidation_policy: Some(policy.unwrap_or_else(|| "WhenEmptyOrUnderutilized".into())),
+            consolidate_after_seconds: consolidate_after,
+            expire_after_seconds: expire_after,
+        },
+        source: NodePoolSource::NodePool,
+        name: name.clone(),
+    };
+    let overlays = veneer_overlays(ctx, &name, NODEPOOL, m.annotations.as_ref())?;
+    Ok((pool, overlays))
+}
+
+/// A Provisioner (karpenter.sh/v1alpha5) as a NodePool.
+///
+/// Requirements get `karpenter.sh/provisioner-name In [<name>]` and the
+/// documented `karpenter.sh/capacity-type In [on-demand]` default.
+/// `ttlSecondsAfterEmpty` maps to `WhenEmpty` after that many seconds,
+/// `consolidation.enabled: true` to `WhenEmptyOrUnderutilized`; setting both
+/// is an error, as in Karpenter.
+pub(crate) fn provisioner(ctx: &Ctx, d: &Doc) -> Result<(NodePool, Vec<NodeOverlay>), InputError> {
+    let (m, spec): (meta::ObjectMeta, ProvisionerSpec) = object(ctx, d, "Provisioner")?;
+    let name = m.name.clone().unwrap_or_default();
+    let plabels = spec.labels.clone().unwrap_or_default();
+    let pannotations = spec.annotations.clone().unwrap_or_default();
+    pool_labels(ctx, "spec.labels", &plabels)?;
+    check_labels(ctx, "spec.annotations", &pannotations, false)?;
+    let mut reqs = reqs_from(ctx, "spec.requirements", &spec.requirements)?;
+    finish_requirements(
+        ctx,
+        &mut reqs,
+        "spec.labels",
+        &plabels,
+        PROVISIONER_NAME,
+        &name,
+    )?;
+
+    let consolidation = spec
+        .consolidation
+        .as_ref()
+        .and_then(|c| c.enabled)
+        .unwrap_or(false);
+    let nonneg = |field: &str, v: Option<i64>| -> Result<Option<u64>, InputError> {
+        v.map(|n| {
+            u64::try_from(n)
+                .map_err(|_| ctx.err(field, format!("{field} must not be negative, got {n}")))
+        })
+        .transpose()
+    };
+    let ttl_empty = nonneg("spec.ttlSecondsAfterEmpty", spec.ttl_seconds_after_empty)?;
+    let ttl_expired = nonneg(
+        "spec.ttlSecondsUntilExpired",
+        spec.ttl_seconds_until_expired,
+    )?;
+    let disruption = match (consolidation, ttl_empty) {
+        (true, Some(_)) => {
+            return Err(ctx.err(
+                "spec.ttlSecondsAfterEmpty",
+                "ttlSecondsAfterEmpty and consolidation.enabled are mutually exclusive",
+            ))
+        }
+        (true, None) => Disruption {
+            consolidation_policy: Some("WhenEmptyOrUnderutilized".into()),
+            consolidate_after_seconds: Some(0),
+            expire_after_seconds: ttl_expired,
+        },
+        (false, Some(t)) => Disruption {
+            consolidation_policy: Some("WhenEmpty".into()),
+            consolidate_after_seconds: Some(t),
+            expire_after_seconds: ttl_expired,
+        },
+        (false, None) => Disruption {
+            consolidation_policy: None,
+            consolidate_after_seconds: None,
+            expire_after_seconds: ttl_expired,
+        },
+    };
+    let limits = match spec.limits.as_ref().and_then(|l| l.resources.as_ref()) {
+        None => None,
+        Some(l) => Some(resources(ctx, "spec.limits.resources", Some(l))?),
+    };
+    let pool = NodePool {
+        weight: weight(ctx, "spec.weight", spec.weight)?,
+        requirements: reqs,
+        labels: plabels,
+        annotations: pannotations,
+        taints: taints(ctx, "spec.taints", spec.taints.as_ref(), true)?,
+        startup_taints: taints(
+            ctx,
+            "spec.startupTaints",
+            spec.startup_taints.as_ref(),
+            true,
+        )?,
+        limits,
+        kubelet: kubelet(
+            ctx,
+            "spec.kubeletConfiguration",
+            spec.kubelet_configuration.as_ref(),
+        )?,
+        node_class: spec.provider_ref.as_ref().map(|r| r.name.clone()),
+        disruption,
+        source: NodePoolSource::Provisioner,
+        name: name.clone(),
+    };
+    let overlays = veneer_overlays(ctx, &name, PROVISIONER_NAME, m.annotations.as_ref())?;
+    Ok((pool, overlays))
+}
+
+/// `-50%`, `+10%` (percent) or `-0.01`, `+0.5` (USD per hour).
+pub(crate) fn price_adjustment(s: &str) -> Result<PriceAdjustment, String> {
+    let t = s.trim();
+    let bad =
+        || format!("invalid price adjustment {s:?} (expected e.g. -50%, +10%, -0.01 or +0.5)");
+    let num = |x: &str| -> Result<f64, String> {
+        if x.is_empty()
+            || !x
+                .bytes()
+                .all(|b| b.is_ascii_digit() || b == b'.' || b == b'+' || b == b'-')
+        {
+            return Err(bad());
+        }
+        let v: f64 = x.parse().map_err(|_| bad())?;
+        if v.is_finite() {
+            Ok(v)
+        } else {
+            Err(bad())
+        }
+    };
+    if let Some(p) = t.strip_suffix('%') {
+        let v = num(p)?;
+        if v < -100.0 {
+            return Err(format!("price adjustment {s:?} is below -100%"));
+        }
+        Ok(PriceAdjustment::Percent(v))
+    } else {
+        Ok(PriceAdjustment::Absolute(num(t)?))
+    }
+}
+
+fn price(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let bad = || format!("invalid price {s:?} (expected a non-negative number such as 0.123)");
+    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return Err(bad());
+    }
+    let v: f64 = t.parse().map_err(|_| bad())?;
+    if v.is_finite() {
+        Ok(v)
+    } else {
+        Err(bad())
+    }
+}
+
+/// Overlays from `veneer.io/preference.N: "<k>=<v>[,<k>=<v>] adjust=-50%"`
+/// annotations: requirements are the pairs (`In`) and the pool's name label;
+/// weight is N; the name is `<pool>/preference.N`.
+fn veneer_overlays(
+    ctx: &Ctx,
+    pool: &str,
+    name_key: &str,
+    annotations: Option<&BTreeMap<String, String>>,
+) -> Result<Vec<NodeOverlay>, InputError> {
+    let mut out = Vec::new();
+    for (k, v) in annotations.into_iter().flatten() {
+        let Some(n) = k.strip_prefix(VENEER_PREFERENCE) else {
+            continue;
+        };
+        let path = join("metadata.annotations", k);
+        let fail = |msg: String| {
+            ctx.err(
+                &path,
+                format!("malformed Veneer preference annotation on {pool}: {msg}"),
+            )
+        };
+        let weight: i32 = match n.parse::<i32>() {
+            Ok(w) if w >= 1 && n.bytes().all(|b| b.is_ascii_digit()) => w,
+            _ => return Err(fail(format!("{k:?} must end in a positive integer"))),
+        };
+        let mut reqs = Requirements::new();
+        let mut adjust = None;
+        let mut pairs = 0;
+        for tok in v.split_whitespace() {
+            if let Some(a) = tok.strip_prefix("adjust=") {
+                if adjust.is_some() {
+                    return Err(fail("adjust= given twice".into()));
+                }
+                adjust = Some(price_adjustment(a).map_err(fail)?);
+                continue;
+            }
+            for pair in tok.split(',').filter(|p| !p.is_empty()) {
+                let Some((key, val)) = pair.split_once('=') else {
+                    return Err(fail(format!("{pair:?} is not <key>=<value>")));
+                };
+                let r = Requirement::from_parts(key, Operator::In, vec![val.to_string()])
+                    .map_err(|e| fail(e.to_string()))?;
+                reqs.add(r);
+                pairs += 1;
+            }
+        }
+        if pairs == 0 {
+            return Err(fail("no <key>=<value> pairs".into()));
+        }
+        let Some(adjust) = adjust else {
+            return Err(fail("missing adjust=<price adjustment>".into()));
+        };
+        let r = Requirement::from_parts(name_key, Operator::In, vec![pool.to_string()])
+            .map_err(|e| fail(e.to_string()))?;
+        reqs.add(r);
+        out.push(NodeOverlay {
+            name: format!("{pool}/preference.{weight}"),
+            weight,
+            requirements: reqs,
+            price_adjustment: Some(adjust),
+            price: None,
+            capacity: Default::default(),
+        });
+    }
+    Ok(out)
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct OverlaySpec {
+    #[serde(default)]
+    requirements: Vec<ReqDoc>,
+    #[serde(default)]
+    weight: Option<i32>,
+    #[serde(default)]
+    price_adjustment: Option<KQuantity>,
+    #[serde(default)]
+    price: Option<KQuantity>,
+    #[serde(default)]
+    capacity: Option<BTreeMap<String, KQuantity>>,
+}
+
+/// A NodeOverlay (karpenter.sh/v1alpha1).
+pub(crate) fn node_overlay(ctx: &Ctx, d: &Doc) -> Result<NodeOverlay, InputError> {
+    let (m, spec): (meta::ObjectMeta, OverlaySpec) = object(ctx, d, "NodeOverlay")?;
+    let mut requirements = Requirements::new();
+    for (i, r) in spec.requirements.iter().enumerate() {
+        let p = format!("spec.requirements[{i}]");
+        requirements.add(requirement(
+            ctx,
+            &p,
+            &r.key,
+            &r.operator,
+            r.values.clone().unwrap_or_default(),
+        )?);
+    }
+    if spec.price.is_some() && spec.price_adjustment.is_some() {
+        return Err(ctx.err(
+            "spec.price",
+            "price and priceAdjustment are mutually exclusive",
+        ));
+    }
+    let price_adjustment = spec
+        .price_adjustment
+        .as_ref()
+        .map(|p| price_adjustment(&p.0).map_err(|e| ctx.err("spec.priceAdjustment", e)))
+        .transpose()?;
+    let price = spec
+        .price
+        .as_ref()
+        .map(|p| price(&p.0).map_err(|e| ctx.err("spec.price", e)))
+        .transpose()?;
+    Ok(NodeOverlay {
+        name: m.name.unwrap_or_default(),
+        weight: match spec.weight {
+            None => 0,
+            Some(w) if w >= 0 => w,
+            Some(w) => {
+                return Err(ctx.err(
+                    "spec.weight",
+                    format!("weight must not be negative, got {w}"),
+                ))
+            }
+        },
+        requirements,
+        price_adjustment,
+        price,
+        capacity: resources(ctx, "spec.capacity", spec.capacity.as_ref())?,
+    })
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct NodeClassSpec {
+    #[serde(default)]
+    ami_family: Option<String>,
+    #[serde(default)]
+    ami_selector_terms: Option<Vec<AmiTerm>>,
+    #[serde(default)]
+    block_device_mappings: Option<Vec<BlockDeviceMapping>>,
+}
+
+#[derive(Deserialize)]
+struct AmiTerm {
+    #[serde(default)]
+    alias: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BlockDeviceMapping {
+    #[serde(default)]
+    device_name: Option<String>,
+    #[serde(default)]
+    root_volume: Option<bool>,
+    #[serde(default)]
+    ebs: Option<Ebs>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Ebs {
+    #[serde(default)]
+    volume_size: Option<KQuantity>,
+}
+
+fn ami_family(s: &str) -> Option<AmiFamily> {
+    Some(match s.to_ascii_lowercase().as_str() {
+        "al2023" => AmiFamily::AL2023,
+        "al2" => AmiFamily::AL2,
+        "bottlerocket" => AmiFamily::Bottlerocket,
+        "windows2019" => AmiFamily::Windows2019,
+        "windows2022" => AmiFamily::Windows2022,
+        "custom" => AmiFamily::Custom,
+        _ => return None,
+    })
+}
+
+/// An EC2NodeClass (v1, v1beta1) or AWSNodeTemplate (v1alpha1).
+///
+/// The AMI family comes from an `amiSelectorTerms` alias (`al2023@latest`),
+/// else `amiFamily`, else AL2023 (EC2NodeClass) / AL2 (AWSNodeTemplate).
+/// The root volume is the block device mapping with `rootVolume: true`, else
+/// the family's root device (`/dev/xvdb` for Bottlerocket, `/dev/sda1` for
+/// Windows, `/dev/xvda` otherwise).
+pub(crate) fn node_class(
+    ctx: &Ctx,
+    d: &Doc,
+    warnings: &mut Vec<String>,
+) -> Result<NodeClass, InputError> {
+    let kind = d.kind().to_string();
+    let o: Object<NodeClassSpec> = ctx.de(&d.value, "")?;
+    let name = match o.metadata.name {
+        Some(n) if !n.is_empty() => n,
+        _ => return Err(ctx.err("metadata.name", format!("an {kind} needs a name"))),
+    };
+    let spec = o.spec.unwrap_or_default();
+    let mut family = match spec.ami_family.as_deref() {
+        None => None,
+        Some("Ubuntu") => {
+            warnings.push(format!("{}: amiFamily Ubuntu is treated as Custom", ctx.here()));
+            Some(AmiFamily::Custom)
+        }
+        Some(f) => Some(ami_family(f).ok_or_else(|| {
+            ctx.err(
+                "spec.amiFamily",
+                format!("unknown amiFamily {f:?} (expected AL2023, AL2, Bottlerocket, Windows2019, Windows2022 or Custom)"),
+            )
+        })?),
+    };
+    for (i, t) in spec.ami_selector_terms.iter().flatten().enumerate() {
+        let Some(alias) = &t.alias else { continue };
+        let p = format!("spec.amiSelectorTerms[{i}].alias");
+        let fam = alias.split('@').next().unwrap_or_default();
+        let f = ami_family(fam)
+            .filter(|f| *f != AmiFamily::Custom)
+            .ok_or_else(|| ctx.err(&p, format!("unknown AMI alias {alias:?} (expected e.g. al2023@latest or bottlerocket@latest)")))?;
+        if let Some(prev) = &family {
+            if spec.ami_family.is_some() && *prev != f {
+                return Err(ctx.err(
+                    &p,
+                    format!(
+                        "alias {alias:?} conflicts with amiFamily {:?}",
+                        spec.ami_family.as_deref().unwrap_or_default()
+                    ),
+                ));
+            }
+        }
+        family = Some(f);
+    }
+    let family = family.unwrap_or(if kind == "AWSNodeTemplate" {
+        AmiFamily::AL2
+    } else {
+        AmiFamily::AL2023
+    });
+    let root_device = match family {
+        AmiFamily::Bottlerocket => "/dev/xvdb",
+        AmiFamily::Windows2019 | AmiFamily::Windows2022 => "/dev/sda1",
+        _ => "/dev/xvda",
+    };
+    let bdms = spec.block_device_mappings.as_deref().unwrap_or_default();
+    let root = bdms
+        .iter()
+        .position(|b| b.root_volume == Some(true))
+        .or_else(|| {
+            bdms.iter()
+                .position(|b| b.device_name.as_deref() == Some(root_device))
+        });
+    let root_volume_size = match root {
+        None => None,
+        Some(i) => match bdms[i].ebs.as_ref().and_then(|e| e.volume_size.as_ref()) {
+            None => None,
+            Some(q) => Some(quantity(
+                ctx,
+                &format!("spec.blockDeviceMappings[{i}].ebs.volumeSize"),
+                &q.0,
+            )?),
+        },
+    };
+    Ok(NodeClass {
+        name,
+        kind,
+        ami_family: family,
+        root_volume_size,
+        spec: d.value.get("spec").cloned().unwrap_or(Value::Null),
+    })
+}

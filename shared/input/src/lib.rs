@@ -1,0 +1,277 @@
+//! Reads Kubernetes documents into Flotilla's cluster model
+//! ([`flotilla_core::model::ClusterState`]).
+//!
+//! Each [`Source`] is YAML (multi-document) or JSON (when its first
+//! non-space byte is `{` or `[`). Documents may be `kind: List` (as written
+//! by `kubectl get -o yaml|json`), core Kubernetes objects (Pod, Deployment,
+//! ReplicaSet, StatefulSet, Job, DaemonSet, Node, StorageClass,
+//! PersistentVolumeClaim, PersistentVolume, PriorityClass), Karpenter objects
+//! (NodePool, Provisioner, EC2NodeClass, AWSNodeTemplate, NodeOverlay) or AWS
+//! CLI outputs (`{"InstanceTypes": [...]}`, `{"CapacityReservations": [...]}`).
+//! Unknown kinds are skipped with a warning.
+//!
+//! Workloads are expanded into pending pods with deterministic names:
+//!
+//! * Deployment `web` in namespace `ns`: `web-<hash>-<i>`, where `<hash>` is
+//!   10 lowercase hex digits of the 64-bit FNV-1a hash of `ns/web`
+//!   (like the pod-template-hash of a real ReplicaSet, it keeps Deployment
+//!   pods apart from StatefulSet/Job pods of the same name);
+//! * ReplicaSet and Job: `<name>-<i>`;
+//! * StatefulSet: `<name>-<ordinal>` (from `spec.ordinals.start`, default 0),
+//!   with PVCs `<template>-<name>-<ordinal>` for its `volumeClaimTemplates`.
+//!
+//! `i` counts from 0. Document numbers in errors and warnings count from 1.
+
+mod aws;
+mod cluster;
+mod error;
+mod karpenter;
+mod parse;
+mod pod;
+mod util;
+mod workload;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use flotilla_core::model::{ClusterState, Pod};
+use serde_json::Value;
+
+pub use error::InputError;
+
+use util::Ctx;
+
+/// One input file.
+#[derive(Debug, Clone, Copy)]
+pub struct Source<'a> {
+    /// File path (or other label), used in errors and warnings.
+    pub name: &'a str,
+    pub bytes: &'a [u8],
+}
+
+/// Largest accepted source, per file.
+pub const MAX_SOURCE_BYTES: usize = 64 * 1024 * 1024;
+
+/// Largest total number of pods that workload expansion may create (sum of
+/// replicas over all Deployments, ReplicaSets, StatefulSets and Jobs).
+pub const MAX_EXPANDED_PODS: usize = 200_000;
+
+/// Deepest accepted nesting of a document (YAML and JSON parsers enforce
+/// this as well; both stop at 128 levels).
+pub const MAX_DEPTH: usize = 128;
+
+/// One Kubernetes object with where it came from.
+pub(crate) struct Doc<'a> {
+    pub file: &'a str,
+    /// 1-based document number within the file.
+    pub index: usize,
+    /// Path prefix inside the document (`items[3].` for List members).
+    pub prefix: String,
+    pub value: Value,
+}
+
+impl Doc<'_> {
+    pub fn kind(&self) -> &str {
+        self.value.get("kind").and_then(Value::as_str).unwrap_or("")
+    }
+}
+
+/// Reads all sources into one cluster state.
+pub fn load(sources: &[Source]) -> Result<ClusterState, InputError> {
+    let mut state = ClusterState::default();
+    let mut docs: Vec<Doc> = Vec::new();
+    let mut instance_types: Option<Vec<flotilla_core::catalog::InstanceTypeInfo>> = None;
+    for src in sources {
+        let values = parse::parse_source(src)?;
+        for (i, value) in values.into_iter().enumerate() {
+            let index = i + 1;
+            let ctx = Ctx::new(src.name, index);
+            if let Some(types) = aws::instance_types(&ctx, &value)? {
+                instance_types.get_or_insert_with(Vec::new).extend(types);
+                continue;
+            }
+            if let Some(reservations) = aws::capacity_reservations(&ctx, &value)? {
+                state.capacity_reservations.extend(reservations);
+                continue;
+            }
+            flatten(src.name, index, String::new(), value, 0, &mut docs)?;
+        }
+    }
+    state.instance_types = instance_types;
+
+    // First pass: objects others refer to.
+    let mut priority_classes: BTreeMap<String, i32> = BTreeMap::new();
+    let mut deployments: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut pvc_names: BTreeSet<(String, String)> = BTreeSet::new();
+    for d in &docs {
+        let meta = d.value.get("metadata");
+        let name = meta
+            .and_then(|m| m.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let ns = meta
+            .and_then(|m| m.get("namespace"))
+            .and_then(Value::as_str)
+            .unwrap_or("default");
+        match d.kind() {
+            "PriorityClass" => {
+                let ctx = Ctx::for_doc(d);
+                let (n, v) = cluster::priority_class(&ctx, d)?;
+                priority_classes.insert(n, v);
+            }
+            "Deployment" => {
+                deployments.insert((ns.to_string(), name.to_string()));
+            }
+            "PersistentVolumeClaim" => {
+                pvc_names.insert((ns.to_string(), name.to_string()));
+            }
+            _ => {}
+        }
+    }
+
+    let mut env = workload::Env {
+        priority_classes: &priority_classes,
+        deployments: &deployments,
+        existing_pvcs: &pvc_names,
+        expanded: 0,
+    };
+    let mut bound: Vec<Pod> = Vec::new();
+    for d in &docs {
+        let ctx = Ctx::for_doc(d);
+        match d.kind() {
+            "PriorityClass" => {}
+            "Pod" => {
+                if let Some(p) = pod::pod_object(&ctx, d, &env, &mut state)? {
+                    if p.node_name.is_some() {
+                        bound.push(p);
+                    } else {
+                        state.pending_pods.push(p);
+                    }
+                }
+            }
+            "Deployment" | "ReplicaSet" | "StatefulSet" | "Job" => {
+                workload::expand(&ctx, d, &mut env, &mut state)?;
+            }
+            "DaemonSet" => {
+                let ds = workload::daemon_set(&ctx, d, &env, &mut state)?;
+                state.daemon_sets.push(ds);
+            }
+            "Node" => state.nodes.push(cluster::node(&ctx, d)?),
+            "StorageClass" => state.storage_classes.push(cluster::storage_class(&ctx, d)?),
+            "PersistentVolumeClaim" => state.pvcs.push(cluster::pvc(&ctx, d)?),
+            "PersistentVolume" => state.pvs.push(cluster::pv(&ctx, d)?),
+            "NodePool" => {
+                let (np, overlays) = karpenter::node_pool(&ctx, d, &mut state.warnings)?;
+                state.node_pools.push(np);
+                state.overlays.extend(overlays);
+            }
+            "Provisioner" => {
+                let (np, overlays) = karpenter::provisioner(&ctx, d)?;
+                state.node_pools.push(np);
+                state.overlays.extend(overlays);
+            }
+            "EC2NodeClass" | "AWSNodeTemplate" => {
+                let nc = karpenter::node_class(&ctx, d, &mut state.warnings)?;
+                state.node_classes.push(nc);
+            }
+            "NodeOverlay" => state.overlays.push(karpenter::node_overlay(&ctx, d)?),
+            other => {
+                let what = util::describe_object(other, &d.value);
+                state.warnings.push(format!(
+                    "{} doc {}: skipping unsupported kind {what}",
+                    d.file, d.index
+                ));
+            }
+        }
+    }
+
+    // Bound pods go to their nodes.
+    let by_name: BTreeMap<String, usize> = state
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.clone(), i))
+        .collect();
+    for p in bound {
+        let node = p.node_name.clone().unwrap_or_default();
+        match by_name.get(&node) {
+            Some(&i) => state.nodes[i].pods.push(p),
+            None => state.warnings.push(format!(
+                "pod {} is bound to node {node:?}, which is not in the inputs; ignoring it",
+                p.key()
+            )),
+        }
+    }
+    Ok(state)
+}
+
+/// Splits `kind: List` documents (recursively) into their items.
+fn flatten<'a>(
+    file: &'a str,
+    index: usize,
+    prefix: String,
+    value: Value,
+    depth: usize,
+    out: &mut Vec<Doc<'a>>,
+) -> Result<(), InputError> {
+    if value.is_null() {
+        return Ok(());
+    }
+    let ctx = Ctx::new(file, index).with_prefix(&prefix);
+    let Value::Object(map) = &value else {
+        return Err(ctx.err(
+            "",
+            "document is not a mapping (expected a Kubernetes object)",
+        ));
+    };
+    if map.is_empty() {
+        return Ok(());
+    }
+    let kind = match map.get("kind") {
+        Some(Value::String(k)) => k.clone(),
+        Some(_) => return Err(ctx.err("kind", "kind must be a string")),
+        None => {
+            return Err(ctx.err(
+                "",
+                "document has no kind (expected a Kubernetes object or an AWS CLI output)",
+            ))
+        }
+    };
+    let is_list = kind == "List" || (kind.ends_with("List") && map.contains_key("items"));
+    if !is_list {
+        out.push(Doc {
+            file,
+            index,
+            prefix,
+            value,
+        });
+        return Ok(());
+    }
+    if depth >= MAX_DEPTH {
+        return Err(ctx.err("items", "Lists nested too deeply"));
+    }
+    let Value::Object(map) = value else {
+        return Ok(());
+    };
+    match map.get("items") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Array(_)) => {
+            let Some(Value::Array(items)) =
+                map.into_iter().find(|(k, _)| k == "items").map(|(_, v)| v)
+            else {
+                return Ok(());
+            };
+            for (i, item) in items.into_iter().enumerate() {
+                flatten(
+                    file,
+                    index,
+                    format!("{prefix}items[{i}]."),
+                    item,
+                    depth + 1,
+                    out,
+                )?;
+            }
+            Ok(())
+        }
+        Some(_) => Err(ctx.err("items", "items must be a list")),
+    }
+}
