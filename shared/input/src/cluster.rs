@@ -131,8 +131,9 @@ pub(crate) fn pv(ctx: &Ctx, d: &Doc) -> Result<PersistentVolume, InputError> {
     })
 }
 
-pub(crate) fn priority_class(ctx: &Ctx, d: &Doc) -> Result<(String, i32), InputError> {
+/// (name, value, globalDefault)
+pub(crate) fn priority_class(ctx: &Ctx, d: &Doc) -> Result<(String, i32, bool), InputError> {
     let p: scheduling::PriorityClass = ctx.de(&d.value, "")?;
     let name = name_of(ctx, p.metadata.name.as_ref(), "PriorityClass")?;
-    Ok((name, p.value.unwrap_or(0)))
+    Ok((name, p.value.unwrap_or(0), p.global_default == Some(true)))
 }

@@ -100,6 +100,7 @@ pub fn load(sources: &[Source]) -> Result<ClusterState, InputError> {
 
     // First pass: objects others refer to.
     let mut priority_classes: BTreeMap<String, i32> = BTreeMap::new();
+    let mut default_priority: Option<i32> = None;
     let mut deployments: BTreeSet<(String, String)> = BTreeSet::new();
     let mut pvc_names: BTreeSet<(String, String)> = BTreeSet::new();
     for d in &docs {
@@ -115,7 +116,10 @@ pub fn load(sources: &[Source]) -> Result<ClusterState, InputError> {
         match d.kind() {
             "PriorityClass" => {
                 let ctx = Ctx::for_doc(d);
-                let (n, v) = cluster::priority_class(&ctx, d)?;
+                let (n, v, global_default) = cluster::priority_class(&ctx, d)?;
+                if global_default {
+                    default_priority = Some(v);
+                }
                 priority_classes.insert(n, v);
             }
             "Deployment" => {
@@ -130,6 +134,7 @@ pub fn load(sources: &[Source]) -> Result<ClusterState, InputError> {
 
     let mut env = workload::Env {
         priority_classes: &priority_classes,
+        default_priority: default_priority.unwrap_or(0),
         deployments: &deployments,
         existing_pvcs: &pvc_names,
         expanded: 0,
@@ -183,6 +188,32 @@ pub fn load(sources: &[Source]) -> Result<ClusterState, InputError> {
             }
         }
     }
+
+    // A later definition of the same object replaces an earlier one.
+    let w = &mut state.warnings;
+    dedupe(&mut state.nodes, "Node", |n| n.name.clone(), w);
+    dedupe(&mut state.node_pools, "NodePool", |n| n.name.clone(), w);
+    dedupe(&mut state.node_classes, "node class", |n| n.name.clone(), w);
+    dedupe(
+        &mut state.storage_classes,
+        "StorageClass",
+        |n| n.name.clone(),
+        w,
+    );
+    dedupe(&mut state.pvs, "PersistentVolume", |n| n.name.clone(), w);
+    dedupe(
+        &mut state.pvcs,
+        "PersistentVolumeClaim",
+        |n| format!("{}/{}", n.namespace, n.name),
+        w,
+    );
+    dedupe(&mut state.overlays, "NodeOverlay", |n| n.name.clone(), w);
+    dedupe(
+        &mut state.daemon_sets,
+        "DaemonSet",
+        |n| format!("{}/{}", n.namespace, n.name),
+        w,
+    );
 
     // Bound pods go to their nodes.
     let by_name: BTreeMap<String, usize> = state
@@ -274,4 +305,32 @@ fn flatten<'a>(
         }
         Some(_) => Err(ctx.err("items", "items must be a list")),
     }
+}
+
+/// Keeps the last of several items with the same key, with a warning.
+fn dedupe<T>(
+    items: &mut Vec<T>,
+    what: &str,
+    key: impl Fn(&T) -> String,
+    warnings: &mut Vec<String>,
+) {
+    let mut last: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, it) in items.iter().enumerate() {
+        last.insert(key(it), i);
+    }
+    if last.len() == items.len() {
+        return;
+    }
+    let mut i = 0;
+    items.retain(|it| {
+        let k = key(it);
+        let keep = last.get(&k) == Some(&i);
+        if !keep {
+            warnings.push(format!(
+                "{what} {k} is defined more than once; using the last definition"
+            ));
+        }
+        i += 1;
+        keep
+    });
 }

@@ -67,6 +67,17 @@ pub(crate) fn pod_object(
             })
             .map(|r| format!("{}/{ns}/{}", r.kind, r.name));
     }
+    if pod.node_name.is_none()
+        && pod
+            .owner
+            .as_deref()
+            .is_some_and(|o| o.starts_with("DaemonSet/"))
+    {
+        // Karpenter does not provision for DaemonSet pods; their overhead
+        // comes from the DaemonSet itself.
+        tracing::debug!("skipping pending DaemonSet pod {ns}/{name}");
+        return Ok(None);
+    }
     name_pod(&mut pod, &name, spec, &mut state.pvcs);
     Ok(Some(pod))
 }
@@ -242,6 +253,10 @@ pub(crate) fn convert(
         .flatten()
         .enumerate()
     {
+        // Without a selector no pod is counted: the constraint is a no-op.
+        if c.label_selector.is_none() {
+            continue;
+        }
         pod.topology_spread
             .push(spread(ctx, &format!("{sp}[{i}]"), c, &labels)?);
     }
@@ -274,7 +289,7 @@ pub(crate) fn convert(
                 0
             }
         },
-        _ => 0,
+        _ => env.default_priority,
     };
     pod.labels = labels;
     pod.annotations = annotations;
@@ -550,8 +565,14 @@ fn affinity_term(
         return Err(ctx.err(&join(path, "topologyKey"), "topologyKey must not be empty"));
     }
     labels::validate_key(&t.topology_key).map_err(|e| ctx.err(&join(path, "topologyKey"), e))?;
-    let mut label_selector =
-        label_selector(ctx, &join(path, "labelSelector"), t.label_selector.as_ref())?;
+    // A term without a selector selects no pods.
+    let mut label_selector = match t.label_selector.as_ref() {
+        Some(sel) => label_selector(ctx, &join(path, "labelSelector"), Some(sel))?,
+        None => LabelSelector {
+            match_expressions: vec![("flotilla.io/no-selector".into(), Operator::In, Vec::new())],
+            ..LabelSelector::default()
+        },
+    };
     for k in t.match_label_keys.iter().flatten() {
         if let Some(v) = pod_labels.get(k) {
             label_selector.match_labels.insert(k.clone(), v.clone());

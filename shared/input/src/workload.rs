@@ -16,6 +16,8 @@ use crate::{Doc, InputError, MAX_EXPANDED_PODS};
 /// What converters need to know about the other inputs.
 pub(crate) struct Env<'a> {
     pub priority_classes: &'a BTreeMap<String, i32>,
+    /// Value of the `globalDefault` PriorityClass, else 0.
+    pub default_priority: i32,
     /// `(namespace, name)` of Deployments in the inputs.
     pub deployments: &'a BTreeSet<(String, String)>,
     /// `(namespace, name)` of PersistentVolumeClaims in the inputs.

@@ -789,3 +789,39 @@ fn namespace_selector_with_labels_warns() {
         s.warnings
     );
 }
+
+#[test]
+fn duplicates_keep_the_last_definition() {
+    let np = |w: u32| {
+        format!("apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {{name: np}}\nspec:\n  weight: {w}\n  template:\n    spec:\n      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}\n")
+    };
+    let s = ok("np.yaml", &format!("{}---\n{}", np(1), np(2)));
+    assert_eq!(s.node_pools.len(), 1);
+    assert_eq!(s.node_pools[0].weight, 2);
+    assert!(
+        s.warnings.iter().any(|w| w.contains("NodePool np")),
+        "{:?}",
+        s.warnings
+    );
+}
+
+#[test]
+fn priority_class_global_default_and_daemonset_pods() {
+    let y = "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: d}\nvalue: 7\nglobalDefault: true\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c}]}\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: ds-x\n  ownerReferences: [{apiVersion: apps/v1, kind: DaemonSet, name: ds, uid: \"1\", controller: true}]\nspec: {containers: [{name: c}]}\n";
+    let s = ok("p.yaml", y);
+    assert_eq!(
+        s.pending_pods.len(),
+        1,
+        "pending DaemonSet pods are not provisioned for"
+    );
+    assert_eq!(s.pending_pods[0].priority, 7);
+}
+
+#[test]
+fn selectorless_terms() {
+    let p = pod_with("  topologySpreadConstraints:\n  - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule}\n  affinity:\n    podAntiAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n      - topologyKey: kubernetes.io/hostname\n  containers: [{name: c}]\n");
+    assert!(p.topology_spread.is_empty());
+    let mut labels = std::collections::BTreeMap::new();
+    labels.insert("app".to_string(), "x".to_string());
+    assert!(!p.pod_anti_affinity[0].label_selector.matches(&labels));
+}
