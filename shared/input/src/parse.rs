@@ -158,7 +158,6 @@ fn yaml_depth_guard(text: &str, max: usize) -> Result<(), (usize, usize)> {
         }
         // Scan the rest of the line for flow brackets, quotes and comments.
         let mut token_start = true;
-        let mut value_start = true;
         let mut i = 0;
         let mut last_token_begin = 0;
         while i < bytes.len() {
@@ -187,7 +186,7 @@ fn yaml_depth_guard(text: &str, max: usize) -> Result<(), (usize, usize)> {
                 b'#' if token_start => break,
                 b'\'' if token_start => in_single = true,
                 b'"' if token_start => in_double = true,
-                b'[' | b'{' if flow > 0 || value_start => {
+                b'[' | b'{' if token_start => {
                     flow += 1;
                     if depth_here + flow > max {
                         return Err((ln + 1, doc));
@@ -200,12 +199,7 @@ fn yaml_depth_guard(text: &str, max: usize) -> Result<(), (usize, usize)> {
             if ws && !token_start {
                 last_token_begin = i + 1;
             }
-            value_start = if flow > 0 {
-                ws || matches!(c, b'[' | b'{' | b',' | b':')
-            } else {
-                (value_start && ws) || (ws && i > 0 && bytes[i - 1] == b':')
-            };
-            token_start = ws || (flow > 0 && matches!(c, b'[' | b'{' | b','));
+            token_start = ws || (flow > 0 && matches!(c, b'[' | b'{' | b',' | b':'));
             i += 1;
         }
         // Block scalar header (`key: |`, `- >-`): skip its content lines.
@@ -250,5 +244,38 @@ mod tests {
         }
         assert_eq!(yaml_depth_guard(&y, 128).map_err(|e| e.1), Err(2));
         assert!(yaml_depth_guard(&format!("x: {}1", "{a: ".repeat(200)), 128).is_err());
+        assert!(yaml_depth_guard(&format!("x: &a !!seq {}", "[".repeat(200)), 128).is_err());
+        assert!(yaml_depth_guard(&format!("x: {}", "{\"a\":".repeat(200)), 128).is_err());
+    }
+}
+
+#[cfg(test)]
+mod corpus {
+    /// `FLOTILLA_YAML_LIST=<file with paths> cargo test -p flotilla-input -- --ignored corpus`:
+    /// the depth guard must accept every file that the YAML parser accepts.
+    #[test]
+    #[ignore]
+    fn guard_accepts_real_yaml() {
+        let Ok(list) = std::env::var("FLOTILLA_YAML_LIST") else {
+            return;
+        };
+        let paths = std::fs::read_to_string(list).unwrap_or_default();
+        let mut checked = 0;
+        for p in paths.lines() {
+            let Ok(text) = std::fs::read_to_string(p) else {
+                continue;
+            };
+            let parses = serde_yaml_ng::Deserializer::from_str(&text)
+                .all(|d| <serde_json::Value as serde::Deserialize>::deserialize(d).is_ok());
+            if parses {
+                checked += 1;
+                assert_eq!(
+                    super::yaml_depth_guard(&text, super::MAX_DEPTH),
+                    Ok(()),
+                    "{p}"
+                );
+            }
+        }
+        eprintln!("checked {checked} files");
     }
 }

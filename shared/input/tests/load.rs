@@ -825,3 +825,30 @@ fn selectorless_terms() {
     labels.insert("app".to_string(), "x".to_string());
     assert!(!p.pod_anti_affinity[0].label_selector.matches(&labels));
 }
+
+#[test]
+fn mangled_inputs_never_panic() {
+    let fixtures = [
+        include_str!("fixtures/workloads.yaml"),
+        include_str!("fixtures/cluster.yaml"),
+        include_str!("fixtures/karpenter.yaml"),
+    ];
+    let replacements: [&[u8]; 8] = [b"[", b"{", b"-1", b"\"", b"*a", b": ", b"\n  ", b"1e400"];
+    for f in fixtures {
+        let bytes = f.as_bytes();
+        for cut in (0..bytes.len()).step_by(13) {
+            let _ = load(&[Source {
+                name: "cut.yaml",
+                bytes: &bytes[..cut],
+            }]);
+            let mut m = bytes.to_vec();
+            let r = replacements[cut % replacements.len()];
+            let end = (cut + r.len()).min(m.len());
+            m.splice(cut..end, r.iter().copied());
+            let _ = load(&[Source {
+                name: "mangled.yaml",
+                bytes: &m,
+            }]);
+        }
+    }
+}
