@@ -78,6 +78,18 @@ pub(crate) fn pod_object(
         tracing::debug!("skipping pending DaemonSet pod {ns}/{name}");
         return Ok(None);
     }
+    if pod.node_name.is_none()
+        && spec
+            .scheduling_gates
+            .as_ref()
+            .is_some_and(|g| !g.is_empty())
+    {
+        state.warnings.push(format!(
+            "{}: skipping pod with scheduling gates (not schedulable until they are removed)",
+            ctx.here()
+        ));
+        return Ok(None);
+    }
     name_pod(&mut pod, &name, spec, &mut state.pvcs);
     Ok(Some(pod))
 }

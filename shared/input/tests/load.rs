@@ -852,3 +852,13 @@ fn mangled_inputs_never_panic() {
         }
     }
 }
+
+#[test]
+fn gated_pods_are_skipped() {
+    let s = ok(
+        "p.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  schedulingGates: [{name: example.com/wait}]\n  containers: [{name: c}]\n",
+    );
+    assert!(s.pending_pods.is_empty());
+    assert!(s.warnings.iter().any(|w| w.contains("scheduling gates")));
+}
