@@ -805,6 +805,9 @@ struct NodeClassSpec {
     ami_selector_terms: Option<Vec<AmiTerm>>,
     #[serde(default)]
     block_device_mappings: Option<Vec<BlockDeviceMapping>>,
+    /// v1 location of the kubelet configuration.
+    #[serde(default)]
+    kubelet: Option<KubeletDoc>,
 }
 
 #[derive(Deserialize)]
@@ -843,7 +846,8 @@ fn ami_family(s: &str) -> Option<AmiFamily> {
     })
 }
 
-/// An EC2NodeClass (v1, v1beta1) or AWSNodeTemplate (v1alpha1).
+/// An EC2NodeClass (v1, v1beta1) or AWSNodeTemplate (v1alpha1), with its
+/// `spec.kubelet` (the v1 home of the kubelet configuration), if any.
 ///
 /// The AMI family comes from an `amiSelectorTerms` alias (`al2023@latest`),
 /// else `amiFamily`, else AL2023 (EC2NodeClass) / AL2 (AWSNodeTemplate).
@@ -854,7 +858,7 @@ pub(crate) fn node_class(
     ctx: &Ctx,
     d: &Doc,
     warnings: &mut Vec<String>,
-) -> Result<NodeClass, InputError> {
+) -> Result<(NodeClass, Option<KubeletConfig>), InputError> {
     let kind = d.kind().to_string();
     let o: Object<NodeClassSpec> = ctx.de(&d.value, "")?;
     let name = match o.metadata.name {
@@ -924,11 +928,16 @@ pub(crate) fn node_class(
             )?),
         },
     };
-    Ok(NodeClass {
+    let kubelet_config = match &spec.kubelet {
+        None => None,
+        Some(k) => Some(kubelet(ctx, "spec.kubelet", Some(k))?),
+    };
+    let nc = NodeClass {
         name,
         kind,
         ami_family: family,
         root_volume_size,
         spec: d.value.get("spec").cloned().unwrap_or(Value::Null),
-    })
+    };
+    Ok((nc, kubelet_config))
 }

@@ -140,6 +140,7 @@ pub fn load(sources: &[Source]) -> Result<ClusterState, InputError> {
         expanded: 0,
     };
     let mut bound: Vec<Pod> = Vec::new();
+    let mut class_kubelet: BTreeMap<String, flotilla_core::model::KubeletConfig> = BTreeMap::new();
     for d in &docs {
         let ctx = Ctx::for_doc(d);
         match d.kind() {
@@ -175,7 +176,10 @@ pub fn load(sources: &[Source]) -> Result<ClusterState, InputError> {
                 state.overlays.extend(overlays);
             }
             "EC2NodeClass" | "AWSNodeTemplate" => {
-                let nc = karpenter::node_class(&ctx, d, &mut state.warnings)?;
+                let (nc, kubelet) = karpenter::node_class(&ctx, d, &mut state.warnings)?;
+                if let Some(k) = kubelet {
+                    class_kubelet.insert(nc.name.clone(), k);
+                }
                 state.node_classes.push(nc);
             }
             "NodeOverlay" => state.overlays.push(karpenter::node_overlay(&ctx, d)?),
@@ -214,6 +218,19 @@ pub fn load(sources: &[Source]) -> Result<ClusterState, InputError> {
         |n| format!("{}/{}", n.namespace, n.name),
         w,
     );
+
+    // Karpenter v1 keeps the kubelet configuration on the EC2NodeClass; a
+    // NodePool without its own (v1beta1) kubelet block takes its class's.
+    for np in &mut state.node_pools {
+        if np.source != flotilla_core::model::NodePoolSource::NodePool
+            || np.kubelet != Default::default()
+        {
+            continue;
+        }
+        if let Some(k) = np.node_class.as_ref().and_then(|c| class_kubelet.get(c)) {
+            np.kubelet = k.clone();
+        }
+    }
 
     // Bound pods go to their nodes.
     let by_name: BTreeMap<String, usize> = state

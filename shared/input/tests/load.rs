@@ -252,7 +252,13 @@ fn node_pools() {
         .get("karpenter.k8s.aws/instance-generation")
         .unwrap()
         .has("6"));
-    assert_eq!(np.node_class.as_deref(), Some("default"));
+    assert_eq!(np.node_class.as_deref(), Some("plain"));
+    assert_eq!(
+        np.kubelet.max_pods,
+        Some(110),
+        "kubelet from the EC2NodeClass"
+    );
+    assert_eq!(np.kubelet.system_reserved.memory(), q("500Mi"));
     assert_eq!(np.taints.len(), 1);
     assert_eq!(np.startup_taints[0].effect, TaintEffect::NoExecute);
     assert_eq!(np.limits.as_ref().unwrap().cpu(), q("1000"));
