@@ -35,6 +35,9 @@ pub use pod_view::Relaxation;
 use pools::{labels_satisfy, Pool, PoolOffering};
 use topology::{Kind, PodGroups, Topology};
 
+/// Relative slack of the cost rule (see `Run::joins_cheaply`).
+const COST_TOLERANCE: f64 = 1.02;
+
 /// Knobs that are not part of the cluster state.
 #[derive(Debug, Clone)]
 pub struct SchedulerOptions {
@@ -326,21 +329,28 @@ impl<'a> Run<'a> {
             }
         }
 
-        // 2. NodeClaims planned in this run.
+        // 2. NodeClaims planned in this run, if joining one costs no more
+        //    than a node of its own would (see `joins_cheaply`).
+        let solo = self.solo_price(p, &pod_reqs);
         for c in 0..self.claims.len() {
+            if !self.may_join_cheaply(c, p, solo) {
+                continue;
+            }
             if let Ok(fit) = self.try_claim(c, p, &pod_reqs, &groups) {
-                self.commit(c, p, fit);
-                return Ok(());
+                if self.joins_cheaply(c, &fit, solo) {
+                    self.commit(c, p, fit);
+                    return Ok(());
+                }
             }
         }
 
         // 3. A new NodeClaim from the heaviest NodePool that can take it.
+        let mut reasons = Vec::new();
         if self.pools.is_empty() {
-            return Err(
-                "no NodePool or Provisioner in the inputs, and no existing node fits".into(),
+            reasons.push(
+                "no NodePool or Provisioner in the inputs, and no existing node fits".to_string(),
             );
         }
-        let mut reasons = Vec::new();
         for pi in 0..self.pools.len() {
             match self.try_new(pi, p, &pod_reqs, &groups) {
                 Ok((claim, fit)) => {
@@ -353,7 +363,77 @@ impl<'a> Run<'a> {
                 Err(e) => reasons.push(e),
             }
         }
+        // 4. Never lose a pod to the cost rule: join any NodeClaim that fits.
+        for c in 0..self.claims.len() {
+            if let Ok(fit) = self.try_claim(c, p, &pod_reqs, &groups) {
+                self.commit(c, p, fit);
+                return Ok(());
+            }
+        }
         Err(reasons.join("; "))
+    }
+
+    /// The price of the cheapest node that could run pod `p` alone (with its
+    /// NodePool's daemonset overhead), in the first NodePool that can take
+    /// it; topology is ignored, so this is an estimate for the cost rule.
+    fn solo_price(&self, p: usize, pod_reqs: &Requirements) -> Option<f64> {
+        let pod = &self.pods[p];
+        self.pools.iter().find_map(|pool| {
+            if untolerated(&pool.taints, &pod.tolerations).is_some()
+                || pool.requirements.compatible(pod_reqs).is_err()
+            {
+                return None;
+            }
+            let mut reqs = pool.requirements.clone();
+            reqs.add_all(pod_reqs);
+            let need = pool.daemon_overhead.plus(&pod.requests);
+            pool.types
+                .iter()
+                .find(|t| {
+                    need.fits_in(&t.allocatable)
+                        && t.requirements.intersects(&reqs).is_ok()
+                        && t.has_offering(&reqs)
+                })
+                .map(|t| t.price)
+        })
+    }
+
+    /// The cost rule: a pod joins an in-flight NodeClaim only if the claim's
+    /// cheapest type grows in price by no more than a node of the pod's own
+    /// would cost (2% tolerance, so linear price steps within a family
+    /// count as equal). Karpenter keeps packing until no type fits, which
+    /// drives NodeClaims to the largest, often least price-efficient, types.
+    fn joins_cheaply(&self, c: usize, fit: &Fit, solo: Option<f64>) -> bool {
+        let Some(solo) = solo else { return true };
+        let claim = &self.claims[c];
+        let pool = &self.pools[claim.pool];
+        let (Some(&before), Some(&after)) = (claim.types.first(), fit.types.first()) else {
+            return true;
+        };
+        pool.types[after].price - pool.types[before].price <= solo * COST_TOLERANCE
+    }
+
+    /// A cheap necessary condition for [`Self::joins_cheaply`] using
+    /// resources only: the first (cheapest) remaining type that holds the
+    /// grown NodeClaim must pass the cost rule.
+    fn may_join_cheaply(&self, c: usize, p: usize, solo: Option<f64>) -> bool {
+        let claim = &self.claims[c];
+        let requests = claim.requests.plus(&self.pods[p].requests);
+        if !requests.fits_in(&claim.max_allocatable) {
+            return false;
+        }
+        let Some(solo) = solo else { return true };
+        let pool = &self.pools[claim.pool];
+        let Some(&before) = claim.types.first() else {
+            return false;
+        };
+        claim
+            .types
+            .iter()
+            .find(|&&t| requests.fits_in(&pool.types[t].allocatable))
+            .is_some_and(|&t| {
+                pool.types[t].price - pool.types[before].price <= solo * COST_TOLERANCE
+            })
     }
 
     fn try_existing(

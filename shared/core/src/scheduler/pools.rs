@@ -35,6 +35,10 @@ pub struct PoolType {
     pub capacity: Resources,
     pub allocatable: Resources,
     pub offerings: Vec<PoolOffering>,
+    /// Price of the offering a fleet would prefer (reserved, then spot, then
+    /// on-demand; cheapest within), before any zone narrowing. Pool types are
+    /// sorted by it, so a NodeClaim's first remaining type is its cheapest.
+    pub price: f64,
 }
 
 impl PoolType {
@@ -244,14 +248,30 @@ pub fn build<'a>(
                         .iter()
                         .map(|o| o.capacity_type.as_str().to_string()),
                 ));
+                let price = offerings
+                    .iter()
+                    .min_by(|a, b| {
+                        a.capacity_type
+                            .cmp(&b.capacity_type)
+                            .then(a.price.total_cmp(&b.price))
+                    })
+                    .map(|o| o.price)
+                    .unwrap_or(f64::INFINITY);
                 types.push(PoolType {
                     name: info.name.clone(),
                     requirements: reqs,
                     capacity,
                     allocatable: alloc,
                     offerings,
+                    price,
                 });
             }
+
+            types.sort_by(|a, b| {
+                a.price
+                    .total_cmp(&b.price)
+                    .then_with(|| a.name.cmp(&b.name))
+            });
 
             let mut daemon_overhead = Resources::new();
             for ds in &state.daemon_sets {

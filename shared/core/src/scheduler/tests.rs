@@ -333,7 +333,8 @@ fn custom_labels_need_the_node_pool_to_define_them() {
         .unwrap();
     assert_eq!(generated, claim_of(&p, "b").name);
     // ...and may share the blue node, which then carries the blue value.
-    let p = plan(&state(vec![a, pod("b", "1", "1Gi")], vec![np]));
+    a.requests = pod("a", "100m", "128Mi").requests;
+    let p = plan(&state(vec![a, pod("b", "100m", "128Mi")], vec![np]));
     assert_eq!(p.node_claims.len(), 1);
     assert_eq!(p.node_claims[0].labels["example.com/team"], "blue");
 }
@@ -981,4 +982,40 @@ fn plans_are_deterministic() {
     let a = serde_json::to_string(&plan(&s)).unwrap();
     let b = serde_json::to_string(&plan(&s)).unwrap();
     assert_eq!(a, b);
+}
+
+#[test]
+fn cost_rule_opens_a_new_node_instead_of_a_pricier_type() {
+    // Two 1-CPU pods: together they need a 4-vCPU type (0.192 × 0.4) which
+    // costs more than a second 2-vCPU node (0.085 × 0.4): two nodes win.
+    let p = plan(&state(
+        vec![pod("a", "1", "1Gi"), pod("b", "1", "1Gi")],
+        vec![default_pool()],
+    ));
+    assert_eq!(p.node_claims.len(), 2);
+    assert!(
+        (p.summary.hourly_price - 2.0 * 0.077 * 0.4).abs() < 1e-9,
+        "{}",
+        p.summary.hourly_price
+    );
+    // Karpenter's packing would have produced one m5.xlarge at 0.0768/h.
+}
+
+#[test]
+fn cost_rule_never_costs_a_pod_its_place() {
+    // The pool's limit allows a single node; the second pod must join the
+    // first NodeClaim even though a node of its own would be cheaper.
+    let mut np = default_pool();
+    np.limits = Some(Resources::new().with("cpu", q("4")));
+    np.requirements.add(req(
+        labels::INSTANCE_TYPE,
+        Operator::In,
+        &["m5.large", "m5.xlarge"],
+    ));
+    let p = plan(&state(
+        vec![pod("a", "1", "1Gi"), pod("b", "1", "1Gi")],
+        vec![np],
+    ));
+    assert_eq!(p.summary.scheduled, 2, "{p:#?}");
+    assert_eq!(p.node_claims.len(), 1);
 }

@@ -1,0 +1,322 @@
+//! Deterministic workload mixes for benchmarks and plan-quality reports.
+//! Every mix is a function of (pod count, seed): the same arguments always
+//! produce the same cluster.
+
+use std::collections::BTreeMap;
+
+use flotilla_core::labels;
+use flotilla_core::model::*;
+use flotilla_core::{Operator, Quantity, Requirement, Requirements, Resources};
+
+/// The mixes the benches run, by name.
+pub const MIXES: &[&str] = &[
+    "uniform-small",
+    "mixed",
+    "gpu",
+    "zone-spread",
+    "hostname-anti-affinity",
+    "node-affinity-fallback",
+    "many-nodepools",
+    "existing-nodes",
+];
+
+/// Mixes whose pods carry only resource requests (the LP bound is tight).
+pub const RESOURCE_ONLY: &[&str] = &["uniform-small", "mixed"];
+
+/// A small, fast, deterministic PRNG (xorshift64*), so mixes do not depend
+/// on a crate's algorithm changing between versions.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+}
+
+fn q(s: &str) -> Quantity {
+    // Only literals from this file reach here.
+    Quantity::parse(s).unwrap_or(Quantity::ZERO)
+}
+
+fn pod(ns: &str, name: String, app: &str, cpu: &str, mem: &str) -> Pod {
+    Pod {
+        namespace: ns.into(),
+        name,
+        labels: [("app".to_string(), app.to_string())].into(),
+        requests: Resources::new()
+            .with("cpu", q(cpu))
+            .with("memory", q(mem))
+            .with("pods", q("1")),
+        owner: Some(format!("Deployment/{ns}/{app}")),
+        ..Default::default()
+    }
+}
+
+fn in_req(key: &str, vals: &[&str]) -> Requirement {
+    Requirement::in_values(key, vals.iter().copied())
+}
+
+fn node_pool(name: &str, reqs: Vec<Requirement>) -> NodePool {
+    NodePool {
+        name: name.into(),
+        source: NodePoolSource::NodePool,
+        weight: 0,
+        requirements: Requirements::from_iter_reqs(reqs),
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+        taints: vec![],
+        startup_taints: vec![],
+        limits: None,
+        kubelet: KubeletConfig::default(),
+        node_class: None,
+        disruption: Disruption::default(),
+    }
+}
+
+/// The default NodePool: spot and on-demand, any type of the catalog.
+pub fn default_pool() -> NodePool {
+    node_pool(
+        "default",
+        vec![
+            in_req(labels::CAPACITY_TYPE, &["spot", "on-demand"]),
+            in_req(labels::OS, &["linux"]),
+        ],
+    )
+}
+
+fn selector(app: &str) -> LabelSelector {
+    LabelSelector {
+        match_labels: [("app".to_string(), app.to_string())].into(),
+        match_expressions: vec![],
+    }
+}
+
+/// Pod sizes for the mixed mix: (cpu, memory, weight).
+const SIZES: &[(&str, &str, usize)] = &[
+    ("100m", "128Mi", 20),
+    ("250m", "512Mi", 25),
+    ("500m", "1Gi", 20),
+    ("1", "2Gi", 15),
+    ("2", "4Gi", 10),
+    ("4", "16Gi", 6),
+    ("8", "32Gi", 3),
+    ("1", "8Gi", 1),
+];
+
+fn pick_size(rng: &mut Rng) -> (&'static str, &'static str) {
+    let total: usize = SIZES.iter().map(|s| s.2).sum();
+    let mut r = rng.below(total);
+    for (c, m, w) in SIZES {
+        if r < *w {
+            return (c, m);
+        }
+        r -= w;
+    }
+    ("1", "2Gi")
+}
+
+/// Deployments of `group` pods with a common size; returns the pods.
+fn deployments(
+    n: usize,
+    group: usize,
+    seed: u64,
+    mut each: impl FnMut(&mut Pod, usize),
+) -> Vec<Pod> {
+    let mut rng = Rng::new(seed);
+    let mut pods = Vec::with_capacity(n);
+    let mut d = 0;
+    while pods.len() < n {
+        let (cpu, mem) = pick_size(&mut rng);
+        let app = format!("app-{d:05}");
+        for i in 0..group.min(n - pods.len()) {
+            let mut p = pod("bench", format!("{app}-{i}"), &app, cpu, mem);
+            each(&mut p, d);
+            pods.push(p);
+        }
+        d += 1;
+    }
+    pods
+}
+
+/// Builds mix `name` with `n` pending pods.
+pub fn build(name: &str, n: usize, seed: u64) -> Option<ClusterState> {
+    let mut s = ClusterState {
+        node_pools: vec![default_pool()],
+        ..Default::default()
+    };
+    s.daemon_sets = vec![DaemonSet {
+        namespace: "kube-system".into(),
+        name: "node-agent".into(),
+        pod: pod(
+            "kube-system",
+            "node-agent".into(),
+            "node-agent",
+            "100m",
+            "128Mi",
+        ),
+    }];
+    match name {
+        "uniform-small" => {
+            s.pending_pods = (0..n)
+                .map(|i| pod("bench", format!("small-{i}"), "small", "250m", "512Mi"))
+                .collect();
+        }
+        "mixed" => s.pending_pods = deployments(n, 50, seed, |_, _| {}),
+        "gpu" => {
+            let mut gpu = node_pool(
+                "gpu",
+                vec![
+                    in_req(labels::CAPACITY_TYPE, &["spot", "on-demand"]),
+                    Requirement::exists(labels::INSTANCE_GPU_COUNT),
+                ],
+            );
+            gpu.taints = vec![Taint {
+                key: "nvidia.com/gpu".into(),
+                value: "true".into(),
+                effect: TaintEffect::NoSchedule,
+            }];
+            s.node_pools.push(gpu);
+            s.pending_pods = deployments(n, 20, seed, |p, d| {
+                if d % 10 == 0 {
+                    p.requests.set("nvidia.com/gpu", q("1"));
+                    p.tolerations.push(Toleration {
+                        key: "nvidia.com/gpu".into(),
+                        operator: TolerationOperator::Exists,
+                        value: String::new(),
+                        effect: Some(TaintEffect::NoSchedule),
+                    });
+                }
+            });
+        }
+        "zone-spread" => {
+            s.pending_pods = deployments(n, 30, seed, |p, _| {
+                let app = p.labels["app"].clone();
+                p.topology_spread.push(TopologySpreadConstraint {
+                    max_skew: 1,
+                    topology_key: labels::ZONE.into(),
+                    when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
+                    label_selector: selector(&app),
+                    min_domains: None,
+                    node_affinity_policy: InclusionPolicy::Honor,
+                    node_taints_policy: InclusionPolicy::Ignore,
+                });
+            });
+        }
+        "hostname-anti-affinity" => {
+            s.pending_pods = deployments(n, 20, seed, |p, _| {
+                let app = p.labels["app"].clone();
+                p.pod_anti_affinity.push(PodAffinityTerm {
+                    label_selector: selector(&app),
+                    namespaces: vec![],
+                    all_namespaces: false,
+                    topology_key: labels::HOSTNAME.into(),
+                });
+            });
+        }
+        "node-affinity-fallback" => {
+            s.pending_pods = deployments(n, 25, seed, |p, d| {
+                let first = Requirements::from_iter_reqs([
+                    in_req(labels::INSTANCE_FAMILY, &["x9z"]),
+                    in_req(labels::ARCH, &["arm64"]),
+                ]);
+                let second = Requirements::from_iter_reqs([
+                    in_req(labels::ARCH, &[if d % 2 == 0 { "amd64" } else { "arm64" }]),
+                    Requirement::new(labels::INSTANCE_GENERATION, Operator::Gt, &["4"])
+                        .unwrap_or_else(|_| Requirement::exists(labels::INSTANCE_GENERATION)),
+                ]);
+                p.required_terms = vec![first, second];
+            });
+        }
+        "many-nodepools" => {
+            let families = [
+                "m5", "m6i", "m7i", "c5", "c6i", "c7i", "r5", "r6i", "r7i", "m6g", "c6g", "r6g",
+                "m7g", "c7g", "r7g", "m6a", "c6a", "r6a", "t3", "m5a",
+            ];
+            s.node_pools = families
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    let mut np = node_pool(
+                        &format!("pool-{f}"),
+                        vec![
+                            in_req(labels::CAPACITY_TYPE, &["spot", "on-demand"]),
+                            in_req(labels::INSTANCE_FAMILY, &[f]),
+                        ],
+                    );
+                    np.weight = (families.len() - i) as i32;
+                    np.limits = Some(
+                        Resources::new().with("cpu", Quantity::from_units((n as i64 / 8).max(64))),
+                    );
+                    np
+                })
+                .chain(std::iter::once(default_pool()))
+                .collect();
+            s.pending_pods = deployments(n, 50, seed, |_, _| {});
+        }
+        "existing-nodes" => {
+            let nodes = (n / 20).max(1);
+            let zones = ["us-west-2a", "us-west-2b", "us-west-2c"];
+            s.nodes = (0..nodes)
+                .map(|i| {
+                    let name = format!("ip-10-0-{}-{}.ec2.internal", i / 250, i % 250);
+                    let mut bound = pod("bench", format!("bound-{i}"), "bound", "2", "4Gi");
+                    bound.node_name = Some(name.clone());
+                    Node {
+                        labels: [
+                            (labels::ZONE.to_string(), zones[i % 3].to_string()),
+                            (labels::HOSTNAME.to_string(), name.clone()),
+                            (labels::INSTANCE_TYPE.to_string(), "m5.2xlarge".to_string()),
+                            (labels::CAPACITY_TYPE.to_string(), "on-demand".to_string()),
+                        ]
+                        .into(),
+                        name,
+                        taints: vec![],
+                        allocatable: Resources::new()
+                            .with("cpu", q("7910m"))
+                            .with("memory", q("28Gi"))
+                            .with("pods", q("58")),
+                        unschedulable: false,
+                        pods: vec![bound],
+                    }
+                })
+                .collect();
+            s.pending_pods = deployments(n, 50, seed, |_, _| {});
+        }
+        _ => return None,
+    }
+    Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_mix_builds_deterministically() {
+        for m in MIXES {
+            let a = build(m, 200, 7).unwrap();
+            let b = build(m, 200, 7).unwrap();
+            assert_eq!(a.pending_pods.len(), 200, "{m}");
+            let names = |s: &ClusterState| {
+                s.pending_pods
+                    .iter()
+                    .map(|p| (p.name.clone(), p.requests.cpu()))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(names(&a), names(&b), "{m}");
+        }
+        assert!(build("nope", 1, 1).is_none());
+    }
+}
