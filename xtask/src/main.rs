@@ -1,1 +1,418 @@
-fn main() {}
+//! Project automation: `cargo xtask <command>`.
+//!
+//! * `test`    – the one test command: rustfmt check, clippy (`-D warnings`),
+//!   the workspace tests (cargo-nextest when installed, else `cargo test`) and
+//!   `cfn-lint` over `infra/template.yaml` when that template exists.
+//! * `demo`    – `flotilla demo` from a release build.
+//! * `catalog` – regenerates the embedded instance-type catalog
+//!   (`shared/core/data/generate_catalog.py`).
+//!
+//! Only `std::process::Command`; every child inherits the environment, with
+//! `CARGO_TARGET_DIR` defaulting to `$HOME/.cache/flotilla/target`.
+
+use std::env;
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+const USAGE: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  test      rustfmt --check, clippy -D warnings, workspace tests, cfn-lint (if infra/template.yaml exists)
+  demo      run `flotilla demo` from a release build
+  catalog   regenerate the embedded instance-type catalog (shared/core/data/generate_catalog.py)
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("test") => test(&args[1..]),
+        Some("demo") => demo(&args[1..]),
+        Some("catalog") => catalog(&args[1..]),
+        Some("-h" | "--help" | "help") => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        Some(other) => {
+            eprint!("xtask: unknown command {other:?}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+        None => {
+            eprint!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: FAILED: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The workspace root (the parent of this crate's directory).
+fn root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
+fn home() -> PathBuf {
+    env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp"))
+}
+
+fn cache_dir() -> PathBuf {
+    home().join(".cache").join("flotilla")
+}
+
+/// `CARGO_TARGET_DIR` for child cargo commands: the caller's, else the
+/// shared cache directory.
+fn target_dir() -> PathBuf {
+    match env::var_os("CARGO_TARGET_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => cache_dir().join("target"),
+    }
+}
+
+fn cargo() -> Command {
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut c = Command::new(cargo);
+    c.current_dir(root());
+    c.env("CARGO_TARGET_DIR", target_dir());
+    c
+}
+
+fn describe(c: &Command) -> String {
+    let mut s = c.get_program().to_string_lossy().into_owned();
+    for a in c.get_args() {
+        s.push(' ');
+        s.push_str(&a.to_string_lossy());
+    }
+    s
+}
+
+fn banner(step: &str) {
+    println!("\n==> {step}");
+    let _ = std::io::stdout().flush();
+}
+
+/// Runs `c` with inherited stdio; an error names `step`.
+fn run(step: &str, mut c: Command) -> Result<()> {
+    banner(step);
+    println!("    $ {}", describe(&c));
+    let start = Instant::now();
+    let status = c
+        .stdin(Stdio::null())
+        .status()
+        .with_context(|| format!("step `{step}`: could not start `{}`", describe(&c)))?;
+    if !status.success() {
+        bail!(
+            "step `{step}` failed ({status}) after {:.1}s: `{}`",
+            start.elapsed().as_secs_f64(),
+            describe(&c)
+        );
+    }
+    println!("    ok: {step} ({:.1}s)", start.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Whether `program args...` starts and exits successfully (quietly).
+fn probe<I, S>(program: impl AsRef<OsStr>, args: I) -> bool
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+fn test(args: &[String]) -> Result<()> {
+    if let Some(a) = args.first() {
+        bail!("`cargo xtask test` takes no arguments (got {a:?})");
+    }
+    let start = Instant::now();
+    println!("CARGO_TARGET_DIR={}", target_dir().display());
+
+    let mut fmt = cargo();
+    fmt.args(["fmt", "--all", "--", "--check"]);
+    run("rustfmt", fmt)?;
+
+    let mut clippy = cargo();
+    clippy.args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    run("clippy", clippy)?;
+
+    tests()?;
+    cfn_lint()?;
+
+    println!(
+        "\nxtask test: all steps passed in {:.1}s",
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// `cargo nextest run --workspace` when nextest is installed (plus the
+/// doctests, which nextest does not run), else `cargo test --workspace`.
+/// Prints the runner's summary line(s) again at the end.
+fn tests() -> Result<()> {
+    let nextest = probe(
+        env::var_os("CARGO").unwrap_or_else(|| "cargo".into()),
+        ["nextest", "--version"],
+    );
+    if nextest {
+        let mut c = cargo();
+        c.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
+        let summary = run_capturing_summary("tests (cargo nextest)", c, |l| {
+            let t = l.trim_start();
+            t.starts_with("Summary [")
+        })?;
+        let mut doc = cargo();
+        doc.args(["test", "--workspace", "--doc", "--quiet"]);
+        let doc_summary = run_capturing_summary("doctests (cargo test --doc)", doc, |l| {
+            l.starts_with("test result:")
+        })?;
+        print_summary("tests (cargo nextest)", &summary);
+        print_summary("doctests", &aggregate_libtest(&doc_summary));
+    } else {
+        println!("(cargo-nextest not installed; using cargo test)");
+        let mut c = cargo();
+        c.args(["test", "--workspace", "--no-fail-fast"]);
+        let summary =
+            run_capturing_summary("tests (cargo test)", c, |l| l.starts_with("test result:"))?;
+        print_summary("tests (cargo test)", &aggregate_libtest(&summary));
+    }
+    Ok(())
+}
+
+fn print_summary(step: &str, lines: &[String]) {
+    for l in lines {
+        println!("    {step}: {}", l.trim());
+    }
+}
+
+/// Sums libtest's per-binary `test result:` lines into one line.
+fn aggregate_libtest(lines: &[String]) -> Vec<String> {
+    let (mut passed, mut failed, mut ignored, mut binaries) = (0u64, 0u64, 0u64, 0u64);
+    for l in lines {
+        binaries += 1;
+        let num_before = |word: &str| -> u64 {
+            l.split(';')
+                .find_map(|part| {
+                    let part = part.trim();
+                    let part = part.rsplit(". ").next().unwrap_or(part);
+                    let (n, w) = part.split_once(' ')?;
+                    (w.trim() == word).then(|| n.trim().parse().ok()).flatten()
+                })
+                .unwrap_or(0)
+        };
+        passed += num_before("passed");
+        failed += num_before("failed");
+        ignored += num_before("ignored");
+    }
+    if binaries == 0 {
+        return Vec::new();
+    }
+    vec![format!(
+        "{passed} passed, {failed} failed, {ignored} ignored ({binaries} test binaries)"
+    )]
+}
+
+/// Runs `c`, streaming its stdout and stderr through while keeping the
+/// lines `is_summary` selects (from either stream).
+fn run_capturing_summary(
+    step: &str,
+    mut c: Command,
+    is_summary: impl Fn(&str) -> bool + Sync,
+) -> Result<Vec<String>> {
+    banner(step);
+    println!("    $ {}", describe(&c));
+    let start = Instant::now();
+    let mut child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("step `{step}`: could not start `{}`", describe(&c)))?;
+    let stdout = child.stdout.take().expect("piped stdout");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let is_summary = &is_summary;
+    let (mut out_lines, err_lines) = std::thread::scope(|s| {
+        let err = s.spawn(move || {
+            let mut keep = Vec::new();
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("{line}");
+                if is_summary(strip_ansi(&line).as_str()) {
+                    keep.push(strip_ansi(&line));
+                }
+            }
+            keep
+        });
+        let mut keep = Vec::new();
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            println!("{line}");
+            if is_summary(strip_ansi(&line).as_str()) {
+                keep.push(strip_ansi(&line));
+            }
+        }
+        (keep, err.join().unwrap_or_default())
+    });
+    let status = child
+        .wait()
+        .with_context(|| format!("step `{step}`: waiting for `{}`", describe(&c)))?;
+    out_lines.extend(err_lines);
+    if !status.success() {
+        for l in &out_lines {
+            eprintln!("    {step}: {}", l.trim());
+        }
+        bail!(
+            "step `{step}` failed ({status}) after {:.1}s: `{}`",
+            start.elapsed().as_secs_f64(),
+            describe(&c)
+        );
+    }
+    println!("    ok: {step} ({:.1}s)", start.elapsed().as_secs_f64());
+    Ok(out_lines)
+}
+
+/// Removes ANSI escape sequences (colour codes) from a line.
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `cfn-lint infra/template.yaml` from a venv in the cache directory, when
+/// the template exists.
+fn cfn_lint() -> Result<()> {
+    let template = root().join("infra").join("template.yaml");
+    if !template.exists() {
+        banner("cfn-lint");
+        println!("    skipped: no infra/template.yaml yet");
+        return Ok(());
+    }
+    let venv = cache_dir().join("venv");
+    let bin = venv.join("bin");
+    let cfn_lint = bin.join("cfn-lint");
+    if !cfn_lint.exists() {
+        let python = ["python3", "python"]
+            .into_iter()
+            .find(|p| probe(p, ["--version"]))
+            .context("step `cfn-lint`: no python3 on PATH to create the venv")?;
+        if !bin.join("python").exists() {
+            let mut c = Command::new(python);
+            c.arg("-m").arg("venv").arg(&venv);
+            run("cfn-lint: create venv", c)?;
+        }
+        let mut pip = Command::new(bin.join("python"));
+        pip.args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "cfn-lint",
+        ]);
+        run("cfn-lint: pip install cfn-lint", pip)?;
+    }
+    let mut c = Command::new(&cfn_lint);
+    c.current_dir(root()).arg("infra/template.yaml");
+    run("cfn-lint", c)
+}
+
+fn demo(args: &[String]) -> Result<()> {
+    let mut c = cargo();
+    c.args([
+        "run",
+        "--quiet",
+        "--release",
+        "-p",
+        "flotilla-cli",
+        "--bin",
+        "flotilla",
+        "--",
+        "demo",
+    ]);
+    c.args(args);
+    run("demo", c)
+}
+
+fn catalog(args: &[String]) -> Result<()> {
+    let script = root()
+        .join("shared")
+        .join("core")
+        .join("data")
+        .join("generate_catalog.py");
+    if !script.exists() {
+        bail!(
+            "step `catalog`: {} does not exist (yet)",
+            script.strip_prefix(root()).unwrap_or(&script).display()
+        );
+    }
+    let python = ["python3", "python"]
+        .into_iter()
+        .find(|p| probe(p, ["--version"]))
+        .context("step `catalog`: no python3 on PATH")?;
+    let mut c = Command::new(python);
+    c.current_dir(root()).arg(&script).args(args);
+    run("catalog", c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn libtest_summaries_add_up() {
+        let lines = vec![
+            "test result: ok. 3 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.01s".to_string(),
+            "test result: FAILED. 2 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out".to_string(),
+        ];
+        assert_eq!(
+            aggregate_libtest(&lines),
+            vec!["5 passed, 1 failed, 1 ignored (2 test binaries)".to_string()]
+        );
+        assert!(aggregate_libtest(&[]).is_empty());
+    }
+
+    #[test]
+    fn ansi_is_stripped() {
+        assert_eq!(
+            strip_ansi("\u{1b}[32;1m     Summary\u{1b}[0m [ 1.0s]"),
+            "     Summary [ 1.0s]"
+        );
+    }
+}
