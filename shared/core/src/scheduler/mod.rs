@@ -32,7 +32,7 @@ use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
 pub use pod_view::Relaxation;
-use pools::{labels_satisfy, Pool, PoolOffering};
+use pools::{labels_satisfy, OfferingFilter, Pool, PoolOffering};
 use topology::{Kind, PodGroups, Topology};
 
 /// Relative slack of the cost rule (see `Run::joins_cheaply`).
@@ -99,6 +99,54 @@ struct Run<'a> {
     existing: Vec<Existing<'a>>,
     claims: Vec<Claim>,
     claim_counter: BTreeMap<usize, usize>,
+    /// Equivalence class of each pod (identical requests and constraints),
+    /// for pods whose placement outcomes only get worse as nodes fill (no
+    /// spread or affinity): `None` for the others.
+    shape: Vec<Option<usize>>,
+    /// Per shape: the first existing node / NodeClaim worth trying. Nodes
+    /// before it rejected a pod of this shape for reasons that only harden.
+    existing_hint: Vec<usize>,
+    claim_hint: Vec<usize>,
+    /// Per shape: the solo price (see `solo_price`).
+    solo_cache: Vec<Option<Option<f64>>>,
+    /// Types of a pool compatible with requirements (hostname excluded).
+    compat_cache: std::cell::RefCell<
+        std::collections::HashMap<(usize, Requirements), std::rc::Rc<Vec<usize>>>,
+    >,
+}
+
+/// Groups pods into shapes; see `Run::shape`.
+fn shapes(pods: &[Pod], volume: &[Requirements]) -> (Vec<Option<usize>>, usize) {
+    let mut ids: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let out = pods
+        .iter()
+        .zip(volume)
+        .map(|(p, v)| {
+            let monotonic = p.topology_spread.is_empty()
+                && p.pod_affinity.is_empty()
+                && p.preferred_pod_affinity.is_empty();
+            if !monotonic {
+                return None;
+            }
+            let key = format!(
+                "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}|{:?}|{:?}",
+                p.requests,
+                p.node_selector,
+                p.required_terms,
+                p.preferred_terms,
+                p.tolerations,
+                p.host_ports,
+                v,
+                p.namespace,
+                p.labels,
+                p.pod_anti_affinity,
+                p.preferred_pod_anti_affinity,
+            );
+            let n = ids.len();
+            Some(*ids.entry(key).or_insert(n))
+        })
+        .collect();
+    (out, ids.len())
 }
 
 /// Plans NodeClaims for the pending pods of `state`.
@@ -162,6 +210,7 @@ pub fn schedule(state: &ClusterState, catalog: &Catalog, opts: &SchedulerOptions
         .collect();
     existing.sort_by(|a, b| a.node.name.cmp(&b.node.name));
 
+    let (shape, n_shapes) = shapes(pods, &volume);
     let mut run = Run {
         pools,
         pods,
@@ -171,6 +220,11 @@ pub fn schedule(state: &ClusterState, catalog: &Catalog, opts: &SchedulerOptions
         existing,
         claims: vec![],
         claim_counter: BTreeMap::new(),
+        shape,
+        existing_hint: vec![0; n_shapes],
+        claim_hint: vec![0; n_shapes],
+        solo_cache: vec![None; n_shapes],
+        compat_cache: Default::default(),
     };
 
     // Largest first: cpu, then memory, then name for a total order.
@@ -317,31 +371,57 @@ impl<'a> Run<'a> {
         let pod_reqs = pod_view::node_requirements(pod, &self.volume[p], r);
         let groups = self.active_groups(p, r);
 
+        // Hints apply to the unrelaxed shape only.
+        let shape = self.shape[p].filter(|_| *r == Relaxation::default());
+
         // 1. Existing nodes.
-        for i in 0..self.existing.len() {
+        let first = shape.map_or(0, |s| self.existing_hint[s]);
+        for i in first..self.existing.len() {
             if let Some(reqs) = self.try_existing(i, p, &pod_reqs, &groups) {
                 let e = &mut self.existing[i];
                 e.remaining = e.remaining.minus(&pod.requests);
                 e.host_ports.extend(pod.host_ports.iter().cloned());
                 e.placed.push(p);
                 self.topology.record(pod, &self.groups[p].inverse, &reqs);
+                if let Some(s) = shape {
+                    self.existing_hint[s] = i;
+                }
                 return Ok(());
             }
+        }
+        if let Some(s) = shape {
+            self.existing_hint[s] = self.existing.len();
         }
 
         // 2. NodeClaims planned in this run, if joining one costs no more
         //    than a node of its own would (see `joins_cheaply`).
-        let solo = self.solo_price(p, &pod_reqs);
-        for c in 0..self.claims.len() {
+        let solo = match shape.and_then(|s| self.solo_cache[s]) {
+            Some(cached) => cached,
+            None => {
+                let v = self.solo_price(p, &pod_reqs);
+                if let Some(s) = shape {
+                    self.solo_cache[s] = Some(v);
+                }
+                v
+            }
+        };
+        let first = shape.map_or(0, |s| self.claim_hint[s]);
+        for c in first..self.claims.len() {
             if !self.may_join_cheaply(c, p, solo) {
                 continue;
             }
             if let Ok(fit) = self.try_claim(c, p, &pod_reqs, &groups) {
                 if self.joins_cheaply(c, &fit, solo) {
                     self.commit(c, p, fit);
+                    if let Some(s) = shape {
+                        self.claim_hint[s] = c;
+                    }
                     return Ok(());
                 }
             }
+        }
+        if let Some(s) = shape {
+            self.claim_hint[s] = self.claims.len();
         }
 
         // 3. A new NodeClaim from the heaviest NodePool that can take it.
@@ -387,12 +467,13 @@ impl<'a> Run<'a> {
             let mut reqs = pool.requirements.clone();
             reqs.add_all(pod_reqs);
             let need = pool.daemon_overhead.plus(&pod.requests);
+            let filter = pool.filter(&reqs);
             pool.types
                 .iter()
                 .find(|t| {
                     need.fits_in(&t.allocatable)
                         && t.requirements.intersects(&reqs).is_ok()
-                        && t.has_offering(&reqs)
+                        && t.has_offering(&filter)
                 })
                 .map(|t| t.price)
         })
@@ -504,6 +585,7 @@ impl<'a> Run<'a> {
                 .map_err(|e| e.0)?;
         }
         let narrowed = merged != claim.requirements;
+        let filter = pool.filter(&merged);
         let types: Vec<usize> = claim
             .types
             .iter()
@@ -513,7 +595,7 @@ impl<'a> Run<'a> {
                 requests.fits_in(&ty.allocatable)
                     && (!narrowed
                         || (ty.requirements.intersects(&merged).is_ok()
-                            && ty.has_offering(&merged)))
+                            && ty.has_offering(&filter)))
             })
             .collect();
         if types.is_empty() {
@@ -559,12 +641,7 @@ impl<'a> Run<'a> {
                 .map_err(|e| format!("NodePool {name:?}: {}", e.0))?;
         }
         let requests = pool.daemon_overhead.plus(&pod.requests);
-        let mut compatible = Vec::new();
-        for (i, t) in pool.types.iter().enumerate() {
-            if t.requirements.intersects(&merged).is_ok() && t.has_offering(&merged) {
-                compatible.push(i);
-            }
-        }
+        let compatible = self.compatible_types(pi, &merged);
         if compatible.is_empty() {
             return Err(self.explain_no_type(pi, &merged));
         }
@@ -617,6 +694,28 @@ impl<'a> Run<'a> {
         ))
     }
 
+    /// Indices of pool `pi`'s types compatible with `reqs`, cached: every
+    /// pod of a Deployment asks the same question.
+    fn compatible_types(&self, pi: usize, reqs: &Requirements) -> std::rc::Rc<Vec<usize>> {
+        let mut key = reqs.clone();
+        key.remove(labels::HOSTNAME);
+        if let Some(hit) = self.compat_cache.borrow().get(&(pi, key.clone())) {
+            return hit.clone();
+        }
+        let pool = &self.pools[pi];
+        let filter = pool.filter(&key);
+        let v: Vec<usize> = pool
+            .types
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.requirements.intersects(&key).is_ok() && t.has_offering(&filter))
+            .map(|(i, _)| i)
+            .collect();
+        let v = std::rc::Rc::new(v);
+        self.compat_cache.borrow_mut().insert((pi, key), v.clone());
+        v
+    }
+
     /// Resources charged against pool `pi`'s limits by this run's NodeClaims.
     fn charged(&self, pi: usize) -> Resources {
         let mut r = Resources::new();
@@ -634,18 +733,22 @@ impl<'a> Run<'a> {
             *self.claim_counter.entry(claim.pool).or_default() += 1;
         }
         claim.requirements = fit.requirements;
+        let types_changed = fit.types.len() != claim.types.len();
         claim.types = fit.types;
         claim.requests.add_assign(&pod.requests);
         claim.pods.push(p);
         claim.host_ports.extend(pod.host_ports.iter().cloned());
-        let mut max_a = Resources::new();
-        let mut max_c = Resources::new();
-        for &t in &claim.types {
-            max_a = max_a.max(&pool.types[t].allocatable);
-            max_c = max_c.max(&pool.types[t].capacity);
+        // The type list only ever shrinks: same length, same list.
+        if types_changed {
+            let mut max_a = Resources::new();
+            let mut max_c = Resources::new();
+            for &t in &claim.types {
+                max_a = max_a.max(&pool.types[t].allocatable);
+                max_c = max_c.max(&pool.types[t].capacity);
+            }
+            claim.max_allocatable = max_a;
+            claim.max_capacity = max_c;
         }
-        claim.max_allocatable = max_a;
-        claim.max_capacity = max_c;
         self.topology
             .record(pod, &self.groups[p].inverse, &claim.requirements);
     }
@@ -659,10 +762,11 @@ impl<'a> Run<'a> {
                 continue;
             }
             let single = Requirements::from_iter_reqs([r.clone()]);
+            let filter = pool.filter(&single);
             let any = pool
                 .types
                 .iter()
-                .any(|t| t.requirements.intersects(&single).is_ok() && t.has_offering(&single));
+                .any(|t| t.requirements.intersects(&single).is_ok() && t.has_offering(&filter));
             if !any {
                 return format!("no instance type in NodePool {name:?} satisfies {r}");
             }
@@ -785,11 +889,11 @@ fn incompatibility(e: &crate::requirements::Incompatibility, pool: &str) -> Stri
 fn preferred_offering<'p>(
     pool: &'p Pool,
     types: &[usize],
-    reqs: &'p Requirements,
+    filter: &'p OfferingFilter,
 ) -> Option<(usize, &'p PoolOffering)> {
     types
         .iter()
-        .flat_map(|&t| pool.types[t].offerings_for(reqs).map(move |o| (t, o)))
+        .flat_map(|&t| pool.types[t].offerings_for(filter).map(move |o| (t, o)))
         .min_by(|(ta, a), (tb, b)| {
             a.capacity_type
                 .cmp(&b.capacity_type)
@@ -802,13 +906,14 @@ fn preferred_offering<'p>(
 
 fn claim_plan(claim: &Claim, pool: &Pool, pods: &[Pod]) -> NodeClaimPlan {
     let reqs = &claim.requirements;
+    let filter = pool.filter(reqs);
     // Types cheapest first (adjusted price of their best offering), then name.
     let mut ranked: Vec<(f64, &str, usize)> = claim
         .types
         .iter()
         .filter_map(|&t| {
             let ty = &pool.types[t];
-            ty.offerings_for(reqs)
+            ty.offerings_for(&filter)
                 .map(|o| o.adjusted)
                 .reduce(f64::min)
                 .map(|p| (p, ty.name.as_str(), t))
@@ -818,13 +923,13 @@ fn claim_plan(claim: &Claim, pool: &Pool, pods: &[Pod]) -> NodeClaimPlan {
     let mut capacity_types = BTreeSet::new();
     let mut zones = BTreeSet::new();
     for &(_, _, t) in &ranked {
-        for o in pool.types[t].offerings_for(reqs) {
+        for o in pool.types[t].offerings_for(&filter) {
             capacity_types.insert(o.capacity_type);
             zones.insert(o.zone.clone());
         }
     }
     let types: Vec<usize> = ranked.iter().map(|r| r.2).collect();
-    let (price, allocatable) = match preferred_offering(pool, &types, reqs) {
+    let (price, allocatable) = match preferred_offering(pool, &types, &filter) {
         Some((t, o)) => (
             Price {
                 min: o.price,

@@ -25,6 +25,8 @@ pub struct PoolOffering {
     pub adjusted: f64,
     pub available: u32,
     pub reservation: Option<ReservationRef>,
+    /// `1 << index` of the zone in the catalog's zone list (0 past 64 zones).
+    pub zone_bit: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -42,53 +44,108 @@ pub struct PoolType {
 }
 
 impl PoolType {
-    /// Offerings allowed by `reqs` (zone, capacity type, reservation labels).
+    /// Offerings the filter allows.
     pub fn offerings_for<'a>(
         &'a self,
-        reqs: &'a Requirements,
+        f: &'a OfferingFilter,
     ) -> impl Iterator<Item = &'a PoolOffering> + 'a {
-        self.offerings
-            .iter()
-            .filter(move |o| offering_allowed(o, reqs))
+        self.offerings.iter().filter(move |o| f.allows(o))
     }
 
-    pub fn has_offering(&self, reqs: &Requirements) -> bool {
-        self.offerings_for(reqs).next().is_some()
+    pub fn has_offering(&self, f: &OfferingFilter) -> bool {
+        self.offerings.iter().any(|o| f.allows(o))
     }
 }
 
-pub fn offering_allowed(o: &PoolOffering, reqs: &Requirements) -> bool {
-    if o.available == 0
-        || !reqs.allows(labels::ZONE, &o.zone)
-        || !reqs.allows(labels::CAPACITY_TYPE, o.capacity_type.as_str())
-    {
-        return false;
+fn ct_bit(ct: CapacityType) -> u8 {
+    match ct {
+        CapacityType::Reserved => 1,
+        CapacityType::Spot => 2,
+        CapacityType::OnDemand => 4,
     }
-    match &o.reservation {
-        Some(r) => {
-            reqs.allows(labels::CAPACITY_RESERVATION_ID, &r.id)
-                && reqs.allows(
-                    labels::CAPACITY_RESERVATION_TYPE,
-                    match r.reservation_type {
-                        crate::model::ReservationType::Default => "default",
-                        crate::model::ReservationType::CapacityBlock => "capacity-block",
-                    },
-                )
+}
+
+fn reservation_type_str(t: crate::model::ReservationType) -> &'static str {
+    match t {
+        crate::model::ReservationType::Default => "default",
+        crate::model::ReservationType::CapacityBlock => "capacity-block",
+    }
+}
+
+/// Requirements compiled for the offering checks of the hot loops: zones as
+/// a bitmask, capacity types as bits; the map lookups happen once.
+#[derive(Debug, Clone)]
+pub struct OfferingFilter<'r> {
+    zones: u64,
+    zone_req: Option<&'r Requirement>,
+    capacity_types: u8,
+    reservation_id: Option<&'r Requirement>,
+    reservation_type: Option<&'r Requirement>,
+    /// Offerings outside reservations carry no reservation labels.
+    plain_ok: bool,
+}
+
+impl<'r> OfferingFilter<'r> {
+    pub fn new(reqs: &'r Requirements, zones: &[String]) -> Self {
+        let zone_req = reqs.get(labels::ZONE);
+        let mut mask = 0u64;
+        for (i, z) in zones.iter().enumerate().take(64) {
+            if zone_req.is_none_or(|r| r.has(z)) {
+                mask |= 1 << i;
+            }
         }
-        // Non-reserved offerings carry no reservation labels.
-        None => [
-            labels::CAPACITY_RESERVATION_ID,
-            labels::CAPACITY_RESERVATION_TYPE,
-        ]
-        .iter()
-        .all(|k| {
-            reqs.get(k).is_none_or(|r| {
+        let mut capacity_types = 0u8;
+        for ct in [
+            CapacityType::Reserved,
+            CapacityType::Spot,
+            CapacityType::OnDemand,
+        ] {
+            if reqs.allows(labels::CAPACITY_TYPE, ct.as_str()) {
+                capacity_types |= ct_bit(ct);
+            }
+        }
+        let reservation_id = reqs.get(labels::CAPACITY_RESERVATION_ID);
+        let reservation_type = reqs.get(labels::CAPACITY_RESERVATION_TYPE);
+        let negative = |r: Option<&Requirement>| {
+            r.is_none_or(|r| {
                 matches!(
                     r.operator(),
                     crate::Operator::NotIn | crate::Operator::DoesNotExist
                 )
             })
-        }),
+        };
+        OfferingFilter {
+            zones: mask,
+            zone_req,
+            capacity_types,
+            reservation_id,
+            reservation_type,
+            plain_ok: negative(reservation_id) && negative(reservation_type),
+        }
+    }
+
+    #[inline]
+    pub fn allows(&self, o: &PoolOffering) -> bool {
+        if o.available == 0 || self.capacity_types & ct_bit(o.capacity_type) == 0 {
+            return false;
+        }
+        let zone_ok = if o.zone_bit != 0 {
+            self.zones & o.zone_bit != 0
+        } else {
+            self.zone_req.is_none_or(|r| r.has(&o.zone))
+        };
+        if !zone_ok {
+            return false;
+        }
+        match &o.reservation {
+            None => self.plain_ok,
+            Some(r) => {
+                self.reservation_id.is_none_or(|q| q.has(&r.id))
+                    && self
+                        .reservation_type
+                        .is_none_or(|q| q.has(reservation_type_str(r.reservation_type)))
+            }
+        }
     }
 }
 
@@ -102,6 +159,14 @@ pub struct Pool<'a> {
     pub daemon_overhead: Resources,
     /// `limits - existing usage` per limited resource, if the pool has limits.
     pub remaining: Option<Limits>,
+    /// The catalog's zones (bit positions of `PoolOffering::zone_bit`).
+    pub zones: Vec<String>,
+}
+
+impl Pool<'_> {
+    pub fn filter<'r>(&self, reqs: &'r Requirements) -> OfferingFilter<'r> {
+        OfferingFilter::new(reqs, &self.zones)
+    }
 }
 
 /// True when every requirement is met by concrete `labels` (exact
@@ -183,6 +248,7 @@ pub fn build<'a>(
                     .map(|(k, v)| (k.to_string(), v))
                     .chain(pool_labels.iter().map(|(k, v)| (k.clone(), v.clone())))
                     .collect();
+                let pool_filter = OfferingFilter::new(&requirements, &catalog.zones);
                 let mut offerings = Vec::new();
                 for o in &entry.offerings {
                     if opts.unavailable.contains(&(
@@ -199,8 +265,14 @@ pub fn build<'a>(
                         adjusted: o.price,
                         available: o.available,
                         reservation: o.reservation.clone(),
+                        zone_bit: catalog
+                            .zones
+                            .iter()
+                            .position(|z| z == &o.zone)
+                            .filter(|i| *i < 64)
+                            .map_or(0, |i| 1u64 << i),
                     };
-                    if !offering_allowed(&po, &requirements) {
+                    if !pool_filter.allows(&po) {
                         continue;
                     }
                     let mut ol = type_labels.clone();
@@ -305,6 +377,7 @@ pub fn build<'a>(
             });
 
             Pool {
+                zones: catalog.zones.clone(),
                 np,
                 requirements,
                 taints: np.taints.clone(),
