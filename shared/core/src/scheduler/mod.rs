@@ -110,10 +110,12 @@ struct Run<'a> {
     /// Per shape: the solo price (see `solo_price`).
     solo_cache: Vec<Option<Option<f64>>>,
     /// Types of a pool compatible with requirements (hostname excluded).
-    compat_cache: std::cell::RefCell<
-        std::collections::HashMap<(usize, Requirements), std::rc::Rc<Vec<usize>>>,
-    >,
+    compat_cache: CompatCache,
 }
+
+/// (pool, requirements without hostname) → compatible type indices.
+type CompatCache =
+    std::cell::RefCell<std::collections::HashMap<(usize, Requirements), std::rc::Rc<Vec<usize>>>>;
 
 /// Groups pods into shapes; see `Run::shape`.
 fn shapes(pods: &[Pod], volume: &[Requirements]) -> (Vec<Option<usize>>, usize) {
