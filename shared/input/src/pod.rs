@@ -1,7 +1,7 @@
 //! Pod specs to scheduler pods: effective requests, node selectors and
 //! affinity, tolerations, topology spread, pod (anti-)affinity, volumes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use flotilla_core::labels::{self, HOSTNAME};
 use flotilla_core::model::{
@@ -90,17 +90,18 @@ pub(crate) fn pod_object(
         ));
         return Ok(None);
     }
-    name_pod(&mut pod, &name, spec, &mut state.pvcs);
+    name_pod(&mut pod, &name, spec, &mut state.pvcs, env.existing_pvcs);
     Ok(Some(pod))
 }
 
 /// Sets the pod's name and adds the PVCs of its generic ephemeral volumes
-/// (`<pod>-<volume>`).
+/// (`<pod>-<volume>`) unless the inputs already hold them.
 pub(crate) fn name_pod(
     pod: &mut Pod,
     name: &str,
     spec: &core::PodSpec,
     pvcs: &mut Vec<PersistentVolumeClaim>,
+    existing: &BTreeSet<(String, String)>,
 ) {
     pod.name = name.to_string();
     for v in spec.volumes.iter().flatten() {
@@ -110,12 +111,14 @@ pub(crate) fn name_pod(
                 .volume_claim_template
                 .as_ref()
                 .and_then(|t| t.spec.storage_class_name.clone());
-            pvcs.push(PersistentVolumeClaim {
-                namespace: pod.namespace.clone(),
-                name: claim.clone(),
-                storage_class,
-                volume_name: None,
-            });
+            if !existing.contains(&(pod.namespace.clone(), claim.clone())) {
+                pvcs.push(PersistentVolumeClaim {
+                    namespace: pod.namespace.clone(),
+                    name: claim.clone(),
+                    storage_class,
+                    volume_name: None,
+                });
+            }
             pod.pvc_names.push(claim);
         }
     }

@@ -232,7 +232,7 @@ fn emit(
     for i in 0..w.count {
         let mut p = base.clone();
         let pname = pod_name(i);
-        name_pod(&mut p, &pname, spec, &mut state.pvcs);
+        name_pod(&mut p, &pname, spec, &mut state.pvcs, env.existing_pvcs);
         if let Some((claims, start)) = claims {
             for (tmpl, sc) in claims {
                 let claim = format!("{tmpl}-{name}-{}", i + start);
