@@ -616,7 +616,7 @@ pub(crate) fn provisioner(ctx: &Ctx, d: &Doc) -> Result<(NodePool, Vec<NodeOverl
         source: NodePoolSource::Provisioner,
         name: name.clone(),
     };
-    let overlays = veneer_overlays(ctx, &name, PROVISIONER_NAME, m.annotations.as_ref())?;
+    let overlays = veneer_overlays(ctx, &name, NODEPOOL, m.annotations.as_ref())?;
     Ok((pool, overlays))
 }
 
@@ -666,7 +666,8 @@ fn price(s: &str) -> Result<f64, String> {
 }
 
 /// Overlays from `veneer.io/preference.N: "<k>=<v>[,<k>=<v>] adjust=-50%"`
-/// annotations: requirements are the pairs (`In`) and the pool's name label;
+/// annotations: requirements are the pairs (`In`) and `karpenter.sh/nodepool In [<pool>]`
+/// (also for Provisioners: the planner labels every pool's nodes with it);
 /// weight is N; the name is `<pool>/preference.N`.
 fn veneer_overlays(
     ctx: &Ctx,
