@@ -6,6 +6,10 @@
 //! data by `shared/core/data/generate_catalog.py`; a `describe-instance-types`
 //! document can replace its facts (see `describe`).
 
+pub mod describe;
+pub mod embedded;
+pub mod pricing;
+
 use std::collections::BTreeMap;
 use std::fmt;
 
