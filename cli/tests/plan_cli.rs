@@ -1,0 +1,280 @@
+//! End-to-end tests of the `flotilla` binary over the YAML fixtures in
+//! `tests/fixtures/` and the sample workloads in `examples/demo/`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+/// The workspace root (fixture paths in messages are relative to it).
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("cli/ has a parent")
+        .to_path_buf()
+}
+
+fn flotilla(args: &[&str]) -> Output {
+    flotilla_with_stdin(args, None)
+}
+
+fn flotilla_with_stdin(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_flotilla"));
+    cmd.args(args)
+        .current_dir(root())
+        .env_remove("RUST_LOG")
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("flotilla starts");
+    if let Some(bytes) = stdin {
+        let mut pipe = child.stdin.take().expect("piped stdin");
+        pipe.write_all(bytes).expect("write stdin");
+        drop(pipe);
+    }
+    child.wait_with_output().expect("flotilla runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).expect("stdout is UTF-8")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).expect("stderr is UTF-8")
+}
+
+#[track_caller]
+fn assert_exit(o: &Output, code: i32) {
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "exit status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status,
+        stdout(o),
+        stderr(o)
+    );
+}
+
+#[track_caller]
+fn json(o: &Output) -> Value {
+    assert_exit(o, 0);
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!("stdout is not JSON ({e}):\n{}", stdout(o));
+    })
+}
+
+const BASIC: &str = "tests/fixtures/basic.yaml";
+
+#[test]
+fn demo_prints_a_plan_with_node_claims() {
+    let o = flotilla(&["demo"]);
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    assert!(out.contains("Flotilla demo"), "intro line missing:\n{out}");
+    assert!(out.contains("NODECLAIM"), "table header missing:\n{out}");
+    assert!(out.contains("new NodeClaim(s)"), "summary missing:\n{out}");
+    // The pod asking for 16 GPUs is reported with a reason.
+    assert!(out.contains("UNSCHEDULABLE"), "{out}");
+    assert!(out.contains("ml/train-giant-model"), "{out}");
+}
+
+#[test]
+fn demo_json_has_node_claims_and_the_unschedulable_pod() {
+    let plan = json(&flotilla(&["demo", "-o", "json"]));
+    let claims = plan["nodeClaims"].as_array().expect("nodeClaims array");
+    assert!(!claims.is_empty());
+    let pools: Vec<&str> = claims
+        .iter()
+        .map(|c| c["nodePool"].as_str().unwrap())
+        .collect();
+    assert!(pools.contains(&"default"), "{pools:?}");
+    assert!(pools.contains(&"gpu"), "{pools:?}");
+    let unschedulable = plan["unschedulable"].as_array().unwrap();
+    assert!(
+        unschedulable.iter().any(
+            |u| u["pod"] == "ml/train-giant-model" && !u["reason"].as_str().unwrap().is_empty()
+        ),
+        "{unschedulable:?}"
+    );
+    // The existing node takes some of the pending pods.
+    let existing = plan["existingNodes"].as_array().unwrap();
+    assert!(existing
+        .iter()
+        .any(|n| n["name"] == "ip-10-0-12-34.us-west-2.compute.internal"));
+}
+
+#[test]
+fn plan_json_has_the_documented_shape() {
+    let plan = json(&flotilla(&["plan", "-f", BASIC, "-o", "json"]));
+    let obj = plan.as_object().expect("top level is an object");
+    for key in ["nodeClaims", "existingNodes", "unschedulable", "summary"] {
+        assert!(obj.contains_key(key), "missing {key}: {plan:#}");
+    }
+    let s = &plan["summary"];
+    assert_eq!(s["pods"], 3, "{s}");
+    assert_eq!(s["scheduled"], 3, "{s}");
+    let n = s["nodeClaims"].as_u64().expect("summary.nodeClaims");
+    assert!(n >= 1);
+    assert_eq!(n as usize, plan["nodeClaims"].as_array().unwrap().len());
+    assert!(s["hourlyPrice"].as_f64().expect("summary.hourlyPrice") > 0.0);
+
+    let nc = &plan["nodeClaims"][0];
+    for key in [
+        "name",
+        "nodePool",
+        "instanceTypes",
+        "capacityTypes",
+        "zones",
+        "requirements",
+        "labels",
+        "taints",
+        "resources",
+        "pods",
+        "price",
+    ] {
+        assert!(nc.get(key).is_some(), "nodeClaims[0] lacks {key}: {nc:#}");
+    }
+    assert_eq!(nc["nodePool"], "default");
+    assert!(nc["name"].as_str().unwrap().starts_with("default-"));
+    assert!(nc["resources"].get("requests").is_some());
+    assert!(nc["resources"].get("allocatable").is_some());
+    for key in ["min", "instanceType", "zone", "capacityType"] {
+        assert!(nc["price"].get(key).is_some(), "price lacks {key}");
+    }
+    assert_eq!(nc["price"]["capacityType"], "on-demand");
+    let types = nc["instanceTypes"].as_array().unwrap();
+    assert_eq!(types[0], nc["price"]["instanceType"], "cheapest first");
+}
+
+#[test]
+fn table_is_the_default_output() {
+    let o = flotilla(&["plan", "-f", BASIC]);
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    assert!(out.contains("NODECLAIM"), "{out}");
+    assert!(
+        out.contains("3 pending pod(s): 3 scheduled, 0 unschedulable"),
+        "{out}"
+    );
+}
+
+#[test]
+fn typo_in_a_nodepool_names_file_object_and_field() {
+    let o = flotilla(&["plan", "-f", "tests/fixtures/typo-nodepool.yaml"]);
+    assert_exit(&o, 1);
+    let err = stderr(&o);
+    assert!(err.contains("tests/fixtures/typo-nodepool.yaml"), "{err}");
+    assert!(err.contains("NodePool typo"), "{err}");
+    assert!(err.contains("requirments"), "{err}");
+    assert!(o.stdout.is_empty(), "no plan on error: {}", stdout(&o));
+}
+
+#[test]
+fn bad_quantity_names_the_field() {
+    let o = flotilla(&["plan", "-f", "tests/fixtures/bad-quantity.yaml"]);
+    assert_exit(&o, 1);
+    let err = stderr(&o);
+    assert!(err.contains("tests/fixtures/bad-quantity.yaml"), "{err}");
+    assert!(
+        err.contains("spec.containers[0].resources.requests.cpu"),
+        "{err}"
+    );
+    assert!(err.contains("2 cores"), "{err}");
+}
+
+#[test]
+fn unknown_kind_warns_and_still_plans() {
+    let o = flotilla(&[
+        "plan",
+        "-f",
+        BASIC,
+        "-f",
+        "tests/fixtures/unknown-kind.yaml",
+        "-o",
+        "json",
+    ]);
+    let err = stderr(&o);
+    assert!(err.contains("warning"), "{err}");
+    assert!(err.contains("Frobnicator"), "{err}");
+    let plan = json(&o);
+    assert_eq!(plan["summary"]["pods"], 4);
+    assert_eq!(plan["summary"]["scheduled"], 4);
+}
+
+#[test]
+fn same_input_gives_byte_identical_json() {
+    let args = ["plan", "-f", "examples/demo", "-o", "json"];
+    let a = flotilla(&args);
+    let b = flotilla(&args);
+    assert_exit(&a, 0);
+    assert_exit(&b, 0);
+    assert_eq!(stdout(&a), stdout(&b));
+    // The embedded demo is the same input as the directory.
+    let demo = flotilla(&["demo", "-o", "json"]);
+    assert_exit(&demo, 0);
+    assert_eq!(stdout(&a), stdout(&demo));
+}
+
+#[test]
+fn dash_reads_stdin() {
+    let yaml = std::fs::read(root().join(BASIC)).unwrap();
+    let from_stdin = flotilla_with_stdin(&["plan", "-f", "-", "-o", "json"], Some(&yaml));
+    let from_file = flotilla(&["plan", "-f", BASIC, "-o", "json"]);
+    let plan = json(&from_stdin);
+    assert_eq!(plan["summary"]["pods"], 3);
+    assert_eq!(stdout(&from_stdin), stdout(&from_file));
+}
+
+#[test]
+fn missing_file_is_an_input_error() {
+    let o = flotilla(&["plan", "-f", "tests/fixtures/does-not-exist.yaml"]);
+    assert_exit(&o, 1);
+    assert!(stderr(&o).contains("does-not-exist.yaml"), "{}", stderr(&o));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    assert_exit(&flotilla(&["plan"]), 2);
+    assert_exit(&flotilla(&["plan", "-f", BASIC, "-o", "yaml"]), 2);
+}
+
+#[test]
+fn regions_and_catalog_list_something() {
+    let o = flotilla(&["regions"]);
+    assert_exit(&o, 0);
+    assert!(stdout(&o).lines().any(|l| l.trim() == "us-west-2"));
+
+    let cat = json(&flotilla(&[
+        "catalog",
+        "--region",
+        "us-west-2",
+        "-o",
+        "json",
+    ]));
+    assert_eq!(cat["region"], "us-west-2");
+    assert!(!cat["source"].as_str().unwrap().is_empty());
+    let types = cat["instanceTypes"].as_array().unwrap();
+    assert!(!types.is_empty());
+    for key in [
+        "name",
+        "vcpu",
+        "memoryMib",
+        "architecture",
+        "gpus",
+        "spotPrice",
+        "onDemandPrice",
+        "zones",
+    ] {
+        assert!(types[0].get(key).is_some(), "catalog row lacks {key}");
+    }
+
+    let o = flotilla(&["catalog"]);
+    assert_exit(&o, 0);
+    assert!(stdout(&o).contains("INSTANCE TYPE"));
+    assert!(stdout(&o).contains("source:"));
+}
