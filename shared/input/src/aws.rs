@@ -29,9 +29,10 @@ pub(crate) fn instance_types(
     if aws_output(v, "InstanceTypes").is_none() {
         return Ok(None);
     }
-    parse_describe_instance_types(v)
+    // The catalog's errors name the entry and field (`InstanceTypes[3].VCpuInfo...`).
+    flotilla_core::catalog::describe::parse_describe_instance_types(v)
         .map(Some)
-        .map_err(|e| ctx.err("InstanceTypes", e))
+        .map_err(|e| ctx.err("", e))
 }
 
 #[derive(Deserialize)]
@@ -102,9 +103,4 @@ pub(crate) fn capacity_reservations(
             })
             .collect(),
     ))
-}
-
-/// Interim until `flotilla_core::catalog::describe` lands.
-fn parse_describe_instance_types(_v: &Value) -> Result<Vec<InstanceTypeInfo>, String> {
-    Err("describe-instance-types documents are not supported by this build".into())
 }

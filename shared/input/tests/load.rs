@@ -868,3 +868,30 @@ fn gated_pods_are_skipped() {
     assert!(s.pending_pods.is_empty());
     assert!(s.warnings.iter().any(|w| w.contains("scheduling gates")));
 }
+
+#[test]
+fn describe_instance_types() {
+    let j = r#"{"InstanceTypes": [{
+        "InstanceType": "m5.large",
+        "CurrentGeneration": true,
+        "Hypervisor": "nitro",
+        "ProcessorInfo": {"SupportedArchitectures": ["x86_64"], "Manufacturer": "Intel"},
+        "VCpuInfo": {"DefaultVCpus": 2},
+        "MemoryInfo": {"SizeInMiB": 8192},
+        "NetworkInfo": {"MaximumNetworkInterfaces": 3, "Ipv4AddressesPerInterface": 10,
+                        "NetworkPerformance": "Up to 10 Gigabit",
+                        "NetworkCards": [{"BaselineBandwidthInGbps": 0.75}]},
+        "SupportedUsageClasses": ["on-demand", "spot"]
+    }]}"#;
+    let s = ok("types.json", j);
+    let t = s.instance_types.expect("instance types");
+    assert_eq!(t.len(), 1);
+    assert_eq!(t[0].name, "m5.large");
+    assert_eq!(t[0].vcpu, 2);
+    assert!(ok("p.yaml", "").instance_types.is_none());
+    let bad = j.replace("\"DefaultVCpus\": 2", "\"DefaultVCpus\": \"two\"");
+    let e = err("types.json", &bad);
+    let m = e.to_string();
+    assert!(m.starts_with("types.json doc 1: "), "{m}");
+    assert!(m.contains("InstanceTypes[0].VCpuInfo.DefaultVCpus"), "{m}");
+}
