@@ -5,3 +5,4 @@
 pub mod baseline;
 pub mod measure;
 pub mod mixes;
+pub mod scenario;

@@ -1,0 +1,620 @@
+//! Exports a scheduling problem as a self-contained bin-packing LP input,
+//! for `shared/bench/bound.py` to compute a proven lower bound on the hourly
+//! price of any plan (and exact optima of small instances).
+//!
+//! The export is a *relaxation* of what the scheduler must satisfy, so
+//! whatever the solver finds is a valid lower bound:
+//!
+//! - `types`: one entry per (NodePool, instance type) the NodePool may launch
+//!   (same filtering as the scheduler: type requirements intersect the
+//!   NodePool's, offerings allowed by its zone / capacity-type requirements,
+//!   reserved offerings off), with usable capacity = allocatable under the
+//!   NodePool's kubelet config minus its daemonset overhead, and the price of
+//!   the cheapest allowed offering. Existing schedulable nodes follow as
+//!   free types (`price` 0, `maxCount` 1) with their remaining room.
+//! - `classes`: pending pods grouped by identical requests and identical
+//!   sets of usable types, with their count. A pod may use a type if some
+//!   required node-affinity term (OR semantics, as the scheduler falls back
+//!   through them) plus its node selector is compatible with the type and
+//!   NodePool, it tolerates the NodePool's taints, and its requests fit.
+//!   Topology spread, pod affinity, volumes, host ports, NodePool limits and
+//!   NodeOverlays are ignored (a relaxation). Self hostname anti-affinity is
+//!   kept as `maxPerNode: 1` (each such class is one anti-affinity group).
+//!
+//! Units: `cpu` in millicores, `memory` (and `ephemeral-storage`,
+//! `hugepages-*`) in MiB, everything else in whole units. Requests are
+//! rounded down and capacities up, so rounding never tightens the bound.
+
+use std::collections::BTreeMap;
+
+use flotilla_core::allocatable;
+use flotilla_core::catalog::{CapacityType, Catalog};
+use flotilla_core::labels;
+use flotilla_core::model::{untolerated, ClusterState, NodePool, Pod};
+use flotilla_core::{Quantity, Requirement, Requirements, Resources};
+use serde_json::{json, Value};
+
+/// Fraction of memory the hypervisor keeps (the scheduler's default).
+const VM_MEMORY_OVERHEAD: f64 = 0.075;
+
+const MIB_MILLIS: i64 = 1024 * 1024 * 1000;
+
+fn is_bytes(resource: &str) -> bool {
+    resource == "memory" || resource == "ephemeral-storage" || resource.starts_with("hugepages-")
+}
+
+/// A request in export units, rounded down.
+fn request_units(resource: &str, q: Quantity) -> i64 {
+    let m = q.millis();
+    if resource == "cpu" {
+        m
+    } else if is_bytes(resource) {
+        m.div_euclid(MIB_MILLIS)
+    } else {
+        q.units_floor()
+    }
+}
+
+/// A capacity in export units, rounded up.
+fn capacity_units(resource: &str, q: Quantity) -> i64 {
+    let m = q.millis();
+    if resource == "cpu" {
+        m
+    } else if is_bytes(resource) {
+        (m + MIB_MILLIS - 1).div_euclid(MIB_MILLIS)
+    } else {
+        q.units_ceil()
+    }
+}
+
+/// One launchable (NodePool, instance type) or one existing node.
+struct ExportType {
+    pool: Option<String>,
+    name: String,
+    capacity: Resources,
+    price: f64,
+    max_count: Option<u32>,
+    /// For pool types: pool index and the type's requirements (static labels
+    /// plus zone / capacity type over the allowed offerings).
+    pool_index: Option<usize>,
+    requirements: Requirements,
+    /// For existing nodes: the node's labels and taints.
+    node: Option<usize>,
+}
+
+struct PoolView<'a> {
+    np: &'a NodePool,
+    requirements: Requirements,
+}
+
+/// The pod's requirement alternatives: node selector plus each required
+/// term (or the node selector alone).
+fn alternatives(pod: &Pod) -> Vec<Requirements> {
+    if pod.required_terms.is_empty() {
+        return vec![pod.node_selector.clone()];
+    }
+    pod.required_terms
+        .iter()
+        .map(|t| {
+            let mut r = pod.node_selector.clone();
+            r.add_all(t);
+            r
+        })
+        .collect()
+}
+
+fn labels_satisfy(node_labels: &BTreeMap<String, String>, reqs: &Requirements) -> bool {
+    reqs.iter().all(|r| match node_labels.get(&r.key) {
+        Some(v) => r.has(v),
+        None => matches!(
+            r.operator(),
+            flotilla_core::Operator::NotIn | flotilla_core::Operator::DoesNotExist
+        ),
+    })
+}
+
+/// The self hostname anti-affinity group of a pod, if it has one.
+fn anti_group(pod: &Pod) -> Option<String> {
+    pod.pod_anti_affinity
+        .iter()
+        .find(|t| {
+            t.topology_key == labels::HOSTNAME
+                && !t.all_namespaces
+                && (t.namespaces.is_empty() || t.namespaces.contains(&pod.namespace))
+                && t.label_selector.matches(&pod.labels)
+        })
+        .map(|t| format!("{}|{:?}", pod.namespace, t.label_selector))
+}
+
+/// Builds the LP input for `state` (see the module docs for the format).
+pub fn export(state: &ClusterState, catalog: &Catalog) -> Value {
+    let mut nps: Vec<&NodePool> = state.node_pools.iter().collect();
+    nps.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
+    let pools: Vec<PoolView> = nps
+        .iter()
+        .map(|np| {
+            let mut requirements = np.requirements.clone();
+            requirements.add(Requirement::in_values(labels::NODEPOOL, [np.name.as_str()]));
+            requirements.add(Requirement::not_in(
+                labels::CAPACITY_TYPE,
+                [labels::CAPACITY_TYPE_RESERVED],
+            ));
+            PoolView { np, requirements }
+        })
+        .collect();
+
+    let mut types: Vec<ExportType> = Vec::new();
+    for (pi, pool) in pools.iter().enumerate() {
+        let np = pool.np;
+        let mut overhead = Resources::new();
+        for ds in &state.daemon_sets {
+            if untolerated(&np.taints, &ds.pod.tolerations).is_some() {
+                continue;
+            }
+            let mut ds_reqs = ds.pod.node_selector.clone();
+            if let Some(t) = ds.pod.required_terms.first() {
+                ds_reqs.add_all(t);
+            }
+            if pool.requirements.compatible(&ds_reqs).is_ok() {
+                overhead.add_assign(&ds.pod.requests);
+            }
+        }
+        let root_volume = np
+            .node_class
+            .as_ref()
+            .and_then(|n| state.node_classes.iter().find(|c| &c.name == n))
+            .and_then(|c| c.root_volume_size);
+        for entry in &catalog.entries {
+            let mut reqs = entry.info.requirements();
+            if pool.requirements.intersects(&reqs).is_err() {
+                continue;
+            }
+            let allowed: Vec<_> = entry
+                .offerings
+                .iter()
+                .filter(|o| {
+                    o.available > 0
+                        && o.reservation.is_none()
+                        && o.capacity_type != CapacityType::Reserved
+                        && pool
+                            .requirements
+                            .allows(labels::CAPACITY_TYPE, o.capacity_type.as_str())
+                        && pool.requirements.allows(labels::ZONE, &o.zone)
+                })
+                .collect();
+            let Some(price) = allowed.iter().map(|o| o.price).reduce(f64::min) else {
+                continue;
+            };
+            reqs.add(Requirement::in_values(
+                labels::ZONE,
+                allowed.iter().map(|o| o.zone.clone()),
+            ));
+            reqs.add(Requirement::in_values(
+                labels::CAPACITY_TYPE,
+                allowed.iter().map(|o| o.capacity_type.as_str().to_string()),
+            ));
+            let nr =
+                allocatable::compute(&entry.info, &np.kubelet, root_volume, VM_MEMORY_OVERHEAD);
+            types.push(ExportType {
+                pool: Some(np.name.clone()),
+                name: entry.info.name.clone(),
+                capacity: nr.allocatable.minus(&overhead),
+                price,
+                max_count: None,
+                pool_index: Some(pi),
+                requirements: reqs,
+                node: None,
+            });
+        }
+    }
+    for (ni, n) in state.nodes.iter().enumerate() {
+        if n.unschedulable {
+            continue;
+        }
+        let mut used = Resources::new();
+        for p in &n.pods {
+            used.add_assign(&p.requests);
+        }
+        types.push(ExportType {
+            pool: None,
+            name: format!("existing/{}", n.name),
+            capacity: n.allocatable.minus(&used),
+            price: 0.0,
+            max_count: Some(1),
+            pool_index: None,
+            requirements: Requirements::new(),
+            node: Some(ni),
+        });
+    }
+
+    // Resources any pending pod requests, in canonical order.
+    let mut resources: Vec<String> = Vec::new();
+    for p in &state.pending_pods {
+        for (k, _) in p.requests.iter() {
+            if !resources.iter().any(|r| r == k) {
+                resources.push(k.to_string());
+            }
+        }
+    }
+    let canon = |r: &str| match r {
+        "cpu" => (0, String::new()),
+        "memory" => (1, String::new()),
+        "pods" => (2, String::new()),
+        other => (3, other.to_string()),
+    };
+    resources.sort_by_key(|r| canon(r));
+
+    // Usable types per pod, cached by the pod's scheduling-relevant fields.
+    let mut compat_cache: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    let mut classes: BTreeMap<String, (Vec<i64>, Vec<usize>, bool, usize)> = BTreeMap::new();
+    let mut unplaceable = 0usize;
+    for pod in &state.pending_pods {
+        let key = format!(
+            "{:?}|{:?}|{:?}|{:?}",
+            pod.requests, pod.node_selector, pod.required_terms, pod.tolerations
+        );
+        let allowed = compat_cache
+            .entry(key)
+            .or_insert_with(|| usable_types(pod, &pools, &types, state))
+            .clone();
+        if allowed.is_empty() {
+            unplaceable += 1;
+            continue;
+        }
+        let group = anti_group(pod);
+        let requests: Vec<i64> = resources
+            .iter()
+            .map(|r| request_units(r, pod.requests.get(r)))
+            .collect();
+        let ckey = format!("{requests:?}|{group:?}|{allowed:?}");
+        classes
+            .entry(ckey)
+            .or_insert_with(|| (requests, allowed, group.is_some(), 0))
+            .3 += 1;
+    }
+
+    // Keep only types some class may use, renumbered.
+    let mut used = vec![false; types.len()];
+    for (_, allowed, _, _) in classes.values() {
+        for &t in allowed {
+            used[t] = true;
+        }
+    }
+    let mut renumber = vec![usize::MAX; types.len()];
+    let mut out_types = Vec::new();
+    for (i, t) in types.iter().enumerate().filter(|(i, _)| used[*i]) {
+        renumber[i] = out_types.len();
+        out_types.push(json!({
+            "pool": t.pool,
+            "name": t.name,
+            "capacity": resources
+                .iter()
+                .map(|r| capacity_units(r, t.capacity.get(r)))
+                .collect::<Vec<_>>(),
+            "price": t.price,
+            "maxCount": t.max_count,
+        }));
+    }
+    let mut out_classes: Vec<(Vec<i64>, Value)> = classes
+        .into_values()
+        .map(|(requests, allowed, anti, count)| {
+            let v = json!({
+                "count": count,
+                "requests": requests,
+                "types": allowed.iter().map(|&t| renumber[t]).collect::<Vec<_>>(),
+                "maxPerNode": if anti { Some(1) } else { None },
+            });
+            (requests, v)
+        })
+        .collect();
+    // Largest first, for readability; ties keep the key order.
+    out_classes.sort_by(|a, b| b.0.cmp(&a.0));
+
+    json!({
+        "resources": resources,
+        "units": resources
+            .iter()
+            .map(|r| if r == "cpu" { "millicores" } else if is_bytes(r) { "MiB" } else { "units" })
+            .collect::<Vec<_>>(),
+        "pods": state.pending_pods.len(),
+        "unplaceable": unplaceable,
+        "types": out_types,
+        "classes": out_classes.into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
+    })
+}
+
+/// Indices of `types` pod `pod` may run on.
+fn usable_types(
+    pod: &Pod,
+    pools: &[PoolView],
+    types: &[ExportType],
+    state: &ClusterState,
+) -> Vec<usize> {
+    let alts = alternatives(pod);
+    // Per pool: the merged requirements of each compatible alternative.
+    let merged: Vec<Vec<Requirements>> = pools
+        .iter()
+        .map(|p| {
+            if untolerated(&p.np.taints, &pod.tolerations).is_some() {
+                return vec![];
+            }
+            alts.iter()
+                .filter(|a| p.requirements.compatible(a).is_ok())
+                .map(|a| p.requirements.intersection(a))
+                .collect()
+        })
+        .collect();
+    types
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| pod.requests.fits_in(&t.capacity))
+        .filter(|(_, t)| match (t.pool_index, t.node) {
+            (Some(pi), _) => merged[pi]
+                .iter()
+                .any(|m| t.requirements.intersects(m).is_ok()),
+            (None, Some(ni)) => {
+                let node = &state.nodes[ni];
+                let mut node_labels = node.labels.clone();
+                node_labels
+                    .entry(labels::HOSTNAME.into())
+                    .or_insert_with(|| node.name.clone());
+                untolerated(&node.taints, &pod.tolerations).is_none()
+                    && alts.iter().any(|a| labels_satisfy(&node_labels, a))
+            }
+            (None, None) => false,
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flotilla_core::catalog::{CatalogEntry, GpuInfo, InstanceTypeInfo, Offering, UNLIMITED};
+    use flotilla_core::model::*;
+
+    fn info(name: &str, vcpu: u32, mem_mib: u64, gpus: u32) -> InstanceTypeInfo {
+        InstanceTypeInfo {
+            name: name.into(),
+            architecture: "amd64".into(),
+            vcpu,
+            memory_mib: mem_mib,
+            hypervisor: "nitro".into(),
+            bare_metal: false,
+            current_generation: true,
+            encryption_in_transit: false,
+            cpu_manufacturer: "intel".into(),
+            gpu: (gpus > 0).then(|| GpuInfo {
+                name: "v100".into(),
+                manufacturer: "nvidia".into(),
+                count: gpus,
+                memory_mib: 16384,
+            }),
+            neuron_devices: 0,
+            neuron_cores: 0,
+            local_nvme_gib: 0,
+            network_bandwidth_mbps: 1000,
+            ebs_bandwidth_mbps: 1000,
+            max_network_interfaces: 4,
+            ipv4_per_interface: 15,
+            efa_interfaces: 0,
+            pod_eni: 0,
+            supports_spot: true,
+            supports_on_demand: true,
+        }
+    }
+
+    fn catalog() -> Catalog {
+        let entries = [
+            (info("g4.8xlarge", 32, 131072, 4), 4.0),
+            (info("m5.large", 2, 8192, 0), 0.096),
+            (info("m5.xlarge", 4, 16384, 0), 0.192),
+        ]
+        .into_iter()
+        .map(|(info, od)| CatalogEntry {
+            info,
+            offerings: vec![
+                Offering {
+                    zone: "test-1a".into(),
+                    capacity_type: CapacityType::OnDemand,
+                    price: od,
+                    available: UNLIMITED,
+                    reservation: None,
+                },
+                Offering {
+                    zone: "test-1a".into(),
+                    capacity_type: CapacityType::Spot,
+                    price: od * 0.4,
+                    available: UNLIMITED,
+                    reservation: None,
+                },
+            ],
+        })
+        .collect();
+        Catalog {
+            region: "test-1".into(),
+            zones: vec!["test-1a".into()],
+            entries,
+            source: "test".into(),
+        }
+    }
+
+    fn q(s: &str) -> Quantity {
+        Quantity::parse(s).unwrap()
+    }
+
+    fn pod(name: &str, cpu: &str, mem: &str) -> Pod {
+        Pod {
+            namespace: "default".into(),
+            name: name.into(),
+            requests: Resources::new()
+                .with("cpu", q(cpu))
+                .with("memory", q(mem))
+                .with("pods", q("1")),
+            ..Default::default()
+        }
+    }
+
+    fn pool(name: &str, reqs: Vec<Requirement>) -> NodePool {
+        NodePool {
+            name: name.into(),
+            source: NodePoolSource::NodePool,
+            weight: 0,
+            requirements: Requirements::from_iter_reqs(reqs),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            taints: vec![],
+            startup_taints: vec![],
+            limits: None,
+            kubelet: KubeletConfig::default(),
+            node_class: None,
+            disruption: Disruption::default(),
+        }
+    }
+
+    #[test]
+    fn exports_types_and_classes() {
+        // "cpu" pool: on-demand only, no GPU types. "gpu" pool: tainted, GPU types.
+        let cpu_pool = pool(
+            "cpu",
+            vec![
+                Requirement::in_values(labels::CAPACITY_TYPE, ["on-demand"]),
+                Requirement::does_not_exist(labels::INSTANCE_GPU_COUNT),
+            ],
+        );
+        let mut gpu_pool = pool("gpu", vec![Requirement::exists(labels::INSTANCE_GPU_COUNT)]);
+        gpu_pool.taints = vec![Taint {
+            key: "gpu".into(),
+            value: String::new(),
+            effect: TaintEffect::NoSchedule,
+        }];
+        let mut gpu_pod = pod("g", "1", "1Gi");
+        gpu_pod.requests.set("nvidia.com/gpu", q("1"));
+        gpu_pod.tolerations.push(Toleration {
+            key: "gpu".into(),
+            operator: TolerationOperator::Exists,
+            value: String::new(),
+            effect: None,
+        });
+        let state = ClusterState {
+            node_pools: vec![gpu_pool, cpu_pool],
+            daemon_sets: vec![DaemonSet {
+                namespace: "kube-system".into(),
+                name: "ds".into(),
+                pod: pod("ds", "100m", "128Mi"),
+            }],
+            pending_pods: vec![
+                pod("a", "500m", "1Gi"),
+                pod("b", "500m", "1Gi"),
+                pod("c", "3", "1Gi"),
+                gpu_pod,
+            ],
+            ..Default::default()
+        };
+        let v = export(&state, &catalog());
+        assert_eq!(
+            v["resources"],
+            json!(["cpu", "memory", "pods", "nvidia.com/gpu"])
+        );
+        assert_eq!(v["pods"], json!(4));
+        assert_eq!(v["unplaceable"], json!(0));
+        let types = v["types"].as_array().unwrap();
+        // Pools in name order at equal weight: "cpu" (m5.large, m5.xlarge),
+        // then "gpu" (g4.8xlarge only; the daemonset does not tolerate the
+        // taint, so no overhead there).
+        let names: Vec<_> = types
+            .iter()
+            .map(|t| (t["pool"].as_str().unwrap(), t["name"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                ("cpu", "m5.large"),
+                ("cpu", "m5.xlarge"),
+                ("gpu", "g4.8xlarge")
+            ]
+        );
+        // m5.large (hand-computed): cpu 2000m - 70m kube-reserved - 100m
+        // daemonset = 1830m; memory 8192 MiB - ceil(7.5%) 615 - kube-reserved
+        // (11 * 58 pods + 255) 893 - eviction 100 - daemonset 128 = 6456 MiB;
+        // pods 4 ENIs * 14 + 2 = 58, minus the daemonset pod = 57; on-demand
+        // only -> 0.096.
+        assert_eq!(types[0]["capacity"], json!([1830, 6456, 57, 0]));
+        assert_eq!(types[0]["price"], json!(0.096));
+        assert_eq!(types[0]["maxCount"], Value::Null);
+        // m5.xlarge: 4000 - 80 - 100 = 3820m.
+        assert_eq!(types[1]["capacity"][0], json!(3820));
+        // g4.8xlarge in the tainted gpu pool: the daemonset does not
+        // tolerate the taint, so no overhead; 32000 - 150m kube-reserved;
+        // spot allowed -> 4.0 * 0.4.
+        assert_eq!(types[2]["capacity"][0], json!(31850));
+        assert_eq!(types[2]["capacity"][3], json!(4));
+        assert!((types[2]["price"].as_f64().unwrap() - 1.6).abs() < 1e-9);
+
+        let classes = v["classes"].as_array().unwrap();
+        let summary: Vec<_> = classes
+            .iter()
+            .map(|c| {
+                (
+                    c["count"].as_u64().unwrap(),
+                    c["requests"].clone(),
+                    c["types"].clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                // 3 CPUs fit only m5.xlarge (3820m).
+                (1, json!([3000, 1024, 1, 0]), json!([1])),
+                // The GPU pod tolerates the taint; needs a GPU type.
+                (1, json!([1000, 1024, 1, 1]), json!([2])),
+                // Two identical small pods: one class, both CPU types.
+                (2, json!([500, 1024, 1, 0]), json!([0, 1])),
+            ]
+        );
+    }
+
+    #[test]
+    fn existing_nodes_are_free_and_anti_affinity_caps_per_node() {
+        let mut s = ClusterState {
+            node_pools: vec![pool("default", vec![])],
+            ..Default::default()
+        };
+        s.nodes = vec![Node {
+            name: "n1".into(),
+            labels: BTreeMap::new(),
+            taints: vec![],
+            allocatable: Resources::new()
+                .with("cpu", q("2"))
+                .with("memory", q("4Gi"))
+                .with("pods", q("10")),
+            unschedulable: false,
+            pods: vec![pod("bound", "1", "1Gi")],
+        }];
+        let mut p = pod("x", "100m", "1Mi");
+        p.labels.insert("app".into(), "x".into());
+        p.pod_anti_affinity.push(PodAffinityTerm {
+            label_selector: LabelSelector {
+                match_labels: [("app".to_string(), "x".to_string())].into(),
+                match_expressions: vec![],
+            },
+            namespaces: vec![],
+            all_namespaces: false,
+            topology_key: labels::HOSTNAME.into(),
+        });
+        s.pending_pods = vec![p.clone(), p];
+        let v = export(&s, &catalog());
+        let types = v["types"].as_array().unwrap();
+        let last = types.last().unwrap();
+        assert_eq!(last["name"], json!("existing/n1"));
+        assert_eq!(last["capacity"], json!([1000, 3072, 9]));
+        assert_eq!(last["price"], json!(0.0));
+        assert_eq!(last["maxCount"], json!(1));
+        let classes = v["classes"].as_array().unwrap();
+        assert_eq!(classes.len(), 1);
+        assert_eq!(classes[0]["count"], json!(2));
+        assert_eq!(classes[0]["maxPerNode"], json!(1));
+        assert_eq!(classes[0]["types"].as_array().unwrap().len(), types.len());
+    }
+}
