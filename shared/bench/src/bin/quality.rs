@@ -1,0 +1,246 @@
+//! Plan-quality report: for each workload mix, our scheduler's price, the
+//! first-fit-decreasing baseline's price, and a proven lower bound (LP
+//! relaxation, plus exact ILP optima for small scenarios) from
+//! `shared/bench/bound.py` (HiGHS). See `shared/bench/README.md`.
+//!
+//! Usage: quality [--pods N] [--seed S] [--small] [--seeds K]
+//!                [--python PATH] [--out DIR] [--time-limit SECS]
+
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+
+use flotilla_bench::{baseline, measure, mixes, scenario};
+use flotilla_core::catalog::Catalog;
+use serde_json::{json, Value};
+
+struct Args {
+    pods: usize,
+    seed: u64,
+    small: bool,
+    seeds: u64,
+    python: String,
+    out: PathBuf,
+    time_limit: f64,
+    mixes: Vec<String>,
+}
+
+fn usage() -> &'static str {
+    "usage: quality [--pods N (default 500)] [--seed S (default 1)] [--small (20-pod ILP cases)] \
+     [--seeds K (small mode, default 3)] [--mix NAME]... [--python PATH \
+     (default $HOME/.cache/flotilla/venv/bin/python)] [--out DIR] [--time-limit SECS (per ILP, default 120)]"
+}
+
+fn parse_args() -> Result<Args, String> {
+    let home = std::env::var("HOME").unwrap_or_else(|_| ".".into());
+    let mut a = Args {
+        pods: 500,
+        seed: 1,
+        small: false,
+        seeds: 3,
+        python: format!("{home}/.cache/flotilla/venv/bin/python"),
+        out: std::env::temp_dir().join("flotilla-quality"),
+        time_limit: 120.0,
+        mixes: vec![],
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--pods" => a.pods = value()?.parse().map_err(|e| format!("--pods: {e}"))?,
+            "--seed" => a.seed = value()?.parse().map_err(|e| format!("--seed: {e}"))?,
+            "--seeds" => a.seeds = value()?.parse().map_err(|e| format!("--seeds: {e}"))?,
+            "--small" => a.small = true,
+            "--python" => a.python = value()?,
+            "--out" => a.out = PathBuf::from(value()?),
+            "--mix" => a.mixes.push(value()?),
+            "--time-limit" => {
+                a.time_limit = value()?.parse().map_err(|e| format!("--time-limit: {e}"))?
+            }
+            "-h" | "--help" => return Err(usage().into()),
+            other => return Err(format!("unknown argument {other:?}\n{}", usage())),
+        }
+    }
+    if a.mixes.is_empty() {
+        a.mixes = mixes::MIXES.iter().map(|m| m.to_string()).collect();
+    }
+    Ok(a)
+}
+
+fn round(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let catalog = match Catalog::embedded("us-west-2") {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("catalog: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Err(e) = std::fs::create_dir_all(&args.out) {
+        eprintln!("{}: {e}", args.out.display());
+        return ExitCode::FAILURE;
+    }
+    // Clear scenario files of earlier runs so bound.py reads only ours.
+    if let Ok(rd) = std::fs::read_dir(&args.out) {
+        for e in rd.flatten() {
+            if e.path().extension().is_some_and(|x| x == "json") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+
+    let (pods, seeds): (usize, Vec<u64>) = if args.small {
+        (20, (1..=args.seeds).collect())
+    } else {
+        (args.pods, vec![args.seed])
+    };
+    let mut rows: Vec<(String, Value)> = Vec::new();
+    for mix in &args.mixes {
+        for &seed in &seeds {
+            let Some(state) = mixes::build(mix, pods, seed) else {
+                eprintln!("unknown mix {mix:?}");
+                return ExitCode::from(2);
+            };
+            let (ours, _) = measure::run(mix, &state, &catalog);
+            let ffd = baseline::plan(&state, &catalog);
+            let mut sc = scenario::export(&state, &catalog);
+            let unplaceable = sc["unplaceable"].as_u64().unwrap_or(0) as usize;
+            // A plan that places every placeable pod is feasible for the
+            // relaxation, so its price caps the ILP's search.
+            let mut ub = f64::INFINITY;
+            if ours.scheduled + unplaceable >= pods {
+                ub = ub.min(ours.hourly_price);
+            }
+            if ffd.unschedulable <= unplaceable {
+                ub = ub.min(ffd.hourly_price);
+            }
+            sc["mix"] = json!(mix);
+            sc["seed"] = json!(seed);
+            if ub.is_finite() {
+                sc["upperBound"] = json!(ub);
+            }
+            let file = format!("{mix}-{pods}-{seed}.json");
+            if let Err(e) = std::fs::write(args.out.join(&file), sc.to_string()) {
+                eprintln!("{file}: {e}");
+                return ExitCode::FAILURE;
+            }
+            rows.push((
+                file,
+                json!({
+                    "mix": mix,
+                    "seed": seed,
+                    "pods": pods,
+                    "ourPrice": round(ours.hourly_price),
+                    "ourNodeClaims": ours.node_claims,
+                    "ourUnschedulable": pods - ours.scheduled,
+                    "ffdPrice": ffd.hourly_price,
+                    "ffdNodeClaims": ffd.node_claims,
+                    "ffdUnschedulable": ffd.unschedulable,
+                    "unplaceableInRelaxation": unplaceable,
+                }),
+            ));
+        }
+    }
+
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("bound.py");
+    let output = Command::new(&args.python)
+        .arg(&script)
+        .arg(&args.out)
+        .arg("--time-limit")
+        .arg(args.time_limit.to_string())
+        .output();
+    let bounds: Vec<Value> = match output {
+        Ok(o) if o.status.success() => match serde_json::from_slice::<Value>(&o.stdout) {
+            Ok(Value::Array(v)) => v,
+            Ok(_) | Err(_) => {
+                eprintln!(
+                    "bound.py printed no JSON array:\n{}",
+                    String::from_utf8_lossy(&o.stderr)
+                );
+                vec![]
+            }
+        },
+        Ok(o) => {
+            eprintln!(
+                "{} {} failed ({}): {}",
+                args.python,
+                script.display(),
+                o.status,
+                String::from_utf8_lossy(&o.stderr)
+            );
+            vec![]
+        }
+        Err(e) => {
+            eprintln!(
+                "cannot run {} (install highspy: see shared/bench/README.md): {e}",
+                args.python
+            );
+            vec![]
+        }
+    };
+
+    let report: Vec<Value> = rows
+        .into_iter()
+        .map(|(file, mut row)| {
+            let b = bounds
+                .iter()
+                .find(|b| b["file"].as_str() == Some(file.as_str()));
+            let lp = b.and_then(|b| b["lpBound"].as_f64());
+            let ilp = b.and_then(|b| b["ilpOptimum"].as_f64());
+            let ours = row["ourPrice"].as_f64().unwrap_or(f64::NAN);
+            let ffd = row["ffdPrice"].as_f64().unwrap_or(f64::NAN);
+            let best = ilp.or(lp);
+            let gap = |p: f64| {
+                best.filter(|b| *b > 0.0)
+                    .map(|b| round((p / b - 1.0) * 100.0))
+            };
+            row["lpBound"] = json!(lp);
+            row["ilpOptimum"] = json!(ilp);
+            row["gapPercent"] = json!(gap(ours));
+            row["ffdGapPercent"] = json!(gap(ffd));
+            row["gapBasis"] = json!(if ilp.is_some() {
+                "ilpOptimum"
+            } else {
+                "lpBound"
+            });
+            if let Some(b) = b {
+                for k in [
+                    "ilpStatus",
+                    "ilpDualBound",
+                    "ilpIncumbent",
+                    "ilpSeconds",
+                    "keptTypes",
+                    "classes",
+                    "seconds",
+                    "error",
+                ] {
+                    if !b[k].is_null() {
+                        row[k] = b[k].clone();
+                    }
+                }
+            }
+            row
+        })
+        .collect();
+    match serde_json::to_string_pretty(&report) {
+        Ok(s) => println!("{s}"),
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    if bounds.is_empty() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
