@@ -19,12 +19,6 @@ pub fn peak_rss_kib() -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
-/// Resets the peak RSS counter (Linux `clear_refs` = 5), so each run's peak
-/// is its own. Returns false where unsupported.
-pub fn reset_peak_rss() -> bool {
-    std::fs::write("/proc/self/clear_refs", "5").is_ok()
-}
-
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunFigures {
@@ -32,8 +26,8 @@ pub struct RunFigures {
     pub pods: usize,
     pub wall_seconds: f64,
     pub pods_per_second: f64,
-    /// Peak RSS of the process during the run (includes the catalog and the
-    /// generated cluster), MiB.
+    /// Peak RSS of the process by the end of the run (includes the catalog
+    /// and the generated cluster; run one measurement per process), MiB.
     pub peak_rss_mib: Option<f64>,
     pub node_claims: usize,
     pub scheduled: usize,
@@ -42,7 +36,6 @@ pub struct RunFigures {
 
 /// Schedules `state` once and measures it.
 pub fn run(mix: &str, state: &ClusterState, catalog: &Catalog) -> (RunFigures, Plan) {
-    reset_peak_rss();
     let start = Instant::now();
     let plan = schedule(state, catalog, &SchedulerOptions::default());
     let wall = start.elapsed().as_secs_f64();
