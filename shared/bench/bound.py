@@ -194,7 +194,7 @@ def lp_bound(sc, keep, m):
                 upper.append(float(c["count"]))
     rows = Rows()
     for ci, c in enumerate(classes):
-        coefs = [(col["y", ci, t],  1.0) for t in c["types"] if ("y", ci, t) in col]
+        coefs = [(col["y", ci, t], 1.0) for t in c["types"] if ("y", ci, t) in col]
         if not coefs:
             return "infeasible", None
         rows.add(coefs, c["count"], c["count"])
@@ -219,7 +219,6 @@ def ilp_optimum(sc, keep, m, time_limit, threads):
     types, classes = sc["types"], sc["classes"]
     nres = len(sc["resources"])
     ub = sc.get("upperBound")
-    kept = set(keep)
     cost, lower, upper, integer = [], [], [], []
     z, w = {}, {}
     bins_of = {}
@@ -266,7 +265,6 @@ def ilp_optimum(sc, keep, m, time_limit, threads):
                 rows.add([(w[ci, t, b], 1.0), (z[t, b], -m[ci, t])], -INF, 0.0)
             if b > 0:  # symmetry: use bins of a type in order
                 rows.add([(z[t, b], 1.0), (z[t, b - 1], -1.0)], -INF, 0.0)
-    del kept
     status, obj, dual, secs = solve(cost, lower, upper, rows, integer,
                                     time_limit, threads)
     return status, obj, dual, len(z), secs
