@@ -234,15 +234,17 @@ fn catalog_from_infos(
 }
 
 fn print_plan(plan: &Plan, output: Output) -> Result<()> {
-    let text = match output {
-        Output::Table => plan.to_table(),
+    match output {
+        Output::Table => write_stdout(&plan.to_table()),
         Output::Json => {
-            let mut s = serde_json::to_string_pretty(plan).context("serialising the plan")?;
-            s.push('\n');
-            s
+            // Streamed: a large plan is never held as one string.
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            serde_json::to_writer_pretty(&mut out, plan).context("serialising the plan")?;
+            out.write_all(b"\n")?;
+            out.flush()?;
+            Ok(())
         }
-    };
-    write_stdout(&text)
+    }
 }
 
 fn write_stdout(text: &str) -> Result<()> {

@@ -278,3 +278,95 @@ fn regions_and_catalog_list_something() {
     assert!(stdout(&o).contains("INSTANCE TYPE"));
     assert!(stdout(&o).contains("source:"));
 }
+
+/// Scheduling semantics through the whole path (YAML → input → scheduler →
+/// JSON) on the embedded us-west-2 catalog.
+#[test]
+fn semantics_fixture_end_to_end() {
+    let o = flotilla(&["plan", "-f", "tests/fixtures/semantics.yaml", "-o", "json"]);
+    assert_exit(&o, 0);
+    let plan = json(&o);
+    let claims = plan["nodeClaims"].as_array().expect("nodeClaims");
+    let claim_of = |pod: &str| {
+        claims
+            .iter()
+            .find(|c| {
+                c["pods"]
+                    .as_array()
+                    .is_some_and(|p| p.iter().any(|x| x == pod))
+            })
+            .unwrap_or_else(|| panic!("{pod} not planned: {plan:#}"))
+    };
+    assert_eq!(
+        plan["summary"]["scheduled"], 13,
+        "{:#}",
+        plan["unschedulable"]
+    );
+
+    // Zone spread, maxSkew 1 over the three zones the pods allow (zone d is
+    // not counted: nodeAffinityPolicy Honor): two pods per zone.
+    let mut per_zone = std::collections::BTreeMap::new();
+    for c in claims {
+        for p in c["pods"].as_array().unwrap() {
+            if p.as_str().unwrap().starts_with("shop/web-") {
+                assert_eq!(c["zones"].as_array().unwrap().len(), 1);
+                *per_zone
+                    .entry(c["zones"][0].as_str().unwrap().to_string())
+                    .or_insert(0) += 1;
+            }
+        }
+    }
+    assert_eq!(
+        per_zone.values().copied().collect::<Vec<_>>(),
+        vec![2, 2, 2],
+        "{per_zone:?}"
+    );
+    assert!(!per_zone.contains_key("us-west-2d"));
+
+    // Volume topology through the EBS alias label.
+    for p in ["shop/db-0", "shop/db-1"] {
+        assert_eq!(claim_of(p)["zones"], serde_json::json!(["us-west-2b"]));
+    }
+
+    // Required hostname anti-affinity: three cache pods, three NodeClaims.
+    let cache_claims = claims
+        .iter()
+        .filter(|c| {
+            c["pods"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p.as_str().unwrap().starts_with("shop/cache-"))
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(cache_claims.len(), 3);
+    assert!(cache_claims.iter().all(|c| c["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p.as_str().unwrap().starts_with("shop/cache-"))
+        .count()
+        == 1));
+
+    // A custom label the NodePool defines with Exists.
+    assert_eq!(
+        claim_of("shop/blue-job")["labels"]["example.com/team"],
+        "blue"
+    );
+
+    // The GPU pod goes to the tainted GPU pool, on NVIDIA types with ≥ 2 GPUs.
+    let gpu = claim_of("ml/trainer");
+    assert_eq!(gpu["nodePool"], "gpu");
+    assert!(
+        gpu["resources"]["allocatable"]["nvidia.com/gpu"]
+            .as_str()
+            .unwrap()
+            .parse::<u32>()
+            .unwrap()
+            >= 2
+    );
+    // Spot is preferred where the pool allows it (default pool: spot + on-demand).
+    assert_eq!(claim_of("shop/blue-job")["price"]["capacityType"], "spot");
+    // The gpu pool says nothing about capacity type: on-demand by default.
+    assert_eq!(gpu["capacityTypes"], serde_json::json!(["on-demand"]));
+}

@@ -240,28 +240,43 @@ pub fn schedule(state: &ClusterState, catalog: &Catalog, opts: &SchedulerOptions
             .then_with(|| pods[a].name.cmp(&pods[b].name))
     });
 
+    // The queue: a pod that fits nowhere goes to the back as it is. When a
+    // full pass places nothing, every waiting pod has one preference relaxed
+    // and the passes go on; when nothing is left to relax, the rest are
+    // unschedulable. (Karpenter relaxes a pod at its first failure, so a pod
+    // tried before the pods it prefers to be near loses that preference.)
     let mut relax = vec![Relaxation::default(); pods.len()];
     let mut errors: Vec<Option<String>> = vec![None; pods.len()];
-    let mut last_len: Vec<Option<usize>> = vec![None; pods.len()];
     let mut queue: VecDeque<usize> = order.into_iter().collect();
-    while let Some(&p) = queue.front() {
-        if last_len[p] == Some(queue.len()) {
-            break;
-        }
-        queue.pop_front();
-        match run.add(p, &relax[p]) {
-            Ok(()) => errors[p] = None,
-            Err(e) => {
-                errors[p] = Some(e);
-                let relaxed = relax[p].relax(&pods[p]).is_some();
-                queue.push_back(p);
-                if relaxed {
-                    last_len.iter_mut().for_each(|l| *l = None);
-                } else {
-                    last_len[p] = Some(queue.len());
+    loop {
+        let mut waiting = VecDeque::with_capacity(queue.len());
+        let mut progress = false;
+        while let Some(p) = queue.pop_front() {
+            match run.add(p, &relax[p]) {
+                Ok(()) => {
+                    errors[p] = None;
+                    progress = true;
+                }
+                Err(e) => {
+                    errors[p] = Some(e);
+                    waiting.push_back(p);
                 }
             }
         }
+        if waiting.is_empty() {
+            break;
+        }
+        if !progress {
+            let mut relaxed = false;
+            for &p in &waiting {
+                relaxed |= relax[p].relax(&pods[p]).is_some();
+            }
+            if !relaxed {
+                queue = waiting;
+                break;
+            }
+        }
+        queue = waiting;
     }
 
     run.into_plan(queue.into_iter().collect(), errors, warnings)

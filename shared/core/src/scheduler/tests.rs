@@ -1019,3 +1019,41 @@ fn cost_rule_never_costs_a_pod_its_place() {
     assert_eq!(p.summary.scheduled, 2, "{p:#?}");
     assert_eq!(p.node_claims.len(), 1);
 }
+
+#[test]
+fn preferred_pod_anti_affinity_is_honoured_then_relaxed() {
+    let mk = |i: usize| {
+        let mut p = labeled(pod(&format!("s{i}"), "100m", "128Mi"), "app", "s");
+        p.preferred_pod_anti_affinity = vec![WeightedPodAffinityTerm {
+            weight: 10,
+            term: term(labels::HOSTNAME, selector("app", "s")),
+        }];
+        p
+    };
+    let pods: Vec<Pod> = (0..3).map(mk).collect();
+    let p = plan(&state(pods.clone(), vec![default_pool()]));
+    assert_eq!(p.node_claims.len(), 3, "preference honoured while possible");
+    // A limit that allows a single small node: the preference gives way.
+    let mut np = default_pool();
+    np.limits = Some(Resources::new().with("cpu", q("2")));
+    let p = plan(&state(pods, vec![np]));
+    assert_eq!(p.summary.scheduled, 3, "{p:#?}");
+    assert_eq!(p.node_claims.len(), 1);
+}
+
+#[test]
+fn preferred_pod_affinity_pulls_pods_together() {
+    let mut target = labeled(pod("db", "100m", "128Mi"), "app", "db");
+    target.node_selector = reqs(vec![req(labels::ZONE, Operator::In, &["test-1c"])]);
+    // Tried first (larger), and barred from the db's node, the follower
+    // must wait for the db to be placed to honour its preference.
+    let mut follower = pod("web", "2", "1Gi");
+    follower.preferred_pod_affinity = vec![WeightedPodAffinityTerm {
+        weight: 50,
+        term: term(labels::ZONE, selector("app", "db")),
+    }];
+    follower.pod_anti_affinity = vec![term(labels::HOSTNAME, selector("app", "db"))];
+    let p = plan(&state(vec![follower, target], vec![default_pool()]));
+    assert_ne!(claim_of(&p, "web").name, claim_of(&p, "db").name);
+    assert_eq!(claim_of(&p, "web").zones, vec!["test-1c"]);
+}
