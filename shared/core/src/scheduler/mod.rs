@@ -35,8 +35,22 @@ pub use pod_view::Relaxation;
 use pools::{labels_satisfy, OfferingFilter, Pool, PoolOffering};
 use topology::{Kind, PodGroups, Topology};
 
-/// Relative slack of the cost rule (see `Run::joins_cheaply`).
+/// Relative slack of the cost rule (see `Run::growth_pays`).
 const COST_TOLERANCE: f64 = 1.02;
+
+/// Price per pod slot of pool type `t` for pods shaped like `pod` (price
+/// over how many copies fit next to the daemonset overhead), and the copies.
+fn slot_price(pool: &Pool, t: usize, pod: &Pod) -> Option<(f64, usize)> {
+    let ty = &pool.types[t];
+    let room = ty.allocatable.minus(&pool.daemon_overhead);
+    let copies = pod
+        .requests
+        .iter()
+        .map(|(name, q)| room.get(name).millis() / q.millis().max(1))
+        .min()
+        .unwrap_or(0);
+    (copies > 0).then(|| (ty.price / copies as f64, copies as usize))
+}
 
 /// Knobs that are not part of the cluster state.
 #[derive(Debug, Clone)]
@@ -82,6 +96,10 @@ struct Claim {
     max_allocatable: Resources,
     /// Component-wise max capacity over `types` (charged against limits).
     max_capacity: Resources,
+    /// The size class every pod on this NodeClaim has, if they share one.
+    size: Option<usize>,
+    /// Whether any pod has joined yet.
+    used: bool,
 }
 
 /// The outcome of trying one placement: the new requirements and types.
@@ -107,15 +125,41 @@ struct Run<'a> {
     /// before it rejected a pod of this shape for reasons that only harden.
     existing_hint: Vec<usize>,
     claim_hint: Vec<usize>,
+    /// Size class of each pod (see `size_classes`), and per class the pods
+    /// not placed yet.
+    size: Vec<usize>,
+    size_left: Vec<usize>,
     /// Per shape: the solo price (see `solo_price`).
     solo_cache: Vec<Option<Option<f64>>>,
     /// Types of a pool compatible with requirements (hostname excluded).
     compat_cache: CompatCache,
+    /// (pool, shape) → best price per pod slot (see `best_slot_price`).
+    slot_cache: std::cell::RefCell<std::collections::HashMap<(usize, usize), Option<f64>>>,
 }
 
 /// (pool, requirements without hostname) → compatible type indices.
 type CompatCache =
     std::cell::RefCell<std::collections::HashMap<(usize, Requirements), std::rc::Rc<Vec<usize>>>>;
+
+/// Groups pods by what the price of a node slot depends on (requests and
+/// the NodePools and types they may use), ignoring labels: the unit of the
+/// efficiency test in `Run::growth_pays`.
+fn size_classes(pods: &[Pod], volume: &[Requirements]) -> (Vec<usize>, usize) {
+    let mut ids: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let out = pods
+        .iter()
+        .zip(volume)
+        .map(|(p, v)| {
+            let key = format!(
+                "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+                p.requests, p.node_selector, p.required_terms, p.preferred_terms, p.tolerations, v
+            );
+            let n = ids.len();
+            *ids.entry(key).or_insert(n)
+        })
+        .collect();
+    (out, ids.len())
+}
 
 /// Groups pods into shapes; see `Run::shape`.
 fn shapes(pods: &[Pod], volume: &[Requirements]) -> (Vec<Option<usize>>, usize) {
@@ -213,6 +257,8 @@ pub fn schedule(state: &ClusterState, catalog: &Catalog, opts: &SchedulerOptions
     existing.sort_by(|a, b| a.node.name.cmp(&b.node.name));
 
     let (shape, n_shapes) = shapes(pods, &volume);
+    let shape_of = shape;
+    let (size, n_sizes) = size_classes(pods, &volume);
     let mut run = Run {
         pools,
         pods,
@@ -222,11 +268,20 @@ pub fn schedule(state: &ClusterState, catalog: &Catalog, opts: &SchedulerOptions
         existing,
         claims: vec![],
         claim_counter: BTreeMap::new(),
-        shape,
+        shape: shape_of,
         existing_hint: vec![0; n_shapes],
+        size_left: {
+            let mut left = vec![0; n_sizes];
+            for s in &size {
+                left[*s] += 1;
+            }
+            left
+        },
+        size,
         claim_hint: vec![0; n_shapes],
         solo_cache: vec![None; n_shapes],
         compat_cache: Default::default(),
+        slot_cache: Default::default(),
     };
 
     // Largest first: cpu, then memory, then name for a total order.
@@ -400,6 +455,7 @@ impl<'a> Run<'a> {
                 e.host_ports.extend(pod.host_ports.iter().cloned());
                 e.placed.push(p);
                 self.topology.record(pod, &self.groups[p].inverse, &reqs);
+                self.size_left[self.size[p]] = self.size_left[self.size[p]].saturating_sub(1);
                 if let Some(s) = shape {
                     self.existing_hint[s] = i;
                 }
@@ -424,11 +480,11 @@ impl<'a> Run<'a> {
         };
         let first = shape.map_or(0, |s| self.claim_hint[s]);
         for c in first..self.claims.len() {
-            if !self.may_join_cheaply(c, p, solo) {
+            if !self.may_join_cheaply(c, p, &pod_reqs, solo) {
                 continue;
             }
             if let Ok(fit) = self.try_claim(c, p, &pod_reqs, &groups) {
-                if self.joins_cheaply(c, &fit, solo) {
+                if self.joins_cheaply(c, p, &pod_reqs, &fit, solo) {
                     self.commit(c, p, fit);
                     if let Some(s) = shape {
                         self.claim_hint[s] = c;
@@ -501,37 +557,108 @@ impl<'a> Run<'a> {
     /// would cost (2% tolerance, so linear price steps within a family
     /// count as equal). Karpenter keeps packing until no type fits, which
     /// drives NodeClaims to the largest, often least price-efficient, types.
-    fn joins_cheaply(&self, c: usize, fit: &Fit, solo: Option<f64>) -> bool {
-        let Some(solo) = solo else { return true };
-        let claim = &self.claims[c];
-        let pool = &self.pools[claim.pool];
-        let (Some(&before), Some(&after)) = (claim.types.first(), fit.types.first()) else {
-            return true;
-        };
-        pool.types[after].price - pool.types[before].price <= solo * COST_TOLERANCE
+    fn joins_cheaply(
+        &self,
+        c: usize,
+        p: usize,
+        pod_reqs: &Requirements,
+        fit: &Fit,
+        solo: Option<f64>,
+    ) -> bool {
+        fit.types
+            .first()
+            .is_none_or(|&after| self.growth_pays(c, p, pod_reqs, after, solo))
     }
 
     /// A cheap necessary condition for [`Self::joins_cheaply`] using
     /// resources only: the first (cheapest) remaining type that holds the
     /// grown NodeClaim must pass the cost rule.
-    fn may_join_cheaply(&self, c: usize, p: usize, solo: Option<f64>) -> bool {
+    fn may_join_cheaply(
+        &self,
+        c: usize,
+        p: usize,
+        pod_reqs: &Requirements,
+        solo: Option<f64>,
+    ) -> bool {
         let claim = &self.claims[c];
         let requests = claim.requests.plus(&self.pods[p].requests);
         if !requests.fits_in(&claim.max_allocatable) {
             return false;
         }
-        let Some(solo) = solo else { return true };
         let pool = &self.pools[claim.pool];
-        let Some(&before) = claim.types.first() else {
-            return false;
-        };
         claim
             .types
             .iter()
             .find(|&&t| requests.fits_in(&pool.types[t].allocatable))
-            .is_some_and(|&t| {
-                pool.types[t].price - pool.types[before].price <= solo * COST_TOLERANCE
-            })
+            .is_some_and(|&after| self.growth_pays(c, p, pod_reqs, after, solo))
+    }
+
+    /// Whether NodeClaim `c` may grow to type `after` (its new cheapest) to
+    /// take pod `p`: the price step is no more than a node of the pod's own
+    /// (`solo`, 2% slack), or, when every pod on the NodeClaim has this
+    /// pod's size class, the step is no more than the pods of that size it
+    /// makes room for (as many as still wait) would cost at the best price
+    /// per pod slot any type offers. The second
+    /// test looks ahead: growing a full `t4g.micro` to a `t4g.small` costs a
+    /// bit more than one more micro, but the small then holds seven more pods
+    /// for nothing.
+    fn growth_pays(
+        &self,
+        c: usize,
+        p: usize,
+        pod_reqs: &Requirements,
+        after: usize,
+        solo: Option<f64>,
+    ) -> bool {
+        let claim = &self.claims[c];
+        let pool = &self.pools[claim.pool];
+        let Some(&before) = claim.types.first() else {
+            return true;
+        };
+        let Some(solo) = solo else { return true };
+        if pool.types[after].price - pool.types[before].price <= solo * COST_TOLERANCE {
+            return true;
+        }
+        // Slots are only meaningful when every pod on the claim has this
+        // shape, and only worth buying if pods of the shape are left to fill them.
+        let Some(s) = claim.size.filter(|s| self.size[p] == *s) else {
+            return false;
+        };
+        let pod = &self.pods[p];
+        let Some((_, copies)) = slot_price(pool, after, pod) else {
+            return false;
+        };
+        // Pods of this size the grown NodeClaim would take beyond what it
+        // holds, this one included, as far as such pods are still waiting.
+        let extra = copies
+            .saturating_sub(claim.pods.len())
+            .min(self.size_left[s]);
+        let step = pool.types[after].price - pool.types[before].price;
+        self.best_slot_price(claim.pool, p, pod_reqs)
+            .is_some_and(|best| step <= extra as f64 * best * COST_TOLERANCE)
+    }
+
+    /// The lowest price per pod slot for pods of `p`'s shape over the types
+    /// of pool `pi` the pod may use; cached per (pool, size class).
+    fn best_slot_price(&self, pi: usize, p: usize, pod_reqs: &Requirements) -> Option<f64> {
+        let key = Some((pi, self.size[p]));
+        if let Some(k) = key {
+            if let Some(hit) = self.slot_cache.borrow().get(&k) {
+                return *hit;
+            }
+        }
+        let pool = &self.pools[pi];
+        let reqs = pool.requirements.intersection(pod_reqs);
+        let pod = &self.pods[p];
+        let best = self
+            .compatible_types(pi, &reqs)
+            .iter()
+            .filter_map(|&t| slot_price(pool, t, pod).map(|(price, _)| price))
+            .min_by(f64::total_cmp);
+        if let Some(k) = key {
+            self.slot_cache.borrow_mut().insert(k, best);
+        }
+        best
     }
 
     fn try_existing(
@@ -701,6 +828,8 @@ impl<'a> Run<'a> {
             host_ports: BTreeSet::new(),
             max_allocatable: Resources::new(),
             max_capacity: Resources::new(),
+            size: None,
+            used: false,
         };
         Ok((
             claim,
@@ -744,7 +873,15 @@ impl<'a> Run<'a> {
 
     fn commit(&mut self, c: usize, p: usize, fit: Fit) {
         let pod = &self.pods[p];
+        let size = self.size[p];
+        self.size_left[size] = self.size_left[size].saturating_sub(1);
         let claim = &mut self.claims[c];
+        claim.size = if claim.used && claim.size != Some(size) {
+            None
+        } else {
+            Some(size)
+        };
+        claim.used = true;
         let pool = &self.pools[claim.pool];
         if claim.pods.is_empty() {
             *self.claim_counter.entry(claim.pool).or_default() += 1;

@@ -1057,3 +1057,48 @@ fn preferred_pod_affinity_pulls_pods_together() {
     assert_ne!(claim_of(&p, "web").name, claim_of(&p, "db").name);
     assert_eq!(claim_of(&p, "web").zones, vec!["test-1c"]);
 }
+
+#[test]
+fn efficiency_rule_grows_into_the_best_price_per_slot() {
+    // One tiny type holds 1 pod, a larger one of the same family holds 3 for
+    // a little more than two tiny ones' price step: with 6 pods waiting,
+    // growing into the larger type beats a node per pod.
+    let mut tiny = info("t9.nano", "arm64", 2, 1024, 0);
+    tiny.max_network_interfaces = 1;
+    tiny.ipv4_per_interface = 3; // 1 * (3 - 1) + 2 = 4 pods: 1 daemonset + 3... limited by memory below
+    let big = info("t9.small", "arm64", 2, 4096, 0);
+    let mk = |info: InstanceTypeInfo, price: f64| CatalogEntry {
+        info,
+        offerings: vec![Offering {
+            zone: "test-1a".into(),
+            capacity_type: CapacityType::OnDemand,
+            price,
+            available: UNLIMITED,
+            reservation: None,
+        }],
+    };
+    let cat = Catalog {
+        region: "test-1".into(),
+        zones: vec!["test-1a".into()],
+        entries: vec![mk(tiny, 0.010), mk(big, 0.021)],
+        source: "test".into(),
+    };
+    let pods: Vec<Pod> = (0..6)
+        .map(|i| pod(&format!("p{i}"), "100m", "300Mi"))
+        .collect();
+    let np = pool(
+        "default",
+        vec![req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"])],
+    );
+    let p = schedule(&state(pods, vec![np]), &cat, &SchedulerOptions::default());
+    assert_eq!(p.summary.scheduled, 6);
+    // The marginal rule alone: 0.021 - 0.010 > 0.010 keeps one pod per tiny
+    // node ($0.06/h); the efficiency rule packs into t9.small nodes.
+    assert!(
+        p.node_claims
+            .iter()
+            .all(|c| c.price.instance_type == "t9.small"),
+        "{p:#?}"
+    );
+    assert!(p.summary.hourly_price < 0.06, "{}", p.summary.hourly_price);
+}
