@@ -370,37 +370,16 @@ fn usable_types(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flotilla_core::catalog::{CatalogEntry, GpuInfo, InstanceTypeInfo, Offering, UNLIMITED};
+    use flotilla_core::catalog::{CatalogEntry, InstanceTypeInfo, Offering, UNLIMITED};
     use flotilla_core::model::*;
 
     fn info(name: &str, vcpu: u32, mem_mib: u64, gpus: u32) -> InstanceTypeInfo {
         InstanceTypeInfo {
-            name: name.into(),
-            architecture: "amd64".into(),
-            vcpu,
-            memory_mib: mem_mib,
-            hypervisor: "nitro".into(),
-            bare_metal: false,
-            current_generation: true,
-            encryption_in_transit: false,
-            cpu_manufacturer: "intel".into(),
-            gpu: (gpus > 0).then(|| GpuInfo {
-                name: "v100".into(),
-                manufacturer: "nvidia".into(),
-                count: gpus,
-                memory_mib: 16384,
-            }),
-            neuron_devices: 0,
-            neuron_cores: 0,
-            local_nvme_gib: 0,
-            network_bandwidth_mbps: 1000,
-            ebs_bandwidth_mbps: 1000,
             max_network_interfaces: 4,
             ipv4_per_interface: 15,
-            efa_interfaces: 0,
-            pod_eni: 0,
-            supports_spot: true,
-            supports_on_demand: true,
+            network_bandwidth_mbps: 1000,
+            ebs_bandwidth_mbps: 1000,
+            ..InstanceTypeInfo::synthetic(name, "amd64", vcpu, mem_mib, gpus)
         }
     }
 

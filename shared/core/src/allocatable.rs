@@ -148,29 +148,7 @@ mod tests {
     use crate::catalog::GpuInfo;
 
     fn m5_large() -> InstanceTypeInfo {
-        InstanceTypeInfo {
-            name: "m5.large".into(),
-            architecture: "amd64".into(),
-            vcpu: 2,
-            memory_mib: 8192,
-            hypervisor: "nitro".into(),
-            bare_metal: false,
-            current_generation: true,
-            encryption_in_transit: false,
-            cpu_manufacturer: "intel".into(),
-            gpu: None,
-            neuron_devices: 0,
-            neuron_cores: 0,
-            local_nvme_gib: 0,
-            network_bandwidth_mbps: 750,
-            ebs_bandwidth_mbps: 650,
-            max_network_interfaces: 3,
-            ipv4_per_interface: 10,
-            efa_interfaces: 0,
-            pod_eni: 0,
-            supports_spot: true,
-            supports_on_demand: true,
-        }
+        InstanceTypeInfo::synthetic("m5.large", "amd64", 2, 8192, 0)
     }
 
     fn q(s: &str) -> Quantity {

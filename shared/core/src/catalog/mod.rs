@@ -102,6 +102,47 @@ pub struct InstanceTypeInfo {
 }
 
 impl InstanceTypeInfo {
+    /// A nitro, current-generation type with the given shape and the
+    /// network limits of an m5.large (3 ENIs × 10 IPv4: 29 pods), supporting
+    /// spot and on-demand; for tests, simulators and synthetic catalogs.
+    /// `gpus > 0` adds that many NVIDIA V100s (16 GiB each).
+    pub fn synthetic(
+        name: &str,
+        architecture: &str,
+        vcpu: u32,
+        memory_mib: u64,
+        gpus: u32,
+    ) -> Self {
+        InstanceTypeInfo {
+            name: name.into(),
+            architecture: architecture.into(),
+            vcpu,
+            memory_mib,
+            hypervisor: "nitro".into(),
+            bare_metal: false,
+            current_generation: true,
+            encryption_in_transit: false,
+            cpu_manufacturer: "intel".into(),
+            gpu: (gpus > 0).then(|| GpuInfo {
+                name: "v100".into(),
+                manufacturer: "nvidia".into(),
+                count: gpus,
+                memory_mib: 16384,
+            }),
+            neuron_devices: 0,
+            neuron_cores: 0,
+            local_nvme_gib: 0,
+            network_bandwidth_mbps: 750,
+            ebs_bandwidth_mbps: 650,
+            max_network_interfaces: 3,
+            ipv4_per_interface: 10,
+            efa_interfaces: 0,
+            pod_eni: 0,
+            supports_spot: true,
+            supports_on_demand: true,
+        }
+    }
+
     /// `m7i-flex.2xlarge` → (`m7i-flex`, `2xlarge`).
     pub fn family_and_size(&self) -> (&str, &str) {
         self.name
@@ -295,30 +336,8 @@ impl Catalog {
 mod tests {
     use super::*;
 
-    pub(crate) fn info(name: &str) -> InstanceTypeInfo {
-        InstanceTypeInfo {
-            name: name.into(),
-            architecture: "amd64".into(),
-            vcpu: 2,
-            memory_mib: 8192,
-            hypervisor: "nitro".into(),
-            bare_metal: false,
-            current_generation: true,
-            encryption_in_transit: false,
-            cpu_manufacturer: "intel".into(),
-            gpu: None,
-            neuron_devices: 0,
-            neuron_cores: 0,
-            local_nvme_gib: 0,
-            network_bandwidth_mbps: 750,
-            ebs_bandwidth_mbps: 650,
-            max_network_interfaces: 3,
-            ipv4_per_interface: 10,
-            efa_interfaces: 0,
-            pod_eni: 0,
-            supports_spot: true,
-            supports_on_demand: true,
-        }
+    fn info(name: &str) -> InstanceTypeInfo {
+        InstanceTypeInfo::synthetic(name, "amd64", 2, 8192, 0)
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::catalog::{CatalogEntry, GpuInfo, InstanceTypeInfo, Offering, UNLIMITED};
+use crate::catalog::{CatalogEntry, InstanceTypeInfo, Offering, UNLIMITED};
 use crate::model::*;
 use crate::quantity::Quantity;
 use crate::requirements::Operator;
@@ -12,32 +12,9 @@ const ZONES: [&str; 3] = ["test-1a", "test-1b", "test-1c"];
 
 fn info(name: &str, arch: &str, vcpu: u32, mem_mib: u64, gpus: u32) -> InstanceTypeInfo {
     InstanceTypeInfo {
-        name: name.into(),
-        architecture: arch.into(),
-        vcpu,
-        memory_mib: mem_mib,
-        hypervisor: "nitro".into(),
-        bare_metal: false,
-        current_generation: true,
-        encryption_in_transit: false,
-        cpu_manufacturer: "intel".into(),
-        gpu: (gpus > 0).then(|| GpuInfo {
-            name: "v100".into(),
-            manufacturer: "nvidia".into(),
-            count: gpus,
-            memory_mib: 16384,
-        }),
-        neuron_devices: 0,
-        neuron_cores: 0,
-        local_nvme_gib: 0,
-        network_bandwidth_mbps: 1000,
-        ebs_bandwidth_mbps: 1000,
         max_network_interfaces: 4,
         ipv4_per_interface: 15,
-        efa_interfaces: 0,
-        pod_eni: 0,
-        supports_spot: true,
-        supports_on_demand: true,
+        ..InstanceTypeInfo::synthetic(name, arch, vcpu, mem_mib, gpus)
     }
 }
 
