@@ -26,6 +26,8 @@ commands:
   test      rustfmt --check, clippy -D warnings, workspace tests, cfn-lint (if infra/template.yaml exists)
   demo      run `flotilla demo` from a release build
   catalog   regenerate the embedded instance-type catalog (shared/core/data/generate_catalog.py)
+  bench     speed/memory per workload mix, then plan price against the HiGHS lower bound
+            (installs highspy into ~/.cache/flotilla/venv); args go to the speed runner
 ";
 
 fn main() -> ExitCode {
@@ -34,6 +36,7 @@ fn main() -> ExitCode {
         Some("test") => test(&args[1..]),
         Some("demo") => demo(&args[1..]),
         Some("catalog") => catalog(&args[1..]),
+        Some("bench") => bench(&args[1..]),
         Some("-h" | "--help" | "help") => {
             print!("{USAGE}");
             Ok(())
@@ -324,19 +327,27 @@ fn cfn_lint() -> Result<()> {
         println!("    skipped: no infra/template.yaml yet");
         return Ok(());
     }
+    let cfn_lint = venv_with("cfn-lint", "cfn-lint", "cfn_lint")?.join("cfn-lint");
+    let mut c = Command::new(&cfn_lint);
+    c.current_dir(root()).arg("infra/template.yaml");
+    run("cfn-lint", c)
+}
+
+/// The project's Python venv (`~/.cache/flotilla/venv`) with `package`
+/// installed (probed by importing `module`); returns its `bin` directory.
+fn venv_with(step: &str, package: &str, module: &str) -> Result<PathBuf> {
     let venv = cache_dir().join("venv");
     let bin = venv.join("bin");
-    let cfn_lint = bin.join("cfn-lint");
-    if !cfn_lint.exists() {
+    if !bin.join("python").exists() {
         let python = ["python3", "python"]
             .into_iter()
             .find(|p| probe(p, ["--version"]))
-            .context("step `cfn-lint`: no python3 on PATH to create the venv")?;
-        if !bin.join("python").exists() {
-            let mut c = Command::new(python);
-            c.arg("-m").arg("venv").arg(&venv);
-            run("cfn-lint: create venv", c)?;
-        }
+            .with_context(|| format!("step `{step}`: no python3 on PATH to create the venv"))?;
+        let mut c = Command::new(python);
+        c.arg("-m").arg("venv").arg(&venv);
+        run(&format!("{step}: create venv"), c)?;
+    }
+    if !probe(bin.join("python"), ["-c", &format!("import {module}")]) {
         let mut pip = Command::new(bin.join("python"));
         pip.args([
             "-m",
@@ -344,13 +355,50 @@ fn cfn_lint() -> Result<()> {
             "install",
             "--quiet",
             "--disable-pip-version-check",
-            "cfn-lint",
+            package,
         ]);
-        run("cfn-lint: pip install cfn-lint", pip)?;
+        run(&format!("{step}: pip install {package}"), pip)?;
     }
-    let mut c = Command::new(&cfn_lint);
-    c.current_dir(root()).arg("infra/template.yaml");
-    run("cfn-lint", c)
+    Ok(bin)
+}
+
+/// Speed and memory of every workload mix (one process per run), then plan
+/// quality against the HiGHS lower bound and exact optima; JSON on stdout.
+fn bench(args: &[String]) -> Result<()> {
+    let mut speed = cargo();
+    speed.args([
+        "run",
+        "--quiet",
+        "--release",
+        "-p",
+        "flotilla-bench",
+        "--bin",
+        "speed",
+        "--",
+    ]);
+    if args.is_empty() {
+        speed.args(["--pods", "100,1000,10000,50000", "--baseline-max", "10000"]);
+    } else {
+        speed.args(args);
+    }
+    run("bench: speed", speed)?;
+    let python = venv_with("bench", "highspy", "highspy")?.join("python");
+    for extra in [&[][..], &["--small"][..]] {
+        let mut q = cargo();
+        q.args([
+            "run",
+            "--quiet",
+            "--release",
+            "-p",
+            "flotilla-bench",
+            "--bin",
+            "quality",
+            "--",
+        ]);
+        q.arg("--python").arg(&python).args(extra);
+        run("bench: quality", q)?;
+    }
+    Ok(())
 }
 
 fn demo(args: &[String]) -> Result<()> {
