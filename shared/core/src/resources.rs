@@ -150,6 +150,12 @@ impl Resources {
         r
     }
 
+    /// Whether any non-zero quantity here equals the one in `max` (this list
+    /// attains a component of a component-wise maximum).
+    pub fn touches(&self, max: &Resources) -> bool {
+        self.iter().any(|(k, q)| max.get(k) == q)
+    }
+
     /// True when every requested quantity is within `capacity`.
     #[inline]
     pub fn fits_in(&self, capacity: &Resources) -> bool {

@@ -888,12 +888,26 @@ impl<'a> Run<'a> {
         }
         claim.requirements = fit.requirements;
         let types_changed = fit.types.len() != claim.types.len();
-        claim.types = fit.types;
+        let old_types = std::mem::replace(&mut claim.types, fit.types);
         claim.requests.add_assign(&pod.requests);
         claim.pods.push(p);
         claim.host_ports.extend(pod.host_ports.iter().cloned());
-        // The type list only ever shrinks: same length, same list.
-        if types_changed {
+        // The type list only ever shrinks, so the maxima only change when a
+        // dropped type held one of them.
+        let dropped_held_max = types_changed
+            && (claim.max_allocatable.is_zero() || {
+                // Both lists are in pool order: walk them together.
+                let mut kept = claim.types.iter().peekable();
+                old_types.iter().any(|t| {
+                    if kept.peek() == Some(&t) {
+                        kept.next();
+                        return false;
+                    }
+                    pool.types[*t].allocatable.touches(&claim.max_allocatable)
+                        || pool.types[*t].capacity.touches(&claim.max_capacity)
+                })
+            });
+        if dropped_held_max {
             let mut max_a = Resources::new();
             let mut max_c = Resources::new();
             for &t in &claim.types {
@@ -1074,14 +1088,29 @@ fn claim_plan(claim: &Claim, pool: &Pool, pods: &[Pod]) -> NodeClaimPlan {
         })
         .collect();
     ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+    // Zones and capacity types as bit sets: this runs for every offering of
+    // every type of every NodeClaim.
+    let mut zone_bits = 0u64;
+    let mut odd_zones: BTreeSet<&str> = BTreeSet::new();
     let mut capacity_types = BTreeSet::new();
-    let mut zones = BTreeSet::new();
     for &(_, _, t) in &ranked {
         for o in pool.types[t].offerings_for(&filter) {
             capacity_types.insert(o.capacity_type);
-            zones.insert(o.zone.clone());
+            if o.zone_bit != 0 {
+                zone_bits |= o.zone_bit;
+            } else {
+                odd_zones.insert(&o.zone);
+            }
         }
     }
+    let mut zones: BTreeSet<&str> = pool
+        .zones
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i < 64 && zone_bits & (1u64 << i) != 0)
+        .map(|(_, z)| z.as_str())
+        .collect();
+    zones.extend(odd_zones);
     let types: Vec<usize> = ranked.iter().map(|r| r.2).collect();
     let (price, allocatable) = match preferred_offering(pool, &types, &filter) {
         Some((t, o)) => (
@@ -1128,7 +1157,7 @@ fn claim_plan(claim: &Claim, pool: &Pool, pods: &[Pod]) -> NodeClaimPlan {
         node_pool: pool.np.name.clone(),
         instance_types: ranked.iter().map(|r| r.1.to_string()).collect(),
         capacity_types: capacity_types.into_iter().collect(),
-        zones: zones.into_iter().collect(),
+        zones: zones.into_iter().map(str::to_string).collect(),
         requirements: out_reqs.to_wire(),
         labels: node_labels,
         taints: pool.np.taints.clone(),
