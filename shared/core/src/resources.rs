@@ -135,6 +135,23 @@ impl Resources {
         r
     }
 
+    /// Component-wise maximum, in place.
+    pub fn max_assign(&mut self, o: &Resources) {
+        for (a, b) in self.known.iter_mut().zip(&o.known) {
+            if *b > *a {
+                *a = *b;
+            }
+        }
+        if let Some(om) = &o.other {
+            for (k, v) in om.iter() {
+                let cur = self.get(k);
+                if *v > cur {
+                    self.set(k, *v);
+                }
+            }
+        }
+    }
+
     /// Component-wise maximum.
     pub fn max(&self, o: &Resources) -> Resources {
         let mut r = self.clone();

@@ -32,7 +32,7 @@ use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
 pub use pod_view::Relaxation;
-use pools::{labels_satisfy, OfferingFilter, Pool, PoolOffering};
+use pools::{labels_satisfy, Pool, PoolOffering};
 use topology::{Kind, PodGroups, Topology};
 
 /// Relative slack of the cost rule (see `Run::growth_pays`).
@@ -507,7 +507,6 @@ impl<'a> Run<'a> {
         for pi in 0..self.pools.len() {
             match self.try_new(pi, p, &pod_reqs, &groups) {
                 Ok((claim, fit)) => {
-                    self.topology.register(labels::HOSTNAME, &claim.name);
                     self.claims.push(claim);
                     let c = self.claims.len() - 1;
                     self.commit(c, p, fit);
@@ -911,8 +910,8 @@ impl<'a> Run<'a> {
             let mut max_a = Resources::new();
             let mut max_c = Resources::new();
             for &t in &claim.types {
-                max_a = max_a.max(&pool.types[t].allocatable);
-                max_c = max_c.max(&pool.types[t].capacity);
+                max_a.max_assign(&pool.types[t].allocatable);
+                max_c.max_assign(&pool.types[t].capacity);
             }
             claim.max_allocatable = max_a;
             claim.max_capacity = max_c;
@@ -1052,57 +1051,53 @@ fn incompatibility(e: &crate::requirements::Incompatibility, pool: &str) -> Stri
     }
 }
 
-/// The offering a fleet would prefer for these requirements: reserved, then
-/// spot, then on-demand; cheapest adjusted price within a capacity type.
-fn preferred_offering<'p>(
-    pool: &'p Pool,
-    types: &[usize],
-    filter: &'p OfferingFilter,
-) -> Option<(usize, &'p PoolOffering)> {
-    types
-        .iter()
-        .flat_map(|&t| pool.types[t].offerings_for(filter).map(move |o| (t, o)))
-        .min_by(|(ta, a), (tb, b)| {
-            a.capacity_type
-                .cmp(&b.capacity_type)
-                .then(a.adjusted.total_cmp(&b.adjusted))
-                .then(a.price.total_cmp(&b.price))
-                .then_with(|| pool.types[*ta].name.cmp(&pool.types[*tb].name))
-                .then_with(|| a.zone.cmp(&b.zone))
-        })
+/// The order in which a fleet prefers offerings: reserved, then spot, then
+/// on-demand; cheapest adjusted price within a capacity type; then real
+/// price, type name and zone for a total order.
+fn offering_order(
+    pool: &Pool,
+    (ta, a): (usize, &PoolOffering),
+    (tb, b): (usize, &PoolOffering),
+) -> std::cmp::Ordering {
+    a.capacity_type
+        .cmp(&b.capacity_type)
+        .then(a.adjusted.total_cmp(&b.adjusted))
+        .then(a.price.total_cmp(&b.price))
+        .then_with(|| pool.types[ta].name.cmp(&pool.types[tb].name))
+        .then_with(|| a.zone.cmp(&b.zone))
 }
 
 fn claim_plan(claim: &Claim, pool: &Pool, pods: &[Pod]) -> NodeClaimPlan {
     let reqs = &claim.requirements;
     let filter = pool.filter(reqs);
-    // Types cheapest first (adjusted price of their best offering), then name.
-    let mut ranked: Vec<(f64, &str, usize)> = claim
-        .types
-        .iter()
-        .filter_map(|&t| {
-            let ty = &pool.types[t];
-            ty.offerings_for(&filter)
-                .map(|o| o.adjusted)
-                .reduce(f64::min)
-                .map(|p| (p, ty.name.as_str(), t))
-        })
-        .collect();
-    ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
-    // Zones and capacity types as bit sets: this runs for every offering of
-    // every type of every NodeClaim.
+    // One pass over the offerings of every type: each type's cheapest
+    // adjusted price (for the ranking), the zones and capacity types (as bit
+    // sets), and the offering a fleet would prefer.
+    let mut ranked: Vec<(f64, &str, usize)> = Vec::with_capacity(claim.types.len());
     let mut zone_bits = 0u64;
     let mut odd_zones: BTreeSet<&str> = BTreeSet::new();
     let mut capacity_types = BTreeSet::new();
-    for &(_, _, t) in &ranked {
-        for o in pool.types[t].offerings_for(&filter) {
+    let mut preferred: Option<(usize, &PoolOffering)> = None;
+    for &t in &claim.types {
+        let ty = &pool.types[t];
+        let mut cheapest = f64::INFINITY;
+        for o in ty.offerings_for(&filter) {
+            cheapest = cheapest.min(o.adjusted);
             capacity_types.insert(o.capacity_type);
             if o.zone_bit != 0 {
                 zone_bits |= o.zone_bit;
             } else {
                 odd_zones.insert(&o.zone);
             }
+            if preferred.is_none_or(|p| offering_order(pool, (t, o), p).is_lt()) {
+                preferred = Some((t, o));
+            }
+        }
+        if cheapest.is_finite() {
+            ranked.push((cheapest, ty.name.as_str(), t));
         }
     }
+    ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
     let mut zones: BTreeSet<&str> = pool
         .zones
         .iter()
@@ -1111,8 +1106,7 @@ fn claim_plan(claim: &Claim, pool: &Pool, pods: &[Pod]) -> NodeClaimPlan {
         .map(|(_, z)| z.as_str())
         .collect();
     zones.extend(odd_zones);
-    let types: Vec<usize> = ranked.iter().map(|r| r.2).collect();
-    let (price, allocatable) = match preferred_offering(pool, &types, &filter) {
+    let (price, allocatable) = match preferred {
         Some((t, o)) => (
             Price {
                 min: o.price,

@@ -265,7 +265,7 @@ impl Topology {
             let allowed = match kind {
                 Kind::Spread => self.next_spread(g, pod, pod_domains, &node_domains),
                 Kind::Affinity => self.next_affinity(g, pod, pod_domains, &node_domains),
-                Kind::AntiAffinity => Requirement::not_in(key, g.occupied().cloned()),
+                Kind::AntiAffinity => avoid_occupied(g, key, &node_domains),
             };
             let merged = node_domains.intersection(&allowed);
             if merged.is_empty() {
@@ -415,13 +415,23 @@ impl Topology {
             }
         }
     }
+}
 
-    /// Registers a new domain (a NodeClaim's hostname).
-    pub fn register(&mut self, key: &str, domain: &str) {
-        for g in self.groups.iter_mut().filter(|g| g.id.key == key) {
-            g.counts.entry(domain.to_string()).or_default();
-        }
+/// The domains of `node_domains` where the group has no pod. A concrete
+/// node (a hostname, a pinned zone) is checked directly, so the cost does not
+/// grow with the number of occupied domains (thousands of hostnames).
+fn avoid_occupied(g: &Group, key: &str, node_domains: &Requirement) -> Requirement {
+    if node_domains.is_complement() {
+        return Requirement::not_in(key, g.occupied().cloned());
     }
+    Requirement::in_values(
+        key,
+        node_domains
+            .values()
+            .iter()
+            .filter(|d| g.counts.get(*d).is_none_or(|c| *c == 0))
+            .cloned(),
+    )
 }
 
 fn spread_key(c: &TopologySpreadConstraint, ns: &str) -> GroupKey {
