@@ -34,7 +34,9 @@ pub struct NodeClaimPlan {
     pub name: String,
     pub node_pool: String,
     /// Every instance type that can run this NodeClaim, cheapest first.
-    pub instance_types: Vec<String>,
+    /// (Shared between NodeClaims with the same list: a 50,000-pod plan
+    /// would otherwise hold millions of copies of the same names.)
+    pub instance_types: std::sync::Arc<Vec<String>>,
     pub capacity_types: Vec<CapacityType>,
     pub zones: Vec<String>,
     pub requirements: Vec<NodeSelectorRequirement>,

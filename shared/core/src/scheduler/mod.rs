@@ -985,9 +985,10 @@ impl<'a> Run<'a> {
         let pods = self.pods;
         let mut node_claims = Vec::with_capacity(self.claims.len());
         let mut hourly = 0.0;
+        let mut lists = TypeLists::default();
         for claim in &self.claims {
             let pool = &self.pools[claim.pool];
-            let plan = claim_plan(claim, pool, pods);
+            let plan = claim_plan(claim, pool, pods, &mut lists);
             hourly += plan.price.min;
             node_claims.push(plan);
         }
@@ -1051,6 +1052,26 @@ fn incompatibility(e: &crate::requirements::Incompatibility, pool: &str) -> Stri
     }
 }
 
+/// Ranked instance-type lists shared between NodeClaims of the output.
+#[derive(Default)]
+struct TypeLists(std::collections::HashMap<(usize, Vec<usize>), std::sync::Arc<Vec<String>>>);
+
+impl TypeLists {
+    fn intern(
+        &mut self,
+        pool: usize,
+        ranked: &[(f64, &str, usize)],
+    ) -> std::sync::Arc<Vec<String>> {
+        let key = (pool, ranked.iter().map(|r| r.2).collect::<Vec<_>>());
+        self.0
+            .entry(key)
+            .or_insert_with(|| {
+                std::sync::Arc::new(ranked.iter().map(|r| r.1.to_string()).collect())
+            })
+            .clone()
+    }
+}
+
 /// The order in which a fleet prefers offerings: reserved, then spot, then
 /// on-demand; cheapest adjusted price within a capacity type; then real
 /// price, type name and zone for a total order.
@@ -1067,7 +1088,7 @@ fn offering_order(
         .then_with(|| a.zone.cmp(&b.zone))
 }
 
-fn claim_plan(claim: &Claim, pool: &Pool, pods: &[Pod]) -> NodeClaimPlan {
+fn claim_plan(claim: &Claim, pool: &Pool, pods: &[Pod], lists: &mut TypeLists) -> NodeClaimPlan {
     let reqs = &claim.requirements;
     let filter = pool.filter(reqs);
     // One pass over the offerings of every type: each type's cheapest
@@ -1149,7 +1170,7 @@ fn claim_plan(claim: &Claim, pool: &Pool, pods: &[Pod]) -> NodeClaimPlan {
     NodeClaimPlan {
         name: claim.name.clone(),
         node_pool: pool.np.name.clone(),
-        instance_types: ranked.iter().map(|r| r.1.to_string()).collect(),
+        instance_types: lists.intern(claim.pool, &ranked),
         capacity_types: capacity_types.into_iter().collect(),
         zones: zones.into_iter().map(str::to_string).collect(),
         requirements: out_reqs.to_wire(),

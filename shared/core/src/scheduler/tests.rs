@@ -221,7 +221,7 @@ fn node_selector_restricts_zone_and_arch() {
     let p = plan(&state(vec![a], vec![default_pool()]));
     let c = &p.node_claims[0];
     assert_eq!(c.zones, vec!["test-1b"]);
-    assert_eq!(c.instance_types, vec!["m6g.large"]);
+    assert_eq!(*c.instance_types, vec!["m6g.large"]);
     assert_eq!(
         c.labels.get(labels::ZONE).map(String::as_str),
         Some("test-1b")
@@ -811,7 +811,7 @@ fn gpu_requests_and_reasons() {
     let mut g = pod("train", "1", "1Gi");
     g.requests.set("nvidia.com/gpu", q("2"));
     let p = plan(&state(vec![g.clone()], vec![default_pool()]));
-    assert_eq!(p.node_claims[0].instance_types, vec!["g4.8xlarge"]);
+    assert_eq!(*p.node_claims[0].instance_types, vec!["g4.8xlarge"]);
     g.requests.set("nvidia.com/gpu", q("16"));
     let gpu_pool = pool("gpu", vec![]);
     let p = plan(&state(vec![g], vec![gpu_pool]));
@@ -843,7 +843,7 @@ fn gt_lt_on_instance_labels() {
         req(labels::INSTANCE_MEMORY, Operator::Lt, &["20000"]),
     ]);
     let p = plan(&state(vec![a], vec![default_pool()]));
-    assert_eq!(p.node_claims[0].instance_types, vec!["m5.xlarge"]);
+    assert_eq!(*p.node_claims[0].instance_types, vec!["m5.xlarge"]);
 }
 
 #[test]
