@@ -125,6 +125,8 @@ struct Run<'a> {
     /// before it rejected a pod of this shape for reasons that only harden.
     existing_hint: Vec<usize>,
     claim_hint: Vec<usize>,
+    /// Per shape: the relaxation the hints were gathered at.
+    hint_relax: Vec<Relaxation>,
     /// Size class of each pod (see `size_classes`), and per class the pods
     /// not placed yet.
     size: Vec<usize>,
@@ -133,6 +135,8 @@ struct Run<'a> {
     solo_cache: Vec<Option<Option<f64>>>,
     /// Types of a pool compatible with requirements (hostname excluded).
     compat_cache: CompatCache,
+    /// (pool, requirements without hostname) → why no type is compatible.
+    no_type_reasons: std::cell::RefCell<std::collections::HashMap<(usize, Requirements), String>>,
     /// (pool, shape) → best price per pod slot (see `best_slot_price`).
     slot_cache: std::cell::RefCell<std::collections::HashMap<(usize, usize), Option<f64>>>,
 }
@@ -270,6 +274,7 @@ pub fn schedule(state: &ClusterState, catalog: &Catalog, opts: &SchedulerOptions
         claim_counter: BTreeMap::new(),
         shape: shape_of,
         existing_hint: vec![0; n_shapes],
+        hint_relax: vec![Relaxation::default(); n_shapes],
         size_left: {
             let mut left = vec![0; n_sizes];
             for s in &size {
@@ -282,6 +287,7 @@ pub fn schedule(state: &ClusterState, catalog: &Catalog, opts: &SchedulerOptions
         solo_cache: vec![None; n_shapes],
         compat_cache: Default::default(),
         slot_cache: Default::default(),
+        no_type_reasons: Default::default(),
     };
 
     // Largest first: cpu, then memory, then name for a total order.
@@ -444,7 +450,17 @@ impl<'a> Run<'a> {
         let groups = self.active_groups(p, r);
 
         // Hints apply to the unrelaxed shape only.
-        let shape = self.shape[p].filter(|_| *r == Relaxation::default());
+        // Hints hold for one relaxation level: pods of a shape are relaxed
+        // together, so a change of level starts the hints afresh.
+        let shape = self.shape[p];
+        if let Some(s) = shape {
+            if self.hint_relax[s] != *r {
+                self.hint_relax[s] = r.clone();
+                self.existing_hint[s] = 0;
+                self.claim_hint[s] = 0;
+                self.solo_cache[s] = None;
+            }
+        }
 
         // 1. Existing nodes.
         let first = shape.map_or(0, |s| self.existing_hint[s]);
@@ -786,7 +802,16 @@ impl<'a> Run<'a> {
         let requests = pool.daemon_overhead.plus(&pod.requests);
         let compatible = self.compatible_types(pi, &merged);
         if compatible.is_empty() {
-            return Err(self.explain_no_type(pi, &merged));
+            let mut key = merged.clone();
+            key.remove(labels::HOSTNAME);
+            if let Some(reason) = self.no_type_reasons.borrow().get(&(pi, key.clone())) {
+                return Err(reason.clone());
+            }
+            let reason = self.explain_no_type(pi, &merged);
+            self.no_type_reasons
+                .borrow_mut()
+                .insert((pi, key), reason.clone());
+            return Err(reason);
         }
         let fitting: Vec<usize> = compatible
             .iter()
