@@ -146,19 +146,11 @@ pub fn export(state: &ClusterState, catalog: &Catalog) -> Value {
     let mut types: Vec<ExportType> = Vec::new();
     for (pi, pool) in pools.iter().enumerate() {
         let np = pool.np;
-        let mut overhead = Resources::new();
-        for ds in &state.daemon_sets {
-            if untolerated(&np.taints, &ds.pod.tolerations).is_some() {
-                continue;
-            }
-            let mut ds_reqs = ds.pod.node_selector.clone();
-            if let Some(t) = ds.pod.required_terms.first() {
-                ds_reqs.add_all(t);
-            }
-            if pool.requirements.compatible(&ds_reqs).is_ok() {
-                overhead.add_assign(&ds.pod.requests);
-            }
-        }
+        let overhead = flotilla_core::scheduler::daemon_overhead(
+            &np.taints,
+            &pool.requirements,
+            &state.daemon_sets,
+        );
         let root_volume = np
             .node_class
             .as_ref()

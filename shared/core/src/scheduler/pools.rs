@@ -8,7 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::allocatable;
 use crate::catalog::{CapacityType, Catalog, ReservationRef};
 use crate::labels;
-use crate::model::{untolerated, ClusterState, NodeOverlay, NodePool, PriceAdjustment, Taint};
+use crate::model::{
+    untolerated, ClusterState, DaemonSet, NodeOverlay, NodePool, PriceAdjustment, Taint,
+};
 use crate::quantity::Quantity;
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
@@ -206,6 +208,31 @@ fn overlay_price(overlays: &[&NodeOverlay], base: f64) -> f64 {
     base
 }
 
+/// Requests of the DaemonSet pods that would run on every node of a NodePool
+/// with these taints and requirements: those that tolerate the taints and
+/// whose node selector / first required affinity term is compatible
+/// (Karpenter's daemonset overhead).
+pub fn daemon_overhead(
+    taints: &[Taint],
+    requirements: &Requirements,
+    daemon_sets: &[DaemonSet],
+) -> Resources {
+    let mut overhead = Resources::new();
+    for ds in daemon_sets {
+        if untolerated(taints, &ds.pod.tolerations).is_some() {
+            continue;
+        }
+        let mut ds_reqs = ds.pod.node_selector.clone();
+        if let Some(t) = ds.pod.required_terms.first() {
+            ds_reqs.add_all(t);
+        }
+        if requirements.compatible(&ds_reqs).is_ok() {
+            overhead.add_assign(&ds.pod.requests);
+        }
+    }
+    overhead
+}
+
 /// Builds the pools, heaviest weight first (ties by name).
 pub fn build<'a>(
     state: &'a ClusterState,
@@ -345,19 +372,7 @@ pub fn build<'a>(
                     .then_with(|| a.name.cmp(&b.name))
             });
 
-            let mut daemon_overhead = Resources::new();
-            for ds in &state.daemon_sets {
-                if untolerated(&np.taints, &ds.pod.tolerations).is_some() {
-                    continue;
-                }
-                let mut ds_reqs = ds.pod.node_selector.clone();
-                if let Some(t) = ds.pod.required_terms.first() {
-                    ds_reqs.add_all(t);
-                }
-                if requirements.compatible(&ds_reqs).is_ok() {
-                    daemon_overhead.add_assign(&ds.pod.requests);
-                }
-            }
+            let daemon_overhead = daemon_overhead(&np.taints, &requirements, &state.daemon_sets);
 
             let remaining = np.limits.as_ref().map(|limits| {
                 let mut used = Resources::new();

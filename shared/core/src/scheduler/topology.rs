@@ -144,15 +144,7 @@ impl Topology {
             for c in &p.topology_spread {
                 g.spread.push(t.group(spread_key(c, &p.namespace)));
             }
-            let term_key = |kind, term: &PodAffinityTerm| GroupKey {
-                kind,
-                key: term.topology_key.clone(),
-                namespaces: Namespaces::for_term(term, &p.namespace),
-                selector: term.label_selector.clone(),
-                max_skew: 0,
-                min_domains: None,
-                honor_affinity: false,
-            };
+            let term_key = |kind, term: &PodAffinityTerm| term_key(kind, term, &p.namespace);
             for term in &p.pod_affinity {
                 g.affinity.push(t.group(term_key(Kind::Affinity, term)));
             }
@@ -176,16 +168,7 @@ impl Topology {
         for n in nodes {
             for p in &n.pods {
                 for term in &p.pod_anti_affinity {
-                    let k = GroupKey {
-                        kind: Kind::AntiAffinity,
-                        key: term.topology_key.clone(),
-                        namespaces: Namespaces::for_term(term, &p.namespace),
-                        selector: term.label_selector.clone(),
-                        max_skew: 0,
-                        min_domains: None,
-                        honor_affinity: false,
-                    };
-                    let gi = t.inverse_group(k);
+                    let gi = t.inverse_group(term_key(Kind::AntiAffinity, term, &p.namespace));
                     if let Some(d) = node_domain(n, &term.topology_key) {
                         *t.inverse[gi].counts.entry(d.to_string()).or_default() += 1;
                     }
@@ -432,6 +415,19 @@ fn avoid_occupied(g: &Group, key: &str, node_domains: &Requirement) -> Requireme
             .filter(|d| g.counts.get(*d).is_none_or(|c| *c == 0))
             .cloned(),
     )
+}
+
+/// The group of a pod (anti-)affinity term written on a pod in namespace `ns`.
+fn term_key(kind: Kind, term: &PodAffinityTerm, ns: &str) -> GroupKey {
+    GroupKey {
+        kind,
+        key: term.topology_key.clone(),
+        namespaces: Namespaces::for_term(term, ns),
+        selector: term.label_selector.clone(),
+        max_skew: 0,
+        min_domains: None,
+        honor_affinity: false,
+    }
 }
 
 fn spread_key(c: &TopologySpreadConstraint, ns: &str) -> GroupKey {
