@@ -6,8 +6,9 @@
 //! in-flight NodeClaims) whose remaining instance types can hold it, else a
 //! new bin with every type the pod's NodePool allows. A bin costs its
 //! cheapest remaining type. Only resources, NodePool/pod requirements,
-//! taints and self hostname anti-affinity are modelled: enough for the
-//! mixes' price to be comparable.
+//! taints, NodePool limits (charged Karpenter's way: the largest type a
+//! NodeClaim could be) and self hostname anti-affinity are modelled: enough
+//! for the mixes' price to be comparable.
 
 use flotilla_core::allocatable;
 use flotilla_core::catalog::{CapacityType, Catalog};
@@ -18,6 +19,7 @@ use flotilla_core::{Requirement, Requirements, Resources};
 struct Ty {
     price: f64,
     alloc: Resources,
+    capacity: Resources,
     reqs: Requirements,
 }
 
@@ -78,6 +80,7 @@ pub fn plan(state: &ClusterState, catalog: &Catalog) -> BaselinePlan {
                     Some(Ty {
                         price,
                         alloc: nr.allocatable,
+                        capacity: nr.capacity,
                         reqs,
                     })
                 })
@@ -98,6 +101,7 @@ pub fn plan(state: &ClusterState, catalog: &Catalog) -> BaselinePlan {
     });
 
     let mut bins: Vec<Bin> = Vec::new();
+    let mut charged: Vec<Resources> = vec![Resources::new(); pools.len()];
     let mut unschedulable = 0;
     // Karpenter tries in-flight NodeClaims fewest pods first (O(bins log bins)
     // per pod: run the baseline on the quality sizes, not the speed sizes).
@@ -153,14 +157,30 @@ pub fn plan(state: &ClusterState, catalog: &Catalog) -> BaselinePlan {
             }
             let (types, overhead) = &pool_types[p];
             let need = overhead.plus(&pod.requests);
+            // Karpenter's limits: a new NodeClaim may only use types whose
+            // capacity fits what is left, and is charged its largest type.
+            let within_limits = |t: usize| {
+                np.limits.as_ref().is_none_or(|limits| {
+                    limits
+                        .iter()
+                        .all(|(k, q)| charged[p].get(k) + types[t].capacity.get(k) <= q)
+                })
+            };
             let keep: Vec<usize> = (0..types.len())
                 .filter(|&t| {
-                    need.fits_in(&types[t].alloc) && types[t].reqs.intersects(&reqs).is_ok()
+                    need.fits_in(&types[t].alloc)
+                        && types[t].reqs.intersects(&reqs).is_ok()
+                        && within_limits(t)
                 })
                 .collect();
             if keep.is_empty() {
                 continue;
             }
+            let mut max_cap = Resources::new();
+            for &t in &keep {
+                max_cap.max_assign(&types[t].capacity);
+            }
+            charged[p].add_assign(&max_cap);
             bins.push(Bin {
                 pool: p,
                 types: keep,
