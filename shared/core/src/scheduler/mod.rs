@@ -496,9 +496,22 @@ impl<'a> Run<'a> {
             }
         };
         let first = shape.map_or(0, |s| self.claim_hint[s]);
+        let zones_admitted = self
+            .topology
+            .spread_admits(pod, &groups, &pod_reqs, labels::ZONE);
         for c in first..self.claims.len() {
             if !self.may_join_cheaply(c, p, &pod_reqs, solo) {
                 continue;
+            }
+            if let Some(ok) = &zones_admitted {
+                let pinned = self.claims[c].requirements.get(labels::ZONE).and_then(|z| {
+                    (!z.is_complement() && z.values().len() == 1)
+                        .then(|| z.values().iter().next())
+                        .flatten()
+                });
+                if pinned.is_some_and(|z| !ok.contains(z)) {
+                    continue;
+                }
             }
             if let Ok(fit) = self.try_claim(c, p, &pod_reqs, &groups) {
                 if self.joins_cheaply(c, p, &pod_reqs, &fit, solo) {
@@ -602,11 +615,22 @@ impl<'a> Run<'a> {
             return false;
         }
         let pool = &self.pools[claim.pool];
-        claim
-            .types
-            .iter()
-            .find(|&&t| requests.fits_in(&pool.types[t].allocatable))
-            .is_some_and(|&after| self.growth_pays(c, p, pod_reqs, after, solo))
+        let (Some(&before), Some(solo)) = (claim.types.first(), solo) else {
+            return true;
+        };
+        // Types are sorted by price: past the step the plain cost rule
+        // allows, only the look-ahead rule (same size class) can still pass.
+        let cheap_limit = pool.types[before].price + solo * COST_TOLERANCE;
+        let look_ahead = claim.size == Some(self.size[p]);
+        for &t in &claim.types {
+            if !look_ahead && pool.types[t].price > cheap_limit {
+                return false;
+            }
+            if requests.fits_in(&pool.types[t].allocatable) {
+                return self.growth_pays(c, p, pod_reqs, t, Some(solo));
+            }
+        }
+        false
     }
 
     /// Whether NodeClaim `c` may grow to type `after` (its new cheapest) to

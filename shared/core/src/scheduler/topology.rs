@@ -295,6 +295,47 @@ impl Topology {
         min
     }
 
+    /// The domains of `key` that every spread group in force (owned by the
+    /// pod, on that key) still admits for it, or `None` when no such group
+    /// constrains `key`. A cheap necessary condition for
+    /// [`Self::add_requirements`]: a node pinned to another domain fails.
+    pub fn spread_admits(
+        &self,
+        pod: &Pod,
+        groups: &[(usize, Kind)],
+        pod_reqs: &Requirements,
+        key: &str,
+    ) -> Option<BTreeSet<String>> {
+        let mut out: Option<BTreeSet<String>> = None;
+        for &(gi, kind) in groups {
+            let g = &self.groups[gi];
+            if kind != Kind::Spread || g.id.key != key || key == labels::HOSTNAME {
+                continue;
+            }
+            let exists = Requirement::exists(key);
+            let pod_domains = if g.id.honor_affinity {
+                pod_reqs.get(key).unwrap_or(&exists)
+            } else {
+                &exists
+            };
+            let min = self.min_count(g, pod_domains);
+            let self_selecting = g.selects(&pod.namespace, &pod.labels) as i64;
+            let ok: BTreeSet<String> = g
+                .counts
+                .iter()
+                .filter(|(_, c)| {
+                    (**c as i64 + self_selecting).saturating_sub(min) <= g.id.max_skew as i64
+                })
+                .map(|(d, _)| d.clone())
+                .collect();
+            out = Some(match out {
+                None => ok,
+                Some(prev) => prev.intersection(&ok).cloned().collect(),
+            });
+        }
+        out
+    }
+
     fn next_spread(
         &self,
         g: &Group,
