@@ -1,8 +1,20 @@
 //! Node capacity and allocatable resources as Karpenter computes them for EKS
 //! (aws/karpenter-provider-aws `pkg/providers/instancetype/types.go`):
 //! capacity from the instance type, minus kube-reserved, system-reserved and
-//! the eviction threshold; memory capacity already excludes the
-//! hypervisor's share (`VM_MEMORY_OVERHEAD_PERCENT`, 7.5% by default).
+//! the hard eviction threshold.
+//!
+//! * memory capacity: `MemoryInfo` MiB, minus 64 MiB of CMA reserve on arm64
+//!   (Graviton), minus the hypervisor's share
+//!   `ceil(mib × VM_MEMORY_OVERHEAD_PERCENT)` (0.075 by default);
+//! * pods: kubelet `maxPods`, else the ENI limit; `podsPerCore` caps it;
+//! * kube-reserved: CPU curve below, memory `11Mi × pods + 255Mi`,
+//!   ephemeral-storage 1Gi; each overridable by kubelet `kubeReserved`;
+//! * eviction: `memory.available` 100Mi and `nodefs.available` 10% by default,
+//!   overridden by `evictionHard` (a quantity, or a percentage of capacity;
+//!   100% disables the signal, as in the kubelet). `evictionSoft` does not
+//!   reduce allocatable: the kubelet subtracts hard thresholds only, and
+//!   Karpenter stopped taking `max(hard, soft)` (aws/karpenter-provider-aws
+//!   #8407).
 
 use crate::catalog::InstanceTypeInfo;
 use crate::model::{KubeletConfig, Threshold};
@@ -47,9 +59,15 @@ pub fn kube_reserved_cpu_millis(vcpu: u32) -> i64 {
     m
 }
 
+/// Graviton instances keep 64 MiB of CMA memory the OS cannot use.
+pub const ARM64_CMA_RESERVED_MIB: u64 = 64;
+
+/// An eviction threshold against `capacity`: a quantity as is, a percentage
+/// of capacity rounded up; 100% disables the signal (kubelet semantics).
 fn threshold(t: &Threshold, capacity: Quantity) -> Quantity {
     match *t {
         Threshold::Quantity(q) => q,
+        Threshold::Percent(p) if !p.is_finite() || p >= 100.0 => Quantity::ZERO,
         Threshold::Percent(p) => {
             let p = p.clamp(0.0, 100.0);
             // Percent with two decimals of precision, rounded up.
@@ -58,23 +76,42 @@ fn threshold(t: &Threshold, capacity: Quantity) -> Quantity {
     }
 }
 
+/// Memory capacity in MiB: instance memory minus the arm64 CMA reserve minus
+/// `ceil(that × vm_overhead_fraction)`.
+pub fn memory_capacity_mib(info: &InstanceTypeInfo, vm_overhead_fraction: f64) -> i64 {
+    // Clamped to the largest quantity Flotilla represents (8 PiB).
+    let max_mib = (crate::quantity::MAX_UNITS / MIB) as u64;
+    let mut mib = info.memory_mib.min(max_mib) as i64;
+    if info.architecture == "arm64" {
+        mib = mib.saturating_sub(ARM64_CMA_RESERVED_MIB as i64);
+    }
+    let fraction = if vm_overhead_fraction.is_finite() {
+        vm_overhead_fraction.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let overhead_mib = ((mib as f64) * fraction).ceil() as i64;
+    (mib - overhead_mib).max(0)
+}
+
 /// Capacity, overhead and allocatable of `info` under `kubelet`.
+/// `root_volume` is the ephemeral-storage capacity (default
+/// [`DEFAULT_ROOT_VOLUME_GIB`]); `vm_overhead_percent` is Karpenter's
+/// `VM_MEMORY_OVERHEAD_PERCENT` as a fraction (default 0.075).
 pub fn compute(
     info: &InstanceTypeInfo,
     kubelet: &KubeletConfig,
     root_volume: Option<Quantity>,
-    vm_overhead_fraction: f64,
+    vm_overhead_percent: f64,
 ) -> NodeResources {
     let pods = max_pods(info, kubelet);
-    let mem_mib = info.memory_mib as i64;
-    let overhead_mib = ((mem_mib as f64) * vm_overhead_fraction.clamp(0.0, 1.0)).ceil() as i64;
     let ephemeral = root_volume.unwrap_or(Quantity::from_units(DEFAULT_ROOT_VOLUME_GIB * GIB));
 
     let mut capacity = Resources::new()
         .with(res::CPU, Quantity::from_units(info.vcpu as i64))
         .with(
             res::MEMORY,
-            Quantity::from_units((mem_mib - overhead_mib).max(0) * MIB),
+            Quantity::from_units(memory_capacity_mib(info, vm_overhead_percent) * MIB),
         )
         .with(res::PODS, Quantity::from_units(pods as i64))
         .with(res::EPHEMERAL_STORAGE, ephemeral);
@@ -108,14 +145,15 @@ pub fn compute(
         )
         .with(
             res::MEMORY,
-            Quantity::from_units((11 * pods as i64 + 255) * MIB),
+            Quantity::from_units((11 * (pods as i64).min(1 << 24) + 255) * MIB),
         )
         .with(res::EPHEMERAL_STORAGE, Quantity::from_units(GIB));
     for (k, v) in kubelet.kube_reserved.iter() {
         kube_reserved.set(k, v);
     }
 
-    // Eviction: defaults, then hard/soft; where both give a value, the larger.
+    // Eviction: defaults, overridden by evictionHard (evictionSoft does not
+    // reduce allocatable; see the module docs).
     let mut eviction = Resources::new()
         .with(res::MEMORY, Quantity::from_units(100 * MIB))
         .with(res::EPHEMERAL_STORAGE, ephemeral.mul_ratio_ceil(10, 100));
@@ -123,13 +161,8 @@ pub fn compute(
         ("memory.available", res::MEMORY),
         ("nodefs.available", res::EPHEMERAL_STORAGE),
     ] {
-        let cap = capacity.get(resource);
-        let hard = kubelet.eviction_hard.get(signal).map(|t| threshold(t, cap));
-        let soft = kubelet.eviction_soft.get(signal).map(|t| threshold(t, cap));
-        match (hard, soft) {
-            (Some(h), Some(s)) => eviction.set(resource, h.max(s)),
-            (Some(v), None) | (None, Some(v)) => eviction.set(resource, v),
-            (None, None) => {}
+        if let Some(t) = kubelet.eviction_hard.get(signal) {
+            eviction.set(resource, threshold(t, capacity.get(resource)));
         }
     }
 
@@ -200,28 +233,102 @@ mod tests {
     }
 
     #[test]
-    fn overrides_and_eviction_percent() {
+    fn overrides_and_eviction_hard_percent() {
         let k = KubeletConfig {
             kube_reserved: Resources::new().with("cpu", q("200m")),
             system_reserved: Resources::new()
                 .with("cpu", q("100m"))
                 .with("memory", q("100Mi")),
             eviction_hard: [("memory.available".to_string(), Threshold::Percent(5.0))].into(),
+            ..Default::default()
+        };
+        let r = compute(&m5_large(), &k, Some(q("100Gi")), 0.075);
+        // 2 - 0.2 (kube-reserved override) - 0.1 (system-reserved).
+        assert_eq!(r.allocatable.cpu(), q("1700m"));
+        // 5% of 7577Mi = 378.85Mi, rounded up to the byte.
+        let five_percent = q("7577Mi").mul_ratio_ceil(5, 100);
+        assert_eq!(
+            r.allocatable.memory(),
+            q("7577Mi") - q("574Mi") - q("100Mi") - five_percent
+        );
+        assert_eq!(r.capacity.get("ephemeral-storage"), q("100Gi"));
+        // 100Gi - 1Gi kube-reserved - 10Gi (nodefs default 10%).
+        assert_eq!(r.allocatable.get("ephemeral-storage"), q("89Gi"));
+        assert_eq!(r.overhead, r.capacity.minus(&r.allocatable));
+    }
+
+    #[test]
+    fn kube_reserved_memory_override_and_nodefs_quantity() {
+        let k = KubeletConfig {
+            kube_reserved: Resources::new().with("memory", q("1Gi")),
+            eviction_hard: [
+                (
+                    "nodefs.available".to_string(),
+                    Threshold::Quantity(q("5Gi")),
+                ),
+                (
+                    "memory.available".to_string(),
+                    Threshold::Quantity(q("200Mi")),
+                ),
+            ]
+            .into(),
+            ..Default::default()
+        };
+        let r = compute(&m5_large(), &k, None, 0.075);
+        // cpu keeps the computed 70m.
+        assert_eq!(r.allocatable.cpu(), q("1930m"));
+        assert_eq!(r.allocatable.memory(), q("7577Mi") - q("1Gi") - q("200Mi"));
+        assert_eq!(r.allocatable.get("ephemeral-storage"), q("14Gi"));
+    }
+
+    #[test]
+    fn eviction_soft_does_not_reduce_allocatable_and_100_percent_disables() {
+        let soft = KubeletConfig {
             eviction_soft: [(
                 "memory.available".to_string(),
-                Threshold::Quantity(q("500Mi")),
+                Threshold::Quantity(q("1Gi")),
             )]
             .into(),
             ..Default::default()
         };
-        let r = compute(&m5_large(), &k, Some(q("100Gi")), 0.075);
-        assert_eq!(r.allocatable.cpu(), q("1700m"));
-        // max(5% of 7577Mi ≈ 378.85Mi, 500Mi) = 500Mi.
-        assert_eq!(
-            r.allocatable.memory(),
-            q("7577Mi") - q("574Mi") - q("100Mi") - q("500Mi")
-        );
-        assert_eq!(r.capacity.get("ephemeral-storage"), q("100Gi"));
+        let base = compute(&m5_large(), &KubeletConfig::default(), None, 0.075);
+        assert_eq!(compute(&m5_large(), &soft, None, 0.075), base);
+        let off = KubeletConfig {
+            eviction_hard: [("memory.available".to_string(), Threshold::Percent(100.0))].into(),
+            ..Default::default()
+        };
+        let r = compute(&m5_large(), &off, None, 0.075);
+        assert_eq!(r.allocatable.memory(), q("7577Mi") - q("574Mi"));
+    }
+
+    #[test]
+    fn graviton_cma_and_overhead_parameter() {
+        let mut g = m5_large();
+        g.architecture = "arm64".into();
+        // (8192 - 64) - ceil(8128 × 0.075 = 609.6) = 7518 MiB.
+        let r = compute(&g, &KubeletConfig::default(), None, 0.075);
+        assert_eq!(r.capacity.memory(), q("7518Mi"));
+        // No VM overhead: the instance memory (less CMA) as is.
+        let r = compute(&m5_large(), &KubeletConfig::default(), None, 0.0);
+        assert_eq!(r.capacity.memory(), q("8192Mi"));
+        assert_eq!(memory_capacity_mib(&m5_large(), f64::NAN), 8192);
+    }
+
+    #[test]
+    fn absurd_inputs_saturate() {
+        let mut i = m5_large();
+        i.memory_mib = u64::MAX;
+        i.vcpu = u32::MAX;
+        let k = KubeletConfig {
+            max_pods: Some(u32::MAX),
+            ..Default::default()
+        };
+        let r = compute(&i, &k, None, 0.075);
+        assert!(r.allocatable.memory() <= r.capacity.memory());
+        let mut tiny = m5_large();
+        tiny.memory_mib = 256;
+        let r = compute(&tiny, &KubeletConfig::default(), None, 0.075);
+        assert_eq!(r.allocatable.memory(), Quantity::ZERO);
     }
 
     #[test]
