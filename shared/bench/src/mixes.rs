@@ -2,8 +2,6 @@
 //! Every mix is a function of (pod count, seed): the same arguments always
 //! produce the same cluster.
 
-use std::collections::BTreeMap;
-
 use flotilla_core::labels;
 use flotilla_core::model::*;
 use flotilla_core::{Operator, Quantity, Requirement, Requirements, Resources};
@@ -69,20 +67,7 @@ fn in_req(key: &str, vals: &[&str]) -> Requirement {
 }
 
 fn node_pool(name: &str, reqs: Vec<Requirement>) -> NodePool {
-    NodePool {
-        name: name.into(),
-        source: NodePoolSource::NodePool,
-        weight: 0,
-        requirements: Requirements::from_iter_reqs(reqs),
-        labels: BTreeMap::new(),
-        annotations: BTreeMap::new(),
-        taints: vec![],
-        startup_taints: vec![],
-        limits: None,
-        kubelet: KubeletConfig::default(),
-        node_class: None,
-        disruption: Disruption::default(),
-    }
+    NodePool::new(name, Requirements::from_iter_reqs(reqs))
 }
 
 /// The default NodePool: spot and on-demand, any type of the catalog.

@@ -427,20 +427,7 @@ mod tests {
     }
 
     fn pool(name: &str, reqs: Vec<Requirement>) -> NodePool {
-        NodePool {
-            name: name.into(),
-            source: NodePoolSource::NodePool,
-            weight: 0,
-            requirements: Requirements::from_iter_reqs(reqs),
-            labels: BTreeMap::new(),
-            annotations: BTreeMap::new(),
-            taints: vec![],
-            startup_taints: vec![],
-            limits: None,
-            kubelet: KubeletConfig::default(),
-            node_class: None,
-            disruption: Disruption::default(),
-        }
+        NodePool::new(name, Requirements::from_iter_reqs(reqs))
     }
 
     #[test]

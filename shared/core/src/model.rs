@@ -280,6 +280,27 @@ pub struct NodePool {
     pub disruption: Disruption,
 }
 
+impl NodePool {
+    /// A v1 NodePool with these requirements and every other field at its
+    /// default (weight 0, no labels, taints, limits or kubelet settings).
+    pub fn new(name: &str, requirements: Requirements) -> Self {
+        NodePool {
+            name: name.into(),
+            source: NodePoolSource::NodePool,
+            weight: 0,
+            requirements,
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            taints: vec![],
+            startup_taints: vec![],
+            limits: None,
+            kubelet: KubeletConfig::default(),
+            node_class: None,
+            disruption: Disruption::default(),
+        }
+    }
+}
+
 /// AMI families Flotilla knows how to bootstrap.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum AmiFamily {

@@ -88,20 +88,7 @@ fn reqs(rs: Vec<Requirement>) -> Requirements {
 }
 
 fn pool(name: &str, rs: Vec<Requirement>) -> NodePool {
-    NodePool {
-        name: name.into(),
-        source: NodePoolSource::NodePool,
-        weight: 0,
-        requirements: reqs(rs),
-        labels: BTreeMap::new(),
-        annotations: BTreeMap::new(),
-        taints: vec![],
-        startup_taints: vec![],
-        limits: None,
-        kubelet: KubeletConfig::default(),
-        node_class: None,
-        disruption: Disruption::default(),
-    }
+    NodePool::new(name, reqs(rs))
 }
 
 fn default_pool() -> NodePool {
