@@ -5,6 +5,7 @@
 pub mod allocatable;
 pub mod catalog;
 pub mod labels;
+pub mod launch;
 pub mod model;
 pub mod plan;
 pub mod quantity;

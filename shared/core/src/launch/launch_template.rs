@@ -1,0 +1,4 @@
+//! placeholder
+pub struct LaunchTemplateConfig;
+pub fn template_name() {}
+pub fn unused_templates() {}

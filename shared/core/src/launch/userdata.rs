@@ -1,0 +1,3 @@
+//! placeholder
+pub struct UserDataInput;
+pub fn generate_user_data() {}
