@@ -16,8 +16,11 @@ pub mod userdata;
 
 pub use fleet::{build_fleet_request, FleetInput, FleetRequest, MAX_INSTANCE_TYPES};
 pub use ice::{next_attempt, FleetResponse, Outcome, ICE_TTL_SECONDS};
-pub use launch_template::{template_name, unused_templates, LaunchTemplateConfig};
-pub use userdata::{generate_user_data, UserDataInput};
+pub use launch_template::{
+    instance_tags, launch_template_config, template_name, unused_templates, LaunchTemplateConfig,
+    LaunchTemplateInput,
+};
+pub use userdata::{generate_user_data, ClusterInfo, UserDataInput};
 
 /// Why a launch request could not be built or a launch cannot proceed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
