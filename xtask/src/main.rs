@@ -362,20 +362,27 @@ fn venv_with(step: &str, package: &str, module: &str) -> Result<PathBuf> {
     Ok(bin)
 }
 
-/// Speed and memory of every workload mix (one process per run), then plan
-/// quality against the HiGHS lower bound and exact optima; JSON on stdout.
-fn bench(args: &[String]) -> Result<()> {
-    let mut speed = cargo();
-    speed.args([
+/// `cargo run --quiet --release -p PACKAGE --bin BIN --`; the binary's own
+/// arguments follow.
+fn release_bin(package: &str, bin: &str) -> Command {
+    let mut c = cargo();
+    c.args([
         "run",
         "--quiet",
         "--release",
         "-p",
-        "flotilla-bench",
+        package,
         "--bin",
-        "speed",
+        bin,
         "--",
     ]);
+    c
+}
+
+/// Speed and memory of every workload mix (one process per run), then plan
+/// quality against the HiGHS lower bound and exact optima; JSON on stdout.
+fn bench(args: &[String]) -> Result<()> {
+    let mut speed = release_bin("flotilla-bench", "speed");
     if args.is_empty() {
         speed.args(["--pods", "100,1000,10000,50000", "--baseline-max", "10000"]);
     } else {
@@ -384,17 +391,7 @@ fn bench(args: &[String]) -> Result<()> {
     run("bench: speed", speed)?;
     let python = venv_with("bench", "highspy", "highspy")?.join("python");
     for extra in [&[][..], &["--small"][..]] {
-        let mut q = cargo();
-        q.args([
-            "run",
-            "--quiet",
-            "--release",
-            "-p",
-            "flotilla-bench",
-            "--bin",
-            "quality",
-            "--",
-        ]);
+        let mut q = release_bin("flotilla-bench", "quality");
         q.arg("--python").arg(&python).args(extra);
         run("bench: quality", q)?;
     }
@@ -402,19 +399,8 @@ fn bench(args: &[String]) -> Result<()> {
 }
 
 fn demo(args: &[String]) -> Result<()> {
-    let mut c = cargo();
-    c.args([
-        "run",
-        "--quiet",
-        "--release",
-        "-p",
-        "flotilla-cli",
-        "--bin",
-        "flotilla",
-        "--",
-        "demo",
-    ]);
-    c.args(args);
+    let mut c = release_bin("flotilla-cli", "flotilla");
+    c.arg("demo").args(args);
     run("demo", c)
 }
 
