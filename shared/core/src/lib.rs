@@ -4,6 +4,7 @@
 
 pub mod allocatable;
 pub mod catalog;
+pub mod ec2;
 pub mod labels;
 pub mod launch;
 pub mod model;
