@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::catalog::CapacityType;
 use crate::model::Taint;
@@ -27,7 +27,7 @@ pub struct Plan {
     pub warnings: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeClaimPlan {
     /// Deterministic name: `<nodepool>-<n>`.
@@ -50,7 +50,7 @@ pub struct NodeClaimPlan {
     pub price: Price,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeClaimResources {
     /// Sum of pod requests plus daemonset overhead.
@@ -59,7 +59,7 @@ pub struct NodeClaimResources {
     pub allocatable: Resources,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Price {
     /// USD/hour of the cheapest compatible offering.

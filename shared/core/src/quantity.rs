@@ -231,6 +231,13 @@ impl Serialize for Quantity {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for Quantity {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Quantity::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
 impl std::str::FromStr for Quantity {
     type Err = QuantityError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {

@@ -252,6 +252,17 @@ impl Serialize for Resources {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for Resources {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let m = std::collections::BTreeMap::<String, Quantity>::deserialize(d)?;
+        let mut r = Resources::new();
+        for (k, v) in m {
+            r.set(&k, v);
+        }
+        Ok(r)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
