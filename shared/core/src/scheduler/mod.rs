@@ -32,7 +32,7 @@ use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
 pub use pod_view::Relaxation;
-pub use pools::daemon_overhead;
+pub use pools::{daemon_overhead, overlay_adjusted_price, overlays_by_weight};
 use pools::{labels_satisfy, Pool, PoolOffering};
 use topology::{Kind, PodGroups, Topology};
 

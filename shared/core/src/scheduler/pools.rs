@@ -193,19 +193,42 @@ pub fn labels_satisfy<'r>(
     Ok(())
 }
 
-fn overlay_price(overlays: &[&NodeOverlay], base: f64) -> f64 {
-    // The heaviest overlay that sets a price wins (ties: by name).
+/// NodeOverlays heaviest first (ties by name): the order
+/// [`overlay_adjusted_price`] reads them in.
+pub fn overlays_by_weight(overlays: &[NodeOverlay]) -> Vec<&NodeOverlay> {
+    let mut v: Vec<&NodeOverlay> = overlays.iter().collect();
+    v.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
+    v
+}
+
+/// The NodeOverlay-adjusted price of an offering whose node would carry
+/// `labels` (the type's well-known labels, the NodePool's labels, zone and
+/// capacity type), `overlays` heaviest first ([`overlays_by_weight`]): the
+/// heaviest matching overlay that sets `price` or `priceAdjustment` decides
+/// (never below 0). `None` when no matching overlay sets a price. Used by
+/// the scheduler's ordering and the launch stage's fleet priorities.
+pub fn overlay_adjusted_price(
+    overlays: &[&NodeOverlay],
+    labels: &BTreeMap<String, String>,
+    base: f64,
+) -> Option<f64> {
     for o in overlays {
+        if o.price.is_none() && o.price_adjustment.is_none() {
+            continue;
+        }
+        if labels_satisfy(labels, &o.requirements).is_err() {
+            continue;
+        }
         if let Some(p) = o.price {
-            return p.max(0.0);
+            return Some(p.max(0.0));
         }
         match o.price_adjustment {
-            Some(PriceAdjustment::Percent(p)) => return (base * (1.0 + p / 100.0)).max(0.0),
-            Some(PriceAdjustment::Absolute(a)) => return (base + a).max(0.0),
+            Some(PriceAdjustment::Percent(p)) => return Some((base * (1.0 + p / 100.0)).max(0.0)),
+            Some(PriceAdjustment::Absolute(a)) => return Some((base + a).max(0.0)),
             None => {}
         }
     }
-    base
+    None
 }
 
 /// Requests of the DaemonSet pods that would run on every node of a NodePool
@@ -241,8 +264,7 @@ pub fn build<'a>(
 ) -> Vec<Pool<'a>> {
     let mut nps: Vec<&NodePool> = state.node_pools.iter().collect();
     nps.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
-    let mut overlays: Vec<&NodeOverlay> = state.overlays.iter().collect();
-    overlays.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
+    let overlays = overlays_by_weight(&state.overlays);
 
     nps.into_iter()
         .map(|np| {
@@ -308,13 +330,9 @@ pub fn build<'a>(
                         labels::CAPACITY_TYPE.into(),
                         o.capacity_type.as_str().into(),
                     );
-                    let matching: Vec<&NodeOverlay> = overlays
-                        .iter()
-                        .copied()
-                        .filter(|ov| labels_satisfy(&ol, &ov.requirements).is_ok())
-                        .collect();
                     offerings.push(PoolOffering {
-                        adjusted: overlay_price(&matching, o.price),
+                        adjusted: overlay_adjusted_price(&overlays, &ol, o.price)
+                            .unwrap_or(o.price),
                         ..po
                     });
                 }
