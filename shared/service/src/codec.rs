@@ -1,0 +1,83 @@
+//! Bodies in the store: JSON, gzip-compressed, split into chunks that fit
+//! a DynamoDB item ([`MAX_BODY_BYTES`]).
+
+use std::io::{Read, Write};
+
+use flotilla_ports::MAX_BODY_BYTES;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::ServiceError;
+
+/// Stored bodies larger than this after decompression are refused (a
+/// corrupt or hostile item must not exhaust the Lambda's memory).
+pub const MAX_INFLATED_BYTES: u64 = 512 * 1024 * 1024;
+
+/// Plain JSON (small records that are read often).
+pub fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
+    // The records are plain structs of strings, numbers, maps and vectors.
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+pub fn from_json<T: DeserializeOwned>(key: &str, bytes: &[u8]) -> Result<T, ServiceError> {
+    serde_json::from_slice(bytes).map_err(|e| ServiceError::Corrupt {
+        key: key.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+pub fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    // Writing into a Vec cannot fail.
+    let _ = enc.write_all(bytes);
+    enc.finish().unwrap_or_default()
+}
+
+pub fn gunzip(key: &str, bytes: &[u8]) -> Result<Vec<u8>, ServiceError> {
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(bytes)
+        .take(MAX_INFLATED_BYTES)
+        .read_to_end(&mut out)
+        .map_err(|e| ServiceError::Corrupt {
+            key: key.to_string(),
+            reason: format!("gzip: {e}"),
+        })?;
+    Ok(out)
+}
+
+/// Split `bytes` into pieces of at most [`MAX_BODY_BYTES`].
+pub fn chunks(bytes: &[u8]) -> Vec<Vec<u8>> {
+    if bytes.is_empty() {
+        return vec![Vec::new()];
+    }
+    bytes.chunks(MAX_BODY_BYTES).map(<[u8]>::to_vec).collect()
+}
+
+/// 64-bit FNV-1a as 16 hex digits: stable content ids.
+pub fn content_hash(bytes: &[u8]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gzip_round_trip_and_chunk_bound() {
+        let data: Vec<u8> = (0..(MAX_BODY_BYTES * 2 + 17))
+            .map(|i| (i % 251) as u8)
+            .collect();
+        let parts = chunks(&data);
+        assert_eq!(parts.len(), 3);
+        assert!(parts.iter().all(|p| p.len() <= MAX_BODY_BYTES));
+        assert_eq!(parts.concat(), data);
+        let z = gzip(&data);
+        assert_eq!(gunzip("k", &z).unwrap(), data);
+        assert!(gunzip("k", b"not gzip").is_err());
+    }
+}

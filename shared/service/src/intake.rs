@@ -1,0 +1,500 @@
+//! Intake: the cluster agent's entry point.
+//!
+//! `POST` a batch (the cluster's pending pods and the documents they need,
+//! the same ones `flotilla plan` reads) → validated, stored in chunks, the
+//! cluster's pending pointer moved to it, `BatchAccepted` put. `GET` the
+//! cluster's NodeClaims, actions and last result.
+
+use flotilla_ports::events::{BatchAccepted, FlotillaEvent};
+use flotilla_ports::{Bus, Clock, Condition, Item, PortError, Store, Write};
+use serde::{Deserialize, Serialize};
+
+use crate::codec::{self, content_hash};
+use crate::records::{
+    BatchHeader, BatchResult, ClusterMeta, LaunchContext, NodeClaimRecord, PendingBatch,
+    SchedulerPointer,
+};
+use crate::{keys, Config, Result, ServiceError};
+
+/// The request body of `POST /batches`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BatchRequest {
+    pub cluster_id: String,
+    pub cluster: ClusterMeta,
+    /// Kubernetes objects (or `List`s of them): pending pods, NodePools or
+    /// Provisioners, EC2NodeClasses, Nodes with their pods, DaemonSets,
+    /// StorageClasses, PVCs/PVs, NodeOverlays.
+    pub documents: Vec<serde_json::Value>,
+}
+
+/// Who is calling (from the Function URL's IAM request context).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The caller's IAM principal ARN; `None` in local use.
+    pub principal: Option<String>,
+}
+
+/// Which principals may act for which cluster. Empty: no restriction
+/// (local use); otherwise a cluster absent from the map is forbidden.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct Access {
+    /// cluster id → principal ARNs (a trailing `*` matches a prefix, e.g.
+    /// an assumed-role session).
+    pub clusters: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+impl Access {
+    pub fn check(&self, caller: &Caller, cluster: &str) -> Result<()> {
+        if self.clusters.is_empty() {
+            return Ok(());
+        }
+        let Some(principal) = caller.principal.as_deref() else {
+            return Err(ServiceError::Forbidden(
+                "request is not signed by an IAM principal".into(),
+            ));
+        };
+        let allowed = self.clusters.get(cluster).is_some_and(|list| {
+            list.iter().any(|p| match p.strip_suffix('*') {
+                Some(prefix) => principal.starts_with(prefix),
+                None => p == principal,
+            })
+        });
+        if allowed {
+            Ok(())
+        } else {
+            Err(ServiceError::Forbidden(format!(
+                "{principal} may not act for cluster {cluster:?}"
+            )))
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Accepted {
+    pub cluster_id: String,
+    pub batch_id: String,
+    pub pending_pods: usize,
+    /// The same content was already pending: nothing new was stored.
+    pub deduplicated: bool,
+}
+
+/// Kinds the launch stage needs again (small, no pods).
+const CONTEXT_KINDS: &[&str] = &[
+    "NodePool",
+    "Provisioner",
+    "EC2NodeClass",
+    "AWSNodeTemplate",
+    "NodeOverlay",
+];
+
+fn valid_cluster_id(id: &str) -> bool {
+    let b = id.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+fn validate_meta(m: &ClusterMeta) -> Result<()> {
+    let bad =
+        |field: &str, why: &str| Err(ServiceError::BadRequest(format!("cluster.{field}: {why}")));
+    if m.name.is_empty()
+        || m.name.len() > 100
+        || !m
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return bad("name", "must be 1-100 characters of [A-Za-z0-9_-]");
+    }
+    if !m.endpoint.starts_with("https://")
+        || m.endpoint.len() > 2048
+        || m.endpoint
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || "\"'`$\\".contains(c))
+    {
+        return bad(
+            "endpoint",
+            "must be an https:// URL without quotes, spaces or shell characters",
+        );
+    }
+    if m.ca_bundle.is_empty()
+        || m.ca_bundle.len() > 64 * 1024
+        || !m
+            .ca_bundle
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'+' || c == b'/' || c == b'=')
+    {
+        return bad("caBundle", "must be non-empty base64");
+    }
+    if let Some(cidr) = &m.service_cidr {
+        if cidr.is_empty()
+            || cidr.len() > 64
+            || !cidr
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() || ".:/".contains(c))
+        {
+            return bad("serviceCidr", "must be a CIDR like 10.100.0.0/16");
+        }
+    }
+    let mut parts = m.kubernetes_version.split('.');
+    let ok = matches!((parts.next(), parts.next(), parts.next()), (Some(a), Some(b), None)
+        if !a.is_empty() && !b.is_empty() && a.len() <= 3 && b.len() <= 3
+            && a.bytes().all(|c| c.is_ascii_digit()) && b.bytes().all(|c| c.is_ascii_digit()));
+    if !ok {
+        return bad("kubernetesVersion", "must look like 1.33");
+    }
+    Ok(())
+}
+
+/// Parse and fully validate a request body. Errors name the field (and,
+/// for documents, the object).
+pub fn parse_batch(body: &[u8], config: &Config) -> Result<(BatchRequest, usize)> {
+    if body.is_empty() {
+        return Err(ServiceError::BadRequest("empty request body".into()));
+    }
+    if body.len() > config.max_body_bytes {
+        return Err(ServiceError::BadRequest(format!(
+            "request body is {} bytes; the limit is {} (split the batch)",
+            body.len(),
+            config.max_body_bytes
+        )));
+    }
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    let req: BatchRequest = serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        ServiceError::BadRequest(format!("batch at {path}: {}", e.inner()))
+    })?;
+    if !valid_cluster_id(&req.cluster_id) {
+        return Err(ServiceError::BadRequest(format!(
+            "clusterId {:?}: must be 1-63 characters of [a-z0-9-], not starting or ending with '-'",
+            req.cluster_id.chars().take(80).collect::<String>()
+        )));
+    }
+    validate_meta(&req.cluster)?;
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": req.documents});
+    let bytes = serde_json::to_vec(&list).map_err(|e| ServiceError::BadRequest(e.to_string()))?;
+    let state = flotilla_input::load(&[flotilla_input::Source {
+        name: "documents",
+        bytes: &bytes,
+    }])
+    .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
+    let pods = state.pending_pods.len();
+    if pods > config.max_pending_pods {
+        return Err(ServiceError::BadRequest(format!(
+            "documents: {pods} pending pods; the limit per batch is {}",
+            config.max_pending_pods
+        )));
+    }
+    if state.node_pools.is_empty() {
+        return Err(ServiceError::BadRequest(
+            "documents: no NodePool or Provisioner (nothing could be launched)".into(),
+        ));
+    }
+    Ok((req, pods))
+}
+
+/// The documents of the kinds launch needs, Lists flattened one level.
+fn context_documents(docs: &[serde_json::Value]) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    for d in docs {
+        let kind = d.get("kind").and_then(|k| k.as_str()).unwrap_or("");
+        if kind == "List" || kind.ends_with("List") {
+            if let Some(items) = d.get("items").and_then(|i| i.as_array()) {
+                out.extend(context_documents(items));
+            }
+        } else if CONTEXT_KINDS.contains(&kind) {
+            out.push(d.clone());
+        }
+    }
+    out
+}
+
+/// Read-modify-write of the scheduler pointer with optimistic locking.
+/// `f` returns whether to write the changed pointer, and a value.
+pub(crate) async fn update_pointer<S: Store, T>(
+    store: &S,
+    cluster: &str,
+    now_secs: i64,
+    mut f: impl FnMut(&mut SchedulerPointer) -> (bool, T),
+) -> Result<T> {
+    let key = keys::scheduler(cluster);
+    for _ in 0..16 {
+        let current = store
+            .get(&key)
+            .await
+            .map_err(ServiceError::port("read scheduler pointer"))?;
+        let (mut pointer, condition, version) = match &current {
+            Some(item) => (
+                codec::from_json::<SchedulerPointer>(&key.to_string(), &item.body)?,
+                Condition::Version(item.version),
+                item.version + 1,
+            ),
+            None => (
+                SchedulerPointer::default(),
+                Condition::Absent { now_secs },
+                1,
+            ),
+        };
+        let (write, out) = f(&mut pointer);
+        if !write {
+            return Ok(out);
+        }
+        let mut item = Item::new(key.clone(), codec::to_json(&pointer));
+        item.version = version;
+        match store.write(Write::Put { item, condition }).await {
+            Ok(()) => return Ok(out),
+            Err(PortError::ConditionFailed(_)) => continue,
+            Err(e) => return Err(ServiceError::port("write scheduler pointer")(e)),
+        }
+    }
+    Err(ServiceError::Port {
+        context: format!("scheduler pointer of {cluster}"),
+        source: PortError::Throttled("too much contention".into()),
+    })
+}
+
+/// Accept a batch: validate, store, move the pending pointer, put
+/// `BatchAccepted`. Re-posting identical content while it is still pending
+/// stores nothing new and puts the event again (the agent's retry).
+pub async fn accept<S: Store, B: Bus, C: Clock>(
+    store: &S,
+    bus: &B,
+    clock: &C,
+    config: &Config,
+    access: &Access,
+    caller: &Caller,
+    body: &[u8],
+) -> Result<Accepted> {
+    let (req, pending_pods) = parse_batch(body, config)?;
+    access.check(caller, &req.cluster_id)?;
+    let cluster = req.cluster_id.clone();
+    let canonical = codec::to_json(&req);
+    let hash = content_hash(&canonical);
+    let now = clock.now_millis();
+    let now_secs = clock.now_secs();
+
+    let pointer_key = keys::scheduler(&cluster);
+    let existing = store
+        .get(&pointer_key)
+        .await
+        .map_err(ServiceError::port("read scheduler pointer"))?;
+    if let Some(item) = existing {
+        let p: SchedulerPointer = codec::from_json(&pointer_key.to_string(), &item.body)?;
+        if let Some(pending) = p.pending.filter(|p| p.content_hash == hash) {
+            put_accepted(bus, &cluster, &pending.batch_id).await?;
+            return Ok(Accepted {
+                cluster_id: cluster,
+                batch_id: pending.batch_id,
+                pending_pods,
+                deduplicated: true,
+            });
+        }
+    }
+
+    let batch_id = format!("{now:012x}-{}", &hash[..8]);
+    let expires = Some(now_secs + config.retention_secs);
+    let compressed = codec::gzip(&canonical);
+    let parts = codec::chunks(&compressed);
+    for (i, part) in parts.iter().enumerate() {
+        let mut item = Item::new(keys::batch_chunk(&cluster, &batch_id, i), part.clone());
+        item.expires_at = expires;
+        store
+            .write(Write::Put {
+                item,
+                condition: Condition::Always,
+            })
+            .await
+            .map_err(ServiceError::port("store batch chunk"))?;
+    }
+    let context = LaunchContext {
+        cluster: req.cluster.clone(),
+        documents: context_documents(&req.documents),
+    };
+    let mut ctx_item = Item::new(
+        keys::context(&cluster, &batch_id),
+        codec::gzip(&codec::to_json(&context)),
+    );
+    ctx_item.expires_at = expires;
+    if ctx_item.body.len() > flotilla_ports::MAX_BODY_BYTES {
+        return Err(ServiceError::BadRequest(
+            "documents: the NodePools, EC2NodeClasses and NodeOverlays alone exceed 350 KB compressed"
+                .into(),
+        ));
+    }
+    let header = BatchHeader {
+        batch_id: batch_id.clone(),
+        content_hash: hash.clone(),
+        chunks: parts.len(),
+        accepted_at: now,
+        pending_pods,
+    };
+    let mut header_item = Item::new(
+        keys::batch_header(&cluster, &batch_id),
+        codec::to_json(&header),
+    );
+    header_item.expires_at = expires;
+    for item in [ctx_item, header_item] {
+        store
+            .write(Write::Put {
+                item,
+                condition: Condition::Always,
+            })
+            .await
+            .map_err(ServiceError::port("store batch"))?;
+    }
+
+    update_pointer(store, &cluster, now_secs, |p| {
+        let first_at = p.pending.as_ref().map_or(now, |old| old.first_at);
+        p.pending = Some(PendingBatch {
+            batch_id: batch_id.clone(),
+            content_hash: hash.clone(),
+            first_at,
+            last_at: now,
+        });
+        (true, ())
+    })
+    .await?;
+
+    let mut reg = Item::new(
+        keys::registry(&cluster),
+        codec::to_json(&serde_json::json!({"firstSeen": now})),
+    );
+    reg.expires_at = None;
+    match store
+        .write(Write::Put {
+            item: reg,
+            condition: Condition::Absent { now_secs },
+        })
+        .await
+    {
+        Ok(()) | Err(PortError::ConditionFailed(_)) => {}
+        Err(e) => return Err(ServiceError::port("register cluster")(e)),
+    }
+
+    put_accepted(bus, &cluster, &batch_id).await?;
+    tracing::info!(cluster = %cluster, batch = %batch_id, pods = pending_pods, chunks = parts.len(), "batch accepted");
+    Ok(Accepted {
+        cluster_id: cluster,
+        batch_id,
+        pending_pods,
+        deduplicated: false,
+    })
+}
+
+async fn put_accepted<B: Bus>(bus: &B, cluster: &str, batch: &str) -> Result<()> {
+    let event = FlotillaEvent::BatchAccepted(BatchAccepted {
+        cluster_id: cluster.to_string(),
+        batch_id: batch.to_string(),
+    });
+    bus.put(vec![event.to_event()])
+        .await
+        .map_err(ServiceError::port("put BatchAccepted"))
+}
+
+/// One NodeClaim as the agent sees it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeClaimView {
+    pub name: String,
+    pub node_pool: String,
+    pub state: crate::records::NodeClaimState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_type: Option<String>,
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub pods: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `GET /clusters/<id>`: what the agent reads back.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterView {
+    pub cluster_id: String,
+    pub node_claims: Vec<NodeClaimView>,
+    /// Pending actions for the agent (cordon, drain, relabel), as stored.
+    pub actions: Vec<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_result: Option<BatchResult>,
+}
+
+pub async fn cluster_view<S: Store, C: Clock>(
+    store: &S,
+    clock: &C,
+    access: &Access,
+    caller: &Caller,
+    cluster: &str,
+) -> Result<ClusterView> {
+    if !valid_cluster_id(cluster) {
+        return Err(ServiceError::BadRequest(format!(
+            "cluster id {:?} is not valid",
+            cluster.chars().take(80).collect::<String>()
+        )));
+    }
+    access.check(caller, cluster)?;
+    let now_secs = clock.now_secs();
+    let pk = keys::cluster_pk(cluster);
+    let claims = store
+        .query(&pk, keys::NODECLAIM_PREFIX)
+        .await
+        .map_err(ServiceError::port("query NodeClaims"))?;
+    let mut node_claims = Vec::new();
+    for item in claims.iter().filter(|i| i.is_live(now_secs)) {
+        let r: NodeClaimRecord = codec::from_json(&item.key.to_string(), &item.body)?;
+        node_claims.push(NodeClaimView {
+            name: r.name,
+            node_pool: r.plan.node_pool.clone(),
+            state: r.state,
+            instance_id: r.instance.as_ref().map(|i| i.instance_id.clone()),
+            instance_type: r.instance.as_ref().map(|i| i.instance_type.clone()),
+            zone: r.instance.as_ref().map(|i| i.zone.clone()),
+            capacity_type: r.instance.as_ref().map(|i| i.capacity_type.clone()),
+            labels: r.plan.labels.clone(),
+            pods: r.plan.pods.len(),
+            reason: r.reason,
+        });
+    }
+    let actions = store
+        .query(&pk, keys::ACTION_PREFIX)
+        .await
+        .map_err(ServiceError::port("query actions"))?
+        .into_iter()
+        .filter(|i| i.is_live(now_secs))
+        .map(|i| codec::from_json::<serde_json::Value>(&i.key.to_string(), &i.body))
+        .collect::<Result<Vec<_>>>()?;
+    let pointer = store
+        .get(&keys::scheduler(cluster))
+        .await
+        .map_err(ServiceError::port("read scheduler pointer"))?;
+    let mut last_result = None;
+    if let Some(item) = pointer {
+        let p: SchedulerPointer = codec::from_json("scheduler", &item.body)?;
+        if let Some(b) = p.last_completed {
+            let key = keys::result(cluster, &b);
+            if let Some(r) = store
+                .get(&key)
+                .await
+                .map_err(ServiceError::port("read batch result"))?
+            {
+                last_result = Some(codec::from_json(&key.to_string(), &r.body)?);
+            }
+        }
+    }
+    Ok(ClusterView {
+        cluster_id: cluster.to_string(),
+        node_claims,
+        actions,
+        last_result,
+    })
+}

@@ -1,0 +1,90 @@
+//! The single-table key schema (DynamoDB `pk` / `sk`).
+//!
+//! | pk | sk | what | TTL |
+//! |----|----|------|-----|
+//! | `CLUSTERS` | `<cluster>` | registry of clusters (sweep enumerates it) | — |
+//! | `CLUSTER#<c>` | `SCHEDULER` | pending batch pointer + scheduling lease | — |
+//! | `CLUSTER#<c>` | `BATCH#<b>` | batch header (chunk count, content hash) | retention |
+//! | `CLUSTER#<c>` | `BATCH#<b>#<nnnn>` | batch body chunk (gzip JSON) | retention |
+//! | `CLUSTER#<c>` | `CONTEXT#<b>` | NodePools/NodeClasses/overlays + cluster info for launch | retention |
+//! | `CLUSTER#<c>` | `RESULT#<b>` | plan summary and unschedulable pods of a batch | retention |
+//! | `CLUSTER#<c>` | `NODECLAIM#<name>` | NodeClaim record (state machine) | after deletion |
+//! | `CLUSTER#<c>` | `ACTION#<id>` | an action for the agent (cordon, drain, relabel) | after done |
+//! | `REGION#<r>` | `OFFERINGS` | offering-cache head (generation, chunk count) | — |
+//! | `REGION#<r>` | `OFFERINGS#<gen>#<nnnn>` | offering-cache chunk | 1 day |
+//! | `REGION#<r>` | `ICE#<type>#<zone>#<capacity-type>` | unavailable offering | 45 s |
+//! | `RESERVATION#<id>` | `COUNT` | NodeClaims holding the reservation (counter, bounded by its size) | — |
+//! | `LAUNCHTEMPLATE#<region>` | `<name>` | last use of a Flotilla launch template (for GC) | — |
+
+use flotilla_ports::Key;
+
+pub const CLUSTERS: &str = "CLUSTERS";
+
+pub fn cluster_pk(cluster: &str) -> String {
+    format!("CLUSTER#{cluster}")
+}
+
+pub fn registry(cluster: &str) -> Key {
+    Key::new(CLUSTERS, cluster)
+}
+
+pub fn scheduler(cluster: &str) -> Key {
+    Key::new(cluster_pk(cluster), "SCHEDULER")
+}
+
+pub fn batch_header(cluster: &str, batch: &str) -> Key {
+    Key::new(cluster_pk(cluster), format!("BATCH#{batch}"))
+}
+
+pub fn batch_chunk(cluster: &str, batch: &str, i: usize) -> Key {
+    Key::new(cluster_pk(cluster), format!("BATCH#{batch}#{i:04}"))
+}
+
+pub fn context(cluster: &str, batch: &str) -> Key {
+    Key::new(cluster_pk(cluster), format!("CONTEXT#{batch}"))
+}
+
+pub fn result(cluster: &str, batch: &str) -> Key {
+    Key::new(cluster_pk(cluster), format!("RESULT#{batch}"))
+}
+
+pub const NODECLAIM_PREFIX: &str = "NODECLAIM#";
+
+pub fn node_claim(cluster: &str, name: &str) -> Key {
+    Key::new(cluster_pk(cluster), format!("{NODECLAIM_PREFIX}{name}"))
+}
+
+pub const ACTION_PREFIX: &str = "ACTION#";
+
+pub fn action(cluster: &str, id: &str) -> Key {
+    Key::new(cluster_pk(cluster), format!("{ACTION_PREFIX}{id}"))
+}
+
+pub fn region_pk(region: &str) -> String {
+    format!("REGION#{region}")
+}
+
+pub fn offerings_head(region: &str) -> Key {
+    Key::new(region_pk(region), "OFFERINGS")
+}
+
+pub fn offerings_chunk(region: &str, generation: &str, i: usize) -> Key {
+    Key::new(region_pk(region), format!("OFFERINGS#{generation}#{i:04}"))
+}
+
+pub const ICE_PREFIX: &str = "ICE#";
+
+pub fn ice(region: &str, instance_type: &str, zone: &str, capacity_type: &str) -> Key {
+    Key::new(
+        region_pk(region),
+        format!("{ICE_PREFIX}{instance_type}#{zone}#{capacity_type}"),
+    )
+}
+
+pub fn reservation(id: &str) -> Key {
+    Key::new(format!("RESERVATION#{id}"), "COUNT")
+}
+
+pub fn launch_template(region: &str, name: &str) -> Key {
+    Key::new(format!("LAUNCHTEMPLATE#{region}"), name)
+}

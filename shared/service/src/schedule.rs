@@ -1,0 +1,710 @@
+//! Schedule: on `BatchAccepted`, debounce, take the cluster's scheduling
+//! lease, plan the batch with in-flight NodeClaims counted as capacity, and
+//! persist the new NodeClaims (conditional writes; reservation counters in
+//! the same transaction) before announcing them with `NodeClaimsPlanned`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use flotilla_core::catalog::{CapacityType, Catalog};
+use flotilla_core::labels;
+use flotilla_core::model::{ClusterState, Node, Pod};
+use flotilla_core::plan::{NodeClaimPlan, Plan};
+use flotilla_core::resources::Resources;
+use flotilla_core::scheduler::{self, SchedulerOptions};
+use flotilla_ports::events::{
+    BatchAccepted, FlotillaEvent, NodeClaimsPlanned, NODE_CLAIMS_PER_EVENT,
+};
+use flotilla_ports::{Bus, Clock, Condition, Ec2, Item, PortError, Store, Write};
+use serde::Serialize;
+
+use crate::intake::{update_pointer, BatchRequest};
+use crate::records::{
+    BatchHeader, BatchResult, NodeClaimRecord, NodeClaimState, RunningBatch, NODECLAIM_LABEL,
+};
+use crate::{codec, keys, offerings, Config, Result, ServiceError};
+
+/// Label Karpenter puts on NodeClaims launched into a reservation.
+pub const RESERVATION_ID_LABEL: &str = "karpenter.k8s.aws/capacity-reservation-id";
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ScheduleOutcome {
+    /// This batch is not the cluster's pending batch any more: a newer one
+    /// replaced it, or it was already scheduled. Nothing to do.
+    Superseded,
+    /// Call again after this many milliseconds: the batching window is
+    /// still open, or another invocation holds the cluster's lease.
+    Wait {
+        retry_after_ms: i64,
+    },
+    Scheduled(ScheduleReport),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScheduleReport {
+    pub batch_id: String,
+    pub pending_pods: usize,
+    /// Pods already on their way on an in-flight NodeClaim.
+    pub in_flight_pods: usize,
+    pub node_claims: Vec<String>,
+    pub unschedulable: usize,
+    pub hourly_price: f64,
+}
+
+enum Claim {
+    Run,
+    Wait(i64),
+    Superseded,
+}
+
+/// Decide (and record) whether this invocation schedules `batch` now.
+fn claim(
+    p: &mut crate::records::SchedulerPointer,
+    batch: &str,
+    now: i64,
+    config: &Config,
+) -> (bool, Claim) {
+    let lease_free = p.running.as_ref().is_none_or(|r| r.lease_until <= now);
+    match &p.pending {
+        Some(pending) if pending.batch_id == batch => {
+            let idle_left = config.batch_idle_ms - (now - pending.last_at);
+            let max_left = config.batch_max_ms - (now - pending.first_at);
+            if idle_left > 0 && max_left > 0 {
+                return (false, Claim::Wait(idle_left.min(max_left)));
+            }
+            if !lease_free {
+                return (false, Claim::Wait(config.batch_idle_ms.max(250)));
+            }
+            p.pending = None;
+            p.running = Some(RunningBatch {
+                batch_id: batch.to_string(),
+                lease_until: now + config.lease_ms,
+            });
+            (true, Claim::Run)
+        }
+        // A redelivery of a batch whose run crashed: take it over once the
+        // lease lapsed, unless a newer batch is waiting (it supersedes).
+        _ if p.pending.is_none()
+            && lease_free
+            && p.running.as_ref().is_some_and(|r| r.batch_id == batch) =>
+        {
+            p.running = Some(RunningBatch {
+                batch_id: batch.to_string(),
+                lease_until: now + config.lease_ms,
+            });
+            (true, Claim::Run)
+        }
+        _ => (false, Claim::Superseded),
+    }
+}
+
+pub async fn on_batch_accepted<S: Store, E: Ec2, B: Bus, C: Clock>(
+    store: &S,
+    ec2: &E,
+    bus: &B,
+    clock: &C,
+    config: &Config,
+    event: &BatchAccepted,
+) -> Result<ScheduleOutcome> {
+    let cluster = &event.cluster_id;
+    let batch = &event.batch_id;
+    let now = clock.now_millis();
+    let decision = update_pointer(store, cluster, clock.now_secs(), |p| {
+        claim(p, batch, now, config)
+    })
+    .await?;
+    match decision {
+        Claim::Superseded => {
+            tracing::info!(cluster = %cluster, batch = %batch, "batch superseded or done");
+            return Ok(ScheduleOutcome::Superseded);
+        }
+        Claim::Wait(ms) => return Ok(ScheduleOutcome::Wait { retry_after_ms: ms }),
+        Claim::Run => {}
+    }
+    let report = run(store, ec2, bus, clock, config, cluster, batch).await;
+    // Release the lease whatever happened; on error the event is retried
+    // (and may take the lease over again).
+    let finished = report.is_ok();
+    update_pointer(store, cluster, clock.now_secs(), |p| {
+        if p.running.as_ref().is_some_and(|r| r.batch_id == *batch) {
+            p.running = None;
+            if finished {
+                p.last_completed = Some(batch.clone());
+            }
+            (true, ())
+        } else {
+            (false, ())
+        }
+    })
+    .await?;
+    report.map(ScheduleOutcome::Scheduled)
+}
+
+/// Load a stored batch.
+pub async fn load_batch<S: Store>(store: &S, cluster: &str, batch: &str) -> Result<BatchRequest> {
+    let hkey = keys::batch_header(cluster, batch);
+    let header_item = store
+        .get(&hkey)
+        .await
+        .map_err(ServiceError::port("read batch header"))?
+        .ok_or_else(|| ServiceError::Corrupt {
+            key: hkey.to_string(),
+            reason: "batch header missing (expired?)".into(),
+        })?;
+    let header: BatchHeader = codec::from_json(&hkey.to_string(), &header_item.body)?;
+    let mut compressed = Vec::new();
+    for i in 0..header.chunks {
+        let key = keys::batch_chunk(cluster, batch, i);
+        let item = store
+            .get(&key)
+            .await
+            .map_err(ServiceError::port("read batch chunk"))?
+            .ok_or_else(|| ServiceError::Corrupt {
+                key: key.to_string(),
+                reason: "batch chunk missing".into(),
+            })?;
+        compressed.extend_from_slice(&item.body);
+    }
+    let json = codec::gunzip(&hkey.to_string(), &compressed)?;
+    if codec::content_hash(&json) != header.content_hash {
+        return Err(ServiceError::Corrupt {
+            key: hkey.to_string(),
+            reason: "content hash mismatch".into(),
+        });
+    }
+    codec::from_json(&hkey.to_string(), &json)
+}
+
+/// Parse a batch's documents into the scheduler's model.
+pub fn cluster_state(req: &BatchRequest) -> Result<ClusterState> {
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": req.documents});
+    let bytes = codec::to_json(&list);
+    flotilla_input::load(&[flotilla_input::Source {
+        name: "documents",
+        bytes: &bytes,
+    }])
+    .map_err(|e| ServiceError::BadRequest(e.to_string()))
+}
+
+/// Live offerings the ICE cache marks unavailable.
+pub async fn unavailable_offerings<S: Store>(
+    store: &S,
+    region: &str,
+    now_secs: i64,
+) -> Result<BTreeSet<(String, String, CapacityType)>> {
+    let items = store
+        .query(&keys::region_pk(region), keys::ICE_PREFIX)
+        .await
+        .map_err(ServiceError::port("query ICE cache"))?;
+    let mut out = BTreeSet::new();
+    for item in items.iter().filter(|i| i.is_live(now_secs)) {
+        let rest = &item.key.sk[keys::ICE_PREFIX.len()..];
+        let mut parts = rest.splitn(3, '#');
+        if let (Some(t), Some(z), Some(ct)) = (parts.next(), parts.next(), parts.next()) {
+            if let Some(ct) = CapacityType::parse(ct) {
+                out.insert((t.to_string(), z.to_string(), ct));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// All NodeClaim records of a cluster.
+pub async fn node_claims<S: Store>(
+    store: &S,
+    cluster: &str,
+) -> Result<Vec<(Item, NodeClaimRecord)>> {
+    let items = store
+        .query(&keys::cluster_pk(cluster), keys::NODECLAIM_PREFIX)
+        .await
+        .map_err(ServiceError::port("query NodeClaims"))?;
+    items
+        .into_iter()
+        .map(|item| {
+            let r = codec::from_json(&item.key.to_string(), &item.body)?;
+            Ok((item, r))
+        })
+        .collect()
+}
+
+/// Write a NodeClaim record over `item` (version-checked). `Ok(false)`: lost
+/// the race.
+pub async fn update_claim<S: Store>(
+    store: &S,
+    item: &Item,
+    record: &NodeClaimRecord,
+) -> Result<bool> {
+    let mut next = Item::new(item.key.clone(), codec::to_json(record));
+    next.version = item.version + 1;
+    next.expires_at = item.expires_at;
+    match store
+        .write(Write::Put {
+            item: next,
+            condition: Condition::Version(item.version),
+        })
+        .await
+    {
+        Ok(()) => Ok(true),
+        Err(PortError::ConditionFailed(_)) => Ok(false),
+        Err(e) => Err(ServiceError::port(format!(
+            "update NodeClaim {}",
+            record.name
+        ))(e)),
+    }
+}
+
+/// The name a planned NodeClaim is stored under: unique per batch, stable
+/// for the same batch (redelivery writes the same names), at most 63
+/// characters (it is also a label value).
+pub fn claim_name(plan_name: &str, batch: &str) -> String {
+    let h = codec::content_hash(batch.as_bytes());
+    let name = format!("{plan_name}-{}", &h[..8]);
+    if name.len() <= 63 {
+        name
+    } else {
+        format!("nodeclaim-{}", codec::content_hash(name.as_bytes()))
+    }
+}
+
+/// An in-flight NodeClaim as a node the scheduler can add pods to: its
+/// allocatable minus everything already planned onto it, with the pods it
+/// carries that are still pending bound to it.
+fn virtual_node(record: &NodeClaimRecord, carried: Vec<Pod>) -> Node {
+    let mut labels: BTreeMap<String, String> = record.plan.labels.clone();
+    labels.insert(labels::HOSTNAME.to_string(), record.name.clone());
+    if let Some(i) = &record.instance {
+        labels.insert(labels::ZONE.to_string(), i.zone.clone());
+        labels.insert(labels::INSTANCE_TYPE.to_string(), i.instance_type.clone());
+        labels.insert(labels::CAPACITY_TYPE.to_string(), i.capacity_type.clone());
+    } else {
+        if let [zone] = record.plan.zones.as_slice() {
+            labels.insert(labels::ZONE.to_string(), zone.clone());
+        }
+        if let [ty] = record.plan.instance_types.as_slice() {
+            labels.insert(labels::INSTANCE_TYPE.to_string(), ty.clone());
+        }
+    }
+    // allocatable - requests(all planned) + requests(carried): the
+    // scheduler subtracts the carried pods again. Pods that left the batch
+    // keep their room reserved (conservative: never overcommit).
+    let mut allocatable: Resources = record
+        .plan
+        .resources
+        .allocatable
+        .minus(&record.plan.resources.requests);
+    for p in &carried {
+        allocatable.add_assign(&p.requests);
+    }
+    Node {
+        name: record.name.clone(),
+        labels,
+        taints: record.plan.taints.clone(),
+        allocatable,
+        unschedulable: false,
+        pods: carried,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run<S: Store, E: Ec2, B: Bus, C: Clock>(
+    store: &S,
+    ec2: &E,
+    bus: &B,
+    clock: &C,
+    config: &Config,
+    cluster: &str,
+    batch: &str,
+) -> Result<ScheduleReport> {
+    let req = load_batch(store, cluster, batch).await?;
+    let mut state = cluster_state(&req)?;
+    let now = clock.now_millis();
+    let now_secs = clock.now_secs();
+    let catalog: Catalog = offerings::catalog(store, ec2, clock, config, &state).await?;
+    let unavailable = unavailable_offerings(store, &config.region, now_secs).await?;
+
+    // In-flight NodeClaims: registered ones are real nodes now; the others
+    // are capacity the pending pods may use, and the pods they carry are
+    // not pending any more.
+    let registered: BTreeSet<&str> = state
+        .nodes
+        .iter()
+        .filter_map(|n| n.labels.get(NODECLAIM_LABEL).map(String::as_str))
+        .collect();
+    let mut to_register = Vec::new();
+    let mut in_flight = Vec::new();
+    for (item, record) in node_claims(store, cluster).await? {
+        if !record.state.is_live() || record.state == NodeClaimState::Registered {
+            continue;
+        }
+        if registered.contains(record.name.as_str()) {
+            if record.state == NodeClaimState::Launched {
+                to_register.push((item, record));
+            }
+            continue;
+        }
+        in_flight.push(record);
+    }
+    for (item, mut record) in to_register {
+        record.state = NodeClaimState::Registered;
+        record.updated_at = now;
+        update_claim(store, &item, &record).await?;
+    }
+    let carried_keys: BTreeSet<&str> = in_flight
+        .iter()
+        .flat_map(|r| r.plan.pods.iter().map(String::as_str))
+        .collect();
+    let pending_total = state.pending_pods.len();
+    let (carried, still_pending): (Vec<Pod>, Vec<Pod>) = std::mem::take(&mut state.pending_pods)
+        .into_iter()
+        .partition(|p| carried_keys.contains(p.key().as_str()));
+    let in_flight_pods = carried.len();
+    let mut carried_by: BTreeMap<String, Pod> = carried.into_iter().map(|p| (p.key(), p)).collect();
+    for record in &in_flight {
+        let pods: Vec<Pod> = record
+            .plan
+            .pods
+            .iter()
+            .filter_map(|k| carried_by.remove(k))
+            .collect();
+        state.nodes.push(virtual_node(record, pods));
+    }
+    state.pending_pods = still_pending;
+
+    // Reservations: never plan past what the counters leave.
+    let mut totals: BTreeMap<String, i64> = BTreeMap::new();
+    if config.reserved_capacity {
+        for r in &mut state.capacity_reservations {
+            let total = i64::from(r.total_instance_count);
+            totals.insert(r.id.clone(), total);
+            let used = reservation_used(store, &r.id, total, now_secs).await?;
+            let left = u32::try_from((total - used).max(0)).unwrap_or(0);
+            r.available_instance_count = r.available_instance_count.min(left);
+        }
+    }
+
+    let opts = SchedulerOptions {
+        reserved_capacity: config.reserved_capacity,
+        unavailable,
+        ..SchedulerOptions::default()
+    };
+    let plan = scheduler::schedule(&state, &catalog, &opts);
+    let mut persisted =
+        persist(store, cluster, batch, &plan, &state, &totals, now, now_secs).await?;
+    let mut unschedulable: Vec<(String, String)> = plan
+        .unschedulable
+        .iter()
+        .map(|u| (u.pod.clone(), u.reason.clone()))
+        .collect();
+    let mut hourly = persisted.hourly;
+
+    // A concurrent run took the reservation first: plan those pods again
+    // without it (spot / on-demand fallback).
+    if !persisted.lost_reservation.is_empty() {
+        let lost: BTreeSet<String> = persisted
+            .lost_reservation
+            .iter()
+            .map(|(r, _)| r.clone())
+            .collect();
+        let pods: BTreeSet<String> = persisted
+            .lost_reservation
+            .iter()
+            .flat_map(|(_, p)| p.iter().cloned())
+            .collect();
+        tracing::warn!(cluster = %cluster, reservations = ?lost, pods = pods.len(), "reservation taken by a concurrent run; replanning without it");
+        let mut retry = state.clone();
+        retry.pending_pods.retain(|p| pods.contains(&p.key()));
+        for r in &mut retry.capacity_reservations {
+            if lost.contains(&r.id) {
+                r.available_instance_count = 0;
+            }
+        }
+        let second = scheduler::schedule(&retry, &catalog, &opts);
+        let again = persist(
+            store, cluster, batch, &second, &retry, &totals, now, now_secs,
+        )
+        .await?;
+        for (res, pods) in again.lost_reservation {
+            for p in pods {
+                unschedulable.push((p, format!("capacity reservation {res} was exhausted by a concurrent scheduling run; retried with the next batch")));
+            }
+        }
+        unschedulable.extend(
+            second
+                .unschedulable
+                .iter()
+                .map(|u| (u.pod.clone(), u.reason.clone())),
+        );
+        persisted.names.extend(again.names);
+        persisted.announce.extend(again.announce);
+        hourly += again.hourly;
+    }
+
+    // Announce (ids only, in chunks).
+    let events: Vec<_> = persisted
+        .announce
+        .chunks(NODE_CLAIMS_PER_EVENT)
+        .map(|names| {
+            FlotillaEvent::NodeClaimsPlanned(NodeClaimsPlanned {
+                cluster_id: cluster.to_string(),
+                batch_id: batch.to_string(),
+                node_claims: names.to_vec(),
+            })
+            .to_event()
+        })
+        .collect();
+    if !events.is_empty() {
+        bus.put(events)
+            .await
+            .map_err(ServiceError::port("put NodeClaimsPlanned"))?;
+    }
+
+    unschedulable.sort();
+    let result = BatchResult {
+        batch_id: batch.to_string(),
+        finished_at: clock.now_millis(),
+        pending_pods: pending_total,
+        node_claims: persisted.names.clone(),
+        unschedulable_total: unschedulable.len(),
+        unschedulable: unschedulable
+            .iter()
+            .take(BatchResult::MAX_LISTED)
+            .cloned()
+            .collect(),
+        warnings: plan.warnings.iter().take(100).cloned().collect(),
+    };
+    let mut item = Item::new(keys::result(cluster, batch), codec::to_json(&result));
+    item.expires_at = Some(now_secs + config.retention_secs);
+    store
+        .write(Write::Put {
+            item,
+            condition: Condition::Always,
+        })
+        .await
+        .map_err(ServiceError::port("store batch result"))?;
+    tracing::info!(cluster = %cluster, batch = %batch, node_claims = persisted.names.len(), unschedulable = unschedulable.len(), in_flight_pods, "batch scheduled");
+    Ok(ScheduleReport {
+        batch_id: batch.to_string(),
+        pending_pods: pending_total,
+        in_flight_pods,
+        node_claims: persisted.names,
+        unschedulable: unschedulable.len(),
+        hourly_price: hourly,
+    })
+}
+
+/// How many NodeClaims hold reservation `id` (creating its counter at 0).
+async fn reservation_used<S: Store>(store: &S, id: &str, total: i64, now_secs: i64) -> Result<i64> {
+    let key = keys::reservation(id);
+    if let Some(item) = store
+        .get(&key)
+        .await
+        .map_err(ServiceError::port("read reservation counter"))?
+    {
+        return Ok(item.counter);
+    }
+    let mut item = Item::new(key, codec::to_json(&serde_json::json!({"total": total})));
+    item.counter = 0;
+    match store
+        .write(Write::Put {
+            item,
+            condition: Condition::Absent { now_secs },
+        })
+        .await
+    {
+        Ok(()) | Err(PortError::ConditionFailed(_)) => Ok(0),
+        Err(e) => Err(ServiceError::port("create reservation counter")(e)),
+    }
+}
+
+#[derive(Default)]
+struct Persisted {
+    /// Every NodeClaim of the plan now in the store.
+    names: Vec<String>,
+    /// Those still `Pending` (to announce).
+    announce: Vec<String>,
+    /// (reservation, pods) of NodeClaims whose reservation was full.
+    lost_reservation: Vec<(String, Vec<String>)>,
+    hourly: f64,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn persist<S: Store>(
+    store: &S,
+    cluster: &str,
+    batch: &str,
+    plan: &Plan,
+    state: &ClusterState,
+    totals: &BTreeMap<String, i64>,
+    now: i64,
+    now_secs: i64,
+) -> Result<Persisted> {
+    let node_class_of: BTreeMap<&str, &str> = state
+        .node_pools
+        .iter()
+        .filter_map(|p| Some((p.name.as_str(), p.node_class.as_deref()?)))
+        .collect();
+    let mut out = Persisted::default();
+    for planned in &plan.node_claims {
+        let name = claim_name(&planned.name, batch);
+        let mut plan_copy: NodeClaimPlan = planned.clone();
+        plan_copy.name = name.clone();
+        plan_copy
+            .labels
+            .insert(NODECLAIM_LABEL.to_string(), name.clone());
+        let reservation = plan_copy.labels.get(RESERVATION_ID_LABEL).cloned();
+        let record = NodeClaimRecord {
+            name: name.clone(),
+            cluster_id: cluster.to_string(),
+            batch_id: batch.to_string(),
+            state: NodeClaimState::Pending,
+            node_class: node_class_of
+                .get(planned.node_pool.as_str())
+                .map(|s| s.to_string())
+                .unwrap_or_default(),
+            reservation: reservation.clone(),
+            created_at: now,
+            updated_at: now,
+            lease_until: None,
+            instance: None,
+            reason: None,
+            attempts: 0,
+            notes: BTreeMap::new(),
+            plan: plan_copy,
+        };
+        let key = keys::node_claim(cluster, &name);
+        let put = Write::Put {
+            item: Item::new(key.clone(), codec::to_json(&record)),
+            condition: Condition::Absent { now_secs },
+        };
+        let written = match &reservation {
+            Some(res) => {
+                let max = totals.get(res).copied().unwrap_or(0);
+                store
+                    .transact(vec![
+                        put,
+                        Write::Add {
+                            key: keys::reservation(res),
+                            delta: 1,
+                            min: 0,
+                            max,
+                        },
+                    ])
+                    .await
+            }
+            None => store.write(put).await,
+        };
+        match written {
+            Ok(()) => {
+                out.names.push(name.clone());
+                out.announce.push(name);
+                out.hourly += planned.price.min;
+            }
+            Err(PortError::ConditionFailed(_)) => {
+                // Either a redelivery wrote it already, or the reservation
+                // is full.
+                let existing = store
+                    .get(&key)
+                    .await
+                    .map_err(ServiceError::port("read NodeClaim"))?;
+                match existing {
+                    Some(item) => {
+                        let r: NodeClaimRecord = codec::from_json(&key.to_string(), &item.body)?;
+                        out.names.push(name.clone());
+                        out.hourly += planned.price.min;
+                        if r.state == NodeClaimState::Pending {
+                            out.announce.push(name);
+                        }
+                    }
+                    None => out.lost_reservation.push((
+                        reservation.clone().unwrap_or_default(),
+                        planned.pods.clone(),
+                    )),
+                }
+            }
+            Err(e) => return Err(ServiceError::port(format!("persist NodeClaim {name}"))(e)),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::{PendingBatch, SchedulerPointer};
+
+    fn pointer(batch: &str, first: i64, last: i64) -> SchedulerPointer {
+        SchedulerPointer {
+            pending: Some(PendingBatch {
+                batch_id: batch.into(),
+                content_hash: "h".into(),
+                first_at: first,
+                last_at: last,
+            }),
+            running: None,
+            last_completed: None,
+        }
+    }
+
+    #[test]
+    fn debounce_waits_for_idle_then_runs_and_max_window_caps_the_wait() {
+        let c = Config::default();
+        let mut p = pointer("b", 0, 0);
+        assert!(matches!(
+            claim(&mut p, "b", 400, &c),
+            (false, Claim::Wait(600))
+        ));
+        let (w, d) = claim(&mut p, "b", 1_000, &c);
+        assert!(w && matches!(d, Claim::Run));
+        assert!(p.pending.is_none());
+        // Batches every 500 ms: the max window (10 s) still forces a run.
+        let mut p = pointer("b", 0, 9_800);
+        assert!(matches!(
+            claim(&mut p, "b", 9_900, &c),
+            (false, Claim::Wait(100))
+        ));
+        assert!(matches!(claim(&mut p, "b", 10_000, &c), (true, Claim::Run)));
+    }
+
+    #[test]
+    fn older_batches_are_superseded_and_a_held_lease_makes_others_wait() {
+        let c = Config::default();
+        let mut p = pointer("new", 0, 0);
+        assert!(matches!(
+            claim(&mut p, "old", 5_000, &c),
+            (false, Claim::Superseded)
+        ));
+        p.running = Some(RunningBatch {
+            batch_id: "x".into(),
+            lease_until: 60_000,
+        });
+        assert!(matches!(
+            claim(&mut p, "new", 5_000, &c),
+            (false, Claim::Wait(_))
+        ));
+        // Lease lapsed (crashed run): the pending batch runs.
+        assert!(matches!(
+            claim(&mut p, "new", 60_000, &c),
+            (true, Claim::Run)
+        ));
+        // Redelivery of the running batch while its lease holds: superseded.
+        assert!(matches!(
+            claim(&mut p, "new", 61_000, &c),
+            (false, Claim::Superseded)
+        ));
+        // ...and after the lease lapsed with no newer batch: taken over.
+        let later = 60_000 + c.lease_ms;
+        assert!(matches!(
+            claim(&mut p, "new", later, &c),
+            (true, Claim::Run)
+        ));
+    }
+
+    #[test]
+    fn claim_names_are_stable_unique_per_batch_and_label_safe() {
+        assert_eq!(claim_name("default-0", "b1"), claim_name("default-0", "b1"));
+        assert_ne!(claim_name("default-0", "b1"), claim_name("default-0", "b2"));
+        let long = "p".repeat(70);
+        assert!(claim_name(&long, "b1").len() <= 63);
+    }
+}
