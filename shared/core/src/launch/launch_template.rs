@@ -49,6 +49,10 @@ pub struct LaunchTemplateConfig {
     /// `InstanceMarketOptions.MarketType` (`capacity-block`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub market_type: Option<String>,
+    /// `spec.associatePublicIPAddress`: the adapter puts it (and the
+    /// security groups) on a `NetworkInterfaces[0]` entry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub associate_public_ip_address: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -302,6 +306,9 @@ pub fn launch_template_config(
             .reservation
             .filter(|r| r.reservation_type == ReservationType::CapacityBlock)
             .map(|_| "capacity-block".to_string()),
+        associate_public_ip_address: spec
+            .get("associatePublicIPAddress")
+            .and_then(Value::as_bool),
     })
 }
 

@@ -12,6 +12,8 @@
 pub mod fleet;
 pub mod ice;
 pub mod launch_template;
+pub mod nodeclass;
+pub mod prepare;
 pub mod userdata;
 
 pub use fleet::{build_fleet_request, FleetInput, FleetRequest, MAX_INSTANCE_TYPES};
@@ -20,6 +22,10 @@ pub use launch_template::{
     instance_tags, launch_template_config, template_name, unused_templates, LaunchTemplateConfig,
     LaunchTemplateInput,
 };
+pub use nodeclass::{
+    parse_node_class, resolve, Ec2NodeClassSpec, ImageQuery, ResolvedImage, ResolvedNodeClass,
+};
+pub use prepare::{prepare_launch, PrepareInput, PreparedLaunch};
 pub use userdata::{generate_user_data, ClusterInfo, UserDataInput};
 
 /// Why a launch request could not be built or a launch cannot proceed.
@@ -61,6 +67,21 @@ pub enum LaunchError {
     UnsupportedAmiFamily(String),
     #[error("invalid EC2NodeClass field {field}: {reason}")]
     InvalidNodeClass { field: String, reason: String },
+    /// An EC2NodeClass spec that does not parse or breaks a Karpenter
+    /// validation rule; `field` is the path (`spec.subnetSelectorTerms[0].id`).
+    #[error("EC2NodeClass {node_class} at {field}: {reason}")]
+    NodeClassField {
+        node_class: String,
+        field: String,
+        reason: String,
+    },
+    /// An EC2NodeClass whose selector terms matched nothing usable.
+    #[error("EC2NodeClass {node_class}: {reason}")]
+    NodeClassUnresolved { node_class: String, reason: String },
+    /// The NodeClaim cannot be launched as planned (unknown instance types,
+    /// nothing left after the ICE cache, ...).
+    #[error("NodeClaim {node_claim}: {reason}")]
+    NodeClaim { node_claim: String, reason: String },
 }
 
 /// 64-bit FNV-1a: a stable hash (unlike std's randomly seeded hasher) for

@@ -1,0 +1,1059 @@
+//! The EC2NodeClass as the launch stage reads it: the typed, validated
+//! `spec` ([`Ec2NodeClassSpec`], from [`NodeClass::spec`]), the EC2 queries
+//! its selector terms stand for, and the resolution of their answers into
+//! subnets, security groups and one AMI per architecture
+//! ([`ResolvedNodeClass`]).
+//!
+//! Parsing follows Karpenter's v1 CRD (and the v1beta1 fields Karpenter
+//! still reads): unknown fields are errors (`deny_unknown_fields`, as the
+//! CRD's structural schema prunes nothing silently for typos we could
+//! catch), every error names the EC2NodeClass and the field path
+//! (`spec.subnetSelectorTerms[0].id`), and the CRD's validation rules hold:
+//! each selector term is non-empty, `id` (and for security groups `name`,
+//! for AMIs `alias`) is exclusive with the other fields of its term, an
+//! `alias` term is the only AMI term, exactly one of `role` /
+//! `instanceProfile`, no tag keys Karpenter reserves, IMDS options within
+//! their enums.
+//!
+//! Queries: each selector term is one EC2 query (its filters are AND'ed),
+//! the results of all terms are unioned. AMI aliases (`al2023@latest`,
+//! `bottlerocket@v1.26.2`) become `DescribeImages` **name patterns** of the
+//! EKS-optimized AMIs owned by `amazon`, not the SSM parameters Karpenter
+//! reads: the `Ec2` port has no SSM call, and the public AMI names carry the
+//! same family, Kubernetes version, architecture and release.
+//! `latest` matches every release and [`resolve`] keeps the newest.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::fleet;
+use super::LaunchError;
+use crate::ec2::{Filter, Image, SecurityGroup, Subnet};
+use crate::model::{AmiFamily, NodeClass};
+use crate::quantity::Quantity;
+
+/// Tag keys Karpenter sets itself; an EC2NodeClass may not set them.
+pub const RESERVED_TAG_KEYS: &[&str] = &[
+    "karpenter.sh/nodepool",
+    "karpenter.sh/nodeclaim",
+    "karpenter.k8s.aws/ec2nodeclass",
+    "eks:eks-cluster-name",
+];
+
+/// Owner of the EKS-optimized AMIs.
+pub const AMAZON_OWNER: &str = "amazon";
+
+/// Karpenter's `maxItems` for every selector-term list.
+const MAX_TERMS: usize = 30;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SubnetSelectorTerm {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecurityGroupSelectorTerm {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AmiSelectorTerm {
+    /// `<family>@<version>`: `al2023@latest`, `bottlerocket@v1.26.2`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alias: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// Karpenter ≥ 1.3; rejected (no SSM access), kept so the error says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssm_parameter: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CapacityReservationSelectorTerm {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, rename = "ownerID", skip_serializing_if = "Option::is_none")]
+    pub owner_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MetadataOptionsSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_endpoint: Option<String>,
+    #[serde(
+        default,
+        rename = "httpProtocolIPv6",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub http_protocol_ipv6: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_put_response_hop_limit: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_tokens: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BlockDeviceMappingSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ebs: Option<BlockDeviceSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_volume: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BlockDeviceSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_on_termination: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encrypted: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iops: Option<i64>,
+    #[serde(default, rename = "kmsKeyID", skip_serializing_if = "Option::is_none")]
+    pub kms_key_id: Option<String>,
+    #[serde(
+        default,
+        rename = "snapshotID",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub snapshot_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_initialization_rate: Option<i64>,
+    /// A quantity (`100Gi`) or a number of GiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_size: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_type: Option<String>,
+}
+
+/// `EC2NodeClass.spec` (karpenter.k8s.aws/v1, plus the v1beta1 fields).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Ec2NodeClassSpec {
+    /// The EC2NodeClass's name (not part of the spec document).
+    #[serde(skip)]
+    pub name: String,
+    #[serde(default)]
+    pub subnet_selector_terms: Vec<SubnetSelectorTerm>,
+    #[serde(default)]
+    pub security_group_selector_terms: Vec<SecurityGroupSelectorTerm>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capacity_reservation_selector_terms: Vec<CapacityReservationSelectorTerm>,
+    #[serde(default)]
+    pub ami_selector_terms: Vec<AmiSelectorTerm>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ami_family: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_profile: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub block_device_mappings: Vec<BlockDeviceMappingSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata_options: Option<MetadataOptionsSpec>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_data: Option<String>,
+    /// The v1 kubelet configuration, as written (the input layer turns it
+    /// into a [`KubeletConfig`](crate::model::KubeletConfig)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet: Option<Value>,
+    #[serde(
+        default,
+        rename = "associatePublicIPAddress",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub associate_public_ip_address: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detailed_monitoring: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_store_policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+}
+
+/// An AMI alias, `<family>@<version>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AmiAlias {
+    pub family: AmiFamily,
+    /// `latest` or a release (`v20251101`, `v1.26.2`; a missing `v` is added).
+    pub version: String,
+}
+
+/// One `DescribeImages` call: filters AND'ed, `owners` empty = any owner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageQuery {
+    pub filters: Vec<Filter>,
+    pub owners: Vec<String>,
+}
+
+fn field_err(node_class: &str, field: impl Into<String>, reason: impl Into<String>) -> LaunchError {
+    LaunchError::NodeClassField {
+        node_class: node_class.to_string(),
+        field: field.into(),
+        reason: reason.into(),
+    }
+}
+
+fn family_name(f: &AmiFamily) -> &'static str {
+    match f {
+        AmiFamily::AL2023 => "AL2023",
+        AmiFamily::AL2 => "AL2",
+        AmiFamily::Bottlerocket => "Bottlerocket",
+        AmiFamily::Windows2019 => "Windows2019",
+        AmiFamily::Windows2022 => "Windows2022",
+        AmiFamily::Custom => "Custom",
+    }
+}
+
+/// `amiFamily` values Karpenter accepts (Ubuntu, dropped in v1, reads as
+/// Custom like the input layer does).
+fn parse_family(s: &str) -> Option<AmiFamily> {
+    Some(match s {
+        "AL2023" => AmiFamily::AL2023,
+        "AL2" => AmiFamily::AL2,
+        "Bottlerocket" => AmiFamily::Bottlerocket,
+        "Windows2019" => AmiFamily::Windows2019,
+        "Windows2022" => AmiFamily::Windows2022,
+        "Custom" | "Ubuntu" => AmiFamily::Custom,
+        _ => return None,
+    })
+}
+
+fn is_release(v: &str) -> bool {
+    !v.is_empty()
+        && v.len() <= 40
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_')
+}
+
+/// Parses an alias as Karpenter does (`^[a-zA-Z0-9]+@.+$`, at most 30
+/// characters, a known family, Windows only `@latest`). The version may not
+/// contain pattern characters (`*`, `?`, `,`), so it cannot widen the query.
+pub fn parse_alias(alias: &str) -> Result<AmiAlias, String> {
+    if alias.len() > 30 {
+        return Err(format!("alias {alias:?} is longer than 30 characters"));
+    }
+    let Some((fam, ver)) = alias.split_once('@') else {
+        return Err(format!(
+            "alias {alias:?} is not <family>@<version> (e.g. al2023@latest)"
+        ));
+    };
+    let family = match fam.to_ascii_lowercase().as_str() {
+        "al2023" => AmiFamily::AL2023,
+        "al2" => AmiFamily::AL2,
+        "bottlerocket" => AmiFamily::Bottlerocket,
+        "windows2019" => AmiFamily::Windows2019,
+        "windows2022" => AmiFamily::Windows2022,
+        _ => {
+            return Err(format!(
+                "unknown alias family {fam:?} (expected al2023, al2, bottlerocket, windows2019 or windows2022)"
+            ))
+        }
+    };
+    if !is_release(ver) {
+        return Err(format!(
+            "alias version {ver:?} must be `latest` or a release like v20251101 / v1.26.2"
+        ));
+    }
+    let windows = matches!(family, AmiFamily::Windows2019 | AmiFamily::Windows2022);
+    if windows && ver != "latest" {
+        return Err(format!(
+            "Windows aliases only support `latest`, got {ver:?}"
+        ));
+    }
+    let version = if ver == "latest" || ver.starts_with('v') {
+        ver.to_string()
+    } else {
+        format!("v{ver}")
+    };
+    Ok(AmiAlias { family, version })
+}
+
+fn check_tags(nc: &str, field: &str, tags: &BTreeMap<String, String>) -> Result<(), LaunchError> {
+    for (k, v) in tags {
+        if k.is_empty() {
+            return Err(field_err(nc, field, "empty tag keys aren't supported"));
+        }
+        if v.is_empty() {
+            return Err(field_err(
+                nc,
+                format!("{field}.{k}"),
+                "empty tag values aren't supported",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_id(nc: &str, field: &str, id: &str, prefix: &str) -> Result<(), LaunchError> {
+    let ok = id.strip_prefix(prefix).is_some_and(|r| {
+        !r.is_empty()
+            && r.chars()
+                .all(|c| c.is_ascii_digit() || c.is_ascii_lowercase())
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(field_err(
+            nc,
+            field,
+            format!("{id:?} does not match {prefix}[0-9a-z]+"),
+        ))
+    }
+}
+
+fn check_len(nc: &str, field: &str, n: usize, required: bool) -> Result<(), LaunchError> {
+    if required && n == 0 {
+        return Err(field_err(nc, field, "required: at least one term"));
+    }
+    if n > MAX_TERMS {
+        return Err(field_err(
+            nc,
+            field,
+            format!("at most {MAX_TERMS} terms, got {n}"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_enum(
+    nc: &str,
+    field: &str,
+    v: Option<&String>,
+    allowed: &[&str],
+) -> Result<(), LaunchError> {
+    match v {
+        Some(v) if !allowed.contains(&v.as_str()) => Err(field_err(
+            nc,
+            field,
+            format!("{v:?} is not one of {allowed:?}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Whether a tag key is one Karpenter (and so Flotilla) sets itself.
+pub fn is_reserved_tag_key(key: &str) -> bool {
+    RESERVED_TAG_KEYS.contains(&key)
+        || key
+            .strip_prefix("kubernetes.io/cluster/")
+            .is_some_and(|rest| !rest.is_empty() && !rest.contains('/'))
+}
+
+/// Parses and validates `nc.spec` as an EC2NodeClass spec.
+pub fn parse_node_class(nc: &NodeClass) -> Result<Ec2NodeClassSpec, LaunchError> {
+    let name = nc.name.as_str();
+    if nc.kind == "AWSNodeTemplate" {
+        return Err(field_err(
+            name,
+            "spec",
+            "AWSNodeTemplate (v1alpha1) cannot be launched; migrate it to an EC2NodeClass",
+        ));
+    }
+    let empty = Value::Object(Default::default());
+    let doc = if nc.spec.is_null() { &empty } else { &nc.spec };
+    let mut spec: Ec2NodeClassSpec = serde_path_to_error::deserialize(doc).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path.is_empty() || path == "." {
+            "spec".to_string()
+        } else {
+            format!("spec.{path}")
+        };
+        field_err(name, field, e.into_inner().to_string())
+    })?;
+    spec.name = name.to_string();
+    spec.validate()?;
+    Ok(spec)
+}
+
+impl Ec2NodeClassSpec {
+    /// Karpenter's CRD rules (see the module documentation).
+    pub fn validate(&self) -> Result<(), LaunchError> {
+        let nc = self.name.as_str();
+
+        check_len(
+            nc,
+            "spec.subnetSelectorTerms",
+            self.subnet_selector_terms.len(),
+            true,
+        )?;
+        for (i, t) in self.subnet_selector_terms.iter().enumerate() {
+            let f = format!("spec.subnetSelectorTerms[{i}]");
+            if t.tags.is_empty() && t.id.is_none() {
+                return Err(field_err(nc, f, "expected at least one of tags, id"));
+            }
+            if let Some(id) = &t.id {
+                if !t.tags.is_empty() {
+                    return Err(field_err(nc, f, "'id' is mutually exclusive, cannot be set with a combination of other fields"));
+                }
+                check_id(nc, &format!("{f}.id"), id, "subnet-")?;
+            }
+            check_tags(nc, &format!("{f}.tags"), &t.tags)?;
+        }
+
+        check_len(
+            nc,
+            "spec.securityGroupSelectorTerms",
+            self.security_group_selector_terms.len(),
+            true,
+        )?;
+        for (i, t) in self.security_group_selector_terms.iter().enumerate() {
+            let f = format!("spec.securityGroupSelectorTerms[{i}]");
+            let set = usize::from(!t.tags.is_empty())
+                + usize::from(t.id.is_some())
+                + usize::from(t.name.is_some());
+            if set == 0 {
+                return Err(field_err(nc, f, "expected at least one of tags, id, name"));
+            }
+            if let Some(id) = &t.id {
+                if set > 1 {
+                    return Err(field_err(nc, f, "'id' is mutually exclusive, cannot be set with a combination of other fields"));
+                }
+                check_id(nc, &format!("{f}.id"), id, "sg-")?;
+            }
+            if let Some(n) = &t.name {
+                if set > 1 {
+                    return Err(field_err(nc, f, "'name' is mutually exclusive, cannot be set with a combination of other fields"));
+                }
+                if n.is_empty() {
+                    return Err(field_err(nc, format!("{f}.name"), "must not be empty"));
+                }
+            }
+            check_tags(nc, &format!("{f}.tags"), &t.tags)?;
+        }
+
+        check_len(
+            nc,
+            "spec.capacityReservationSelectorTerms",
+            self.capacity_reservation_selector_terms.len(),
+            false,
+        )?;
+        for (i, t) in self.capacity_reservation_selector_terms.iter().enumerate() {
+            let f = format!("spec.capacityReservationSelectorTerms[{i}]");
+            if t.tags.is_empty() && t.id.is_none() {
+                return Err(field_err(nc, f, "expected at least one of tags, id"));
+            }
+            if let Some(id) = &t.id {
+                if !t.tags.is_empty() || t.owner_id.is_some() {
+                    return Err(field_err(nc, f, "'id' is mutually exclusive, cannot be set with a combination of other fields"));
+                }
+                check_id(nc, &format!("{f}.id"), id, "cr-")?;
+            }
+            if let Some(o) = &t.owner_id {
+                if o.len() != 12 || !o.chars().all(|c| c.is_ascii_digit()) {
+                    return Err(field_err(
+                        nc,
+                        format!("{f}.ownerID"),
+                        format!("{o:?} is not a 12-digit AWS account id"),
+                    ));
+                }
+            }
+            check_tags(nc, &format!("{f}.tags"), &t.tags)?;
+        }
+
+        let family = match &self.ami_family {
+            None => None,
+            Some(f) => Some(parse_family(f).ok_or_else(|| {
+                field_err(
+                    nc,
+                    "spec.amiFamily",
+                    format!("unknown amiFamily {f:?} (expected AL2023, AL2, Bottlerocket, Windows2019, Windows2022 or Custom)"),
+                )
+            })?),
+        };
+        check_len(
+            nc,
+            "spec.amiSelectorTerms",
+            self.ami_selector_terms.len(),
+            false,
+        )?;
+        if self.ami_selector_terms.is_empty() {
+            match family {
+                None => {
+                    return Err(field_err(
+                        nc,
+                        "spec.amiSelectorTerms",
+                        "required: at least one term (or an amiFamily)",
+                    ))
+                }
+                Some(AmiFamily::Custom) => {
+                    return Err(field_err(
+                        nc,
+                        "spec.amiSelectorTerms",
+                        "required when amiFamily is Custom",
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        let has_alias = self.ami_selector_terms.iter().any(|t| t.alias.is_some());
+        if has_alias && self.ami_selector_terms.len() > 1 {
+            return Err(field_err(
+                nc,
+                "spec.amiSelectorTerms",
+                "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms",
+            ));
+        }
+        if !has_alias && !self.ami_selector_terms.is_empty() && family.is_none() {
+            return Err(field_err(
+                nc,
+                "spec.amiFamily",
+                "required when amiSelectorTerms has no alias",
+            ));
+        }
+        for (i, t) in self.ami_selector_terms.iter().enumerate() {
+            let f = format!("spec.amiSelectorTerms[{i}]");
+            if t.ssm_parameter.is_some() {
+                return Err(field_err(
+                    nc,
+                    format!("{f}.ssmParameter"),
+                    "not supported (Flotilla reads no SSM parameters); use an alias, id, name or tags",
+                ));
+            }
+            let others = usize::from(!t.tags.is_empty())
+                + usize::from(t.name.is_some())
+                + usize::from(t.owner.is_some());
+            if t.alias.is_none() && t.id.is_none() && t.tags.is_empty() && t.name.is_none() {
+                return Err(field_err(
+                    nc,
+                    f,
+                    "expected at least one of alias, tags, id, name",
+                ));
+            }
+            if let Some(a) = &t.alias {
+                if others > 0 || t.id.is_some() {
+                    return Err(field_err(nc, f, "'alias' is mutually exclusive, cannot be set with a combination of other fields"));
+                }
+                let alias = parse_alias(a).map_err(|r| field_err(nc, format!("{f}.alias"), r))?;
+                if let Some(fam) = &family {
+                    if *fam != alias.family {
+                        return Err(field_err(
+                            nc,
+                            format!("{f}.alias"),
+                            format!("alias {a:?} conflicts with amiFamily {}", family_name(fam)),
+                        ));
+                    }
+                }
+            }
+            if let Some(id) = &t.id {
+                if others > 0 {
+                    return Err(field_err(nc, f, "'id' is mutually exclusive, cannot be set with a combination of other fields"));
+                }
+                check_id(nc, &format!("{f}.id"), id, "ami-")?;
+            }
+            if t.owner.as_deref() == Some("") {
+                return Err(field_err(nc, format!("{f}.owner"), "must not be empty"));
+            }
+            if t.name.as_deref() == Some("") {
+                return Err(field_err(nc, format!("{f}.name"), "must not be empty"));
+            }
+            check_tags(nc, &format!("{f}.tags"), &t.tags)?;
+        }
+
+        match (&self.role, &self.instance_profile) {
+            (Some(r), None) if !r.is_empty() => {}
+            (None, Some(p)) if !p.is_empty() => {}
+            (Some(_), Some(_)) | (None, None) => {
+                return Err(field_err(
+                    nc,
+                    "spec",
+                    "must specify exactly one of ['role', 'instanceProfile']",
+                ))
+            }
+            (Some(_), None) => return Err(field_err(nc, "spec.role", "must not be empty")),
+            (None, Some(_)) => {
+                return Err(field_err(nc, "spec.instanceProfile", "must not be empty"))
+            }
+        }
+
+        for k in self.tags.keys() {
+            if k.is_empty() {
+                return Err(field_err(
+                    nc,
+                    "spec.tags",
+                    "empty tag keys aren't supported",
+                ));
+            }
+            if is_reserved_tag_key(k) {
+                return Err(field_err(
+                    nc,
+                    format!("spec.tags.{k}"),
+                    format!("tag key {k:?} is reserved by Karpenter"),
+                ));
+            }
+        }
+
+        if let Some(m) = &self.metadata_options {
+            let f = "spec.metadataOptions";
+            check_enum(
+                nc,
+                &format!("{f}.httpEndpoint"),
+                m.http_endpoint.as_ref(),
+                &["enabled", "disabled"],
+            )?;
+            check_enum(
+                nc,
+                &format!("{f}.httpProtocolIPv6"),
+                m.http_protocol_ipv6.as_ref(),
+                &["enabled", "disabled"],
+            )?;
+            check_enum(
+                nc,
+                &format!("{f}.httpTokens"),
+                m.http_tokens.as_ref(),
+                &["required", "optional"],
+            )?;
+            if let Some(h) = m.http_put_response_hop_limit {
+                if !(1..=64).contains(&h) {
+                    return Err(field_err(
+                        nc,
+                        format!("{f}.httpPutResponseHopLimit"),
+                        format!("{h} is not within 1..64"),
+                    ));
+                }
+            }
+        }
+
+        if self.block_device_mappings.len() > 50 {
+            return Err(field_err(
+                nc,
+                "spec.blockDeviceMappings",
+                "at most 50 mappings",
+            ));
+        }
+        if self
+            .block_device_mappings
+            .iter()
+            .filter(|b| b.root_volume == Some(true))
+            .count()
+            > 1
+        {
+            return Err(field_err(
+                nc,
+                "spec.blockDeviceMappings",
+                "must have only one blockDeviceMappings with rootVolume",
+            ));
+        }
+        for (i, b) in self.block_device_mappings.iter().enumerate() {
+            let f = format!("spec.blockDeviceMappings[{i}]");
+            if b.device_name.as_deref().is_none_or(str::is_empty) {
+                return Err(field_err(nc, format!("{f}.deviceName"), "required"));
+            }
+            let Some(e) = &b.ebs else { continue };
+            check_enum(
+                nc,
+                &format!("{f}.ebs.volumeType"),
+                e.volume_type.as_ref(),
+                &["standard", "io1", "io2", "gp2", "sc1", "st1", "gp3"],
+            )?;
+            match &e.volume_size {
+                None => {}
+                Some(Value::String(s)) => {
+                    let q = Quantity::parse(s).map_err(|err| {
+                        field_err(nc, format!("{f}.ebs.volumeSize"), err.to_string())
+                    })?;
+                    if q.millis() <= 0 {
+                        return Err(field_err(
+                            nc,
+                            format!("{f}.ebs.volumeSize"),
+                            "must be positive",
+                        ));
+                    }
+                }
+                Some(Value::Number(n)) if n.as_u64().is_some_and(|g| g > 0) => {}
+                Some(v) => {
+                    return Err(field_err(
+                        nc,
+                        format!("{f}.ebs.volumeSize"),
+                        format!("{v} is not a positive quantity"),
+                    ))
+                }
+            }
+        }
+        check_enum(
+            nc,
+            "spec.instanceStorePolicy",
+            self.instance_store_policy.as_ref(),
+            &["RAID0"],
+        )?;
+        Ok(())
+    }
+
+    /// The AMI family: the alias's, else `amiFamily`, else AL2023.
+    pub fn family(&self) -> AmiFamily {
+        self.alias()
+            .map(|a| a.family)
+            .or_else(|| self.ami_family.as_deref().and_then(parse_family))
+            .unwrap_or(AmiFamily::AL2023)
+    }
+
+    /// The alias term's alias; for a v1beta1 class with an `amiFamily` and
+    /// no `amiSelectorTerms`, that family's `@latest` (Karpenter's default
+    /// AMIs of the family).
+    pub fn alias(&self) -> Option<AmiAlias> {
+        if self.ami_selector_terms.is_empty() {
+            let family = self.ami_family.as_deref().and_then(parse_family)?;
+            return (family != AmiFamily::Custom).then_some(AmiAlias {
+                family,
+                version: "latest".into(),
+            });
+        }
+        self.ami_selector_terms
+            .iter()
+            .find_map(|t| t.alias.as_deref())
+            .and_then(|a| parse_alias(a).ok())
+    }
+
+    /// One `DescribeSubnets` filter set per term.
+    pub fn subnet_queries(&self) -> Vec<Vec<Filter>> {
+        self.subnet_selector_terms
+            .iter()
+            .map(|t| match &t.id {
+                Some(id) => vec![Filter::new("subnet-id", [id])],
+                None => tag_filters(&t.tags),
+            })
+            .collect()
+    }
+
+    /// One `DescribeSecurityGroups` filter set per term.
+    pub fn security_group_queries(&self) -> Vec<Vec<Filter>> {
+        self.security_group_selector_terms
+            .iter()
+            .map(|t| {
+                if let Some(id) = &t.id {
+                    vec![Filter::new("group-id", [id])]
+                } else if let Some(n) = &t.name {
+                    vec![Filter::new("group-name", [n])]
+                } else {
+                    tag_filters(&t.tags)
+                }
+            })
+            .collect()
+    }
+
+    /// One `DescribeCapacityReservations` filter set per term, each limited
+    /// to `state=active`.
+    pub fn capacity_reservation_queries(&self) -> Vec<Vec<Filter>> {
+        self.capacity_reservation_selector_terms
+            .iter()
+            .map(|t| {
+                let mut f = match &t.id {
+                    Some(id) => vec![Filter::new("capacity-reservation-id", [id])],
+                    None => tag_filters(&t.tags),
+                };
+                if let Some(o) = &t.owner_id {
+                    f.push(Filter::new("owner-id", [o]));
+                }
+                f.push(Filter::new("state", ["active"]));
+                f
+            })
+            .collect()
+    }
+
+    /// One `DescribeImages` query per AMI term for Kubernetes
+    /// `k8s_version` (`1.31`; used by aliases only).
+    ///
+    /// Aliases match the EKS-optimized AMI names, owner `amazon`
+    /// (`latest` → every release, [`resolve`] keeps the newest):
+    ///
+    /// | alias | name patterns (`{v}` = release or `v*`) |
+    /// |---|---|
+    /// | `al2023@…` | `amazon-eks-node-al2023-{x86_64,arm64}-standard-{k8s}-{v}` |
+    /// | `al2@…` | `amazon-eks-node-{k8s}-{v}`, `amazon-eks-arm64-node-{k8s}-{v}` |
+    /// | `bottlerocket@…` | `bottlerocket-aws-k8s-{k8s}-{x86_64,aarch64}-{v}-*` |
+    /// | `windows2022@latest` | `Windows_Server-2022-English-Core-EKS_Optimized-{k8s}-*` |
+    ///
+    /// Other terms: `id` → `image-id`; `name` → `name` with owners
+    /// `self, amazon` unless `owner` is set (Karpenter's default, so
+    /// cross-account AMIs need an explicit owner); `tags` → `tag:<k>`
+    /// (`*` → `tag-key`); `owner` → the owners.
+    pub fn image_queries(&self, k8s_version: &str) -> Vec<ImageQuery> {
+        if let Some(alias) = self.alias() {
+            return vec![ImageQuery {
+                filters: vec![Filter::new(
+                    "name",
+                    alias_name_patterns(&alias, k8s_version),
+                )],
+                owners: vec![AMAZON_OWNER.to_string()],
+            }];
+        }
+        self.ami_selector_terms
+            .iter()
+            .map(|t| {
+                if let Some(id) = &t.id {
+                    return ImageQuery {
+                        filters: vec![Filter::new("image-id", [id])],
+                        owners: vec![],
+                    };
+                }
+                let mut owners: Vec<String> = t.owner.iter().cloned().collect();
+                let mut filters = Vec::new();
+                if let Some(n) = &t.name {
+                    if owners.is_empty() {
+                        owners = vec!["self".into(), AMAZON_OWNER.into()];
+                    }
+                    filters.push(Filter::new("name", [n]));
+                }
+                filters.extend(tag_filters(&t.tags));
+                ImageQuery { filters, owners }
+            })
+            .collect()
+    }
+}
+
+fn tag_filters(tags: &BTreeMap<String, String>) -> Vec<Filter> {
+    tags.iter()
+        .map(|(k, v)| {
+            if v == "*" {
+                Filter::new("tag-key", [k])
+            } else {
+                Filter::new(format!("tag:{k}"), [v])
+            }
+        })
+        .collect()
+}
+
+/// DescribeImages name patterns of the EKS-optimized AMIs for an alias.
+pub fn alias_name_patterns(alias: &AmiAlias, k8s_version: &str) -> Vec<String> {
+    let k = k8s_version.trim();
+    let v = if alias.version == "latest" {
+        "v*".to_string()
+    } else {
+        alias.version.clone()
+    };
+    match alias.family {
+        AmiFamily::AL2023 => ["x86_64", "arm64"]
+            .iter()
+            .map(|a| format!("amazon-eks-node-al2023-{a}-standard-{k}-{v}"))
+            .collect(),
+        AmiFamily::AL2 => vec![
+            format!("amazon-eks-node-{k}-{v}"),
+            format!("amazon-eks-arm64-node-{k}-{v}"),
+        ],
+        AmiFamily::Bottlerocket => ["x86_64", "aarch64"]
+            .iter()
+            .map(|a| format!("bottlerocket-aws-k8s-{k}-{a}-{v}-*"))
+            .collect(),
+        AmiFamily::Windows2019 => {
+            vec![format!(
+                "Windows_Server-2019-English-Core-EKS_Optimized-{k}-*"
+            )]
+        }
+        AmiFamily::Windows2022 => {
+            vec![format!(
+                "Windows_Server-2022-English-Core-EKS_Optimized-{k}-*"
+            )]
+        }
+        AmiFamily::Custom => vec![],
+    }
+}
+
+/// EC2's architecture name → the `kubernetes.io/arch` value; `None` for
+/// architectures Kubernetes nodes do not run (`i386`, `*_mac`).
+pub fn kube_architecture(ec2_arch: &str) -> Option<&'static str> {
+    match ec2_arch {
+        "x86_64" => Some("amd64"),
+        "arm64" => Some("arm64"),
+        _ => None,
+    }
+}
+
+/// An AMI chosen for one architecture.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedImage {
+    pub id: String,
+    pub name: String,
+    /// `amd64` / `arm64` (`kubernetes.io/arch`).
+    pub architecture: String,
+    pub creation_date: String,
+}
+
+/// An EC2NodeClass with its selector terms resolved against EC2.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedNodeClass {
+    pub name: String,
+    pub spec: Ec2NodeClassSpec,
+    /// Unique by id, sorted by id.
+    pub subnets: Vec<Subnet>,
+    /// Unique by id, sorted by id.
+    pub security_groups: Vec<SecurityGroup>,
+    /// The newest non-deprecated AMI per architecture, newest first (ties:
+    /// by id).
+    pub images: Vec<ResolvedImage>,
+}
+
+impl ResolvedNodeClass {
+    /// The AMI for a `kubernetes.io/arch` value.
+    pub fn image_for(&self, architecture: &str) -> Option<&ResolvedImage> {
+        self.images.iter().find(|i| i.architecture == architecture)
+    }
+
+    /// Architectures with an AMI, sorted.
+    pub fn architectures(&self) -> Vec<String> {
+        self.images
+            .iter()
+            .map(|i| i.architecture.clone())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    }
+
+    pub fn security_group_ids(&self) -> Vec<String> {
+        self.security_groups.iter().map(|s| s.id.clone()).collect()
+    }
+
+    /// The subnets in `zones`, as the fleet builder takes them.
+    pub fn fleet_subnets(&self, zones: &[String]) -> Vec<fleet::Subnet> {
+        self.subnets
+            .iter()
+            .filter(|s| zones.contains(&s.zone))
+            .map(|s| fleet::Subnet {
+                id: s.id.clone(),
+                zone: s.zone.clone(),
+                available_ips: s.available_ips,
+            })
+            .collect()
+    }
+
+    /// The AMIs as the fleet builder takes them (one per architecture).
+    pub fn fleet_amis(&self) -> Vec<fleet::Ami> {
+        self.images
+            .iter()
+            .map(|i| fleet::Ami {
+                id: i.id.clone(),
+                architecture: i.architecture.clone(),
+            })
+            .collect()
+    }
+}
+
+/// Combines the answers to the queries of `spec` (all terms' results
+/// together, in any order, duplicates allowed): subnets and security groups
+/// deduplicated by id; images without the deprecated ones and those of
+/// architectures nodes do not run, then the newest per architecture
+/// (Karpenter's `List`: a later creation date wins across all terms, equal
+/// dates go to the lexically greater name). Errors name the selector that
+/// matched nothing.
+pub fn resolve(
+    spec: &Ec2NodeClassSpec,
+    subnets: Vec<Subnet>,
+    security_groups: Vec<SecurityGroup>,
+    images: Vec<Image>,
+) -> Result<ResolvedNodeClass, LaunchError> {
+    let unresolved = |reason: String| LaunchError::NodeClassUnresolved {
+        node_class: spec.name.clone(),
+        reason,
+    };
+    let subnets: Vec<Subnet> = subnets
+        .into_iter()
+        .map(|s| (s.id.clone(), s))
+        .collect::<BTreeMap<_, _>>()
+        .into_values()
+        .collect();
+    if subnets.is_empty() {
+        return Err(unresolved(
+            "no subnet matches spec.subnetSelectorTerms".into(),
+        ));
+    }
+    let security_groups: Vec<SecurityGroup> = security_groups
+        .into_iter()
+        .map(|s| (s.id.clone(), s))
+        .collect::<BTreeMap<_, _>>()
+        .into_values()
+        .collect();
+    if security_groups.is_empty() {
+        return Err(unresolved(
+            "no security group matches spec.securityGroupSelectorTerms".into(),
+        ));
+    }
+
+    let total = images.len();
+    let mut deprecated = 0;
+    let mut foreign_arch = BTreeSet::new();
+    let mut newest: BTreeMap<&'static str, Image> = BTreeMap::new();
+    for img in images {
+        if img.deprecated {
+            deprecated += 1;
+            continue;
+        }
+        let Some(arch) = kube_architecture(&img.architecture) else {
+            foreign_arch.insert(img.architecture.clone());
+            continue;
+        };
+        let replace = match newest.get(arch) {
+            None => true,
+            Some(cur) => {
+                (img.creation_date.as_str(), img.name.as_str())
+                    > (cur.creation_date.as_str(), cur.name.as_str())
+            }
+        };
+        if replace {
+            newest.insert(arch, img);
+        }
+    }
+    if newest.is_empty() {
+        let mut why = format!("no usable AMI matches spec.amiSelectorTerms ({total} found");
+        if deprecated > 0 {
+            why.push_str(&format!(", {deprecated} deprecated"));
+        }
+        if !foreign_arch.is_empty() {
+            why.push_str(&format!(", unsupported architectures {foreign_arch:?}"));
+        }
+        why.push(')');
+        return Err(unresolved(why));
+    }
+    let mut images: Vec<ResolvedImage> = newest
+        .into_iter()
+        .map(|(arch, i)| ResolvedImage {
+            id: i.id,
+            name: i.name,
+            architecture: arch.to_string(),
+            creation_date: i.creation_date,
+        })
+        .collect();
+    images.sort_by(|a, b| {
+        b.creation_date
+            .cmp(&a.creation_date)
+            .then_with(|| a.id.cmp(&b.id))
+    });
+    Ok(ResolvedNodeClass {
+        name: spec.name.clone(),
+        spec: spec.clone(),
+        subnets,
+        security_groups,
+        images,
+    })
+}
