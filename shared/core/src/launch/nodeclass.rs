@@ -1057,3 +1057,622 @@ pub fn resolve(
         images,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn nc(spec: Value) -> NodeClass {
+        NodeClass {
+            name: "default".into(),
+            kind: "EC2NodeClass".into(),
+            ami_family: AmiFamily::AL2023,
+            root_volume_size: None,
+            spec,
+        }
+    }
+
+    fn base() -> Value {
+        json!({
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "role": "KarpenterNodeRole-prod",
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "prod"}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "prod"}}],
+        })
+    }
+
+    fn with(patch: Value) -> Value {
+        let mut v = base();
+        for (k, x) in patch.as_object().unwrap() {
+            if x.is_null() {
+                v.as_object_mut().unwrap().remove(k);
+            } else {
+                v[k] = x.clone();
+            }
+        }
+        v
+    }
+
+    /// The error for `spec`, as (field, reason).
+    fn err(spec: Value) -> (String, String) {
+        match parse_node_class(&nc(spec)) {
+            Err(LaunchError::NodeClassField {
+                node_class,
+                field,
+                reason,
+            }) => {
+                assert_eq!(node_class, "default");
+                (field, reason)
+            }
+            other => panic!("expected a field error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn parses_a_full_v1_spec() {
+        let s = parse_node_class(&nc(json!({
+            "amiFamily": "AL2023",
+            "amiSelectorTerms": [{"alias": "al2023@v20251101"}],
+            "instanceProfile": "KarpenterNodeInstanceProfile",
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "prod", "tier": "*"}}, {"id": "subnet-0abc"}],
+            "securityGroupSelectorTerms": [{"name": "nodes"}, {"id": "sg-0123"}],
+            "capacityReservationSelectorTerms": [{"tags": {"team": "ml"}, "ownerID": "123456789012"}, {"id": "cr-0abc"}],
+            "blockDeviceMappings": [{"deviceName": "/dev/xvda", "rootVolume": true, "ebs": {"volumeSize": "100Gi", "volumeType": "gp3", "kmsKeyID": "k", "encrypted": true}}],
+            "metadataOptions": {"httpEndpoint": "enabled", "httpProtocolIPv6": "disabled", "httpPutResponseHopLimit": 1, "httpTokens": "required"},
+            "tags": {"team": "platform"},
+            "userData": "#!/bin/bash\necho hi\n",
+            "kubelet": {"maxPods": 110},
+            "associatePublicIPAddress": false,
+            "detailedMonitoring": true,
+            "instanceStorePolicy": "RAID0"
+        })))
+        .unwrap();
+        assert_eq!(s.name, "default");
+        assert_eq!(s.family(), AmiFamily::AL2023);
+        assert_eq!(
+            s.instance_profile.as_deref(),
+            Some("KarpenterNodeInstanceProfile")
+        );
+        assert_eq!(s.associate_public_ip_address, Some(false));
+        assert_eq!(s.capacity_reservation_selector_terms.len(), 2);
+        assert_eq!(
+            s.metadata_options
+                .as_ref()
+                .unwrap()
+                .http_protocol_ipv6
+                .as_deref(),
+            Some("disabled")
+        );
+        assert_eq!(
+            s.block_device_mappings[0]
+                .ebs
+                .as_ref()
+                .unwrap()
+                .kms_key_id
+                .as_deref(),
+            Some("k")
+        );
+    }
+
+    #[test]
+    fn parse_errors_name_the_node_class_and_the_field() {
+        let (f, r) = err(with(json!({"subnetSelectorTerms": [{"tagz": {"a": "b"}}]})));
+        assert_eq!(f, "spec.subnetSelectorTerms[0].tagz");
+        assert!(r.contains("unknown field `tagz`"), "{r}");
+        let (f, r) = err(with(json!({"amiSelectorTerm": []})));
+        assert_eq!(f, "spec.amiSelectorTerm");
+        assert!(r.contains("unknown field"), "{r}");
+        let (f, _) = err(with(
+            json!({"metadataOptions": {"httpPutResponseHopLimit": "2"}}),
+        ));
+        assert_eq!(f, "spec.metadataOptions.httpPutResponseHopLimit");
+        let (f, _) = err(with(
+            json!({"blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"volumeSiz": "1Gi"}}]}),
+        ));
+        assert_eq!(f, "spec.blockDeviceMappings[0].ebs.volumeSiz");
+        let e = parse_node_class(&nc(with(json!({"subnetSelectorTerms": []})))).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "EC2NodeClass default at spec.subnetSelectorTerms: required: at least one term"
+        );
+    }
+
+    #[test]
+    fn selector_term_rules() {
+        let cases = [
+            (
+                json!({"subnetSelectorTerms": [{}]}),
+                "spec.subnetSelectorTerms[0]",
+                "at least one",
+            ),
+            (
+                json!({"subnetSelectorTerms": [{"id": "subnet-1", "tags": {"a": "b"}}]}),
+                "spec.subnetSelectorTerms[0]",
+                "mutually exclusive",
+            ),
+            (
+                json!({"subnetSelectorTerms": [{"id": "sg-1"}]}),
+                "spec.subnetSelectorTerms[0].id",
+                "subnet-",
+            ),
+            (
+                json!({"subnetSelectorTerms": [{"tags": {"a": ""}}]}),
+                "spec.subnetSelectorTerms[0].tags.a",
+                "empty tag values",
+            ),
+            (
+                json!({"securityGroupSelectorTerms": []}),
+                "spec.securityGroupSelectorTerms",
+                "required",
+            ),
+            (
+                json!({"securityGroupSelectorTerms": [{"name": "n", "tags": {"a": "b"}}]}),
+                "spec.securityGroupSelectorTerms[0]",
+                "'name' is mutually exclusive",
+            ),
+            (
+                json!({"securityGroupSelectorTerms": [{"id": "sg-1", "name": "n"}]}),
+                "spec.securityGroupSelectorTerms[0]",
+                "'id' is mutually exclusive",
+            ),
+            (
+                json!({"securityGroupSelectorTerms": [{"id": "sg-UPPER"}]}),
+                "spec.securityGroupSelectorTerms[0].id",
+                "sg-",
+            ),
+            (
+                json!({"amiSelectorTerms": [{"alias": "al2023@latest"}, {"id": "ami-1"}]}),
+                "spec.amiSelectorTerms",
+                "'alias' is mutually exclusive",
+            ),
+            (
+                json!({"amiSelectorTerms": [{"alias": "al2023@latest", "owner": "self"}]}),
+                "spec.amiSelectorTerms[0]",
+                "'alias' is mutually exclusive",
+            ),
+            (
+                json!({"amiSelectorTerms": [{"alias": "ubuntu@latest"}]}),
+                "spec.amiSelectorTerms[0].alias",
+                "unknown alias family",
+            ),
+            (
+                json!({"amiSelectorTerms": [{"alias": "al2023"}]}),
+                "spec.amiSelectorTerms[0].alias",
+                "<family>@<version>",
+            ),
+            (
+                json!({"amiSelectorTerms": [{"alias": "al2023@v2025*"}]}),
+                "spec.amiSelectorTerms[0].alias",
+                "version",
+            ),
+            (
+                json!({"amiSelectorTerms": [{"alias": "windows2022@v1"}]}),
+                "spec.amiSelectorTerms[0].alias",
+                "latest",
+            ),
+            (
+                json!({"amiSelectorTerms": [{"alias": "bottlerocket@latest"}], "amiFamily": "AL2023"}),
+                "spec.amiSelectorTerms[0].alias",
+                "conflicts",
+            ),
+            (
+                json!({"amiSelectorTerms": [{"id": "ami-1", "name": "x"}], "amiFamily": "AL2023"}),
+                "spec.amiSelectorTerms[0]",
+                "'id' is mutually exclusive",
+            ),
+            (
+                json!({"amiSelectorTerms": [{"owner": "self"}], "amiFamily": "AL2023"}),
+                "spec.amiSelectorTerms[0]",
+                "at least one",
+            ),
+            (
+                json!({"amiSelectorTerms": [{"name": "my-ami-*"}]}),
+                "spec.amiFamily",
+                "required when amiSelectorTerms has no alias",
+            ),
+            (
+                json!({"amiSelectorTerms": [{"ssmParameter": "/x"}], "amiFamily": "AL2023"}),
+                "spec.amiSelectorTerms[0].ssmParameter",
+                "not supported",
+            ),
+            (
+                json!({"amiSelectorTerms": null}),
+                "spec.amiSelectorTerms",
+                "required",
+            ),
+            (
+                json!({"amiSelectorTerms": null, "amiFamily": "Custom"}),
+                "spec.amiSelectorTerms",
+                "Custom",
+            ),
+            (
+                json!({"amiFamily": "Fedora"}),
+                "spec.amiFamily",
+                "unknown amiFamily",
+            ),
+            (
+                json!({"capacityReservationSelectorTerms": [{"id": "cr-1", "ownerID": "123456789012"}]}),
+                "spec.capacityReservationSelectorTerms[0]",
+                "mutually exclusive",
+            ),
+            (
+                json!({"capacityReservationSelectorTerms": [{"ownerID": "123456789012"}]}),
+                "spec.capacityReservationSelectorTerms[0]",
+                "at least one",
+            ),
+            (
+                json!({"capacityReservationSelectorTerms": [{"tags": {"a": "b"}, "ownerID": "12"}]}),
+                "spec.capacityReservationSelectorTerms[0].ownerID",
+                "12-digit",
+            ),
+            (
+                json!({"instanceProfile": "p"}),
+                "spec",
+                "exactly one of ['role', 'instanceProfile']",
+            ),
+            (json!({"role": null}), "spec", "exactly one"),
+            (json!({"role": ""}), "spec.role", "empty"),
+            (
+                json!({"metadataOptions": {"httpTokens": "maybe"}}),
+                "spec.metadataOptions.httpTokens",
+                "not one of",
+            ),
+            (
+                json!({"metadataOptions": {"httpPutResponseHopLimit": 65}}),
+                "spec.metadataOptions.httpPutResponseHopLimit",
+                "1..64",
+            ),
+            (
+                json!({"blockDeviceMappings": [{"deviceName": "/dev/xvda", "rootVolume": true}, {"deviceName": "/dev/xvdb", "rootVolume": true}]}),
+                "spec.blockDeviceMappings",
+                "only one",
+            ),
+            (
+                json!({"blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"volumeType": "gp9"}}]}),
+                "spec.blockDeviceMappings[0].ebs.volumeType",
+                "not one of",
+            ),
+            (
+                json!({"blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "lots"}}]}),
+                "spec.blockDeviceMappings[0].ebs.volumeSize",
+                "",
+            ),
+            (
+                json!({"blockDeviceMappings": [{"ebs": {"volumeSize": "1Gi"}}]}),
+                "spec.blockDeviceMappings[0].deviceName",
+                "required",
+            ),
+            (
+                json!({"instanceStorePolicy": "RAID5"}),
+                "spec.instanceStorePolicy",
+                "not one of",
+            ),
+        ];
+        for (patch, field, reason) in cases {
+            let (f, r) = err(with(patch.clone()));
+            assert_eq!(f, field, "{patch}: {r}");
+            assert!(r.contains(reason), "{patch}: {r}");
+        }
+        let e = parse_node_class(&NodeClass {
+            kind: "AWSNodeTemplate".into(),
+            ..nc(base())
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("AWSNodeTemplate"), "{e}");
+    }
+
+    #[test]
+    fn reserved_tag_keys_are_rejected() {
+        for key in [
+            "kubernetes.io/cluster/prod",
+            "karpenter.sh/nodepool",
+            "karpenter.sh/nodeclaim",
+            "karpenter.k8s.aws/ec2nodeclass",
+            "eks:eks-cluster-name",
+        ] {
+            let (f, r) = err(with(json!({ "tags": { key: "x" } })));
+            assert_eq!(f, format!("spec.tags.{key}"));
+            assert!(r.contains("reserved"), "{r}");
+        }
+        // Near misses are fine.
+        let ok = parse_node_class(&nc(with(json!({"tags": {
+            "kubernetes.io/cluster": "x",
+            "karpenter.sh/nodepool-owner": "x",
+            "team": "a"
+        }}))));
+        assert!(ok.is_ok(), "{ok:?}");
+        assert!(!is_reserved_tag_key("kubernetes.io/cluster/a/b"));
+    }
+
+    fn spec(patch: Value) -> Ec2NodeClassSpec {
+        parse_node_class(&nc(with(patch))).unwrap()
+    }
+
+    #[test]
+    fn subnet_security_group_and_reservation_queries() {
+        let s = spec(json!({
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "prod", "tier": "*"}}, {"id": "subnet-0abc"}],
+            "securityGroupSelectorTerms": [{"name": "nodes"}, {"id": "sg-0123"}, {"tags": {"a": "b"}}],
+            "capacityReservationSelectorTerms": [{"tags": {"team": "ml"}, "ownerID": "123456789012"}, {"id": "cr-0abc"}]
+        }));
+        assert_eq!(
+            s.subnet_queries(),
+            vec![
+                vec![
+                    Filter::new("tag:karpenter.sh/discovery", ["prod"]),
+                    Filter::new("tag-key", ["tier"]),
+                ],
+                vec![Filter::new("subnet-id", ["subnet-0abc"])],
+            ]
+        );
+        assert_eq!(
+            s.security_group_queries(),
+            vec![
+                vec![Filter::new("group-name", ["nodes"])],
+                vec![Filter::new("group-id", ["sg-0123"])],
+                vec![Filter::new("tag:a", ["b"])],
+            ]
+        );
+        assert_eq!(
+            s.capacity_reservation_queries(),
+            vec![
+                vec![
+                    Filter::new("tag:team", ["ml"]),
+                    Filter::new("owner-id", ["123456789012"]),
+                    Filter::new("state", ["active"]),
+                ],
+                vec![
+                    Filter::new("capacity-reservation-id", ["cr-0abc"]),
+                    Filter::new("state", ["active"]),
+                ],
+            ]
+        );
+    }
+
+    fn names(q: &[ImageQuery]) -> Vec<String> {
+        assert_eq!(q.len(), 1);
+        assert_eq!(q[0].owners, ["amazon"]);
+        assert_eq!(q[0].filters.len(), 1);
+        assert_eq!(q[0].filters[0].name, "name");
+        q[0].filters[0].values.clone()
+    }
+
+    #[test]
+    fn aliases_become_eks_optimized_name_patterns() {
+        let q = spec(json!({})).image_queries("1.31");
+        assert_eq!(
+            names(&q),
+            [
+                "amazon-eks-node-al2023-x86_64-standard-1.31-v*",
+                "amazon-eks-node-al2023-arm64-standard-1.31-v*"
+            ]
+        );
+        let q = spec(json!({"amiSelectorTerms": [{"alias": "al2023@v20251101"}]}))
+            .image_queries("1.32");
+        assert_eq!(
+            names(&q),
+            [
+                "amazon-eks-node-al2023-x86_64-standard-1.32-v20251101",
+                "amazon-eks-node-al2023-arm64-standard-1.32-v20251101"
+            ]
+        );
+        for alias in ["bottlerocket@v1.2.3", "bottlerocket@1.2.3"] {
+            let s = spec(json!({ "amiSelectorTerms": [{"alias": alias}] }));
+            assert_eq!(s.family(), AmiFamily::Bottlerocket);
+            assert_eq!(
+                names(&s.image_queries("1.31")),
+                [
+                    "bottlerocket-aws-k8s-1.31-x86_64-v1.2.3-*",
+                    "bottlerocket-aws-k8s-1.31-aarch64-v1.2.3-*"
+                ]
+            );
+        }
+        let q = spec(json!({"amiSelectorTerms": [{"alias": "bottlerocket@latest"}]}))
+            .image_queries("1.31");
+        assert_eq!(
+            names(&q),
+            [
+                "bottlerocket-aws-k8s-1.31-x86_64-v*-*",
+                "bottlerocket-aws-k8s-1.31-aarch64-v*-*"
+            ]
+        );
+        let q = spec(json!({"amiSelectorTerms": [{"alias": "al2@latest"}]})).image_queries("1.30");
+        assert_eq!(
+            names(&q),
+            ["amazon-eks-node-1.30-v*", "amazon-eks-arm64-node-1.30-v*"]
+        );
+        let q = spec(json!({"amiSelectorTerms": [{"alias": "windows2022@latest"}]}))
+            .image_queries("1.31");
+        assert_eq!(
+            names(&q),
+            ["Windows_Server-2022-English-Core-EKS_Optimized-1.31-*"]
+        );
+        // v1beta1: an amiFamily without terms means that family's latest.
+        let s = spec(json!({"amiSelectorTerms": null, "amiFamily": "Bottlerocket"}));
+        assert_eq!(
+            names(&s.image_queries("1.31"))[0],
+            "bottlerocket-aws-k8s-1.31-x86_64-v*-*"
+        );
+    }
+
+    #[test]
+    fn id_name_tag_and_owner_terms() {
+        let s = spec(json!({
+            "amiFamily": "AL2023",
+            "amiSelectorTerms": [
+                {"id": "ami-0abc"},
+                {"name": "my-ami-*"},
+                {"name": "shared-*", "owner": "123456789012"},
+                {"tags": {"team": "a", "any": "*"}, "owner": "self"}
+            ]
+        }));
+        assert_eq!(
+            s.image_queries("1.31"),
+            vec![
+                ImageQuery {
+                    filters: vec![Filter::new("image-id", ["ami-0abc"])],
+                    owners: vec![]
+                },
+                ImageQuery {
+                    filters: vec![Filter::new("name", ["my-ami-*"])],
+                    owners: vec!["self".into(), "amazon".into()]
+                },
+                ImageQuery {
+                    filters: vec![Filter::new("name", ["shared-*"])],
+                    owners: vec!["123456789012".into()]
+                },
+                ImageQuery {
+                    filters: vec![
+                        Filter::new("tag-key", ["any"]),
+                        Filter::new("tag:team", ["a"])
+                    ],
+                    owners: vec!["self".into()]
+                },
+            ]
+        );
+        assert!(s.alias().is_none());
+    }
+
+    fn subnet(id: &str, zone: &str) -> Subnet {
+        Subnet {
+            id: id.into(),
+            zone: zone.into(),
+            zone_id: String::new(),
+            vpc_id: "vpc-1".into(),
+            available_ips: 10,
+            tags: Default::default(),
+        }
+    }
+
+    fn sg(id: &str) -> SecurityGroup {
+        SecurityGroup {
+            id: id.into(),
+            name: id.into(),
+            vpc_id: "vpc-1".into(),
+            tags: Default::default(),
+        }
+    }
+
+    fn img(id: &str, name: &str, arch: &str, date: &str, deprecated: bool) -> Image {
+        Image {
+            id: id.into(),
+            name: name.into(),
+            owner_id: "amazon".into(),
+            architecture: arch.into(),
+            creation_date: date.into(),
+            deprecated,
+            tags: Default::default(),
+        }
+    }
+
+    #[test]
+    fn resolve_dedupes_and_keeps_the_newest_ami_per_architecture() {
+        let s = spec(json!({}));
+        let r = resolve(
+            &s,
+            vec![
+                subnet("subnet-b", "us-west-2b"),
+                subnet("subnet-a", "us-west-2a"),
+                subnet("subnet-b", "us-west-2b"),
+            ],
+            vec![sg("sg-2"), sg("sg-1"), sg("sg-2")],
+            vec![
+                img(
+                    "ami-x1",
+                    "x-v1",
+                    "x86_64",
+                    "2025-10-01T00:00:00.000Z",
+                    false,
+                ),
+                img(
+                    "ami-x2",
+                    "x-v2",
+                    "x86_64",
+                    "2025-11-01T00:00:00.000Z",
+                    false,
+                ),
+                // Newer but deprecated: never chosen.
+                img("ami-x3", "x-v3", "x86_64", "2025-12-01T00:00:00.000Z", true),
+                img("ami-a1", "a-v1", "arm64", "2025-09-01T00:00:00.000Z", false),
+                // Same date: the greater name wins (Karpenter).
+                img("ami-a0", "a-v0", "arm64", "2025-09-01T00:00:00.000Z", false),
+                img(
+                    "ami-mac",
+                    "m",
+                    "x86_64_mac",
+                    "2026-01-01T00:00:00.000Z",
+                    false,
+                ),
+                img(
+                    "ami-x2",
+                    "x-v2",
+                    "x86_64",
+                    "2025-11-01T00:00:00.000Z",
+                    false,
+                ),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            r.subnets.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+            ["subnet-a", "subnet-b"]
+        );
+        assert_eq!(r.security_group_ids(), ["sg-1", "sg-2"]);
+        assert_eq!(
+            r.images
+                .iter()
+                .map(|i| (i.id.as_str(), i.architecture.as_str()))
+                .collect::<Vec<_>>(),
+            [("ami-x2", "amd64"), ("ami-a1", "arm64")]
+        );
+        assert_eq!(r.image_for("arm64").unwrap().id, "ami-a1");
+        assert_eq!(r.architectures(), ["amd64", "arm64"]);
+        assert_eq!(r.fleet_subnets(&["us-west-2b".into()]).len(), 1);
+        assert_eq!(kube_architecture("x86_64"), Some("amd64"));
+        assert_eq!(kube_architecture("arm64"), Some("arm64"));
+        assert_eq!(kube_architecture("i386"), None);
+    }
+
+    #[test]
+    fn resolve_errors_name_what_is_empty() {
+        let s = spec(json!({}));
+        let ok_img = || vec![img("ami-1", "x", "x86_64", "2025-01-01T00:00:00Z", false)];
+        let e = resolve(&s, vec![], vec![sg("sg-1")], ok_img()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "EC2NodeClass default: no subnet matches spec.subnetSelectorTerms"
+        );
+        let e = resolve(&s, vec![subnet("subnet-a", "a")], vec![], ok_img()).unwrap_err();
+        assert!(e.to_string().contains("securityGroupSelectorTerms"), "{e}");
+        let e = resolve(
+            &s,
+            vec![subnet("subnet-a", "a")],
+            vec![sg("sg-1")],
+            vec![img("ami-1", "x", "x86_64", "2025-01-01T00:00:00Z", true)],
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "EC2NodeClass default: no usable AMI matches spec.amiSelectorTerms (1 found, 1 deprecated)"
+        );
+    }
+
+    #[test]
+    fn resolved_node_class_round_trips_through_json() {
+        let s = spec(json!({"tags": {"team": "a"}}));
+        let r = resolve(
+            &s,
+            vec![subnet("subnet-a", "a")],
+            vec![sg("sg-1")],
+            vec![img("ami-1", "x", "arm64", "2025-01-01T00:00:00Z", false)],
+        )
+        .unwrap();
+        let back: ResolvedNodeClass =
+            serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        // The spec's name is not part of the document; the resolved name is.
+        assert_eq!(back.name, "default");
+        assert_eq!(back.images, r.images);
+        assert_eq!(back.spec.tags, r.spec.tags);
+    }
+}
