@@ -309,6 +309,12 @@ fn source_line(r: &RegionData) -> String {
     )
 }
 
+/// The embedded on-demand price table of `region`: instance type → USD/hour
+/// (what [`Catalog::from_live`] prices live offerings with).
+pub fn on_demand_prices(region: &str) -> Result<&'static BTreeMap<String, f64>, CatalogError> {
+    Ok(&self::region(region)?.prices)
+}
+
 impl Catalog {
     /// The embedded catalog for `region`: every type offered there, in the
     /// zones it is offered in, with an on-demand and a (modelled) spot

@@ -8,7 +8,10 @@
 
 pub mod describe;
 pub mod embedded;
+pub mod live;
 pub mod pricing;
+
+pub use live::{LiveCatalog, OfferingSnapshot, SkippedType};
 
 use std::collections::BTreeMap;
 use std::fmt;
