@@ -2,7 +2,11 @@
 //! [`NodeClaimPlan`](crate::plan::NodeClaimPlan) into a CreateFleet request
 //! (`fleet`), reading the CreateFleet response and deciding the next attempt
 //! (`ice`), bootstrap user data (`userdata`) and content-addressed launch
-//! templates (`launch_template`).
+//! templates (`launch_template`); the EC2NodeClass as the launch stage reads
+//! it: parsed, validated, its selector terms turned into EC2 queries and
+//! their answers resolved (`nodeclass`); and the step that ties them
+//! together for one NodeClaim, from plan and EC2 facts to launch templates
+//! and the first [`FleetInput`] (`prepare`).
 //!
 //! Implements phases 2 and 3 of `instance-selection-deep-dive.txt`
 //! (AMI grouping, price ordering, 60-type truncation, allocation strategies,

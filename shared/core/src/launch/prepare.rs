@@ -984,6 +984,47 @@ mod tests {
     }
 
     #[test]
+    fn ice_fallback_to_on_demand_reuses_the_prepared_templates() {
+        use crate::launch::ice::{
+            next_attempt, FleetError, FleetResponse, LaunchTemplateAndOverrides, Outcome,
+            ResponseOverrides,
+        };
+        let f = Fixture::new(claim(&["m5.large"], &["us-west-2a"], &SPOT_OD));
+        let p = f.prepare().unwrap();
+        assert_eq!(p.fleet.capacity_type, CapacityType::Spot);
+        let response = FleetResponse {
+            fleet_id: Some("fleet-1".into()),
+            instances: vec![],
+            errors: vec![FleetError {
+                error_code: "InsufficientInstanceCapacity".into(),
+                error_message: "no m5.large".into(),
+                launch_template_and_overrides: Some(LaunchTemplateAndOverrides {
+                    overrides: Some(ResponseOverrides {
+                        instance_type: Some("m5.large".into()),
+                        availability_zone: Some("us-west-2a".into()),
+                        subnet_id: None,
+                    }),
+                }),
+            }],
+        };
+        let Outcome::FallBack { next, unavailable } = next_attempt(&p.fleet, &response) else {
+            panic!("expected a fallback");
+        };
+        assert_eq!(unavailable.len(), 1);
+        assert_eq!(next.capacity_type, CapacityType::OnDemand);
+        assert_eq!(next.attempt, 1);
+        let r = build_fleet_request(&next).unwrap();
+        let names: BTreeSet<&str> = p.launch_templates.iter().map(|(n, _)| n.as_str()).collect();
+        for c in &r.launch_template_configs {
+            assert!(names.contains(
+                c.launch_template_specification
+                    .launch_template_name
+                    .as_str()
+            ));
+        }
+    }
+
+    #[test]
     fn wrong_pool_unknown_types_and_zero_count() {
         let mut f = Fixture::new(claim(&["m5.large", "z9.huge"], &ZONES, &SPOT_OD));
         let p = f.prepare().unwrap();
