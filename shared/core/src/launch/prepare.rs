@@ -972,6 +972,34 @@ mod tests {
     }
 
     #[test]
+    fn template_settings_come_from_the_node_class() {
+        let mut f = Fixture::new(claim(&["m5.large"], &["us-west-2a"], &SPOT_OD));
+        let p = f.prepare().unwrap();
+        let cfg = &p.launch_templates[0].1;
+        // IMDSv2 required, one hop, by default; no public IP setting.
+        assert_eq!(cfg.metadata_options.http_tokens, "required");
+        assert_eq!(cfg.metadata_options.http_put_response_hop_limit, 1);
+        assert_eq!(cfg.associate_public_ip_address, None);
+        assert!(cfg.user_data.contains("MIME-Version"), "{}", cfg.user_data);
+
+        f.nc.spec["associatePublicIPAddress"] = json!(false);
+        f.nc.spec["metadataOptions"] = json!({"httpPutResponseHopLimit": 2});
+        f.nc.ami_family = AmiFamily::Bottlerocket;
+        f.nc.spec["amiSelectorTerms"] = json!([{"alias": "bottlerocket@latest"}]);
+        f.resolved = resolved(&f.nc, both_archs());
+        let p = f.prepare().unwrap();
+        let cfg = &p.launch_templates[0].1;
+        assert_eq!(cfg.associate_public_ip_address, Some(false));
+        assert_eq!(cfg.metadata_options.http_put_response_hop_limit, 2);
+        assert!(
+            cfg.user_data.contains("[settings.kubernetes.node-labels]"),
+            "{}",
+            cfg.user_data
+        );
+        assert_eq!(cfg.block_device_mappings.len(), 2);
+    }
+
+    #[test]
     fn instance_profile_from_the_node_class() {
         let mut f = Fixture::new(claim(&["m5.large"], &ZONES, &SPOT_OD));
         let a = instance_profile_name("prod", &f.resolved);
