@@ -241,6 +241,8 @@ pub fn prepare_launch(input: &PrepareInput) -> Result<PreparedLaunch, LaunchErro
 
     let mut skipped = Vec::new();
     let mut missing_arch = BTreeSet::new();
+    // Types in the catalog, and those of them without an AMI.
+    let (mut known, mut without_ami) = (0usize, 0usize);
     let mut offerings: Vec<CandidateOffering> = Vec::new();
     let mut overlay = false;
     let mut iced = 0usize;
@@ -249,10 +251,12 @@ pub fn prepare_launch(input: &PrepareInput) -> Result<PreparedLaunch, LaunchErro
             skipped.push(format!("{ty}: not in the catalog"));
             continue;
         };
+        known += 1;
         let arch = entry.info.architecture.as_str();
         if resolved.image_for(arch).is_none() {
             skipped.push(format!("{ty}: no AMI for architecture {arch}"));
             missing_arch.insert(arch.to_string());
+            without_ami += 1;
             continue;
         }
         let type_labels: BTreeMap<String, String> = entry
@@ -305,10 +309,7 @@ pub fn prepare_launch(input: &PrepareInput) -> Result<PreparedLaunch, LaunchErro
         }
     }
     let Some(capacity_type) = offerings.iter().map(|o| o.capacity_type).min() else {
-        if !missing_arch.is_empty()
-            && skipped.len() == claim.instance_types.len()
-            && skipped.iter().all(|s| s.contains("no AMI"))
-        {
+        if without_ami > 0 && without_ami == known {
             return Err(LaunchError::NoCompatibleAmi {
                 architectures: missing_arch.into_iter().collect(),
                 ami_architectures: resolved.architectures(),
@@ -819,12 +820,14 @@ mod tests {
         f.resolved.subnets.retain(|s| s.zone == "us-west-2a");
         let p = f.prepare().unwrap();
         assert!(p.fleet.offerings.iter().all(|o| o.zone == "us-west-2a"));
-        f.resolved.subnets.retain(|s| s.zone == "us-west-2b");
-        f.resolved.subnets.push(subnet("subnet-b", "us-west-2b"));
-        assert!(matches!(
+        f.resolved.subnets = vec![subnet("subnet-b", "us-west-2b")];
+        assert_eq!(
             f.prepare().unwrap_err(),
-            LaunchError::NoSubnetInOfferingZones { .. }
-        ));
+            LaunchError::NoSubnetInOfferingZones {
+                offering_zones: vec!["us-west-2a".into(), "us-west-2c".into()],
+                subnet_zones: vec!["us-west-2b".into()],
+            }
+        );
     }
 
     fn overlay(
