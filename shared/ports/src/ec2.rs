@@ -89,3 +89,75 @@ pub trait Ec2: Send + Sync {
     /// Terminating an instance that is already gone is success.
     fn terminate_instances(&self, ids: &[String]) -> impl Future<Output = PortResult<()>> + Send;
 }
+
+impl<T: Ec2 + ?Sized> Ec2 for std::sync::Arc<T> {
+    fn describe_instance_types(
+        &self,
+    ) -> impl Future<Output = PortResult<Vec<InstanceTypeInfo>>> + Send {
+        (**self).describe_instance_types()
+    }
+    fn describe_instance_type_offerings(
+        &self,
+    ) -> impl Future<Output = PortResult<Vec<(String, String)>>> + Send {
+        (**self).describe_instance_type_offerings()
+    }
+    fn describe_spot_prices(&self) -> impl Future<Output = PortResult<Vec<SpotPrice>>> + Send {
+        (**self).describe_spot_prices()
+    }
+    fn describe_subnets(
+        &self,
+        filters: &[Filter],
+    ) -> impl Future<Output = PortResult<Vec<Subnet>>> + Send {
+        (**self).describe_subnets(filters)
+    }
+    fn describe_security_groups(
+        &self,
+        filters: &[Filter],
+    ) -> impl Future<Output = PortResult<Vec<SecurityGroup>>> + Send {
+        (**self).describe_security_groups(filters)
+    }
+    fn describe_images(
+        &self,
+        filters: &[Filter],
+        owners: &[String],
+    ) -> impl Future<Output = PortResult<Vec<Image>>> + Send {
+        (**self).describe_images(filters, owners)
+    }
+    fn describe_capacity_reservations(
+        &self,
+        filters: &[Filter],
+    ) -> impl Future<Output = PortResult<Vec<CapacityReservation>>> + Send {
+        (**self).describe_capacity_reservations(filters)
+    }
+    fn create_launch_template(
+        &self,
+        name: &str,
+        config: &LaunchTemplateConfig,
+    ) -> impl Future<Output = PortResult<()>> + Send {
+        (**self).create_launch_template(name, config)
+    }
+    fn describe_launch_templates(
+        &self,
+        filters: &[Filter],
+    ) -> impl Future<Output = PortResult<Vec<String>>> + Send {
+        (**self).describe_launch_templates(filters)
+    }
+    fn delete_launch_template(&self, name: &str) -> impl Future<Output = PortResult<()>> + Send {
+        (**self).delete_launch_template(name)
+    }
+    fn create_fleet(
+        &self,
+        request: &FleetRequest,
+    ) -> impl Future<Output = PortResult<FleetResponse>> + Send {
+        (**self).create_fleet(request)
+    }
+    fn describe_instances(
+        &self,
+        filters: &[Filter],
+    ) -> impl Future<Output = PortResult<Vec<Instance>>> + Send {
+        (**self).describe_instances(filters)
+    }
+    fn terminate_instances(&self, ids: &[String]) -> impl Future<Output = PortResult<()>> + Send {
+        (**self).terminate_instances(ids)
+    }
+}

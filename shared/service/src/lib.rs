@@ -24,9 +24,12 @@
 pub mod codec;
 pub mod intake;
 pub mod keys;
+pub mod launch;
 pub mod offerings;
+mod prepare;
 pub mod records;
 pub mod schedule;
+pub mod sweep;
 
 use flotilla_ports::PortError;
 
@@ -42,7 +45,8 @@ pub struct Config {
     /// ...or once the oldest unscheduled batch is this old.
     pub batch_max_ms: i64,
     /// How long a scheduling or launch lease is held before another
-    /// invocation may take over (longer than the Lambda timeout).
+    /// invocation may take over (longer than the Lambda timeouts, which the
+    /// template sets to at most 5 minutes).
     pub lease_ms: i64,
     /// Largest request body intake accepts (Lambda's payload limit is 6 MB).
     pub max_body_bytes: usize,
@@ -50,6 +54,13 @@ pub struct Config {
     pub max_pending_pods: usize,
     /// How long batches, results and contexts are kept.
     pub retention_secs: i64,
+    /// Read instance types, offerings and spot prices from EC2 (cached in
+    /// the table) instead of the embedded catalog.
+    pub live_offerings: bool,
+    /// The node IAM role the deployment made an instance profile for, and
+    /// that profile (used for EC2NodeClasses that name `spec.role`).
+    pub node_role: Option<String>,
+    pub instance_profile: Option<String>,
 }
 
 impl Default for Config {
@@ -59,10 +70,13 @@ impl Default for Config {
             reserved_capacity: false,
             batch_idle_ms: 1_000,
             batch_max_ms: 10_000,
-            lease_ms: 16 * 60 * 1000,
+            lease_ms: 6 * 60 * 1000,
             max_body_bytes: 6 * 1024 * 1024,
             max_pending_pods: 100_000,
             retention_secs: 24 * 3600,
+            live_offerings: true,
+            node_role: None,
+            instance_profile: None,
         }
     }
 }
@@ -108,3 +122,61 @@ impl ServiceError {
 }
 
 pub type Result<T> = std::result::Result<T, ServiceError>;
+
+/// Everything a stage talks to: the adapters plus configuration. The
+/// Lambdas build it from AWS adapters, the tests from the simulator.
+#[derive(Debug, Clone)]
+pub struct Ports<S, E, B, C> {
+    pub store: S,
+    pub ec2: E,
+    pub bus: B,
+    pub clock: C,
+    pub config: Config,
+    pub access: intake::Access,
+}
+
+impl Config {
+    /// Read the configuration from `FLOTILLA_*` variables through `get`
+    /// (the environment in the Lambdas). Unset variables keep the default;
+    /// malformed ones are an error naming the variable.
+    pub fn from_lookup(
+        get: impl Fn(&str) -> Option<String>,
+    ) -> std::result::Result<Config, String> {
+        let mut c = Config::default();
+        if let Some(r) = get("AWS_REGION").filter(|r| !r.is_empty()) {
+            c.region = r;
+        }
+        fn parse<T: std::str::FromStr>(name: &str, v: &str) -> std::result::Result<T, String> {
+            v.trim()
+                .parse()
+                .map_err(|_| format!("{name}={v:?} is not a valid value"))
+        }
+        if let Some(v) = get("FLOTILLA_RESERVED_CAPACITY") {
+            c.reserved_capacity = parse("FLOTILLA_RESERVED_CAPACITY", &v.to_ascii_lowercase())?;
+        }
+        if let Some(v) = get("FLOTILLA_BATCH_IDLE_SECONDS") {
+            let s: f64 = parse("FLOTILLA_BATCH_IDLE_SECONDS", &v)?;
+            if !(0.0..=60.0).contains(&s) {
+                return Err(format!(
+                    "FLOTILLA_BATCH_IDLE_SECONDS={v} must be within 0..=60"
+                ));
+            }
+            c.batch_idle_ms = (s * 1000.0) as i64;
+        }
+        if let Some(v) = get("FLOTILLA_BATCH_MAX_SECONDS") {
+            let s: f64 = parse("FLOTILLA_BATCH_MAX_SECONDS", &v)?;
+            if !(0.0..=600.0).contains(&s) {
+                return Err(format!(
+                    "FLOTILLA_BATCH_MAX_SECONDS={v} must be within 0..=600"
+                ));
+            }
+            c.batch_max_ms = (s * 1000.0) as i64;
+        }
+        c.node_role = get("FLOTILLA_NODE_ROLE").filter(|v| !v.is_empty());
+        c.instance_profile = get("FLOTILLA_INSTANCE_PROFILE").filter(|v| !v.is_empty());
+        if let Some(v) = get("FLOTILLA_LIVE_OFFERINGS") {
+            c.live_offerings = parse("FLOTILLA_LIVE_OFFERINGS", &v.to_ascii_lowercase())?;
+        }
+        Ok(c)
+    }
+}

@@ -33,10 +33,13 @@ pub enum ScheduleOutcome {
     /// replaced it, or it was already scheduled. Nothing to do.
     Superseded,
     /// Call again after this many milliseconds: the batching window is
-    /// still open, or another invocation holds the cluster's lease.
+    /// still open.
     Wait {
         retry_after_ms: i64,
     },
+    /// Another invocation is scheduling this cluster; it announces this
+    /// batch again when it finishes. Nothing to do.
+    Busy,
     Scheduled(ScheduleReport),
 }
 
@@ -55,6 +58,7 @@ pub struct ScheduleReport {
 enum Claim {
     Run,
     Wait(i64),
+    Busy,
     Superseded,
 }
 
@@ -74,7 +78,9 @@ fn claim(
                 return (false, Claim::Wait(idle_left.min(max_left)));
             }
             if !lease_free {
-                return (false, Claim::Wait(config.batch_idle_ms.max(250)));
+                // The run in progress re-announces the pending batch when
+                // it releases the lease (see `on_batch_accepted`).
+                return (false, Claim::Busy);
             }
             p.pending = None;
             p.running = Some(RunningBatch {
@@ -120,25 +126,76 @@ pub async fn on_batch_accepted<S: Store, E: Ec2, B: Bus, C: Clock>(
             return Ok(ScheduleOutcome::Superseded);
         }
         Claim::Wait(ms) => return Ok(ScheduleOutcome::Wait { retry_after_ms: ms }),
+        Claim::Busy => return Ok(ScheduleOutcome::Busy),
         Claim::Run => {}
     }
     let report = run(store, ec2, bus, clock, config, cluster, batch).await;
     // Release the lease whatever happened; on error the event is retried
     // (and may take the lease over again).
     let finished = report.is_ok();
-    update_pointer(store, cluster, clock.now_secs(), |p| {
+    let waiting = update_pointer(store, cluster, clock.now_secs(), |p| {
+        let waiting = p.pending.as_ref().map(|b| b.batch_id.clone());
         if p.running.as_ref().is_some_and(|r| r.batch_id == *batch) {
             p.running = None;
             if finished {
                 p.last_completed = Some(batch.clone());
             }
-            (true, ())
+            (true, waiting)
         } else {
-            (false, ())
+            (false, waiting)
         }
     })
     .await?;
+    // A batch that arrived during this run was told we were busy.
+    if let Some(next) = waiting {
+        announce_batch(bus, cluster, &next).await?;
+    }
     report.map(ScheduleOutcome::Scheduled)
+}
+
+async fn announce_batch<B: Bus>(bus: &B, cluster: &str, batch: &str) -> Result<()> {
+    let event = FlotillaEvent::BatchAccepted(BatchAccepted {
+        cluster_id: cluster.to_string(),
+        batch_id: batch.to_string(),
+    });
+    bus.put(vec![event.to_event()])
+        .await
+        .map_err(ServiceError::port("put BatchAccepted"))
+}
+
+/// On `PodsUnschedulable` (a launch gave up): schedule the cluster's last
+/// batch again, so its pods are re-planned (the failed NodeClaim no longer
+/// carries them and its offerings are in the ICE cache) without waiting for
+/// the agent's next post. Does nothing when a newer batch is pending.
+pub async fn on_pods_unschedulable<S: Store, B: Bus, C: Clock>(
+    store: &S,
+    bus: &B,
+    clock: &C,
+    event: &flotilla_ports::events::PodsUnschedulable,
+) -> Result<Option<String>> {
+    let cluster = &event.cluster_id;
+    let now = clock.now_millis();
+    let rearmed = update_pointer(store, cluster, clock.now_secs(), |p| {
+        if p.pending.is_some() {
+            return (false, None);
+        }
+        let Some(last) = p.last_completed.clone() else {
+            return (false, None);
+        };
+        p.pending = Some(crate::records::PendingBatch {
+            batch_id: last.clone(),
+            content_hash: String::new(),
+            first_at: now,
+            last_at: now,
+        });
+        (true, Some(last))
+    })
+    .await?;
+    if let Some(batch) = &rearmed {
+        announce_batch(bus, cluster, batch).await?;
+        tracing::info!(cluster = %cluster, batch = %batch, node_claim = %event.node_claim, "re-scheduling after a failed launch");
+    }
+    Ok(rearmed)
 }
 
 /// Load a stored batch.
@@ -226,6 +283,26 @@ pub async fn node_claims<S: Store>(
             Ok((item, r))
         })
         .collect()
+}
+
+/// One NodeClaim record and its item.
+pub async fn node_claim_item<S: Store>(
+    store: &S,
+    cluster: &str,
+    name: &str,
+) -> Result<Option<(Item, NodeClaimRecord)>> {
+    let key = keys::node_claim(cluster, name);
+    match store
+        .get(&key)
+        .await
+        .map_err(ServiceError::port("read NodeClaim"))?
+    {
+        None => Ok(None),
+        Some(item) => {
+            let r = codec::from_json(&key.to_string(), &item.body)?;
+            Ok(Some((item, r)))
+        }
+    }
 }
 
 /// Write a NodeClaim record over `item` (version-checked). `Ok(false)`: lost
@@ -383,12 +460,41 @@ async fn run<S: Store, E: Ec2, B: Bus, C: Clock>(
         }
     }
 
+    let in_flight_names: BTreeSet<String> = in_flight.iter().map(|r| r.name.clone()).collect();
+    let pod_requests: BTreeMap<String, Resources> = state
+        .pending_pods
+        .iter()
+        .map(|p| (p.key(), p.requests.clone()))
+        .collect();
     let opts = SchedulerOptions {
         reserved_capacity: config.reserved_capacity,
         unavailable,
         ..SchedulerOptions::default()
     };
     let plan = scheduler::schedule(&state, &catalog, &opts);
+    // Pods placed on in-flight NodeClaims join them (so the next batch
+    // sees them carried, and their room taken).
+    for placed in plan
+        .existing_nodes
+        .iter()
+        .filter(|n| in_flight_names.contains(&n.name) && !n.pods.is_empty())
+    {
+        if let Some((item, mut record)) = node_claim_item(store, cluster, &placed.name).await? {
+            for pod in &placed.pods {
+                if !record.plan.pods.contains(pod) {
+                    if let Some(r) = pod_requests.get(pod) {
+                        record.plan.resources.requests.add_assign(r);
+                    }
+                    record.plan.pods.push(pod.clone());
+                }
+            }
+            record.plan.pods.sort();
+            record.updated_at = now;
+            if !update_claim(store, &item, &record).await? {
+                tracing::info!(node_claim = %placed.name, "NodeClaim changed concurrently; its new pods wait for the next batch");
+            }
+        }
+    }
     let mut persisted =
         persist(store, cluster, batch, &plan, &state, &totals, now, now_secs).await?;
     let mut unschedulable: Vec<(String, String)> = plan

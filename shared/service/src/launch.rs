@@ -1,0 +1,467 @@
+//! Launch: on `NodeClaimsPlanned`, turn each `Pending` NodeClaim into an
+//! instance with CreateFleet, exactly once.
+//!
+//! Per NodeClaim: take it (`Pending → Launching` with a lease, a
+//! version-checked write, so concurrent deliveries launch it once); adopt an
+//! instance already tagged with the NodeClaim (a previous attempt that
+//! crashed after CreateFleet: EC2's client token would also return it, but
+//! we do not depend on that); resolve the EC2NodeClass; ensure the launch
+//! templates; call CreateFleet and follow `flotilla_core::launch::next_attempt`
+//! (ICE'd offerings into the cache, retry, spot → on-demand fallback); record
+//! `Launched` or `Failed` (+ `PodsUnschedulable`, reservation released).
+
+use std::collections::BTreeMap;
+
+use flotilla_core::launch::{
+    self, build_fleet_request, ice::UnavailableOffering, next_attempt, nodeclass, FleetInput,
+    Outcome,
+};
+use flotilla_core::model::ClusterState;
+use flotilla_ports::events::{FlotillaEvent, NodeClaimsPlanned, PodsUnschedulable};
+use flotilla_ports::{Bus, Clock, Condition, Ec2, Filter, Item, PortError, Store, Write};
+use serde::Serialize;
+
+use crate::records::{LaunchContext, LaunchedInstanceRecord, NodeClaimRecord, NodeClaimState};
+use crate::schedule::{node_claim_item, update_claim};
+use crate::{codec, keys, offerings, Config, Result, ServiceError};
+
+/// CreateFleet calls per NodeClaim per invocation (ICE retries and the
+/// on-demand fallback included).
+pub const MAX_FLEET_CALLS: u32 = 8;
+
+/// Retries of one CreateFleet call that failed as a whole with a
+/// retryable error (same request, same client token).
+pub const MAX_TRANSIENT_RETRIES: u32 = 3;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LaunchReport {
+    /// (NodeClaim, instance id)
+    pub launched: Vec<(String, String)>,
+    /// (NodeClaim, reason)
+    pub failed: Vec<(String, String)>,
+    /// Already launched, failed, being launched elsewhere, or unknown.
+    pub skipped: Vec<String>,
+    /// CreateFleet calls made.
+    pub fleet_calls: u32,
+}
+
+/// What launching needs besides the NodeClaim: the batch's NodePools,
+/// EC2NodeClasses and overlays, and the cluster's bootstrap facts.
+pub struct LaunchEnv {
+    pub context: LaunchContext,
+    pub state: ClusterState,
+    pub catalog: flotilla_core::catalog::Catalog,
+    pub unavailable: std::collections::BTreeSet<UnavailableOffering>,
+    resolved: BTreeMap<String, std::result::Result<nodeclass::ResolvedNodeClass, String>>,
+}
+
+pub async fn on_node_claims_planned<S: Store, E: Ec2, B: Bus, C: Clock>(
+    store: &S,
+    ec2: &E,
+    bus: &B,
+    clock: &C,
+    config: &Config,
+    event: &NodeClaimsPlanned,
+) -> Result<LaunchReport> {
+    let cluster = &event.cluster_id;
+    let ckey = keys::context(cluster, &event.batch_id);
+    let Some(item) = store
+        .get(&ckey)
+        .await
+        .map_err(ServiceError::port("read launch context"))?
+    else {
+        return Err(ServiceError::Corrupt {
+            key: ckey.to_string(),
+            reason: "launch context missing (expired?)".into(),
+        });
+    };
+    let context: LaunchContext = codec::from_json(
+        &ckey.to_string(),
+        &codec::gunzip(&ckey.to_string(), &item.body)?,
+    )?;
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": context.documents});
+    let bytes = codec::to_json(&list);
+    let state = flotilla_input::load(&[flotilla_input::Source {
+        name: "launch context",
+        bytes: &bytes,
+    }])
+    .map_err(|e| ServiceError::Corrupt {
+        key: ckey.to_string(),
+        reason: e.to_string(),
+    })?;
+    let catalog = offerings::catalog(store, ec2, clock, config, &state).await?;
+    let unavailable =
+        crate::schedule::unavailable_offerings(store, &config.region, clock.now_secs())
+            .await?
+            .into_iter()
+            .map(|(instance_type, zone, capacity_type)| UnavailableOffering {
+                instance_type,
+                zone,
+                capacity_type,
+            })
+            .collect();
+    let mut env = LaunchEnv {
+        context,
+        state,
+        catalog,
+        unavailable,
+        resolved: BTreeMap::new(),
+    };
+    let mut report = LaunchReport::default();
+    for name in &event.node_claims {
+        launch_one(
+            store,
+            ec2,
+            bus,
+            clock,
+            config,
+            &mut env,
+            cluster,
+            name,
+            &mut report,
+        )
+        .await?;
+    }
+    tracing::info!(cluster = %cluster, launched = report.launched.len(), failed = report.failed.len(), skipped = report.skipped.len(), fleet_calls = report.fleet_calls, "launch done");
+    Ok(report)
+}
+
+/// Resolve (once per invocation) the EC2NodeClass `name` against EC2.
+async fn resolve_node_class<E: Ec2>(
+    ec2: &E,
+    env: &mut LaunchEnv,
+    name: &str,
+) -> Result<std::result::Result<nodeclass::ResolvedNodeClass, String>> {
+    if let Some(r) = env.resolved.get(name) {
+        return Ok(r.clone());
+    }
+    let Some(nc) = env.state.node_classes.iter().find(|n| n.name == name) else {
+        let r = Err(format!("EC2NodeClass {name:?} is not in the batch"));
+        env.resolved.insert(name.to_string(), r.clone());
+        return Ok(r);
+    };
+    let spec = match nodeclass::parse_node_class(nc) {
+        Ok(s) => s,
+        Err(e) => {
+            let r = Err(e.to_string());
+            env.resolved.insert(name.to_string(), r.clone());
+            return Ok(r);
+        }
+    };
+    let mut subnets = Vec::new();
+    for q in spec.subnet_queries() {
+        subnets.extend(
+            ec2.describe_subnets(&q)
+                .await
+                .map_err(ServiceError::port("DescribeSubnets"))?,
+        );
+    }
+    let mut groups = Vec::new();
+    for q in spec.security_group_queries() {
+        groups.extend(
+            ec2.describe_security_groups(&q)
+                .await
+                .map_err(ServiceError::port("DescribeSecurityGroups"))?,
+        );
+    }
+    let mut images = Vec::new();
+    for q in spec.image_queries(&env.context.cluster.kubernetes_version) {
+        images.extend(
+            ec2.describe_images(&q.filters, &q.owners)
+                .await
+                .map_err(ServiceError::port("DescribeImages"))?,
+        );
+    }
+    let r = nodeclass::resolve(&spec, subnets, groups, images).map_err(|e| e.to_string());
+    env.resolved.insert(name.to_string(), r.clone());
+    Ok(r)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn launch_one<S: Store, E: Ec2, B: Bus, C: Clock>(
+    store: &S,
+    ec2: &E,
+    bus: &B,
+    clock: &C,
+    config: &Config,
+    env: &mut LaunchEnv,
+    cluster: &str,
+    name: &str,
+    report: &mut LaunchReport,
+) -> Result<()> {
+    let Some((item, mut record)) = node_claim_item(store, cluster, name).await? else {
+        report.skipped.push(name.to_string());
+        return Ok(());
+    };
+    let now = clock.now_millis();
+    let held =
+        record.state == NodeClaimState::Launching && record.lease_until.is_some_and(|t| t > now);
+    if !matches!(
+        record.state,
+        NodeClaimState::Pending | NodeClaimState::Launching
+    ) || held
+    {
+        report.skipped.push(name.to_string());
+        return Ok(());
+    }
+    // Take it.
+    record.state = NodeClaimState::Launching;
+    record.lease_until = Some(now + config.lease_ms);
+    record.updated_at = now;
+    if !update_claim(store, &item, &record).await? {
+        report.skipped.push(name.to_string());
+        return Ok(());
+    }
+    let item = Item {
+        version: item.version + 1,
+        body: codec::to_json(&record),
+        ..item
+    };
+
+    match launch_taken(store, ec2, clock, config, env, cluster, &mut record, report).await {
+        Ok(Ok(instance)) => {
+            record.state = NodeClaimState::Launched;
+            record.lease_until = None;
+            record.reason = None;
+            record.updated_at = clock.now_millis();
+            report
+                .launched
+                .push((name.to_string(), instance.instance_id.clone()));
+            record.instance = Some(instance);
+            if !update_claim(store, &item, &record).await? {
+                // Only a concurrent sweep (lease takeover) can get here;
+                // the instance is tagged and the sweep adopts or ends it.
+                tracing::warn!(node_claim = %name, "NodeClaim changed while launching");
+            }
+            Ok(())
+        }
+        Ok(Err(reason)) => {
+            fail(store, bus, clock, cluster, &item, &mut record, &reason).await?;
+            report.failed.push((name.to_string(), reason));
+            Ok(())
+        }
+        Err(e) => {
+            // Let the redelivery (or the sweep) try again straight away.
+            record.lease_until = Some(clock.now_millis());
+            let _ = update_claim(store, &item, &record).await;
+            Err(e)
+        }
+    }
+}
+
+/// Mark a NodeClaim failed, free its reservation, hand its pods back.
+async fn fail<S: Store, B: Bus, C: Clock>(
+    store: &S,
+    bus: &B,
+    clock: &C,
+    cluster: &str,
+    item: &Item,
+    record: &mut NodeClaimRecord,
+    reason: &str,
+) -> Result<()> {
+    record.state = NodeClaimState::Failed;
+    record.lease_until = None;
+    record.reason = Some(reason.to_string());
+    record.updated_at = clock.now_millis();
+    if !update_claim(store, item, record).await? {
+        return Ok(());
+    }
+    release_reservation(store, record).await?;
+    let ev = FlotillaEvent::PodsUnschedulable(PodsUnschedulable {
+        cluster_id: cluster.to_string(),
+        node_claim: record.name.clone(),
+        reason: reason.chars().take(1000).collect(),
+    });
+    bus.put(vec![ev.to_event()])
+        .await
+        .map_err(ServiceError::port("put PodsUnschedulable"))?;
+    tracing::warn!(cluster = %cluster, node_claim = %record.name, reason = %reason, "launch failed");
+    Ok(())
+}
+
+/// Give back the reservation slot a NodeClaim held (never below zero).
+pub async fn release_reservation<S: Store>(store: &S, record: &NodeClaimRecord) -> Result<()> {
+    let Some(res) = &record.reservation else {
+        return Ok(());
+    };
+    match store
+        .write(Write::Add {
+            key: keys::reservation(res),
+            delta: -1,
+            min: 0,
+            max: i64::MAX,
+        })
+        .await
+    {
+        Ok(()) | Err(PortError::ConditionFailed(_)) => Ok(()),
+        Err(e) => Err(ServiceError::port("release reservation")(e)),
+    }
+}
+
+/// Instances already carrying this NodeClaim's tag.
+pub async fn tagged_instances<E: Ec2>(
+    ec2: &E,
+    name: &str,
+) -> Result<Vec<flotilla_ports::Instance>> {
+    let filters = [
+        Filter::new(
+            format!("tag:{}", launch::launch_template::TAG_NODECLAIM),
+            [name],
+        ),
+        Filter::new("instance-state-name", ["pending", "running"]),
+    ];
+    ec2.describe_instances(&filters)
+        .await
+        .map_err(ServiceError::port("DescribeInstances"))
+}
+
+/// The launch proper, with the NodeClaim held. `Ok(Err(reason))`: give up.
+#[allow(clippy::too_many_arguments)]
+async fn launch_taken<S: Store, E: Ec2, C: Clock>(
+    store: &S,
+    ec2: &E,
+    clock: &C,
+    config: &Config,
+    env: &mut LaunchEnv,
+    cluster: &str,
+    record: &mut NodeClaimRecord,
+    report: &mut LaunchReport,
+) -> Result<std::result::Result<LaunchedInstanceRecord, String>> {
+    // A previous attempt may have launched already.
+    if let Some(i) = tagged_instances(ec2, &record.name)
+        .await?
+        .into_iter()
+        .min_by(|a, b| a.id.cmp(&b.id))
+    {
+        tracing::info!(node_claim = %record.name, instance = %i.id, "adopting an instance launched by an earlier attempt");
+        return Ok(Ok(LaunchedInstanceRecord {
+            instance_id: i.id,
+            instance_type: i.instance_type,
+            zone: i.zone,
+            capacity_type: if i.lifecycle == "spot" {
+                "spot".into()
+            } else if i.capacity_reservation_id.is_some() {
+                "reserved".into()
+            } else {
+                "on-demand".into()
+            },
+            launched_at: i.launch_time * 1000,
+        }));
+    }
+    let resolved = match resolve_node_class(ec2, env, &record.node_class).await? {
+        Ok(r) => r,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    let prepared = match crate::prepare::prepare(env, &resolved, record, cluster, config) {
+        Ok(p) => p,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let now_secs = clock.now_secs();
+    for (name, config_lt) in &prepared.launch_templates {
+        ec2.create_launch_template(name, config_lt)
+            .await
+            .map_err(ServiceError::port(format!("CreateLaunchTemplate {name}")))?;
+        let mut used = Item::new(
+            keys::launch_template(&config.region, name),
+            codec::to_json(&serde_json::json!({"lastUsed": now_secs})),
+        );
+        used.expires_at = None;
+        store
+            .write(Write::Put {
+                item: used,
+                condition: Condition::Always,
+            })
+            .await
+            .map_err(ServiceError::port("record launch template use"))?;
+    }
+    let mut input: FleetInput = prepared.fleet;
+    input.attempt = record.attempts;
+    let mut last_reason = String::from("no launch attempted");
+    for _ in 0..MAX_FLEET_CALLS {
+        let request = match build_fleet_request(&input) {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        let mut tries = 0;
+        let response = loop {
+            report.fleet_calls += 1;
+            match ec2.create_fleet(&request).await {
+                Ok(r) => break r,
+                Err(e) if e.is_retryable() && tries < MAX_TRANSIENT_RETRIES => {
+                    tries += 1;
+                    tracing::warn!(node_claim = %record.name, error = %e, "CreateFleet failed; retrying with the same client token");
+                }
+                Err(e) => return Err(ServiceError::port("CreateFleet")(e)),
+            }
+        };
+        record.attempts += 1;
+        let outcome = next_attempt(&input, &response);
+        let unavailable = match &outcome {
+            Outcome::Launched { unavailable, .. }
+            | Outcome::Retry { unavailable, .. }
+            | Outcome::FallBack { unavailable, .. }
+            | Outcome::Failed { unavailable, .. } => unavailable.clone(),
+        };
+        record_ice(store, clock, &config.region, &unavailable).await?;
+        env.unavailable.extend(unavailable);
+        match outcome {
+            Outcome::Launched { mut instances, .. } => {
+                instances.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
+                let mut it = instances.into_iter();
+                let Some(first) = it.next() else {
+                    return Ok(Err(
+                        "CreateFleet reported success without an instance".into()
+                    ));
+                };
+                let extra: Vec<String> = it.map(|i| i.instance_id).collect();
+                if !extra.is_empty() {
+                    ec2.terminate_instances(&extra)
+                        .await
+                        .map_err(ServiceError::port("terminate surplus instances"))?;
+                }
+                return Ok(Ok(LaunchedInstanceRecord {
+                    instance_id: first.instance_id,
+                    instance_type: first.instance_type,
+                    zone: first.zone,
+                    capacity_type: first.capacity_type.as_str().to_string(),
+                    launched_at: clock.now_millis(),
+                }));
+            }
+            Outcome::Retry { next, .. } | Outcome::FallBack { next, .. } => {
+                last_reason = format!(
+                    "insufficient capacity after {} CreateFleet calls",
+                    record.attempts
+                );
+                input = next;
+            }
+            Outcome::Failed { reason, .. } => return Ok(Err(reason)),
+        }
+    }
+    Ok(Err(last_reason))
+}
+
+/// Put ICE'd offerings in the cache for 45 s.
+async fn record_ice<S: Store, C: Clock>(
+    store: &S,
+    clock: &C,
+    region: &str,
+    offerings: &[UnavailableOffering],
+) -> Result<()> {
+    let now = clock.now_secs();
+    for o in offerings {
+        let mut item = Item::new(
+            keys::ice(region, &o.instance_type, &o.zone, o.capacity_type.as_str()),
+            Vec::new(),
+        );
+        item.expires_at = Some(now + i64::try_from(launch::ICE_TTL_SECONDS).unwrap_or(45));
+        store
+            .write(Write::Put {
+                item,
+                condition: Condition::Always,
+            })
+            .await
+            .map_err(ServiceError::port("write ICE entry"))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,580 @@
+//! Sweep: every minute (and on EC2 notices) reconcile what the table says
+//! with what EC2 runs, per cluster:
+//!
+//! - `Pending` NodeClaims not launched after [`REDRIVE_AFTER_MS`], and
+//!   `Launching` ones whose lease lapsed, are announced again (a lost
+//!   `NodeClaimsPlanned` or a crashed launch);
+//! - `Launched` NodeClaims whose node has not registered after
+//!   [`REGISTRATION_TIMEOUT_MS`] are terminated;
+//! - NodeClaims whose instance is gone become `Deleted`;
+//! - instances tagged for a cluster with no live NodeClaim are terminated
+//!   (leaks: a launch that lost its record);
+//! - every end frees the NodeClaim's reservation slot, once;
+//! - the capacity-reservation expiry policy
+//!   (`flotilla_core::reservations::expiry_actions`) turns into stored
+//!   actions for the cluster agent (cordon, drain, relabel);
+//! - launch templates unused for a day are deleted.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use flotilla_core::catalog::CapacityType;
+use flotilla_core::launch::launch_template::TAG_NODECLAIM;
+use flotilla_core::reservations::{self, Action, ActionKind, ReservedNode};
+use flotilla_ports::events::{FlotillaEvent, NodeClaimsPlanned, NODE_CLAIMS_PER_EVENT};
+use flotilla_ports::{Bus, Clock, Condition, Ec2, Filter, Instance, Item, PortError, Store, Write};
+use serde::{Deserialize, Serialize};
+
+use crate::launch::release_reservation;
+use crate::records::{NodeClaimRecord, NodeClaimState};
+use crate::schedule::{node_claims, update_claim};
+use crate::{codec, keys, Config, Result, ServiceError};
+
+/// Tag naming the Flotilla cluster id on everything Flotilla launches (so
+/// the sweep never touches instances of another provisioner, Karpenter
+/// included, which share the `karpenter.sh/*` tags).
+pub const CLUSTER_ID_TAG: &str = "flotilla.io/cluster-id";
+
+pub const REDRIVE_AFTER_MS: i64 = 60_000;
+pub const REGISTRATION_TIMEOUT_MS: i64 = 15 * 60_000;
+/// Instances younger than this are never treated as leaked (their
+/// NodeClaim's write may be in flight).
+pub const LEAK_GRACE_SECS: i64 = 5 * 60;
+pub const TEMPLATE_GRACE_SECS: i64 = 24 * 3600;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SweepReport {
+    pub clusters: usize,
+    pub redriven: Vec<String>,
+    pub registration_timeouts: Vec<String>,
+    pub deleted: Vec<String>,
+    pub leaked_terminated: Vec<String>,
+    pub reservations_freed: Vec<String>,
+    pub actions: usize,
+    pub templates_deleted: Vec<String>,
+}
+
+/// An action as stored for the agent (`ACTION#<id>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredAction {
+    pub id: String,
+    #[serde(flatten)]
+    pub action: Action,
+    pub created_at: i64,
+}
+
+fn action_id(a: &Action) -> String {
+    let key = format!(
+        "{:?}/{}/{}/{}",
+        a.kind, a.node, a.reservation_id, a.deadline
+    );
+    codec::content_hash(key.as_bytes())
+}
+
+fn capacity_type_of(i: &Instance) -> &'static str {
+    if i.lifecycle == "spot" {
+        "spot"
+    } else if i.capacity_reservation_id.is_some() {
+        "reserved"
+    } else {
+        "on-demand"
+    }
+}
+
+/// Store actions for a cluster's agent (idempotent per action).
+pub async fn store_actions<S: Store>(
+    store: &S,
+    cluster: &str,
+    actions: &[Action],
+    now_secs: i64,
+    retention_secs: i64,
+) -> Result<usize> {
+    let mut n = 0;
+    for a in actions {
+        let id = action_id(a);
+        let stored = StoredAction {
+            id: id.clone(),
+            action: a.clone(),
+            created_at: now_secs,
+        };
+        let mut item = Item::new(keys::action(cluster, &id), codec::to_json(&stored));
+        item.expires_at = Some(a.deadline.max(now_secs) + retention_secs);
+        match store
+            .write(Write::Put {
+                item,
+                condition: Condition::Absent { now_secs },
+            })
+            .await
+        {
+            Ok(()) => n += 1,
+            Err(PortError::ConditionFailed(_)) => {}
+            Err(e) => return Err(ServiceError::port("store action")(e)),
+        }
+    }
+    Ok(n)
+}
+
+/// End a NodeClaim (`Deleted`) and free its reservation slot.
+async fn end_claim<S: Store>(
+    store: &S,
+    item: &Item,
+    record: &mut NodeClaimRecord,
+    reason: &str,
+    now: i64,
+    retention_secs: i64,
+) -> Result<bool> {
+    if !record.state.can_become(NodeClaimState::Deleted) {
+        return Ok(false);
+    }
+    record.state = NodeClaimState::Deleted;
+    record.reason = Some(reason.to_string());
+    record.updated_at = now;
+    record.lease_until = None;
+    let mut ended = item.clone();
+    ended.expires_at = Some(now / 1000 + retention_secs);
+    if !update_claim(store, &ended, record).await? {
+        return Ok(false);
+    }
+    release_reservation(store, record).await?;
+    Ok(true)
+}
+
+pub async fn sweep<S: Store, E: Ec2, B: Bus, C: Clock>(
+    store: &S,
+    ec2: &E,
+    bus: &B,
+    clock: &C,
+    config: &Config,
+) -> Result<SweepReport> {
+    let mut report = SweepReport::default();
+    let now = clock.now_millis();
+    let now_secs = clock.now_secs();
+    let clusters = store
+        .query(keys::CLUSTERS, "")
+        .await
+        .map_err(ServiceError::port("list clusters"))?;
+    let instances = ec2
+        .describe_instances(&[
+            Filter::new("tag-key", [CLUSTER_ID_TAG]),
+            Filter::new(
+                "instance-state-name",
+                ["pending", "running", "stopping", "stopped"],
+            ),
+        ])
+        .await
+        .map_err(ServiceError::port("DescribeInstances"))?;
+    let mut by_cluster: BTreeMap<String, Vec<Instance>> = BTreeMap::new();
+    for i in instances {
+        if let Some(c) = i.tags.get(CLUSTER_ID_TAG) {
+            by_cluster.entry(c.clone()).or_default().push(i);
+        }
+    }
+    for c in &clusters {
+        report.clusters += 1;
+        let cluster = c.key.sk.clone();
+        let running = by_cluster.remove(&cluster).unwrap_or_default();
+        sweep_cluster(
+            store,
+            ec2,
+            bus,
+            clock,
+            config,
+            &cluster,
+            &running,
+            &mut report,
+        )
+        .await?;
+    }
+    // Instances of clusters we do not know at all (registry lost): leaks.
+    for (cluster, list) in by_cluster {
+        let old: Vec<String> = list
+            .iter()
+            .filter(|i| now_secs - i.launch_time >= LEAK_GRACE_SECS)
+            .map(|i| i.id.clone())
+            .collect();
+        if !old.is_empty() {
+            tracing::warn!(cluster = %cluster, instances = ?old, "terminating instances of an unknown cluster");
+            ec2.terminate_instances(&old)
+                .await
+                .map_err(ServiceError::port("TerminateInstances"))?;
+            report.leaked_terminated.extend(old);
+        }
+    }
+    gc_templates(store, ec2, config, now_secs, &mut report).await?;
+    let _ = now;
+    Ok(report)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn sweep_cluster<S: Store, E: Ec2, B: Bus, C: Clock>(
+    store: &S,
+    ec2: &E,
+    bus: &B,
+    clock: &C,
+    config: &Config,
+    cluster: &str,
+    running: &[Instance],
+    report: &mut SweepReport,
+) -> Result<()> {
+    let now = clock.now_millis();
+    let now_secs = clock.now_secs();
+    let running_by_id: BTreeMap<&str, &Instance> =
+        running.iter().map(|i| (i.id.as_str(), i)).collect();
+    let claims = node_claims(store, cluster).await?;
+    let mut redrive: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut live_names: BTreeSet<String> = BTreeSet::new();
+    let mut reserved_nodes = Vec::new();
+    let mut by_name: BTreeMap<String, (Item, NodeClaimRecord)> = BTreeMap::new();
+    for (item, mut record) in claims {
+        let name = record.name.clone();
+        match record.state {
+            NodeClaimState::Pending if now - record.created_at >= REDRIVE_AFTER_MS => {
+                redrive
+                    .entry(record.batch_id.clone())
+                    .or_default()
+                    .push(name.clone());
+            }
+            NodeClaimState::Launching if record.lease_until.is_none_or(|t| t <= now) => {
+                redrive
+                    .entry(record.batch_id.clone())
+                    .or_default()
+                    .push(name.clone());
+            }
+            NodeClaimState::Launched | NodeClaimState::Registered => {
+                let Some(inst) = record.instance.clone() else {
+                    continue;
+                };
+                if !running_by_id.contains_key(inst.instance_id.as_str()) {
+                    // Not among the live instances: confirm it is gone.
+                    let seen = ec2
+                        .describe_instances(&[Filter::new(
+                            "instance-id",
+                            [inst.instance_id.as_str()],
+                        )])
+                        .await
+                        .map_err(ServiceError::port("DescribeInstances"))?;
+                    if seen.iter().all(|i| i.state.is_gone()) {
+                        if end_claim(
+                            store,
+                            &item,
+                            &mut record,
+                            "instance terminated",
+                            now,
+                            config.retention_secs,
+                        )
+                        .await?
+                        {
+                            report.deleted.push(name.clone());
+                        }
+                        continue;
+                    }
+                }
+                if record.state == NodeClaimState::Launched
+                    && now - inst.launched_at >= REGISTRATION_TIMEOUT_MS
+                {
+                    ec2.terminate_instances(std::slice::from_ref(&inst.instance_id))
+                        .await
+                        .map_err(ServiceError::port("TerminateInstances"))?;
+                    if end_claim(
+                        store,
+                        &item,
+                        &mut record,
+                        "node did not register within 15 minutes",
+                        now,
+                        config.retention_secs,
+                    )
+                    .await?
+                    {
+                        report.registration_timeouts.push(name.clone());
+                    }
+                    continue;
+                }
+                if let Some(res) = &record.reservation {
+                    reserved_nodes.push(ReservedNode {
+                        name: name.clone(),
+                        node_claim: Some(name.clone()),
+                        reservation_id: res.clone(),
+                        ultraserver: false,
+                    });
+                }
+            }
+            NodeClaimState::Failed | NodeClaimState::Deleted if item.expires_at.is_none() => {
+                let mut expiring = item.clone();
+                expiring.expires_at = Some(now_secs + config.retention_secs);
+                update_claim(store, &expiring, &record).await?;
+                continue;
+            }
+            _ => {}
+        }
+        if record.state.is_live() {
+            live_names.insert(name.clone());
+        }
+        by_name.insert(name, (item, record));
+    }
+
+    // Leaks: tagged for this cluster, no live NodeClaim, old enough.
+    let leaked: Vec<String> = running
+        .iter()
+        .filter(|i| !i.state.is_gone())
+        .filter(|i| {
+            i.tags
+                .get(TAG_NODECLAIM)
+                .is_none_or(|n| !live_names.contains(n))
+        })
+        .filter(|i| now_secs - i.launch_time >= LEAK_GRACE_SECS)
+        .map(|i| i.id.clone())
+        .collect();
+    if !leaked.is_empty() {
+        tracing::warn!(cluster = %cluster, instances = ?leaked, "terminating instances without a live NodeClaim");
+        ec2.terminate_instances(&leaked)
+            .await
+            .map_err(ServiceError::port("TerminateInstances"))?;
+        report.leaked_terminated.extend(leaked);
+    }
+
+    // Re-announce stuck NodeClaims.
+    let mut events = Vec::new();
+    for (batch, names) in &redrive {
+        for chunk in names.chunks(NODE_CLAIMS_PER_EVENT) {
+            events.push(
+                FlotillaEvent::NodeClaimsPlanned(NodeClaimsPlanned {
+                    cluster_id: cluster.to_string(),
+                    batch_id: batch.clone(),
+                    node_claims: chunk.to_vec(),
+                })
+                .to_event(),
+            );
+        }
+        report.redriven.extend(names.iter().cloned());
+    }
+    if !events.is_empty() {
+        bus.put(events)
+            .await
+            .map_err(ServiceError::port("put NodeClaimsPlanned"))?;
+    }
+
+    // Reservation expiry policy.
+    if !reserved_nodes.is_empty() {
+        let ids: BTreeSet<&str> = reserved_nodes
+            .iter()
+            .map(|n| n.reservation_id.as_str())
+            .collect();
+        let described = ec2
+            .describe_capacity_reservations(&[Filter::new("capacity-reservation-id", ids)])
+            .await
+            .map_err(ServiceError::port("DescribeCapacityReservations"))?;
+        let actions = reservations::expiry_actions(now_secs, &described, &reserved_nodes);
+        let mut for_agent = Vec::new();
+        for a in actions {
+            if a.kind == ActionKind::FreeReservation {
+                let Some((item, record)) = a.node_claim.as_ref().and_then(|n| by_name.get_mut(n))
+                else {
+                    continue;
+                };
+                if record.reservation.is_none() {
+                    continue;
+                }
+                let freed = record.clone();
+                record.reservation = None;
+                record
+                    .notes
+                    .insert("reservationFreed".into(), a.reason.clone());
+                record.updated_at = now;
+                if update_claim(store, item, record).await? {
+                    release_reservation(store, &freed).await?;
+                    report.reservations_freed.push(record.name.clone());
+                }
+            } else {
+                for_agent.push(a);
+            }
+        }
+        report.actions +=
+            store_actions(store, cluster, &for_agent, now_secs, config.retention_secs).await?;
+    }
+    Ok(())
+}
+
+/// Delete Flotilla launch templates unused for a day.
+async fn gc_templates<S: Store, E: Ec2>(
+    store: &S,
+    ec2: &E,
+    config: &Config,
+    now_secs: i64,
+    report: &mut SweepReport,
+) -> Result<()> {
+    let pk = format!("LAUNCHTEMPLATE#{}", config.region);
+    let items = store
+        .query(&pk, "")
+        .await
+        .map_err(ServiceError::port("list launch templates"))?;
+    for item in items {
+        let last: i64 = codec::from_json::<serde_json::Value>(&item.key.to_string(), &item.body)?
+            .get("lastUsed")
+            .and_then(serde_json::Value::as_i64)
+            .unwrap_or(0);
+        if now_secs - last < TEMPLATE_GRACE_SECS {
+            continue;
+        }
+        let name = item.key.sk.clone();
+        // Delete the record first (version-checked: a launch that just used
+        // the template wins, and the template stays).
+        match store
+            .write(Write::Delete {
+                key: item.key.clone(),
+                condition: Condition::Version(item.version),
+            })
+            .await
+        {
+            Ok(()) => {}
+            Err(PortError::ConditionFailed(_)) => continue,
+            Err(e) => return Err(ServiceError::port("delete launch template record")(e)),
+        }
+        ec2.delete_launch_template(&name)
+            .await
+            .map_err(ServiceError::port("DeleteLaunchTemplate"))?;
+        report.templates_deleted.push(name);
+    }
+    Ok(())
+}
+
+/// An EC2 notice routed to the sweep by an EventBridge rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ec2Notice {
+    /// `EC2 Spot Instance Interruption Warning`: two minutes left.
+    SpotInterruption { instance_id: String },
+    /// `EC2 Instance Rebalance Recommendation`.
+    Rebalance { instance_id: String },
+    /// `EC2 Instance State-change Notification`.
+    StateChange { instance_id: String, state: String },
+    /// Any capacity-reservation / capacity-block notice: run the sweep.
+    Reservation,
+}
+
+impl Ec2Notice {
+    /// Read an `aws.ec2` event. `None`: not one we act on.
+    pub fn parse(detail_type: &str, detail: &serde_json::Value) -> Option<Ec2Notice> {
+        let id = || {
+            detail
+                .get("instance-id")
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+        };
+        match detail_type {
+            "EC2 Spot Instance Interruption Warning" => {
+                Some(Ec2Notice::SpotInterruption { instance_id: id()? })
+            }
+            "EC2 Instance Rebalance Recommendation" => {
+                Some(Ec2Notice::Rebalance { instance_id: id()? })
+            }
+            "EC2 Instance State-change Notification" => Some(Ec2Notice::StateChange {
+                instance_id: id()?,
+                state: detail.get("state")?.as_str()?.to_string(),
+            }),
+            t if t.contains("Capacity Reservation") || t.contains("Capacity Block") => {
+                Some(Ec2Notice::Reservation)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// React to one EC2 notice.
+pub async fn on_ec2_notice<S: Store, E: Ec2, B: Bus, C: Clock>(
+    store: &S,
+    ec2: &E,
+    bus: &B,
+    clock: &C,
+    config: &Config,
+    notice: &Ec2Notice,
+) -> Result<SweepReport> {
+    let (instance_id, spot, state) = match notice {
+        Ec2Notice::Reservation => return sweep(store, ec2, bus, clock, config).await,
+        Ec2Notice::SpotInterruption { instance_id } => (instance_id, true, None),
+        Ec2Notice::Rebalance { instance_id } => (instance_id, false, None),
+        Ec2Notice::StateChange { instance_id, state } => (instance_id, false, Some(state.as_str())),
+    };
+    let mut report = SweepReport::default();
+    let found = ec2
+        .describe_instances(&[Filter::new("instance-id", [instance_id.as_str()])])
+        .await
+        .map_err(ServiceError::port("DescribeInstances"))?;
+    let Some(inst) = found.into_iter().next() else {
+        return Ok(report);
+    };
+    let (Some(cluster), Some(claim)) =
+        (inst.tags.get(CLUSTER_ID_TAG), inst.tags.get(TAG_NODECLAIM))
+    else {
+        return Ok(report); // not ours
+    };
+    let now = clock.now_millis();
+    let now_secs = clock.now_secs();
+    let Some((item, mut record)) = crate::schedule::node_claim_item(store, cluster, claim).await?
+    else {
+        return Ok(report);
+    };
+    if spot {
+        // Karpenter marks the interrupted offering unavailable too.
+        let mut ice = Item::new(
+            keys::ice(
+                &config.region,
+                &inst.instance_type,
+                &inst.zone,
+                CapacityType::Spot.as_str(),
+            ),
+            Vec::new(),
+        );
+        ice.expires_at =
+            Some(now_secs + i64::try_from(flotilla_core::launch::ICE_TTL_SECONDS).unwrap_or(45));
+        store
+            .write(Write::Put {
+                item: ice,
+                condition: Condition::Always,
+            })
+            .await
+            .map_err(ServiceError::port("write ICE entry"))?;
+    }
+    match state {
+        Some("shutting-down" | "terminated") => {
+            if end_claim(
+                store,
+                &item,
+                &mut record,
+                &format!("instance {}", state.unwrap_or("")),
+                now,
+                config.retention_secs,
+            )
+            .await?
+            {
+                report.deleted.push(record.name.clone());
+            }
+        }
+        Some(_) => {}
+        None => {
+            let reason = if spot {
+                "spot interruption: EC2 reclaims the instance in 2 minutes"
+            } else {
+                "EC2 rebalance recommendation: elevated interruption risk"
+            };
+            let deadline = if spot { now_secs + 120 } else { now_secs + 600 };
+            let mk = |kind| Action {
+                kind,
+                node: record.name.clone(),
+                node_claim: Some(record.name.clone()),
+                reservation_id: record.reservation.clone().unwrap_or_default(),
+                set_labels: BTreeMap::new(),
+                remove_labels: vec![],
+                deadline,
+                reason: format!("{reason} ({}, {})", inst.id, capacity_type_of(&inst)),
+            };
+            let actions = if spot {
+                vec![mk(ActionKind::Cordon), mk(ActionKind::Drain)]
+            } else {
+                vec![mk(ActionKind::Cordon)]
+            };
+            report.actions +=
+                store_actions(store, cluster, &actions, now_secs, config.retention_secs).await?;
+        }
+    }
+    Ok(report)
+}

@@ -1,0 +1,251 @@
+//! The whole pipeline in process over the simulator: intake → schedule →
+//! launch → sweep, with duplicate and concurrent delivery, crashes between
+//! side effects and capacity errors.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::*;
+use flotilla_core::catalog::CapacityType;
+use flotilla_ports::{Clock, InstanceState, PortError};
+use flotilla_service::records::NodeClaimState;
+use flotilla_sim::ops;
+
+fn every_pod_on_one_claim(claims: &[flotilla_service::records::NodeClaimRecord], n: usize) {
+    let mut seen = BTreeSet::new();
+    for c in claims {
+        for p in &c.plan.pods {
+            assert!(seen.insert(p.clone()), "pod {p} on two NodeClaims");
+        }
+    }
+    assert_eq!(seen.len(), n, "every pod on exactly one NodeClaim");
+}
+
+#[tokio::test]
+async fn batch_to_running_instances() {
+    let p = world();
+    let mut docs = node_pool_and_class();
+    docs.extend(pods("web", 30, "500m", "1Gi"));
+    let accepted = post(&p, &batch(docs)).await;
+    assert_eq!(accepted.pending_pods, 30);
+    drain(&p, 1).await;
+
+    let launched = claims_in(&p, NodeClaimState::Launched).await;
+    assert!(!launched.is_empty());
+    assert_eq!(
+        claims(&p).await.len(),
+        launched.len(),
+        "all NodeClaims launched"
+    );
+    every_pod_on_one_claim(&launched, 30);
+    let instances = p.ec2.live_instances();
+    assert_eq!(
+        instances.len(),
+        launched.len(),
+        "one instance per NodeClaim"
+    );
+    for c in &launched {
+        let id = &c.instance.as_ref().expect("instance").instance_id;
+        let i = instances
+            .iter()
+            .find(|i| &i.id == id)
+            .expect("instance exists");
+        assert_eq!(i.tags.get("karpenter.sh/nodeclaim"), Some(&c.name));
+        assert_eq!(
+            i.tags.get("flotilla.io/cluster-id").map(String::as_str),
+            Some(CLUSTER)
+        );
+        assert_eq!(c.plan.labels.get("flotilla.io/nodeclaim"), Some(&c.name));
+    }
+    // The launch template carries user data that names the NodeClaim.
+    let names = p.ec2.launch_template_names();
+    assert!(!names.is_empty());
+    let lt = p.ec2.launch_template(&names[0]).expect("template");
+    assert_eq!(lt.iam_instance_profile, "flotilla-nodes");
+}
+
+#[tokio::test]
+async fn duplicate_delivery_launches_nothing_twice() {
+    let p = world();
+    let mut docs = node_pool_and_class();
+    docs.extend(pods("web", 12, "1", "2Gi"));
+    post(&p, &batch(docs)).await;
+    drain(&p, 3).await;
+    let launched = claims_in(&p, NodeClaimState::Launched).await;
+    assert_eq!(p.ec2.live_instances().len(), launched.len());
+    assert_eq!(
+        p.ec2.create_fleet_calls(),
+        launched.len(),
+        "one CreateFleet per NodeClaim"
+    );
+    every_pod_on_one_claim(&launched, 12);
+}
+
+#[tokio::test]
+async fn reposted_pending_pods_ride_the_in_flight_node_claims() {
+    let p = world();
+    let mut docs = node_pool_and_class();
+    docs.extend(pods("web", 10, "1", "2Gi"));
+    post(&p, &batch(docs.clone())).await;
+    drain(&p, 1).await;
+    let before = p.ec2.live_instances().len();
+    // The agent posts the same pods again (still Pending: the nodes have
+    // not registered yet), with one new pod.
+    docs.extend(pods("late", 1, "100m", "128Mi"));
+    p.clock.advance_millis(5_000);
+    post(&p, &batch(docs)).await;
+    drain(&p, 1).await;
+    let after = p.ec2.live_instances().len();
+    assert!(
+        after <= before + 1,
+        "re-posting pending pods must not launch them again ({before} → {after})"
+    );
+    let all = claims(&p).await;
+    every_pod_on_one_claim(&all, 11);
+}
+
+#[tokio::test]
+async fn a_newer_batch_supersedes_the_pending_one() {
+    let p = world();
+    let mut docs = node_pool_and_class();
+    docs.extend(pods("web", 4, "1", "2Gi"));
+    post(&p, &batch(docs.clone())).await;
+    docs.extend(pods("more", 4, "1", "2Gi"));
+    p.clock.advance_millis(200);
+    post(&p, &batch(docs)).await;
+    drain(&p, 1).await;
+    // One scheduling run: only the newer batch's NodeClaims exist.
+    let all = claims(&p).await;
+    let batches: BTreeSet<&str> = all.iter().map(|c| c.batch_id.as_str()).collect();
+    assert_eq!(batches.len(), 1, "{batches:?}");
+    every_pod_on_one_claim(&all, 8);
+}
+
+#[tokio::test]
+async fn crash_after_create_fleet_adopts_the_instance() {
+    let p = world();
+    let mut docs = node_pool_and_class();
+    docs.extend(pods("web", 1, "1", "2Gi"));
+    post(&p, &batch(docs)).await;
+    // CreateFleet succeeds but the caller sees a timeout; the lease is
+    // released and the redelivery must not launch a second instance.
+    p.ec2.faults().fail_after_effect_next(
+        ops::EC2_CREATE_FLEET,
+        PortError::Unavailable("timeout".into()),
+    );
+    for _ in 0..(1 + flotilla_service::launch::MAX_TRANSIENT_RETRIES) {
+        p.ec2.faults().fail_after_effect_next(
+            ops::EC2_CREATE_FLEET,
+            PortError::Unavailable("timeout".into()),
+        );
+    }
+    drain(&p, 1).await;
+    let launched = claims_in(&p, NodeClaimState::Launched).await;
+    assert_eq!(launched.len(), 1);
+    // The simulator honours the client token, so the retries with the same
+    // token return the same instance; the adoption check covers the rest.
+    assert_eq!(p.ec2.live_instances().len(), 1, "no duplicate instance");
+}
+
+#[tokio::test]
+async fn insufficient_capacity_is_cached_and_routed_around() {
+    let p = world();
+    let mut docs = node_pool_and_class();
+    docs.extend(pods("web", 1, "3", "6Gi"));
+    post(&p, &batch(docs.clone())).await;
+    // Find what the plan wants first, by planning on a twin world.
+    let twin = world();
+    post(&twin, &batch(docs)).await;
+    drain(&twin, 1).await;
+    let first = twin.ec2.live_instances()[0].clone();
+    // No spot capacity for that type anywhere.
+    for z in ["us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d"] {
+        p.ec2
+            .set_capacity(&first.instance_type, z, CapacityType::Spot, 0);
+    }
+    drain(&p, 1).await;
+    let launched = claims_in(&p, NodeClaimState::Launched).await;
+    assert_eq!(launched.len(), 1);
+    let inst = launched[0].instance.as_ref().expect("instance");
+    assert!(
+        inst.instance_type != first.instance_type || inst.capacity_type != "spot",
+        "launched into the exhausted pool"
+    );
+    let ice = flotilla_service::schedule::unavailable_offerings(
+        &p.store,
+        "us-west-2",
+        p.clock.now_secs(),
+    )
+    .await
+    .expect("ice");
+    assert!(ice
+        .iter()
+        .any(|(t, _, ct)| t == &first.instance_type && *ct == CapacityType::Spot));
+}
+
+#[tokio::test]
+async fn sweep_ends_unregistered_and_vanished_instances_and_leaks() {
+    let p = world();
+    let mut docs = node_pool_and_class();
+    docs.extend(pods("web", 6, "2", "4Gi"));
+    post(&p, &batch(docs)).await;
+    drain(&p, 1).await;
+    let launched = claims_in(&p, NodeClaimState::Launched).await;
+    assert!(launched.len() >= 2);
+    // One instance disappears.
+    let gone = launched[0]
+        .instance
+        .as_ref()
+        .expect("i")
+        .instance_id
+        .clone();
+    p.ec2.set_instance_state(&gone, InstanceState::Terminated);
+    let r = sweep(&p).await;
+    assert_eq!(r.deleted, vec![launched[0].name.clone()]);
+    // Nobody registers: after 15 minutes the rest are terminated.
+    p.clock.advance_millis(16 * 60_000);
+    let r = sweep(&p).await;
+    assert_eq!(r.registration_timeouts.len(), launched.len() - 1);
+    assert!(p.ec2.live_instances().is_empty());
+    assert_eq!(
+        claims_in(&p, NodeClaimState::Deleted).await.len(),
+        launched.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_delivery_of_the_same_events_launches_once() {
+    let p = std::sync::Arc::new(world());
+    let mut docs = node_pool_and_class();
+    docs.extend(pods("web", 20, "1", "2Gi"));
+    post(&p, &batch(docs)).await;
+    for _ in 0..20 {
+        let events = p.bus.take();
+        if events.is_empty() {
+            break;
+        }
+        for e in events {
+            let tasks: Vec<_> = (0..6)
+                .map(|_| {
+                    let p = p.clone();
+                    let e = e.clone();
+                    tokio::spawn(async move {
+                        // A lost race is fine; the platform would redeliver.
+                        let _ = deliver(&p, &e).await;
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.expect("task");
+            }
+        }
+    }
+    let launched = claims_in(&p, NodeClaimState::Launched).await;
+    every_pod_on_one_claim(&launched, 20);
+    assert_eq!(
+        p.ec2.live_instances().len(),
+        launched.len(),
+        "no duplicate instance"
+    );
+}
