@@ -35,7 +35,9 @@ pub const MAX_INSTANCE_TYPES: usize = 60;
 #[serde(rename_all = "camelCase")]
 pub struct CandidateOffering {
     pub instance_type: String,
-    /// `amd64` / `arm64`: selects the AMI.
+    /// `amd64` / `arm64`: selects the AMI (the key of [`Ami::architecture`];
+    /// `amd64/nvidia`, `arm64/neuron`, ... for the accelerated AMI variants,
+    /// see `nodeclass::AmiVariant`).
     pub architecture: String,
     pub zone: String,
     pub capacity_type: CapacityType,

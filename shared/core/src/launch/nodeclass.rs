@@ -22,6 +22,13 @@
 //! reads: the `Ec2` port has no SSM call, and the public AMI names carry the
 //! same family, Kubernetes version, architecture and release.
 //! `latest` matches every release and [`resolve`] keeps the newest.
+//!
+//! Aliases also match the accelerated variants (NVIDIA, Neuron), as
+//! Karpenter's alias resolution does: each resolved AMI has an
+//! [`AmiVariant`], and an instance type goes to the AMI of its architecture
+//! whose variant serves it (NVIDIA GPU types to the `nvidia` AMI, Neuron
+//! types to the `neuron` one, every other type to `standard`; AMIs chosen by
+//! id, name or tags serve every type of their architecture).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,6 +37,7 @@ use serde_json::Value;
 
 use super::fleet;
 use super::LaunchError;
+use crate::catalog::InstanceTypeInfo;
 use crate::ec2::{Filter, Image, SecurityGroup, Subnet};
 use crate::model::{AmiFamily, NodeClass};
 use crate::quantity::Quantity;
@@ -789,9 +797,9 @@ impl Ec2NodeClassSpec {
     ///
     /// | alias | name patterns (`{v}` = release or `v*`) |
     /// |---|---|
-    /// | `al2023@…` | `amazon-eks-node-al2023-{x86_64,arm64}-standard-{k8s}-{v}` |
-    /// | `al2@…` | `amazon-eks-node-{k8s}-{v}`, `amazon-eks-arm64-node-{k8s}-{v}` |
-    /// | `bottlerocket@…` | `bottlerocket-aws-k8s-{k8s}-{x86_64,aarch64}-{v}-*` |
+    /// | `al2023@…` | `amazon-eks-node-al2023-{x86_64,arm64}-{standard,nvidia}-{k8s}-{v}`, `amazon-eks-node-al2023-x86_64-neuron-{k8s}-{v}` |
+    /// | `al2@…` | `amazon-eks-node-{k8s}-{v}`, `amazon-eks-arm64-node-{k8s}-{v}`, `amazon-eks-gpu-node-{k8s}-{v}` |
+    /// | `bottlerocket@…` | `bottlerocket-aws-k8s-{k8s}-{,nvidia-}{x86_64,aarch64}-{v}-*` |
     /// | `windows2022@latest` | `Windows_Server-2022-English-Core-EKS_Optimized-{k8s}-*` |
     ///
     /// Other terms: `id` → `image-id`; `name` → `name` with owners
@@ -853,18 +861,24 @@ pub fn alias_name_patterns(alias: &AmiAlias, k8s_version: &str) -> Vec<String> {
         alias.version.clone()
     };
     match alias.family {
-        AmiFamily::AL2023 => ["x86_64", "arm64"]
-            .iter()
-            .map(|a| format!("amazon-eks-node-al2023-{a}-standard-{k}-{v}"))
-            .collect(),
+        AmiFamily::AL2023 => vec![
+            format!("amazon-eks-node-al2023-x86_64-standard-{k}-{v}"),
+            format!("amazon-eks-node-al2023-arm64-standard-{k}-{v}"),
+            format!("amazon-eks-node-al2023-x86_64-nvidia-{k}-{v}"),
+            format!("amazon-eks-node-al2023-arm64-nvidia-{k}-{v}"),
+            format!("amazon-eks-node-al2023-x86_64-neuron-{k}-{v}"),
+        ],
         AmiFamily::AL2 => vec![
             format!("amazon-eks-node-{k}-{v}"),
             format!("amazon-eks-arm64-node-{k}-{v}"),
+            format!("amazon-eks-gpu-node-{k}-{v}"),
         ],
-        AmiFamily::Bottlerocket => ["x86_64", "aarch64"]
-            .iter()
-            .map(|a| format!("bottlerocket-aws-k8s-{k}-{a}-{v}-*"))
-            .collect(),
+        AmiFamily::Bottlerocket => vec![
+            format!("bottlerocket-aws-k8s-{k}-x86_64-{v}-*"),
+            format!("bottlerocket-aws-k8s-{k}-aarch64-{v}-*"),
+            format!("bottlerocket-aws-k8s-{k}-nvidia-x86_64-{v}-*"),
+            format!("bottlerocket-aws-k8s-{k}-nvidia-aarch64-{v}-*"),
+        ],
         AmiFamily::Windows2019 => {
             vec![format!(
                 "Windows_Server-2019-English-Core-EKS_Optimized-{k}-*"
@@ -889,7 +903,76 @@ pub fn kube_architecture(ec2_arch: &str) -> Option<&'static str> {
     }
 }
 
-/// An AMI chosen for one architecture.
+/// Which instance types of its architecture an AMI serves.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum AmiVariant {
+    /// Chosen by id, name or tags: every type.
+    #[default]
+    Any,
+    /// An alias's standard AMI: types without NVIDIA GPUs or Neuron devices.
+    Standard,
+    /// NVIDIA GPU types.
+    Nvidia,
+    /// AWS Inferentia / Trainium types.
+    Neuron,
+    /// AL2's `amazon-eks-gpu-node`: NVIDIA and Neuron types.
+    Accelerated,
+}
+
+impl AmiVariant {
+    /// The variant of an EKS-optimized AMI, from its name.
+    pub fn of_alias_image(family: &AmiFamily, name: &str) -> Self {
+        match family {
+            AmiFamily::AL2 if name.starts_with("amazon-eks-gpu-node-") => AmiVariant::Accelerated,
+            AmiFamily::AL2023 | AmiFamily::Bottlerocket if name.contains("-nvidia-") => {
+                AmiVariant::Nvidia
+            }
+            AmiFamily::AL2023 if name.contains("-neuron-") => AmiVariant::Neuron,
+            AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Custom => AmiVariant::Any,
+            _ => AmiVariant::Standard,
+        }
+    }
+
+    /// The variant an instance type needs (`Standard` for CPU types and
+    /// GPUs of other vendors).
+    pub fn needed_by(info: &InstanceTypeInfo) -> Self {
+        if info
+            .gpu
+            .as_ref()
+            .is_some_and(|g| g.count > 0 && g.manufacturer.eq_ignore_ascii_case("nvidia"))
+        {
+            AmiVariant::Nvidia
+        } else if info.neuron_devices > 0 {
+            AmiVariant::Neuron
+        } else {
+            AmiVariant::Standard
+        }
+    }
+
+    /// Whether an AMI of this variant serves a type needing `need`.
+    pub fn serves(self, need: AmiVariant) -> bool {
+        match self {
+            AmiVariant::Any => true,
+            AmiVariant::Accelerated => matches!(need, AmiVariant::Nvidia | AmiVariant::Neuron),
+            v => v == need,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AmiVariant::Any => "any",
+            AmiVariant::Standard => "standard",
+            AmiVariant::Nvidia => "nvidia",
+            AmiVariant::Neuron => "neuron",
+            AmiVariant::Accelerated => "accelerated",
+        }
+    }
+}
+
+/// An AMI chosen for one architecture (and variant).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResolvedImage {
@@ -898,6 +981,19 @@ pub struct ResolvedImage {
     /// `amd64` / `arm64` (`kubernetes.io/arch`).
     pub architecture: String,
     pub creation_date: String,
+    #[serde(default)]
+    pub variant: AmiVariant,
+}
+
+impl ResolvedImage {
+    /// The key offerings and AMIs are matched on in the fleet input:
+    /// the architecture, plus `/<variant>` for accelerated variants.
+    pub fn fleet_key(&self) -> String {
+        match self.variant {
+            AmiVariant::Any | AmiVariant::Standard => self.architecture.clone(),
+            v => format!("{}/{}", self.architecture, v.as_str()),
+        }
+    }
 }
 
 /// An EC2NodeClass with its selector terms resolved against EC2.
@@ -910,15 +1006,24 @@ pub struct ResolvedNodeClass {
     pub subnets: Vec<Subnet>,
     /// Unique by id, sorted by id.
     pub security_groups: Vec<SecurityGroup>,
-    /// The newest non-deprecated AMI per architecture, newest first (ties:
-    /// by id).
+    /// The newest non-deprecated AMI per architecture and variant, newest
+    /// first (ties: by id).
     pub images: Vec<ResolvedImage>,
 }
 
 impl ResolvedNodeClass {
-    /// The AMI for a `kubernetes.io/arch` value.
+    /// The newest AMI for a `kubernetes.io/arch` value, any variant.
     pub fn image_for(&self, architecture: &str) -> Option<&ResolvedImage> {
         self.images.iter().find(|i| i.architecture == architecture)
+    }
+
+    /// The AMI an instance type launches with: its architecture, a variant
+    /// that serves it ([`AmiVariant::needed_by`]), newest first.
+    pub fn image_for_type(&self, info: &InstanceTypeInfo) -> Option<&ResolvedImage> {
+        let need = AmiVariant::needed_by(info);
+        self.images
+            .iter()
+            .find(|i| i.architecture == info.architecture && i.variant.serves(need))
     }
 
     /// Architectures with an AMI, sorted.
@@ -948,13 +1053,14 @@ impl ResolvedNodeClass {
             .collect()
     }
 
-    /// The AMIs as the fleet builder takes them (one per architecture).
+    /// The AMIs as the fleet builder takes them (keyed by
+    /// [`ResolvedImage::fleet_key`]).
     pub fn fleet_amis(&self) -> Vec<fleet::Ami> {
         self.images
             .iter()
             .map(|i| fleet::Ami {
                 id: i.id.clone(),
-                architecture: i.architecture.clone(),
+                architecture: i.fleet_key(),
             })
             .collect()
     }
@@ -963,10 +1069,10 @@ impl ResolvedNodeClass {
 /// Combines the answers to the queries of `spec` (all terms' results
 /// together, in any order, duplicates allowed): subnets and security groups
 /// deduplicated by id; images without the deprecated ones and those of
-/// architectures nodes do not run, then the newest per architecture
-/// (Karpenter's `List`: a later creation date wins across all terms, equal
-/// dates go to the lexically greater name). Errors name the selector that
-/// matched nothing.
+/// architectures nodes do not run, then the newest per architecture and
+/// [`AmiVariant`] (Karpenter's `List`: a later creation date wins across all
+/// terms, equal dates go to the lexically greater name). Errors name the
+/// selector that matched nothing.
 pub fn resolve(
     spec: &Ec2NodeClassSpec,
     subnets: Vec<Subnet>,
@@ -1003,7 +1109,8 @@ pub fn resolve(
     let total = images.len();
     let mut deprecated = 0;
     let mut foreign_arch = BTreeSet::new();
-    let mut newest: BTreeMap<&'static str, Image> = BTreeMap::new();
+    let alias_family = spec.alias().map(|a| a.family);
+    let mut newest: BTreeMap<(&'static str, AmiVariant), Image> = BTreeMap::new();
     for img in images {
         if img.deprecated {
             deprecated += 1;
@@ -1013,7 +1120,10 @@ pub fn resolve(
             foreign_arch.insert(img.architecture.clone());
             continue;
         };
-        let replace = match newest.get(arch) {
+        let variant = alias_family.as_ref().map_or(AmiVariant::Any, |f| {
+            AmiVariant::of_alias_image(f, &img.name)
+        });
+        let replace = match newest.get(&(arch, variant)) {
             None => true,
             Some(cur) => {
                 (img.creation_date.as_str(), img.name.as_str())
@@ -1021,7 +1131,7 @@ pub fn resolve(
             }
         };
         if replace {
-            newest.insert(arch, img);
+            newest.insert((arch, variant), img);
         }
     }
     if newest.is_empty() {
@@ -1037,11 +1147,12 @@ pub fn resolve(
     }
     let mut images: Vec<ResolvedImage> = newest
         .into_iter()
-        .map(|(arch, i)| ResolvedImage {
+        .map(|((arch, variant), i)| ResolvedImage {
             id: i.id,
             name: i.name,
             architecture: arch.to_string(),
             creation_date: i.creation_date,
+            variant,
         })
         .collect();
     images.sort_by(|a, b| {
@@ -1445,7 +1556,10 @@ mod tests {
             names(&q),
             [
                 "amazon-eks-node-al2023-x86_64-standard-1.31-v*",
-                "amazon-eks-node-al2023-arm64-standard-1.31-v*"
+                "amazon-eks-node-al2023-arm64-standard-1.31-v*",
+                "amazon-eks-node-al2023-x86_64-nvidia-1.31-v*",
+                "amazon-eks-node-al2023-arm64-nvidia-1.31-v*",
+                "amazon-eks-node-al2023-x86_64-neuron-1.31-v*"
             ]
         );
         let q = spec(json!({"amiSelectorTerms": [{"alias": "al2023@v20251101"}]}))
@@ -1454,7 +1568,10 @@ mod tests {
             names(&q),
             [
                 "amazon-eks-node-al2023-x86_64-standard-1.32-v20251101",
-                "amazon-eks-node-al2023-arm64-standard-1.32-v20251101"
+                "amazon-eks-node-al2023-arm64-standard-1.32-v20251101",
+                "amazon-eks-node-al2023-x86_64-nvidia-1.32-v20251101",
+                "amazon-eks-node-al2023-arm64-nvidia-1.32-v20251101",
+                "amazon-eks-node-al2023-x86_64-neuron-1.32-v20251101"
             ]
         );
         for alias in ["bottlerocket@v1.2.3", "bottlerocket@1.2.3"] {
@@ -1464,7 +1581,9 @@ mod tests {
                 names(&s.image_queries("1.31")),
                 [
                     "bottlerocket-aws-k8s-1.31-x86_64-v1.2.3-*",
-                    "bottlerocket-aws-k8s-1.31-aarch64-v1.2.3-*"
+                    "bottlerocket-aws-k8s-1.31-aarch64-v1.2.3-*",
+                    "bottlerocket-aws-k8s-1.31-nvidia-x86_64-v1.2.3-*",
+                    "bottlerocket-aws-k8s-1.31-nvidia-aarch64-v1.2.3-*"
                 ]
             );
         }
@@ -1474,13 +1593,19 @@ mod tests {
             names(&q),
             [
                 "bottlerocket-aws-k8s-1.31-x86_64-v*-*",
-                "bottlerocket-aws-k8s-1.31-aarch64-v*-*"
+                "bottlerocket-aws-k8s-1.31-aarch64-v*-*",
+                "bottlerocket-aws-k8s-1.31-nvidia-x86_64-v*-*",
+                "bottlerocket-aws-k8s-1.31-nvidia-aarch64-v*-*"
             ]
         );
         let q = spec(json!({"amiSelectorTerms": [{"alias": "al2@latest"}]})).image_queries("1.30");
         assert_eq!(
             names(&q),
-            ["amazon-eks-node-1.30-v*", "amazon-eks-arm64-node-1.30-v*"]
+            [
+                "amazon-eks-node-1.30-v*",
+                "amazon-eks-arm64-node-1.30-v*",
+                "amazon-eks-gpu-node-1.30-v*"
+            ]
         );
         let q = spec(json!({"amiSelectorTerms": [{"alias": "windows2022@latest"}]}))
             .image_queries("1.31");
@@ -1632,6 +1757,95 @@ mod tests {
         assert_eq!(kube_architecture("x86_64"), Some("amd64"));
         assert_eq!(kube_architecture("arm64"), Some("arm64"));
         assert_eq!(kube_architecture("i386"), None);
+    }
+
+    #[test]
+    fn alias_variants_resolve_per_architecture_and_serve_their_types() {
+        let s = spec(json!({}));
+        let al = |v: &str, a: &str, d: &str| {
+            img(
+                &format!("ami-{a}-{v}-{d}"),
+                &format!("amazon-eks-node-al2023-{a}-{v}-1.31-v2025{d}"),
+                a,
+                &format!("2025-{d}-01T00:00:00.000Z"),
+                false,
+            )
+        };
+        let r = resolve(
+            &s,
+            vec![subnet("subnet-a", "a")],
+            vec![sg("sg-1")],
+            vec![
+                al("standard", "x86_64", "10"),
+                al("standard", "x86_64", "11"),
+                al("nvidia", "x86_64", "09"),
+                al("nvidia", "x86_64", "08"),
+                al("neuron", "x86_64", "07"),
+                al("standard", "arm64", "11"),
+            ],
+        )
+        .unwrap();
+        let got: Vec<(&str, AmiVariant)> = r
+            .images
+            .iter()
+            .map(|i| (i.id.as_str(), i.variant))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("ami-arm64-standard-11", AmiVariant::Standard),
+                ("ami-x86_64-standard-11", AmiVariant::Standard),
+                ("ami-x86_64-nvidia-09", AmiVariant::Nvidia),
+                ("ami-x86_64-neuron-07", AmiVariant::Neuron),
+            ]
+        );
+        let cpu = InstanceTypeInfo::synthetic("m5.large", "amd64", 2, 8192, 0);
+        let gpu = InstanceTypeInfo::synthetic("p3.2xlarge", "amd64", 8, 62464, 1);
+        let mut inf = InstanceTypeInfo::synthetic("inf2.xlarge", "amd64", 4, 16384, 0);
+        inf.neuron_devices = 1;
+        let arm_gpu = InstanceTypeInfo::synthetic("g5g.xlarge", "arm64", 4, 8192, 1);
+        assert_eq!(r.image_for_type(&cpu).unwrap().id, "ami-x86_64-standard-11");
+        assert_eq!(r.image_for_type(&gpu).unwrap().id, "ami-x86_64-nvidia-09");
+        assert_eq!(r.image_for_type(&inf).unwrap().id, "ami-x86_64-neuron-07");
+        // No arm64 NVIDIA AMI resolved: the type has no AMI.
+        assert!(r.image_for_type(&arm_gpu).is_none());
+        assert_eq!(r.images[2].fleet_key(), "amd64/nvidia");
+        assert_eq!(r.images[1].fleet_key(), "amd64");
+
+        // AMIs chosen by id / name / tags serve every type.
+        let s = spec(json!({"amiFamily": "AL2023", "amiSelectorTerms": [{"name": "mine-*"}]}));
+        let r = resolve(
+            &s,
+            vec![subnet("subnet-a", "a")],
+            vec![sg("sg-1")],
+            vec![img(
+                "ami-1",
+                "mine-nvidia-1",
+                "x86_64",
+                "2025-01-01T00:00:00Z",
+                false,
+            )],
+        )
+        .unwrap();
+        assert_eq!(r.images[0].variant, AmiVariant::Any);
+        assert_eq!(r.image_for_type(&gpu).unwrap().id, "ami-1");
+        assert_eq!(r.image_for_type(&cpu).unwrap().id, "ami-1");
+
+        // AL2's accelerated AMI serves NVIDIA and Neuron types.
+        assert_eq!(
+            AmiVariant::of_alias_image(&AmiFamily::AL2, "amazon-eks-gpu-node-1.30-v20250101"),
+            AmiVariant::Accelerated
+        );
+        assert!(AmiVariant::Accelerated.serves(AmiVariant::Nvidia));
+        assert!(AmiVariant::Accelerated.serves(AmiVariant::Neuron));
+        assert!(!AmiVariant::Accelerated.serves(AmiVariant::Standard));
+        assert_eq!(
+            AmiVariant::of_alias_image(
+                &AmiFamily::Bottlerocket,
+                "bottlerocket-aws-k8s-1.31-nvidia-x86_64-v1.26.2-360b7a38"
+            ),
+            AmiVariant::Nvidia
+        );
     }
 
     #[test]

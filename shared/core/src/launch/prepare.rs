@@ -6,7 +6,9 @@
 //! - candidates are every catalog offering of the NodeClaim's instance types
 //!   in its zones with an allowed capacity type, minus offerings in the ICE
 //!   cache, offerings in zones without a subnet of the EC2NodeClass, and
-//!   types whose architecture has no resolved AMI (`MapToInstanceTypes`);
+//!   types with no resolved AMI for their architecture and accelerator
+//!   (`MapToInstanceTypes`; NVIDIA / Neuron types need the alias's
+//!   accelerated AMI, see [`AmiVariant`]);
 //! - each candidate carries its price and its NodeOverlay-adjusted price,
 //!   computed by the scheduler's own overlay code
 //!   ([`overlay_adjusted_price`]) over the same labels (type, NodePool
@@ -16,7 +18,7 @@
 //!   offerings remain, else spot when the claim allows spot and spot
 //!   offerings remain, else on-demand; the other allowed types stay in the
 //!   input for [`next_attempt`](super::next_attempt)'s fallback;
-//! - one launch template per AMI (architecture) actually used, plus one per
+//! - one launch template per AMI (architecture, variant) actually used, plus one per
 //!   (AMI, reservation) for reserved offerings; names are content hashes;
 //! - subnets are those of the NodeClaim's zones only; tags are
 //!   [`instance_tags`] (NodePool, EC2NodeClass, cluster, NodeClaim and the
@@ -37,7 +39,7 @@ use super::ice::UnavailableOffering;
 use super::launch_template::{
     instance_tags, launch_template_config, template_name, LaunchTemplateConfig, LaunchTemplateInput,
 };
-use super::nodeclass::ResolvedNodeClass;
+use super::nodeclass::{AmiVariant, ResolvedNodeClass};
 use super::userdata::{generate_user_data, ClusterInfo, UserDataInput};
 use super::{fnv1a64, LaunchError};
 use crate::catalog::{CapacityType, Catalog, ReservationRef};
@@ -253,12 +255,22 @@ pub fn prepare_launch(input: &PrepareInput) -> Result<PreparedLaunch, LaunchErro
         };
         known += 1;
         let arch = entry.info.architecture.as_str();
-        if resolved.image_for(arch).is_none() {
-            skipped.push(format!("{ty}: no AMI for architecture {arch}"));
-            missing_arch.insert(arch.to_string());
+        let Some(image) = resolved.image_for_type(&entry.info) else {
+            let need = AmiVariant::needed_by(&entry.info);
+            if need == AmiVariant::Standard {
+                skipped.push(format!("{ty}: no AMI for architecture {arch}"));
+                missing_arch.insert(arch.to_string());
+            } else {
+                skipped.push(format!(
+                    "{ty}: no {} AMI for architecture {arch}",
+                    need.as_str()
+                ));
+                missing_arch.insert(format!("{arch}/{}", need.as_str()));
+            }
             without_ami += 1;
             continue;
-        }
+        };
+        let image_key = image.fleet_key();
         let type_labels: BTreeMap<String, String> = entry
             .info
             .label_values()
@@ -299,7 +311,7 @@ pub fn prepare_launch(input: &PrepareInput) -> Result<PreparedLaunch, LaunchErro
             overlay |= adjusted.is_some();
             offerings.push(CandidateOffering {
                 instance_type: ty.clone(),
-                architecture: arch.to_string(),
+                architecture: image_key.clone(),
                 zone: o.zone.clone(),
                 capacity_type: o.capacity_type,
                 price: o.price,
@@ -312,7 +324,13 @@ pub fn prepare_launch(input: &PrepareInput) -> Result<PreparedLaunch, LaunchErro
         if without_ami > 0 && without_ami == known {
             return Err(LaunchError::NoCompatibleAmi {
                 architectures: missing_arch.into_iter().collect(),
-                ami_architectures: resolved.architectures(),
+                ami_architectures: resolved
+                    .images
+                    .iter()
+                    .map(|i| i.fleet_key())
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect(),
             });
         }
         let allowed: Vec<&str> = claim.capacity_types.iter().map(|c| c.as_str()).collect();
@@ -333,13 +351,17 @@ pub fn prepare_launch(input: &PrepareInput) -> Result<PreparedLaunch, LaunchErro
     let mut keys: BTreeMap<TemplateKey, Option<ReservationRef>> = BTreeMap::new();
     let mut amis: Vec<Ami> = Vec::new();
     for o in &offerings {
-        let Some(img) = resolved.image_for(&o.architecture) else {
+        let Some(img) = resolved
+            .images
+            .iter()
+            .find(|i| i.fleet_key() == o.architecture)
+        else {
             continue;
         };
         if !amis.iter().any(|a| a.id == img.id) {
             amis.push(Ami {
                 id: img.id.clone(),
-                architecture: img.architecture.clone(),
+                architecture: o.architecture.clone(),
             });
         }
         keys.entry(TemplateKey {
@@ -763,6 +785,55 @@ mod tests {
             LaunchError::NoCompatibleAmi {
                 architectures: vec!["arm64".into()],
                 ami_architectures: vec!["amd64".into()],
+            }
+        );
+    }
+
+    #[test]
+    fn gpu_types_launch_with_the_nvidia_ami() {
+        let mut f = Fixture::new(claim(&["m5.large", "p3.2xlarge"], &ZONES, &SPOT_OD));
+        let mut gpu = entry("p3.2xlarge", "amd64", 3.06, Some(0.9));
+        gpu.info = InstanceTypeInfo::synthetic("p3.2xlarge", "amd64", 8, 62464, 1);
+        f.catalog = catalog(vec![entry("m5.large", "amd64", 0.096, Some(0.04)), gpu]);
+        // Only the standard AMIs: the GPU type has no AMI.
+        let p = f.prepare().unwrap();
+        assert_eq!(
+            p.skipped,
+            ["p3.2xlarge: no nvidia AMI for architecture amd64"]
+        );
+        let mut nvidia = image("ami-gpu", "x86_64", "2025-11-01T00:00:00.000Z");
+        nvidia.name = "amazon-eks-node-al2023-x86_64-nvidia-1.31-v20251101".into();
+        let mut images = both_archs();
+        images.push(nvidia);
+        f.resolved = resolved(&f.nc, images);
+        let p = f.prepare().unwrap();
+        assert!(p.skipped.is_empty(), "{:?}", p.skipped);
+        // Two templates: the standard x86 AMI and the NVIDIA one.
+        let amis: BTreeSet<&str> = p
+            .launch_templates
+            .iter()
+            .map(|(_, c)| c.image_id.as_str())
+            .collect();
+        assert_eq!(amis, BTreeSet::from(["ami-gpu", "ami-x86"]));
+        let r = request(&p);
+        for c in &r.launch_template_configs {
+            for o in &c.overrides {
+                let want = if o.instance_type == "p3.2xlarge" {
+                    "ami-gpu"
+                } else {
+                    "ami-x86"
+                };
+                assert_eq!(o.image_id, want, "{o:?}");
+            }
+        }
+        // Only the GPU type: no AMI at all is an error naming the variant.
+        f.claim = claim(&["p3.2xlarge"], &ZONES, &SPOT_OD);
+        f.resolved = resolved(&f.nc, both_archs());
+        assert_eq!(
+            f.prepare().unwrap_err(),
+            LaunchError::NoCompatibleAmi {
+                architectures: vec!["amd64/nvidia".into()],
+                ami_architectures: vec!["amd64".into(), "arm64".into()],
             }
         );
     }
