@@ -15,6 +15,12 @@
 //! `instanceProfile`, no tag keys Karpenter reserves, IMDS options within
 //! their enums.
 //!
+//! An AWSNodeTemplate (v1alpha1) is converted: `subnetSelector` /
+//! `securityGroupSelector` / `amiSelector` maps become terms (`aws-ids` /
+//! `aws::ids` one `id` term each, `aws::name` + `aws::owners` AMI name
+//! terms, other keys one tag term), AL2 is the default family and
+//! `instanceProfile` is required; `launchTemplate` is refused.
+//!
 //! Queries: each selector term is one EC2 query (its filters are AND'ed),
 //! the results of all terms are unioned. AMI aliases (`al2023@latest`,
 //! `bottlerocket@v1.26.2`) become `DescribeImages` **name patterns** of the
@@ -379,19 +385,40 @@ pub fn is_reserved_tag_key(key: &str) -> bool {
             .is_some_and(|rest| !rest.is_empty() && !rest.contains('/'))
 }
 
-/// Parses and validates `nc.spec` as an EC2NodeClass spec.
-pub fn parse_node_class(nc: &NodeClass) -> Result<Ec2NodeClassSpec, LaunchError> {
-    let name = nc.name.as_str();
-    if nc.kind == "AWSNodeTemplate" {
-        return Err(field_err(
-            name,
-            "spec",
-            "AWSNodeTemplate (v1alpha1) cannot be launched; migrate it to an EC2NodeClass",
-        ));
-    }
-    let empty = Value::Object(Default::default());
-    let doc = if nc.spec.is_null() { &empty } else { &nc.spec };
-    let mut spec: Ec2NodeClassSpec = serde_path_to_error::deserialize(doc).map_err(|e| {
+/// `AWSNodeTemplate.spec` (karpenter.k8s.aws/v1alpha1), converted to an
+/// [`Ec2NodeClassSpec`] by [`parse_node_class`].
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AwsNodeTemplateSpec {
+    #[serde(default)]
+    subnet_selector: BTreeMap<String, String>,
+    #[serde(default)]
+    security_group_selector: BTreeMap<String, String>,
+    #[serde(default)]
+    ami_selector: BTreeMap<String, String>,
+    #[serde(default)]
+    ami_family: Option<String>,
+    #[serde(default)]
+    instance_profile: Option<String>,
+    #[serde(default)]
+    user_data: Option<String>,
+    #[serde(default)]
+    tags: BTreeMap<String, String>,
+    #[serde(default)]
+    metadata_options: Option<MetadataOptionsSpec>,
+    #[serde(default)]
+    block_device_mappings: Vec<BlockDeviceMappingSpec>,
+    #[serde(default)]
+    detailed_monitoring: Option<bool>,
+    #[serde(default)]
+    context: Option<String>,
+    /// Unsupported (a user-managed launch template); kept for the error.
+    #[serde(default)]
+    launch_template: Option<Value>,
+}
+
+fn deserialize<T: serde::de::DeserializeOwned>(name: &str, doc: &Value) -> Result<T, LaunchError> {
+    serde_path_to_error::deserialize(doc).map_err(|e| {
         let path = e.path().to_string();
         let field = if path.is_empty() || path == "." {
             "spec".to_string()
@@ -399,7 +426,153 @@ pub fn parse_node_class(nc: &NodeClass) -> Result<Ec2NodeClassSpec, LaunchError>
             format!("spec.{path}")
         };
         field_err(name, field, e.into_inner().to_string())
-    })?;
+    })
+}
+
+/// The ids of a v1alpha1 selector (`aws-ids` / `aws::ids`, comma-separated)
+/// and its remaining keys (tags).
+fn split_ids(
+    nc: &str,
+    field: &str,
+    selector: &BTreeMap<String, String>,
+) -> Result<(Vec<String>, BTreeMap<String, String>), LaunchError> {
+    let mut ids = Vec::new();
+    let mut tags = BTreeMap::new();
+    for (k, v) in selector {
+        match k.as_str() {
+            "aws-ids" | "aws::ids" => ids.extend(
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string),
+            ),
+            _ => {
+                tags.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    if !ids.is_empty() && !tags.is_empty() {
+        return Err(field_err(nc, field, "aws-ids cannot be combined with tags"));
+    }
+    Ok((ids, tags))
+}
+
+impl AwsNodeTemplateSpec {
+    /// The EC2NodeClass equivalent: selectors become one term per id or one
+    /// tag term; `aws::name` / `aws::owners` become AMI name terms (one per
+    /// owner); the AMI family defaults to AL2 (v1alpha1's default).
+    fn convert(self, nc: &str) -> Result<Ec2NodeClassSpec, LaunchError> {
+        if self.launch_template.is_some() {
+            return Err(field_err(
+                nc,
+                "spec.launchTemplate",
+                "user-managed launch templates are not supported",
+            ));
+        }
+        let Some(instance_profile) = self.instance_profile else {
+            return Err(field_err(
+                nc,
+                "spec.instanceProfile",
+                "required (the v1alpha1 default instance profile setting is not read)",
+            ));
+        };
+        let (ids, tags) = split_ids(nc, "spec.subnetSelector", &self.subnet_selector)?;
+        let subnet_selector_terms = if ids.is_empty() {
+            vec![SubnetSelectorTerm { tags, id: None }]
+        } else {
+            ids.into_iter()
+                .map(|id| SubnetSelectorTerm {
+                    tags: BTreeMap::new(),
+                    id: Some(id),
+                })
+                .collect()
+        };
+        let (ids, tags) = split_ids(
+            nc,
+            "spec.securityGroupSelector",
+            &self.security_group_selector,
+        )?;
+        let security_group_selector_terms = if ids.is_empty() {
+            vec![SecurityGroupSelectorTerm {
+                tags,
+                ..Default::default()
+            }]
+        } else {
+            ids.into_iter()
+                .map(|id| SecurityGroupSelectorTerm {
+                    id: Some(id),
+                    ..Default::default()
+                })
+                .collect()
+        };
+        let mut ami = self.ami_selector;
+        let name = ami.remove("aws::name");
+        let owners: Vec<String> = ami
+            .remove("aws::owners")
+            .map(|o| {
+                o.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let (ids, tags) = split_ids(nc, "spec.amiSelector", &ami)?;
+        let ami_selector_terms: Vec<AmiSelectorTerm> = if !ids.is_empty() {
+            ids.into_iter()
+                .map(|id| AmiSelectorTerm {
+                    id: Some(id),
+                    ..Default::default()
+                })
+                .collect()
+        } else if name.is_none() && tags.is_empty() {
+            vec![]
+        } else if owners.is_empty() {
+            vec![AmiSelectorTerm {
+                name,
+                tags,
+                ..Default::default()
+            }]
+        } else {
+            owners
+                .into_iter()
+                .map(|o| AmiSelectorTerm {
+                    name: name.clone(),
+                    tags: tags.clone(),
+                    owner: Some(o),
+                    ..Default::default()
+                })
+                .collect()
+        };
+        Ok(Ec2NodeClassSpec {
+            name: nc.to_string(),
+            subnet_selector_terms,
+            security_group_selector_terms,
+            ami_selector_terms,
+            ami_family: Some(self.ami_family.unwrap_or_else(|| "AL2".into())),
+            instance_profile: Some(instance_profile),
+            user_data: self.user_data,
+            tags: self.tags,
+            metadata_options: self.metadata_options,
+            block_device_mappings: self.block_device_mappings,
+            detailed_monitoring: self.detailed_monitoring,
+            context: self.context,
+            ..Default::default()
+        })
+    }
+}
+
+/// Parses and validates `nc.spec` as an EC2NodeClass spec (an
+/// AWSNodeTemplate's v1alpha1 spec is converted first).
+pub fn parse_node_class(nc: &NodeClass) -> Result<Ec2NodeClassSpec, LaunchError> {
+    let name = nc.name.as_str();
+    let empty = Value::Object(Default::default());
+    let doc = if nc.spec.is_null() { &empty } else { &nc.spec };
+    let mut spec = if nc.kind == "AWSNodeTemplate" {
+        deserialize::<AwsNodeTemplateSpec>(name, doc)?.convert(name)?
+    } else {
+        deserialize::<Ec2NodeClassSpec>(name, doc)?
+    };
     spec.name = name.to_string();
     spec.validate()?;
     Ok(spec)
@@ -1465,12 +1638,83 @@ mod tests {
             assert_eq!(f, field, "{patch}: {r}");
             assert!(r.contains(reason), "{patch}: {r}");
         }
-        let e = parse_node_class(&NodeClass {
+    }
+
+    fn template(spec: Value) -> Result<Ec2NodeClassSpec, LaunchError> {
+        parse_node_class(&NodeClass {
             kind: "AWSNodeTemplate".into(),
-            ..nc(base())
+            ami_family: AmiFamily::AL2,
+            ..nc(spec)
         })
-        .unwrap_err();
-        assert!(e.to_string().contains("AWSNodeTemplate"), "{e}");
+    }
+
+    #[test]
+    fn aws_node_templates_convert_to_terms() {
+        let s = template(json!({
+            "subnetSelector": {"karpenter.sh/discovery": "prod"},
+            "securityGroupSelector": {"aws-ids": "sg-1, sg-2"},
+            "instanceProfile": "KarpenterNodeInstanceProfile",
+            "tags": {"team": "a"}
+        }))
+        .unwrap();
+        assert_eq!(s.family(), AmiFamily::AL2);
+        assert_eq!(
+            s.subnet_queries(),
+            vec![vec![Filter::new("tag:karpenter.sh/discovery", ["prod"])]]
+        );
+        assert_eq!(
+            s.security_group_queries(),
+            vec![
+                vec![Filter::new("group-id", ["sg-1"])],
+                vec![Filter::new("group-id", ["sg-2"])],
+            ]
+        );
+        // No amiSelector: AL2's EKS-optimized AMIs.
+        assert_eq!(
+            names(&s.image_queries("1.28"))[0],
+            "amazon-eks-node-1.28-v*"
+        );
+        let s = template(json!({
+            "subnetSelector": {"aws::ids": "subnet-1"},
+            "securityGroupSelector": {"a": "b"},
+            "amiSelector": {"aws::name": "my-ami-*", "aws::owners": "self,123456789012"},
+            "amiFamily": "Bottlerocket",
+            "instanceProfile": "p"
+        }))
+        .unwrap();
+        assert_eq!(s.family(), AmiFamily::Bottlerocket);
+        let q = s.image_queries("1.28");
+        assert_eq!(q.len(), 2);
+        assert_eq!(q[1].owners, ["123456789012"]);
+        assert_eq!(q[1].filters, [Filter::new("name", ["my-ami-*"])]);
+
+        for (spec, field) in [
+            (
+                json!({"subnetSelector": {"a": "b"}, "securityGroupSelector": {"a": "b"}}),
+                "spec.instanceProfile",
+            ),
+            (
+                json!({"subnetSelector": {"a": "b"}, "securityGroupSelector": {"a": "b"}, "instanceProfile": "p", "launchTemplate": "lt"}),
+                "spec.launchTemplate",
+            ),
+            (
+                json!({"subnetSelector": {"aws-ids": "subnet-1", "a": "b"}, "securityGroupSelector": {"a": "b"}, "instanceProfile": "p"}),
+                "spec.subnetSelector",
+            ),
+            (
+                json!({"subnetSelectorTerms": [], "instanceProfile": "p"}),
+                "spec.subnetSelectorTerms",
+            ),
+            (
+                json!({"securityGroupSelector": {"a": "b"}, "instanceProfile": "p"}),
+                "spec.subnetSelectorTerms[0]",
+            ),
+        ] {
+            match template(spec.clone()) {
+                Err(LaunchError::NodeClassField { field: f, .. }) => assert_eq!(f, field, "{spec}"),
+                other => panic!("{spec}: {other:?}"),
+            }
+        }
     }
 
     #[test]
