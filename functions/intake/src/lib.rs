@@ -1,0 +1,162 @@
+//! The intake handler: a Lambda Function URL request in, a response out.
+//!
+//! | method | path | what |
+//! |--------|------|------|
+//! | `POST` | `/batches` (or `/`) | accept a batch (JSON body, optionally `Content-Encoding: gzip`) → 202 |
+//! | `GET`  | `/clusters/<id>` | NodeClaims, pending actions and the last result → 200 |
+//!
+//! Errors are JSON `{"error": "..."}`: 400 for bad input (the message names
+//! the field and object), 403 when the caller may not act for the cluster,
+//! 404/405 for unknown routes, 413 for oversized bodies, 503 (with
+//! `Retry-After`) when a dependency is throttling or unavailable.
+
+use std::io::Read;
+
+use aws_lambda_events::event::lambda_function_urls::{
+    LambdaFunctionUrlRequest, LambdaFunctionUrlResponse,
+};
+use base64::Engine;
+use flotilla_ports::{Bus, Clock, Ec2, Store};
+use flotilla_service::intake::{self, Caller};
+use flotilla_service::{Ports, ServiceError};
+
+fn response(status: i64, body: &serde_json::Value) -> LambdaFunctionUrlResponse {
+    let mut r = LambdaFunctionUrlResponse::default();
+    r.status_code = status;
+    r.headers.insert(
+        "content-type",
+        aws_lambda_events::http::HeaderValue::from_static("application/json"),
+    );
+    if status == 503 {
+        r.headers.insert(
+            "retry-after",
+            aws_lambda_events::http::HeaderValue::from_static("2"),
+        );
+    }
+    r.body = Some(body.to_string());
+    r
+}
+
+fn error(status: i64, message: impl std::fmt::Display) -> LambdaFunctionUrlResponse {
+    response(status, &serde_json::json!({ "error": message.to_string() }))
+}
+
+fn service_error(e: &ServiceError) -> LambdaFunctionUrlResponse {
+    match e {
+        ServiceError::BadRequest(m) => error(400, m),
+        ServiceError::Forbidden(m) => error(403, m),
+        e if e.is_retryable() => {
+            tracing::warn!(error = %e, "dependency unavailable");
+            error(503, "temporarily unavailable; retry")
+        }
+        e => {
+            tracing::error!(error = %e, "internal error");
+            error(500, "internal error")
+        }
+    }
+}
+
+/// The request body as bytes: base64-decoded when Lambda says so, gunzipped
+/// when the client sent `Content-Encoding: gzip`, never more than `limit`.
+pub fn body_bytes(req: &LambdaFunctionUrlRequest, limit: usize) -> Result<Vec<u8>, (i64, String)> {
+    let raw = req.body.as_deref().unwrap_or("");
+    let bytes = if req.is_base64_encoded {
+        base64::engine::general_purpose::STANDARD
+            .decode(raw)
+            .map_err(|e| (400, format!("body: invalid base64: {e}")))?
+    } else {
+        raw.as_bytes().to_vec()
+    };
+    let gzip = req
+        .headers
+        .get("content-encoding")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("gzip"));
+    if !gzip {
+        if bytes.len() > limit {
+            return Err((
+                413,
+                format!("body is {} bytes; the limit is {limit}", bytes.len()),
+            ));
+        }
+        return Ok(bytes);
+    }
+    let mut out = Vec::new();
+    let limit64 = u64::try_from(limit).unwrap_or(u64::MAX);
+    flate2::read::GzDecoder::new(&bytes[..])
+        .take(limit64.saturating_add(1))
+        .read_to_end(&mut out)
+        .map_err(|e| (400, format!("body: invalid gzip: {e}")))?;
+    if out.len() > limit {
+        return Err((
+            413,
+            format!("body inflates past the limit of {limit} bytes"),
+        ));
+    }
+    Ok(out)
+}
+
+fn caller(req: &LambdaFunctionUrlRequest) -> Caller {
+    Caller {
+        principal: req
+            .request_context
+            .authorizer
+            .as_ref()
+            .and_then(|a| a.iam.as_ref())
+            .and_then(|i| i.user_arn.clone()),
+    }
+}
+
+/// Handle one Function URL request.
+pub async fn handle<S: Store, E: Ec2, B: Bus, C: Clock>(
+    ports: &Ports<S, E, B, C>,
+    req: &LambdaFunctionUrlRequest,
+) -> LambdaFunctionUrlResponse {
+    let method = req
+        .request_context
+        .http
+        .method
+        .as_deref()
+        .unwrap_or("")
+        .to_ascii_uppercase();
+    let path = req
+        .raw_path
+        .as_deref()
+        .or(req.request_context.http.path.as_deref())
+        .unwrap_or("/");
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    match (method.as_str(), segments.as_slice()) {
+        ("POST", [] | ["batches"]) => {
+            let body = match body_bytes(req, ports.config.max_body_bytes) {
+                Ok(b) => b,
+                Err((status, m)) => return error(status, m),
+            };
+            match intake::accept(
+                &ports.store,
+                &ports.bus,
+                &ports.clock,
+                &ports.config,
+                &ports.access,
+                &caller(req),
+                &body,
+            )
+            .await
+            {
+                Ok(accepted) => response(202, &serde_json::to_value(&accepted).unwrap_or_default()),
+                Err(e) => service_error(&e),
+            }
+        }
+        ("GET", ["clusters", id]) => {
+            match intake::cluster_view(&ports.store, &ports.clock, &ports.access, &caller(req), id)
+                .await
+            {
+                Ok(view) => response(200, &serde_json::to_value(&view).unwrap_or_default()),
+                Err(e) => service_error(&e),
+            }
+        }
+        (_, [] | ["batches"] | ["clusters", _]) => {
+            error(405, format!("method {method} not allowed on {path}"))
+        }
+        _ => error(404, format!("no route for {method} {path}")),
+    }
+}

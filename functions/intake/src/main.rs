@@ -1,0 +1,17 @@
+//! The `intake` Lambda (Function URL, `AWS_IAM` auth).
+
+use aws_lambda_events::event::lambda_function_urls::LambdaFunctionUrlRequest;
+use lambda_runtime::{service_fn, LambdaEvent};
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    flotilla_lambda::init_tracing();
+    let ports = flotilla_lambda::aws_ports().await?;
+    let ports = &ports;
+    lambda_runtime::run(service_fn(
+        move |event: LambdaEvent<LambdaFunctionUrlRequest>| async move {
+            Ok::<_, lambda_runtime::Error>(flotilla_fn_intake::handle(ports, &event.payload).await)
+        },
+    ))
+    .await
+}
