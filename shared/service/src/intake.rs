@@ -78,6 +78,8 @@ pub struct Accepted {
     pub pending_pods: usize,
     /// The same content was already pending: nothing new was stored.
     pub deduplicated: bool,
+    /// NodeClaims whose nodes this batch shows registered.
+    pub registered: usize,
 }
 
 /// Kinds the launch stage needs again (small, no pods).
@@ -153,7 +155,10 @@ fn validate_meta(m: &ClusterMeta) -> Result<()> {
 
 /// Parse and fully validate a request body. Errors name the field (and,
 /// for documents, the object).
-pub fn parse_batch(body: &[u8], config: &Config) -> Result<(BatchRequest, usize)> {
+pub fn parse_batch(
+    body: &[u8],
+    config: &Config,
+) -> Result<(BatchRequest, flotilla_core::model::ClusterState)> {
     if body.is_empty() {
         return Err(ServiceError::BadRequest("empty request body".into()));
     }
@@ -190,12 +195,13 @@ pub fn parse_batch(body: &[u8], config: &Config) -> Result<(BatchRequest, usize)
             config.max_pending_pods
         )));
     }
-    if state.node_pools.is_empty() {
+    if pods > 0 && state.node_pools.is_empty() {
         return Err(ServiceError::BadRequest(
-            "documents: no NodePool or Provisioner (nothing could be launched)".into(),
+            "documents: pending pods but no NodePool or Provisioner (nothing could be launched)"
+                .into(),
         ));
     }
-    Ok((req, pods))
+    Ok((req, state))
 }
 
 /// The documents of the kinds launch needs, Lists flattened one level.
@@ -270,9 +276,24 @@ pub async fn accept<S: Store, B: Bus, C: Clock>(
     caller: &Caller,
     body: &[u8],
 ) -> Result<Accepted> {
-    let (req, pending_pods) = parse_batch(body, config)?;
+    let (req, state) = parse_batch(body, config)?;
     access.check(caller, &req.cluster_id)?;
     let cluster = req.cluster_id.clone();
+    let pending_pods = state.pending_pods.len();
+    // Nodes carrying a NodeClaim's label have registered: record it now,
+    // whether or not anything is pending (a batch without pending pods is
+    // the agent's heartbeat, and the sweep ends NodeClaims that never
+    // register).
+    let registered = mark_registered(store, clock, &cluster, &state.nodes).await?;
+    if pending_pods == 0 {
+        return Ok(Accepted {
+            cluster_id: cluster,
+            batch_id: String::new(),
+            pending_pods: 0,
+            deduplicated: false,
+            registered,
+        });
+    }
     let canonical = codec::to_json(&req);
     let hash = content_hash(&canonical);
     let now = clock.now_millis();
@@ -292,6 +313,7 @@ pub async fn accept<S: Store, B: Bus, C: Clock>(
                 batch_id: pending.batch_id,
                 pending_pods,
                 deduplicated: true,
+                registered,
             });
         }
     }
@@ -383,7 +405,38 @@ pub async fn accept<S: Store, B: Bus, C: Clock>(
         batch_id,
         pending_pods,
         deduplicated: false,
+        registered,
     })
+}
+
+/// `Launched → Registered` for every node labelled with one of the
+/// cluster's NodeClaims. Returns how many moved.
+pub async fn mark_registered<S: Store, C: Clock>(
+    store: &S,
+    clock: &C,
+    cluster: &str,
+    nodes: &[flotilla_core::model::Node],
+) -> Result<usize> {
+    let mut n = 0;
+    for name in nodes
+        .iter()
+        .filter_map(|node| node.labels.get(crate::records::NODECLAIM_LABEL))
+    {
+        let Some((item, mut record)) =
+            crate::schedule::node_claim_item(store, cluster, name).await?
+        else {
+            continue;
+        };
+        if record.state != crate::records::NodeClaimState::Launched {
+            continue;
+        }
+        record.state = crate::records::NodeClaimState::Registered;
+        record.updated_at = clock.now_millis();
+        if crate::schedule::update_claim(store, &item, &record).await? {
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
 async fn put_accepted<B: Bus>(bus: &B, cluster: &str, batch: &str) -> Result<()> {

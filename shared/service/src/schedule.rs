@@ -786,7 +786,7 @@ mod tests {
         });
         assert!(matches!(
             claim(&mut p, "new", 5_000, &c),
-            (false, Claim::Wait(_))
+            (false, Claim::Busy)
         ));
         // Lease lapsed (crashed run): the pending batch runs.
         assert!(matches!(

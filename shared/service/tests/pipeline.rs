@@ -249,3 +249,38 @@ async fn concurrent_delivery_of_the_same_events_launches_once() {
         "no duplicate instance"
     );
 }
+
+#[tokio::test]
+async fn registered_nodes_survive_the_registration_timeout() {
+    let p = world();
+    let mut docs = node_pool_and_class();
+    docs.extend(pods("web", 4, "2", "4Gi"));
+    post(&p, &batch(docs)).await;
+    drain(&p, 1).await;
+    let launched = claims_in(&p, NodeClaimState::Launched).await;
+    assert!(!launched.is_empty());
+    // The agent's heartbeat: no pending pods, the new nodes with their
+    // NodeClaim label.
+    let nodes: Vec<serde_json::Value> = launched
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": format!("ip-{}", c.name), "labels": {"flotilla.io/nodeclaim": c.name}},
+                "status": {"allocatable": {"cpu": "8", "memory": "30Gi", "pods": "58"}}
+            })
+        })
+        .collect();
+    let accepted = post(&p, &batch(nodes)).await;
+    assert_eq!(accepted.pending_pods, 0);
+    assert_eq!(accepted.registered, launched.len());
+    assert!(p.bus.take().is_empty(), "a heartbeat schedules nothing");
+    p.clock.advance_millis(16 * 60_000);
+    let r = sweep(&p).await;
+    assert!(r.registration_timeouts.is_empty(), "{r:?}");
+    assert_eq!(p.ec2.live_instances().len(), launched.len());
+    assert_eq!(
+        claims_in(&p, NodeClaimState::Registered).await.len(),
+        launched.len()
+    );
+}
