@@ -443,6 +443,9 @@ async fn gc_templates<S: Store, E: Ec2>(
 pub enum Ec2Notice {
     /// `EC2 Spot Instance Interruption Warning`: two minutes left.
     SpotInterruption { instance_id: String },
+    /// `EC2 Capacity Reservation Instance Interruption Warning` (an
+    /// interruptible reservation is reclaimed): two minutes left.
+    ReservationInterruption { instance_id: String },
     /// `EC2 Instance Rebalance Recommendation`.
     Rebalance { instance_id: String },
     /// `EC2 Instance State-change Notification`.
@@ -463,6 +466,9 @@ impl Ec2Notice {
         match detail_type {
             "EC2 Spot Instance Interruption Warning" => {
                 Some(Ec2Notice::SpotInterruption { instance_id: id()? })
+            }
+            "EC2 Capacity Reservation Instance Interruption Warning" => {
+                Some(Ec2Notice::ReservationInterruption { instance_id: id()? })
             }
             "EC2 Instance Rebalance Recommendation" => {
                 Some(Ec2Notice::Rebalance { instance_id: id()? })
@@ -488,11 +494,14 @@ pub async fn on_ec2_notice<S: Store, E: Ec2, B: Bus, C: Clock>(
     config: &Config,
     notice: &Ec2Notice,
 ) -> Result<SweepReport> {
-    let (instance_id, spot, state) = match notice {
+    let (instance_id, spot, interrupted, state) = match notice {
         Ec2Notice::Reservation => return sweep(store, ec2, bus, clock, config).await,
-        Ec2Notice::SpotInterruption { instance_id } => (instance_id, true, None),
-        Ec2Notice::Rebalance { instance_id } => (instance_id, false, None),
-        Ec2Notice::StateChange { instance_id, state } => (instance_id, false, Some(state.as_str())),
+        Ec2Notice::SpotInterruption { instance_id } => (instance_id, true, true, None),
+        Ec2Notice::ReservationInterruption { instance_id } => (instance_id, false, true, None),
+        Ec2Notice::Rebalance { instance_id } => (instance_id, false, false, None),
+        Ec2Notice::StateChange { instance_id, state } => {
+            (instance_id, false, false, Some(state.as_str()))
+        }
     };
     let mut report = SweepReport::default();
     let found = ec2
@@ -553,10 +562,16 @@ pub async fn on_ec2_notice<S: Store, E: Ec2, B: Bus, C: Clock>(
         None => {
             let reason = if spot {
                 "spot interruption: EC2 reclaims the instance in 2 minutes"
+            } else if interrupted {
+                "capacity reservation interruption: EC2 reclaims the instance in 2 minutes"
             } else {
                 "EC2 rebalance recommendation: elevated interruption risk"
             };
-            let deadline = if spot { now_secs + 120 } else { now_secs + 600 };
+            let deadline = if interrupted {
+                now_secs + 120
+            } else {
+                now_secs + 600
+            };
             let mk = |kind| Action {
                 kind,
                 node: record.name.clone(),
@@ -567,7 +582,7 @@ pub async fn on_ec2_notice<S: Store, E: Ec2, B: Bus, C: Clock>(
                 deadline,
                 reason: format!("{reason} ({}, {})", inst.id, capacity_type_of(&inst)),
             };
-            let actions = if spot {
+            let actions = if interrupted {
                 vec![mk(ActionKind::Cordon), mk(ActionKind::Drain)]
             } else {
                 vec![mk(ActionKind::Cordon)]

@@ -284,3 +284,50 @@ async fn registered_nodes_survive_the_registration_timeout() {
         launched.len()
     );
 }
+
+#[tokio::test]
+async fn ec2_notices_drain_interrupted_nodes_and_end_terminated_ones() {
+    use flotilla_service::sweep::{on_ec2_notice, Ec2Notice};
+    let p = world();
+    let mut docs = node_pool_and_class();
+    docs.extend(pods("web", 4, "2", "4Gi"));
+    post(&p, &batch(docs)).await;
+    drain(&p, 1).await;
+    let launched = claims_in(&p, NodeClaimState::Launched).await;
+    let a = launched[0].instance.clone().expect("instance");
+    let notice = Ec2Notice::parse(
+        "EC2 Spot Instance Interruption Warning",
+        &serde_json::json!({"instance-id": a.instance_id, "instance-action": "terminate"}),
+    )
+    .expect("parsed");
+    let r = on_ec2_notice(&p.store, &p.ec2, &p.bus, &p.clock, &p.config, &notice)
+        .await
+        .expect("notice");
+    assert_eq!(r.actions, 2, "cordon + drain");
+    // Delivered twice: the same actions, stored once.
+    let r = on_ec2_notice(&p.store, &p.ec2, &p.bus, &p.clock, &p.config, &notice)
+        .await
+        .expect("notice");
+    assert_eq!(r.actions, 0);
+    let ice = flotilla_service::schedule::unavailable_offerings(
+        &p.store,
+        "us-west-2",
+        p.clock.now_secs(),
+    )
+    .await
+    .expect("ice");
+    assert!(ice.contains(&(a.instance_type.clone(), a.zone.clone(), CapacityType::Spot)));
+    // Then EC2 terminates it.
+    p.ec2
+        .set_instance_state(&a.instance_id, InstanceState::Terminated);
+    let notice = Ec2Notice::parse(
+        "EC2 Instance State-change Notification",
+        &serde_json::json!({"instance-id": a.instance_id, "state": "terminated"}),
+    )
+    .expect("parsed");
+    let r = on_ec2_notice(&p.store, &p.ec2, &p.bus, &p.clock, &p.config, &notice)
+        .await
+        .expect("notice");
+    assert_eq!(r.deleted, vec![launched[0].name.clone()]);
+    assert!(Ec2Notice::parse("EC2 AMI Available", &serde_json::json!({})).is_none());
+}
