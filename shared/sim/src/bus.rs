@@ -130,7 +130,9 @@ mod tests {
         block_on(bus.put(vec![ev(1), ev(2)])).unwrap();
         block_on(bus.put(vec![ev(3)])).unwrap();
         assert_eq!(bus.published(), [ev(1), ev(2), ev(3)]);
-        assert!(matches!(&bus.decoded()[2], Ok(FlotillaEvent::BatchAccepted(b)) if b.batch_id == "b3"));
+        assert!(
+            matches!(&bus.decoded()[2], Ok(FlotillaEvent::BatchAccepted(b)) if b.batch_id == "b3")
+        );
         assert_eq!(bus.take(), [ev(1), ev(2), ev(3)]);
         assert!(bus.is_empty());
         block_on(bus.put(vec![])).unwrap();
@@ -144,7 +146,10 @@ mod tests {
             detail_type: "X".into(),
             detail: "[1]".into(),
         };
-        assert!(matches!(block_on(bus.put(vec![ev(1), bad])), Err(PortError::Rejected(_))));
+        assert!(matches!(
+            block_on(bus.put(vec![ev(1), bad])),
+            Err(PortError::Rejected(_))
+        ));
         let big = Event {
             detail_type: "X".into(),
             detail: format!("{{\"a\":\"{}\"}}", "x".repeat(MAX_DETAIL_BYTES)),
@@ -156,13 +161,18 @@ mod tests {
     #[test]
     fn faults_before_and_after_effect() {
         let bus = MemBus::new();
-        bus.faults().fail_next(ops::BUS_PUT, PortError::Throttled("t".into()));
+        bus.faults()
+            .fail_next(ops::BUS_PUT, PortError::Throttled("t".into()));
         assert!(block_on(bus.put(vec![ev(1)])).is_err());
         assert!(bus.is_empty());
         bus.faults()
             .fail_after_effect_next(ops::BUS_PUT, PortError::Unavailable("u".into()));
         assert!(block_on(bus.put(vec![ev(1)])).is_err());
-        assert_eq!(bus.published(), [ev(1)], "delivered although the caller saw an error");
+        assert_eq!(
+            bus.published(),
+            [ev(1)],
+            "delivered although the caller saw an error"
+        );
         assert_eq!(bus.faults().calls(ops::BUS_PUT), 2);
     }
 }

@@ -82,7 +82,10 @@ mod tests {
         assert_eq!(other.now_secs(), DEFAULT_START_SECS);
         c.advance_secs(90);
         assert_eq!(other.now_secs(), DEFAULT_START_SECS + 90);
-        assert_eq!(c.advance(Duration::from_millis(1500)), (DEFAULT_START_SECS + 91) * 1000 + 500);
+        assert_eq!(
+            c.advance(Duration::from_millis(1500)),
+            (DEFAULT_START_SECS + 91) * 1000 + 500
+        );
         c.set_secs(10);
         assert_eq!(other.now_millis(), 10_000);
         c.set_millis(-1);

@@ -60,6 +60,8 @@ mod tests {
         }
         let h = r.hex(17);
         assert_eq!(h.len(), 17);
-        assert!(h.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        assert!(h
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
     }
 }

@@ -4,7 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use flotilla_ports::store::{Condition, Item, Key, Store, Write, MAX_BODY_BYTES, MAX_TRANSACT_WRITES};
+use flotilla_ports::store::{
+    Condition, Item, Key, Store, Write, MAX_BODY_BYTES, MAX_TRANSACT_WRITES,
+};
 use flotilla_ports::{PortError, PortResult};
 
 use crate::faults::{ops, Faults};
@@ -295,10 +297,17 @@ mod tests {
     #[test]
     fn version_condition_needs_an_item_with_that_version() {
         let s = MemStore::new();
-        assert!(failed(block_on(s.write(put(item("p", "a", 2), Condition::Version(1))))));
+        assert!(failed(block_on(
+            s.write(put(item("p", "a", 2), Condition::Version(1)))
+        )));
         s.insert(item("p", "a", 1));
-        assert!(failed(block_on(s.write(put(item("p", "a", 3), Condition::Version(2))))));
-        assert_eq!(block_on(s.write(put(item("p", "a", 2), Condition::Version(1)))), Ok(()));
+        assert!(failed(block_on(
+            s.write(put(item("p", "a", 3), Condition::Version(2)))
+        )));
+        assert_eq!(
+            block_on(s.write(put(item("p", "a", 2), Condition::Version(1)))),
+            Ok(())
+        );
         assert_eq!(s.peek(&key("p", "a")).unwrap().version, 2);
         // Deletes are conditional too; unconditional delete of nothing is fine.
         let del = |c| Write::Delete {
@@ -315,18 +324,30 @@ mod tests {
     fn always_overwrites() {
         let s = MemStore::new();
         s.insert(item("p", "a", 7));
-        assert_eq!(block_on(s.write(put(item("p", "a", 1), Condition::Always))), Ok(()));
+        assert_eq!(
+            block_on(s.write(put(item("p", "a", 1), Condition::Always))),
+            Ok(())
+        );
         assert_eq!(s.peek(&key("p", "a")).unwrap().version, 1);
     }
 
     #[test]
     fn add_respects_bounds_and_leaves_the_rest_alone() {
         let s = MemStore::new();
-        assert!(failed(block_on(s.write(add("p", "c", 1, 0, 10)))), "missing item");
+        assert!(
+            failed(block_on(s.write(add("p", "c", 1, 0, 10)))),
+            "missing item"
+        );
         s.insert(item("p", "c", 5));
         assert_eq!(block_on(s.write(add("p", "c", 3, 0, 3))), Ok(()));
-        assert!(failed(block_on(s.write(add("p", "c", 1, 0, 3)))), "above max");
-        assert!(failed(block_on(s.write(add("p", "c", -4, 0, 3)))), "below min");
+        assert!(
+            failed(block_on(s.write(add("p", "c", 1, 0, 3)))),
+            "above max"
+        );
+        assert!(
+            failed(block_on(s.write(add("p", "c", -4, 0, 3)))),
+            "below min"
+        );
         assert_eq!(block_on(s.write(add("p", "c", -3, 0, 3))), Ok(()));
         let i = s.peek(&key("p", "c")).unwrap();
         assert_eq!((i.counter, i.version, i.body), (0, 5, b"p/c@5".to_vec()));
@@ -335,7 +356,13 @@ mod tests {
             counter: i64::MAX,
             ..item("p", "big", 1)
         });
-        assert!(failed(block_on(s.write(add("p", "big", 1, i64::MIN, i64::MAX)))));
+        assert!(failed(block_on(s.write(add(
+            "p",
+            "big",
+            1,
+            i64::MIN,
+            i64::MAX
+        )))));
     }
 
     #[test]
@@ -378,7 +405,10 @@ mod tests {
             add("p", "c", -1, 0, 10), // fails: would go negative
         ];
         let e = block_on(s.transact(bad)).unwrap_err();
-        assert!(matches!(&e, PortError::ConditionFailed(m) if m.contains("[2]")), "{e}");
+        assert!(
+            matches!(&e, PortError::ConditionFailed(m) if m.contains("[2]")),
+            "{e}"
+        );
         assert_eq!(s.len(), 2);
         assert_eq!(s.peek(&key("p", "a")).unwrap().version, 1);
 
@@ -436,7 +466,14 @@ mod tests {
     #[test]
     fn query_is_prefix_and_sort_key_ordered() {
         let s = MemStore::new();
-        for (pk, sk) in [("c1", "claim#b"), ("c1", "claim#a"), ("c1", "batch#1"), ("c0", "claim#z"), ("c2", "claim#a"), ("c1", "claim")] {
+        for (pk, sk) in [
+            ("c1", "claim#b"),
+            ("c1", "claim#a"),
+            ("c1", "batch#1"),
+            ("c0", "claim#z"),
+            ("c2", "claim#a"),
+            ("c1", "claim"),
+        ] {
             s.insert(item(pk, sk, 1));
         }
         let sks = |pk, prefix| -> Vec<String> {
@@ -465,12 +502,18 @@ mod tests {
         s.faults()
             .fail_next(ops::STORE_WRITE, PortError::Throttled("slow down".into()));
         let w = || put(item("p", "a", 1), Condition::Absent { now_secs: 0 });
-        assert!(matches!(block_on(s.write(w())), Err(PortError::Throttled(_))));
+        assert!(matches!(
+            block_on(s.write(w())),
+            Err(PortError::Throttled(_))
+        ));
         assert!(s.is_empty(), "no effect before");
 
         s.faults()
             .fail_after_effect_next(ops::STORE_WRITE, PortError::Unavailable("timeout".into()));
-        assert!(matches!(block_on(s.write(w())), Err(PortError::Unavailable(_))));
+        assert!(matches!(
+            block_on(s.write(w())),
+            Err(PortError::Unavailable(_))
+        ));
         assert_eq!(s.len(), 1, "effect happened");
         // The retry now loses to its own earlier success.
         assert!(failed(block_on(s.write(w()))));
@@ -481,7 +524,8 @@ mod tests {
         let r = block_on(s.transact(vec![put(item("p", "b", 1), Condition::Always)]));
         assert!(r.is_err());
         assert_eq!(s.len(), 2);
-        s.faults().fail_next(ops::STORE_GET, PortError::Unavailable("t".into()));
+        s.faults()
+            .fail_next(ops::STORE_GET, PortError::Unavailable("t".into()));
         assert!(block_on(s.get(&key("p", "a"))).is_err());
         assert!(block_on(s.get(&key("p", "a"))).unwrap().is_some());
     }

@@ -118,8 +118,14 @@ mod tests {
             ("a*c", "abbbc"),
             ("a*c", "ac"),
             ("a?c", "abc"),
-            ("amazon-eks-node-al2023-*-standard-1.33-v*", "amazon-eks-node-al2023-arm64-standard-1.33-v20251101"),
-            ("*-x86_64-*", "bottlerocket-aws-k8s-1.33-x86_64-v1.50.0-4d0a6bcd"),
+            (
+                "amazon-eks-node-al2023-*-standard-1.33-v*",
+                "amazon-eks-node-al2023-arm64-standard-1.33-v20251101",
+            ),
+            (
+                "*-x86_64-*",
+                "bottlerocket-aws-k8s-1.33-x86_64-v1.50.0-4d0a6bcd",
+            ),
             ("a*b*c", "axxbyyc"),
             ("**", "x"),
         ] {
@@ -131,7 +137,10 @@ mod tests {
             ("a?c", "ac"),
             ("a*c", "abcd"),
             ("", "x"),
-            ("amazon-eks-node-al2023-*-standard-1.33-v*", "amazon-eks-node-al2023-arm64-standard-1.32-v20251101"),
+            (
+                "amazon-eks-node-al2023-*-standard-1.33-v*",
+                "amazon-eks-node-al2023-arm64-standard-1.32-v20251101",
+            ),
         ] {
             assert!(!glob(p, t), "{p} !~ {t}");
         }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use flotilla_core::catalog::{Catalog, CapacityType};
+use flotilla_core::catalog::{CapacityType, Catalog};
 use flotilla_core::launch::fleet::{
     FleetOverride, OnDemandAllocationStrategy, SpotAllocationStrategy, TargetCapacityType,
 };
@@ -110,7 +110,10 @@ fn candidates<'a>(
         .flat_map(|t| t.tags.iter().map(|t| (t.key.clone(), t.value.clone())))
         .collect();
     for cfg in &req.launch_template_configs {
-        let name = cfg.launch_template_specification.launch_template_name.as_str();
+        let name = cfg
+            .launch_template_specification
+            .launch_template_name
+            .as_str();
         let template = st.templates.get(name).ok_or_else(|| {
             rejected(
                 "InvalidLaunchTemplateName.NotFoundException",
@@ -238,9 +241,10 @@ fn candidates<'a>(
         Market::Spot => req.spot_options.as_ref().is_some_and(|o| {
             o.allocation_strategy == SpotAllocationStrategy::CapacityOptimizedPrioritized
         }),
-        Market::OnDemand => req.on_demand_options.as_ref().is_some_and(|o| {
-            o.allocation_strategy == OnDemandAllocationStrategy::Prioritized
-        }),
+        Market::OnDemand => req
+            .on_demand_options
+            .as_ref()
+            .is_some_and(|o| o.allocation_strategy == OnDemandAllocationStrategy::Prioritized),
         Market::CapacityBlock => false,
     };
     let reservations_first = market == Market::OnDemand

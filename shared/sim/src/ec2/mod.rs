@@ -26,7 +26,7 @@ mod seed;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use flotilla_core::catalog::{Catalog, CapacityType, CatalogError, InstanceTypeInfo};
+use flotilla_core::catalog::{CapacityType, Catalog, CatalogError, InstanceTypeInfo};
 use flotilla_core::launch::{FleetRequest, FleetResponse, LaunchTemplateConfig};
 use flotilla_core::model::CapacityReservation;
 use flotilla_ports::{
@@ -323,7 +323,11 @@ impl Ec2Sim {
     }
 
     /// One port call: fault before, `f` under the lock, fault after.
-    fn call<T>(&self, op: &str, f: impl FnOnce(&mut State, &Inner) -> PortResult<T>) -> PortResult<T> {
+    fn call<T>(
+        &self,
+        op: &str,
+        f: impl FnOnce(&mut State, &Inner) -> PortResult<T>,
+    ) -> PortResult<T> {
         self.inner.faults.before(op)?;
         let out = {
             let mut st = self.lock();
@@ -741,7 +745,12 @@ fn valid_template_name(name: &str) -> bool {
 impl Ec2 for Ec2Sim {
     async fn describe_instance_types(&self) -> PortResult<Vec<InstanceTypeInfo>> {
         self.call(ops::EC2_DESCRIBE_INSTANCE_TYPES, |_, inner| {
-            Ok(inner.catalog.entries.iter().map(|e| e.info.clone()).collect())
+            Ok(inner
+                .catalog
+                .entries
+                .iter()
+                .map(|e| e.info.clone())
+                .collect())
         })
     }
 
@@ -802,7 +811,11 @@ impl Ec2 for Ec2Sim {
         })
     }
 
-    async fn describe_images(&self, filters: &[Filter], owners: &[String]) -> PortResult<Vec<Image>> {
+    async fn describe_images(
+        &self,
+        filters: &[Filter],
+        owners: &[String],
+    ) -> PortResult<Vec<Image>> {
         self.call(ops::EC2_DESCRIBE_IMAGES, |st, _| {
             let owned = |i: &&Image| {
                 owners.is_empty()
@@ -821,11 +834,19 @@ impl Ec2 for Ec2Sim {
         filters: &[Filter],
     ) -> PortResult<Vec<CapacityReservation>> {
         self.call(ops::EC2_DESCRIBE_CAPACITY_RESERVATIONS, |st, _| {
-            select(st.reservations.values(), filters, CapacityReservation::clone)
+            select(
+                st.reservations.values(),
+                filters,
+                CapacityReservation::clone,
+            )
         })
     }
 
-    async fn create_launch_template(&self, name: &str, config: &LaunchTemplateConfig) -> PortResult<()> {
+    async fn create_launch_template(
+        &self,
+        name: &str,
+        config: &LaunchTemplateConfig,
+    ) -> PortResult<()> {
         self.call(ops::EC2_CREATE_LAUNCH_TEMPLATE, |st, _| {
             if !valid_template_name(name) {
                 return Err(PortError::Rejected(format!(
@@ -863,10 +884,10 @@ impl Ec2 for Ec2Sim {
     async fn describe_instances(&self, filters: &[Filter]) -> PortResult<Vec<Instance>> {
         self.call(ops::EC2_DESCRIBE_INSTANCES, |st, inner| {
             let now = inner.clock.now_secs();
-            let visible = st
-                .instances
-                .values()
-                .filter(|r| r.terminated_at.is_none_or(|t| now - t < TERMINATED_VISIBLE_SECS));
+            let visible = st.instances.values().filter(|r| {
+                r.terminated_at
+                    .is_none_or(|t| now - t < TERMINATED_VISIBLE_SECS)
+            });
             select(visible, filters, |r| r.instance.clone())
         })
     }

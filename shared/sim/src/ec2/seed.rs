@@ -22,7 +22,8 @@ pub const EKS_AMI_OWNER_ID: &str = "602401143452";
 pub const BOTTLEROCKET_AMI_OWNER_ID: &str = "092701018921";
 
 /// Accounts whose images carry the owner alias `amazon`.
-pub const AMAZON_OWNER_IDS: &[&str] = &[EKS_AMI_OWNER_ID, BOTTLEROCKET_AMI_OWNER_ID, "137112412989"];
+pub const AMAZON_OWNER_IDS: &[&str] =
+    &[EKS_AMI_OWNER_ID, BOTTLEROCKET_AMI_OWNER_ID, "137112412989"];
 
 /// The tag Karpenter's getting-started guide puts on subnets and
 /// security groups.
