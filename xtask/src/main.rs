@@ -1,7 +1,8 @@
 //! Project automation: `cargo xtask <command>`.
 //!
 //! * `test`    – the one test command: rustfmt check, clippy (`-D warnings`),
-//!   the workspace tests (cargo-nextest when installed, else `cargo test`) and
+//!   the workspace tests (cargo-nextest when installed, else `cargo test`;
+//!   moto's server installed into the venv first, for the AWS suites) and
 //!   `cfn-lint` over `infra/template.yaml` when that template exists.
 //! * `demo`    – `flotilla demo` from a release build.
 //! * `catalog` – regenerates the embedded instance-type catalog
@@ -178,6 +179,17 @@ fn test(args: &[String]) -> Result<()> {
 /// doctests, which nextest does not run), else `cargo test --workspace`.
 /// Prints the runner's summary line(s) again at the end.
 fn tests() -> Result<()> {
+    // The AWS adapter and pipeline suites (tests/) run against moto's
+    // server on loopback: DynamoDB, EventBridge and EC2 API shapes.
+    let bin = venv_with("tests", "moto[server]==5.2.5", "moto.server")?;
+    let moto = bin.join("moto_server");
+    if !moto.exists() {
+        bail!(
+            "step `tests`: {} missing after installing moto[server]",
+            moto.display()
+        );
+    }
+    env::set_var("FLOTILLA_MOTO_SERVER", &moto);
     let nextest = probe(
         env::var_os("CARGO").unwrap_or_else(|| "cargo".into()),
         ["nextest", "--version"],

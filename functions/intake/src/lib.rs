@@ -160,3 +160,87 @@ pub async fn handle<S: Store, E: Ec2, B: Bus, C: Clock>(
         _ => error(404, format!("no route for {method} {path}")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn request(body: &[u8], base64: bool, gzip: bool) -> LambdaFunctionUrlRequest {
+        let sample = include_str!("../../../events/intake-post.json");
+        let mut req: LambdaFunctionUrlRequest =
+            serde_json::from_str(sample).expect("sample event parses");
+        req.is_base64_encoded = base64;
+        req.body = Some(if base64 {
+            base64::engine::general_purpose::STANDARD.encode(body)
+        } else {
+            String::from_utf8_lossy(body).into_owned()
+        });
+        if gzip {
+            req.headers.insert(
+                "content-encoding",
+                aws_lambda_events::http::HeaderValue::from_static("gzip"),
+            );
+        }
+        req
+    }
+
+    #[test]
+    fn the_sample_event_names_an_iam_caller_and_a_batch_route() {
+        let req: LambdaFunctionUrlRequest =
+            serde_json::from_str(include_str!("../../../events/intake-post.json")).expect("parses");
+        assert!(caller(&req)
+            .principal
+            .is_some_and(|p| p.starts_with("arn:aws:sts::")));
+        assert_eq!(req.raw_path.as_deref(), Some("/batches"));
+        let body = body_bytes(&req, 6 << 20).expect("body");
+        let v: serde_json::Value = serde_json::from_slice(&body).expect("json body");
+        assert_eq!(v["clusterId"], "demo");
+    }
+
+    #[test]
+    fn bodies_decode_from_base64_and_gzip_within_the_limit() {
+        let plain = br#"{"clusterId":"demo"}"#;
+        assert_eq!(
+            body_bytes(&request(plain, false, false), 100).expect("plain"),
+            plain
+        );
+        assert_eq!(
+            body_bytes(&request(plain, true, false), 100).expect("b64"),
+            plain
+        );
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(plain).expect("gzip");
+        let z = gz.finish().expect("gzip");
+        assert_eq!(
+            body_bytes(&request(&z, true, true), 100).expect("gzip"),
+            plain
+        );
+        // Too big, before or after inflating (a gzip bomb stops at the limit).
+        assert_eq!(
+            body_bytes(&request(plain, false, false), 10).unwrap_err().0,
+            413
+        );
+        let zeros = vec![0u8; 1 << 20];
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(&zeros).expect("gzip");
+        let bomb = gz.finish().expect("gzip");
+        assert!(bomb.len() < 10_000);
+        assert_eq!(
+            body_bytes(&request(&bomb, true, true), 64 << 10)
+                .unwrap_err()
+                .0,
+            413
+        );
+        let mut bad = request(plain, true, false);
+        bad.body = Some("%%% not base64".into());
+        assert_eq!(body_bytes(&bad, 100).unwrap_err().0, 400);
+        assert_eq!(
+            body_bytes(&request(b"not gzip", false, true), 100)
+                .unwrap_err()
+                .0,
+            400
+        );
+    }
+}

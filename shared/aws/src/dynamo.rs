@@ -338,8 +338,7 @@ fn transact_error(
         aws_sdk_dynamodb::config::http::HttpResponse,
     >,
 ) -> PortError {
-    if let Some(TransactWriteItemsError::TransactionCanceledException(e)) = err.as_service_error()
-    {
+    if let Some(TransactWriteItemsError::TransactionCanceledException(e)) = err.as_service_error() {
         let mut reasons: Vec<String> = e
             .cancellation_reasons()
             .iter()
@@ -522,14 +521,20 @@ mod tests {
         let mut a = item_attrs(&Item::new(key(), vec![1]));
         a.insert(VERSION.into(), AttributeValue::S("x".into()));
         let e = parse_item(&a, "DynamoDB GetItem k").unwrap_err();
-        assert!(matches!(&e, PortError::Rejected(m) if m.contains("attribute v")), "{e}");
+        assert!(
+            matches!(&e, PortError::Rejected(m) if m.contains("attribute v")),
+            "{e}"
+        );
     }
 
     #[test]
     fn conditions() {
         assert_eq!(condition_expr(Condition::Always), None);
         let c = condition_expr(Condition::Absent { now_secs: 42 }).unwrap();
-        assert_eq!(c.expression, "attribute_not_exists(pk) OR expiresAt <= :now");
+        assert_eq!(
+            c.expression,
+            "attribute_not_exists(pk) OR expiresAt <= :now"
+        );
         assert_eq!(c.values[":now"], AttributeValue::N("42".into()));
         let c = condition_expr(Condition::Version(3)).unwrap();
         assert_eq!(c.expression, "v = :v");
@@ -579,11 +584,19 @@ mod tests {
             key: key(),
             condition: Condition::Version(2),
         });
-        assert!(matches!(r, Request::Delete { condition: Some(c), .. } if c.expression == "v = :v"));
+        assert!(
+            matches!(r, Request::Delete { condition: Some(c), .. } if c.expression == "v = :v")
+        );
         let r = request(&Write::Put {
             item: Item::new(key(), vec![]),
             condition: Condition::Always,
         });
-        assert!(matches!(r, Request::Put { condition: None, .. }));
+        assert!(matches!(
+            r,
+            Request::Put {
+                condition: None,
+                ..
+            }
+        ));
     }
 }

@@ -221,7 +221,10 @@ pub(crate) fn instance_type_json(t: &sdk::InstanceTypeInfo) -> Value {
                 "MaximumNetworkInterfaces",
                 jn(n.maximum_network_interfaces()),
             ),
-            ("DefaultNetworkCardIndex", jn(n.default_network_card_index())),
+            (
+                "DefaultNetworkCardIndex",
+                jn(n.default_network_card_index()),
+            ),
             ("NetworkCards", (!cards.is_empty()).then(|| json!(cards))),
             (
                 "Ipv4AddressesPerInterface",
@@ -233,8 +236,12 @@ pub(crate) fn instance_type_json(t: &sdk::InstanceTypeInfo) -> Value {
             ),
             (
                 "EfaInfo",
-                n.efa_info()
-                    .and_then(|e| obj(vec![("MaximumEfaInterfaces", jn(e.maximum_efa_interfaces()))])),
+                n.efa_info().and_then(|e| {
+                    obj(vec![(
+                        "MaximumEfaInterfaces",
+                        jn(e.maximum_efa_interfaces()),
+                    )])
+                }),
             ),
         ])
     });
@@ -310,7 +317,9 @@ pub(crate) fn instance_type_json(t: &sdk::InstanceTypeInfo) -> Value {
 // ---------------------------------------------------------------------------
 // Launch templates.
 
-fn lt_ebs(e: &flotilla_core::launch::launch_template::Ebs) -> sdk::LaunchTemplateEbsBlockDeviceRequest {
+fn lt_ebs(
+    e: &flotilla_core::launch::launch_template::Ebs,
+) -> sdk::LaunchTemplateEbsBlockDeviceRequest {
     let i32c = |n: u64| i32::try_from(n).unwrap_or(i32::MAX);
     sdk::LaunchTemplateEbsBlockDeviceRequest::builder()
         .volume_size(i32c(e.volume_size))
@@ -357,8 +366,9 @@ pub fn launch_template_input(
                 .name(&config.iam_instance_profile)
                 .build(),
         )
-        .set_security_group_ids(Some(config.security_group_ids.clone()))
-        .user_data(aws_smithy_types::base64::encode(config.user_data.as_bytes()))
+        .user_data(aws_smithy_types::base64::encode(
+            config.user_data.as_bytes(),
+        ))
         .set_block_device_mappings(Some(
             config
                 .block_device_mappings
@@ -372,6 +382,18 @@ pub fn launch_template_input(
                 .collect(),
         ))
         .metadata_options(metadata);
+    // An explicit public-IP choice needs a network interface spec, which
+    // then carries the security groups (EC2 refuses both places at once).
+    data = match config.associate_public_ip_address {
+        Some(public) => data.network_interfaces(
+            sdk::LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+                .device_index(0)
+                .associate_public_ip_address(public)
+                .set_groups(Some(config.security_group_ids.clone()))
+                .build(),
+        ),
+        None => data.set_security_group_ids(Some(config.security_group_ids.clone())),
+    };
     if !tags.is_empty() {
         data = data
             .tag_specifications(resource_tags("instance"))
@@ -522,8 +544,7 @@ pub fn fleet_response(out: &CreateFleetOutput) -> FleetResponse {
                 let mut lto = response_overrides(i.launch_template_and_overrides());
                 // Newer responses also carry the zone and subnet on the
                 // instance itself.
-                if lto.is_none() && (i.availability_zone().is_some() || i.subnet_id().is_some())
-                {
+                if lto.is_none() && (i.availability_zone().is_some() || i.subnet_id().is_some()) {
                     lto = Some(LaunchTemplateAndOverrides {
                         overrides: Some(ResponseOverrides {
                             instance_type: i.instance_type().map(|t| t.as_str().to_string()),
@@ -594,7 +615,11 @@ pub(crate) fn capacity_reservation(r: &sdk::CapacityReservation) -> Option<Capac
         availability_zone: r.availability_zone().unwrap_or_default().to_string(),
         total_instance_count: u32c(r.total_instance_count()),
         available_instance_count: u32c(r.available_instance_count()),
-        state: r.state().map(|s| s.as_str()).unwrap_or_default().to_string(),
+        state: r
+            .state()
+            .map(|s| s.as_str())
+            .unwrap_or_default()
+            .to_string(),
         instance_match_criteria: r
             .instance_match_criteria()
             .map(|s| s.as_str())
@@ -609,7 +634,11 @@ pub(crate) fn capacity_reservation(r: &sdk::CapacityReservation) -> Option<Capac
             .map(|s| s.as_str())
             .unwrap_or_default()
             .to_string(),
-        tenancy: r.tenancy().map(|s| s.as_str()).unwrap_or_default().to_string(),
+        tenancy: r
+            .tenancy()
+            .map(|s| s.as_str())
+            .unwrap_or_default()
+            .to_string(),
         owner_id: r.owner_id().unwrap_or_default().to_string(),
         end_date: r.end_date().map(rfc3339),
         tags: tag_map(r.tags()),
@@ -694,7 +723,9 @@ impl Ec2Client {
                     {
                         Ok(_) => {}
                         Err(e) if code(&e) == Some("InvalidInstanceID.NotFound") => {}
-                        Err(e) => return Err(classify(&format!("EC2 TerminateInstances {id}"), &e)),
+                        Err(e) => {
+                            return Err(classify(&format!("EC2 TerminateInstances {id}"), &e))
+                        }
                     }
                 }
                 Ok(())
@@ -855,7 +886,11 @@ impl Ec2 for Ec2Client {
         Ok(list)
     }
 
-    async fn describe_images(&self, filters: &[Filter], owners: &[String]) -> PortResult<Vec<Image>> {
+    async fn describe_images(
+        &self,
+        filters: &[Filter],
+        owners: &[String],
+    ) -> PortResult<Vec<Image>> {
         let what = "EC2 DescribeImages";
         let now = now_secs();
         let mut list = Vec::new();
@@ -911,7 +946,11 @@ impl Ec2 for Ec2Client {
         Ok(list)
     }
 
-    async fn create_launch_template(&self, name: &str, config: &LaunchTemplateConfig) -> PortResult<()> {
+    async fn create_launch_template(
+        &self,
+        name: &str,
+        config: &LaunchTemplateConfig,
+    ) -> PortResult<()> {
         let what = format!("EC2 CreateLaunchTemplate {name}");
         let i = launch_template_input(name, config).map_err(|e| rejected(&what, e))?;
         let result = self
@@ -925,7 +964,9 @@ impl Ec2 for Ec2Client {
         match result {
             Ok(_) => Ok(()),
             // Names are content hashes: same name, same content.
-            Err(e) if code(&e) == Some("InvalidLaunchTemplateName.AlreadyExistsException") => Ok(()),
+            Err(e) if code(&e) == Some("InvalidLaunchTemplateName.AlreadyExistsException") => {
+                Ok(())
+            }
             Err(e) => Err(classify(&what, &e)),
         }
     }
@@ -981,7 +1022,20 @@ impl Ec2 for Ec2Client {
             {
                 Ok(())
             }
-            Err(e) => Err(classify(&what, &e)),
+            Err(e) => {
+                // Some EC2-compatible endpoints (moto) answer a missing
+                // template with another 4xx: gone is gone.
+                let err = classify(&what, &e);
+                if matches!(err, PortError::Rejected(_)) {
+                    let filters = [Filter::new("launch-template-name", [name])];
+                    if let Ok(existing) = self.describe_launch_templates(&filters).await {
+                        if existing.iter().all(|n| n != name) {
+                            return Ok(());
+                        }
+                    }
+                }
+                Err(err)
+            }
         }
     }
 

@@ -152,8 +152,16 @@ mod tests {
     fn codes_and_statuses() {
         use ErrorKind::*;
         let cases: &[(Option<&str>, Option<u16>, ErrorKind)] = &[
-            (Some("ConditionalCheckFailedException"), Some(400), ConditionFailed),
-            (Some("ProvisionedThroughputExceededException"), Some(400), Throttled),
+            (
+                Some("ConditionalCheckFailedException"),
+                Some(400),
+                ConditionFailed,
+            ),
+            (
+                Some("ProvisionedThroughputExceededException"),
+                Some(400),
+                Throttled,
+            ),
             (Some("ThrottlingException"), Some(400), Throttled),
             (Some("RequestLimitExceeded"), Some(503), Throttled),
             (Some("TransactionConflictException"), Some(400), Throttled),
@@ -196,6 +204,8 @@ mod tests {
         let e = ErrorKind::Rejected.into_error("DynamoDB PutItem a / b: boom".into());
         assert_eq!(e.to_string(), "rejected: DynamoDB PutItem a / b: boom");
         assert!(!e.is_retryable());
-        assert!(ErrorKind::Throttled.into_error(String::new()).is_retryable());
+        assert!(ErrorKind::Throttled
+            .into_error(String::new())
+            .is_retryable());
     }
 }

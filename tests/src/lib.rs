@@ -1,0 +1,137 @@
+//! Cross-crate test support: a local moto server standing in for DynamoDB,
+//! EC2 and EventBridge.
+//!
+//! [`Moto::start`] runs `moto_server` (moto 5.2.5, installed by
+//! `cargo xtask test` into `~/.cache/flotilla/venv`) on a free port of
+//! 127.0.0.1 as a child process and kills it when dropped. Every test starts
+//! its own server, so tests are isolated and run in parallel (nextest runs
+//! each test in its own process).
+//!
+//! The binary is `$FLOTILLA_MOTO_SERVER`, else
+//! `~/.cache/flotilla/venv/bin/moto_server`. A missing binary is a test
+//! failure that says how to install it, never a silent skip.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+pub use flotilla_aws::SdkConfig;
+
+/// A running moto server; killed on drop.
+pub struct Moto {
+    child: Child,
+    port: u16,
+}
+
+/// The moto server binary.
+pub fn moto_server_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("FLOTILLA_MOTO_SERVER") {
+        return PathBuf::from(p);
+    }
+    let home = std::env::var_os("HOME").unwrap_or_else(|| "/".into());
+    PathBuf::from(home)
+        .join(".cache")
+        .join("flotilla")
+        .join("venv")
+        .join("bin")
+        .join("moto_server")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free TCP port on 127.0.0.1")
+}
+
+fn http_ok(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let req =
+        format!("GET /moto-api/ HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    if s.write_all(req.as_bytes()).is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 12];
+    s.read(&mut buf)
+        .is_ok_and(|n| n >= 12 && buf.starts_with(b"HTTP/1."))
+}
+
+impl Moto {
+    /// Starts a fresh server and waits until it answers HTTP.
+    pub fn start() -> Moto {
+        let bin = moto_server_path();
+        assert!(
+            bin.exists(),
+            "moto_server not found at {} (set FLOTILLA_MOTO_SERVER or run `cargo xtask test`, \
+             which installs moto[server]==5.2.5 into ~/.cache/flotilla/venv)",
+            bin.display()
+        );
+        let mut last_err = String::new();
+        for _ in 0..5 {
+            let port = free_port();
+            let mut child = Command::new(&bin)
+                .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                if let Ok(Some(status)) = child.try_wait() {
+                    // Most likely the port was taken in between: try another.
+                    last_err = format!("moto_server on port {port} exited with {status}");
+                    break;
+                }
+                if http_ok(port) {
+                    return Moto { child, port };
+                }
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("moto_server on port {port} did not answer within 60 s");
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        panic!("could not start moto_server: {last_err}");
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// An SDK configuration for this server: region us-east-1, static test
+    /// credentials.
+    pub async fn config(&self) -> SdkConfig {
+        flotilla_aws::static_config(&self.endpoint(), "us-east-1", "testing", "testing").await
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A name unique within this process (tables, buses, templates).
+pub fn unique_name(prefix: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
