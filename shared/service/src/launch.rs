@@ -10,7 +10,8 @@
 //! (ICE'd offerings into the cache, retry, spot → on-demand fallback); record
 //! `Launched` or `Failed` (+ `PodsUnschedulable`, reservation released).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
 
 use flotilla_core::launch::{
     self, build_fleet_request, ice::UnavailableOffering, next_attempt, nodeclass, FleetInput,
@@ -52,8 +53,20 @@ pub struct LaunchEnv {
     pub context: LaunchContext,
     pub state: ClusterState,
     pub catalog: flotilla_core::catalog::Catalog,
-    pub unavailable: std::collections::BTreeSet<UnavailableOffering>,
-    resolved: BTreeMap<String, std::result::Result<nodeclass::ResolvedNodeClass, String>>,
+    /// The ICE cache, plus what this invocation's launches ran into.
+    pub unavailable: Mutex<BTreeSet<UnavailableOffering>>,
+    resolved: Mutex<BTreeMap<String, std::result::Result<nodeclass::ResolvedNodeClass, String>>>,
+    /// Launch templates created (and their use recorded) by this invocation.
+    ensured: Mutex<BTreeSet<String>>,
+}
+
+/// NodeClaims launched at once by one invocation (each is its own chain
+/// of EC2 and DynamoDB calls).
+pub const CONCURRENCY: usize = 8;
+
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding one of these locks leaves plain data behind.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 pub async fn on_node_claims_planned<S: Store, E: Ec2, B: Bus, C: Clock>(
@@ -101,51 +114,78 @@ pub async fn on_node_claims_planned<S: Store, E: Ec2, B: Bus, C: Clock>(
                 capacity_type,
             })
             .collect();
-    let mut env = LaunchEnv {
+    let env = LaunchEnv {
         context,
         state,
         catalog,
-        unavailable,
-        resolved: BTreeMap::new(),
+        unavailable: Mutex::new(unavailable),
+        resolved: Mutex::new(BTreeMap::new()),
+        ensured: Mutex::new(BTreeSet::new()),
     };
+    let env = &env;
+    let mut results: Vec<(LaunchReport, Result<()>)> = Vec::new();
+    for chunk in event.node_claims.chunks(CONCURRENCY) {
+        let launches = chunk
+            .iter()
+            .map(|name| launch_reported(store, ec2, bus, clock, config, env, cluster, name));
+        results.extend(futures_util::future::join_all(launches).await);
+    }
     let mut report = LaunchReport::default();
-    for name in &event.node_claims {
-        launch_one(
-            store,
-            ec2,
-            bus,
-            clock,
-            config,
-            &mut env,
-            cluster,
-            name,
-            &mut report,
-        )
-        .await?;
+    let mut first_error = None;
+    for (r, out) in results {
+        report.launched.extend(r.launched);
+        report.failed.extend(r.failed);
+        report.skipped.extend(r.skipped);
+        report.fleet_calls += r.fleet_calls;
+        if let Err(e) = out {
+            first_error.get_or_insert(e);
+        }
+    }
+    report.launched.sort();
+    report.failed.sort();
+    report.skipped.sort();
+    if let Some(e) = first_error {
+        return Err(e);
     }
     tracing::info!(cluster = %cluster, launched = report.launched.len(), failed = report.failed.len(), skipped = report.skipped.len(), fleet_calls = report.fleet_calls, "launch done");
     Ok(report)
 }
 
+#[allow(clippy::too_many_arguments)]
+async fn launch_reported<S: Store, E: Ec2, B: Bus, C: Clock>(
+    store: &S,
+    ec2: &E,
+    bus: &B,
+    clock: &C,
+    config: &Config,
+    env: &LaunchEnv,
+    cluster: &str,
+    name: &str,
+) -> (LaunchReport, Result<()>) {
+    let mut r = LaunchReport::default();
+    let out = launch_one(store, ec2, bus, clock, config, env, cluster, name, &mut r).await;
+    (r, out)
+}
+
 /// Resolve (once per invocation) the EC2NodeClass `name` against EC2.
 async fn resolve_node_class<E: Ec2>(
     ec2: &E,
-    env: &mut LaunchEnv,
+    env: &LaunchEnv,
     name: &str,
 ) -> Result<std::result::Result<nodeclass::ResolvedNodeClass, String>> {
-    if let Some(r) = env.resolved.get(name) {
+    if let Some(r) = locked(&env.resolved).get(name) {
         return Ok(r.clone());
     }
     let Some(nc) = env.state.node_classes.iter().find(|n| n.name == name) else {
         let r = Err(format!("EC2NodeClass {name:?} is not in the batch"));
-        env.resolved.insert(name.to_string(), r.clone());
+        locked(&env.resolved).insert(name.to_string(), r.clone());
         return Ok(r);
     };
     let spec = match nodeclass::parse_node_class(nc) {
         Ok(s) => s,
         Err(e) => {
             let r = Err(e.to_string());
-            env.resolved.insert(name.to_string(), r.clone());
+            locked(&env.resolved).insert(name.to_string(), r.clone());
             return Ok(r);
         }
     };
@@ -174,7 +214,7 @@ async fn resolve_node_class<E: Ec2>(
         );
     }
     let r = nodeclass::resolve(&spec, subnets, groups, images).map_err(|e| e.to_string());
-    env.resolved.insert(name.to_string(), r.clone());
+    locked(&env.resolved).insert(name.to_string(), r.clone());
     Ok(r)
 }
 
@@ -185,7 +225,7 @@ async fn launch_one<S: Store, E: Ec2, B: Bus, C: Clock>(
     bus: &B,
     clock: &C,
     config: &Config,
-    env: &mut LaunchEnv,
+    env: &LaunchEnv,
     cluster: &str,
     name: &str,
     report: &mut LaunchReport,
@@ -323,7 +363,7 @@ async fn launch_taken<S: Store, E: Ec2, C: Clock>(
     ec2: &E,
     clock: &C,
     config: &Config,
-    env: &mut LaunchEnv,
+    env: &LaunchEnv,
     cluster: &str,
     record: &mut NodeClaimRecord,
     report: &mut LaunchReport,
@@ -359,6 +399,9 @@ async fn launch_taken<S: Store, E: Ec2, C: Clock>(
     };
     let now_secs = clock.now_secs();
     for (name, config_lt) in &prepared.launch_templates {
+        if locked(&env.ensured).contains(name) {
+            continue;
+        }
         ec2.create_launch_template(name, config_lt)
             .await
             .map_err(ServiceError::port(format!("CreateLaunchTemplate {name}")))?;
@@ -374,6 +417,7 @@ async fn launch_taken<S: Store, E: Ec2, C: Clock>(
             })
             .await
             .map_err(ServiceError::port("record launch template use"))?;
+        locked(&env.ensured).insert(name.clone());
     }
     let mut input: FleetInput = prepared.fleet;
     input.attempt = record.attempts;
@@ -404,7 +448,7 @@ async fn launch_taken<S: Store, E: Ec2, C: Clock>(
             | Outcome::Failed { unavailable, .. } => unavailable.clone(),
         };
         record_ice(store, clock, &config.region, &unavailable).await?;
-        env.unavailable.extend(unavailable);
+        locked(&env.unavailable).extend(unavailable);
         match outcome {
             Outcome::Launched { mut instances, .. } => {
                 instances.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));

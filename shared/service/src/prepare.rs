@@ -69,7 +69,13 @@ pub(crate) fn prepare(
         ca_bundle: meta.ca_bundle.clone(),
         service_cidr: meta.service_cidr.clone().unwrap_or_default(),
     };
-    let unavailable: Vec<_> = env.unavailable.iter().cloned().collect();
+    let unavailable: Vec<_> = env
+        .unavailable
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .cloned()
+        .collect();
     let input = PrepareInput {
         claim: &record.plan,
         node_pool,

@@ -331,3 +331,33 @@ async fn ec2_notices_drain_interrupted_nodes_and_end_terminated_ones() {
     assert_eq!(r.deleted, vec![launched[0].name.clone()]);
     assert!(Ec2Notice::parse("EC2 AMI Available", &serde_json::json!({})).is_none());
 }
+
+#[tokio::test]
+async fn thousand_pods_in_memory_timing() {
+    // The same 1,000-pod flow as tests/pipeline_moto.rs, all in memory:
+    // what the stages cost without a network (printed for the README).
+    let p = world();
+    let mut docs = node_pool_and_class();
+    for (i, (cpu, mem)) in [
+        ("250m", "512Mi"),
+        ("1", "2Gi"),
+        ("2", "4Gi"),
+        ("500m", "3Gi"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        docs.extend(pods(&format!("app{i}"), 250, cpu, mem));
+    }
+    let started = std::time::Instant::now();
+    post(&p, &batch(docs)).await;
+    drain(&p, 1).await;
+    let elapsed = started.elapsed();
+    let launched = claims_in(&p, NodeClaimState::Launched).await;
+    every_pod_on_one_claim(&launched, 1000);
+    eprintln!(
+        "{{\"measure\":\"intake-to-createfleet\",\"pods\":1000,\"nodeClaims\":{},\"totalMs\":{},\"store\":\"memory\"}}",
+        launched.len(),
+        elapsed.as_millis()
+    );
+}
