@@ -7,6 +7,7 @@
 mod catalog_cmd;
 mod demo;
 mod inputs;
+mod simulate;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -38,6 +39,9 @@ enum Command {
     Plan(PlanArgs),
     /// Plan the bundled sample workloads (examples/demo/).
     Demo(DemoArgs),
+    /// Run the whole pipeline in memory (intake, schedule, launch into an
+    /// EC2 simulator with capacity limits) and print what was launched.
+    Simulate(SimulateArgs),
     /// List the instance types of a region's catalog with prices.
     Catalog(CatalogArgs),
     /// List the regions of the embedded catalog.
@@ -77,6 +81,27 @@ struct PlanOptions {
     /// given as DescribeCapacityReservations documents.
     #[arg(long)]
     reserved_capacity: bool,
+}
+
+#[derive(Debug, Args)]
+struct SimulateArgs {
+    /// Input files or directories, as for `plan`.
+    #[arg(short = 'f', long = "filename", value_name = "FILE", required = true, num_args = 1..)]
+    files: Vec<String>,
+    /// AWS region whose catalog the simulator offers.
+    #[arg(long, default_value = "us-west-2")]
+    region: String,
+    /// Limit a capacity pool: `TYPE[:ZONE][:spot|on-demand]=N` (repeatable;
+    /// `=0` makes every launch of that pool fail with
+    /// InsufficientInstanceCapacity).
+    #[arg(long = "capacity", value_name = "POOL=N", value_parser = simulate::parse_capacity)]
+    capacity: Vec<simulate::CapacityLimit>,
+    /// Feature gate ReservedCapacity.
+    #[arg(long)]
+    reserved_capacity: bool,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table)]
+    output: Output,
 }
 
 #[derive(Debug, Args)]
@@ -130,6 +155,16 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::Simulate(args) => {
+            let sources = inputs::read_all(&args.files)?;
+            simulate::run(
+                &sources,
+                &args.region,
+                &args.capacity,
+                args.reserved_capacity,
+                args.output == Output::Json,
+            )
+        }
         Command::Plan(args) => {
             let sources = inputs::read_all(&args.files)?;
             let plan = plan(&sources, &args.common)?;

@@ -133,7 +133,13 @@ fn validate_meta(m: &ClusterMeta) -> Result<()> {
     {
         return bad("caBundle", "must be non-empty base64");
     }
-    if let Some(cidr) = &m.service_cidr {
+    let Some(cidr) = &m.service_cidr else {
+        return bad(
+            "serviceCidr",
+            "required (the node bootstrap needs the service CIDR)",
+        );
+    };
+    {
         if cidr.is_empty()
             || cidr.len() > 64
             || !cidr
@@ -372,6 +378,7 @@ pub async fn accept<S: Store, B: Bus, C: Clock>(
 
     update_pointer(store, &cluster, now_secs, |p| {
         let first_at = p.pending.as_ref().map_or(now, |old| old.first_at);
+        p.rearms = 0;
         p.pending = Some(PendingBatch {
             batch_id: batch_id.clone(),
             content_hash: hash.clone(),

@@ -25,6 +25,7 @@ pub mod codec;
 pub mod intake;
 pub mod keys;
 pub mod launch;
+pub mod local;
 pub mod offerings;
 mod prepare;
 pub mod records;

@@ -17,6 +17,10 @@ pub struct SchedulerPointer {
     pub running: Option<RunningBatch>,
     /// The last batch whose scheduling finished.
     pub last_completed: Option<String>,
+    /// Re-schedules of `last_completed` after failed launches (bounded, so
+    /// a launch that can never succeed does not loop).
+    #[serde(default)]
+    pub rearms: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,6 +39,11 @@ pub struct PendingBatch {
 pub struct RunningBatch {
     pub batch_id: String,
     pub lease_until: i64,
+    /// Names this run's NodeClaims: the same across a crashed run's
+    /// takeover (idempotent writes), new for every fresh run of a batch
+    /// (a re-schedule after a failed launch gets new NodeClaims).
+    #[serde(default)]
+    pub run_id: String,
 }
 
 /// `CLUSTER#<c> / BATCH#<b>`.

@@ -56,7 +56,7 @@ pub struct ScheduleReport {
 }
 
 enum Claim {
-    Run,
+    Run(String),
     Wait(i64),
     Busy,
     Superseded,
@@ -83,11 +83,13 @@ fn claim(
                 return (false, Claim::Busy);
             }
             p.pending = None;
+            let run_id = format!("{batch}@{now}");
             p.running = Some(RunningBatch {
                 batch_id: batch.to_string(),
                 lease_until: now + config.lease_ms,
+                run_id: run_id.clone(),
             });
-            (true, Claim::Run)
+            (true, Claim::Run(run_id))
         }
         // A redelivery of a batch whose run crashed: take it over once the
         // lease lapsed, unless a newer batch is waiting (it supersedes).
@@ -95,11 +97,18 @@ fn claim(
             && lease_free
             && p.running.as_ref().is_some_and(|r| r.batch_id == batch) =>
         {
+            let run_id = p
+                .running
+                .as_ref()
+                .map(|r| r.run_id.clone())
+                .filter(|r| !r.is_empty())
+                .unwrap_or_else(|| format!("{batch}@{now}"));
             p.running = Some(RunningBatch {
                 batch_id: batch.to_string(),
                 lease_until: now + config.lease_ms,
+                run_id: run_id.clone(),
             });
-            (true, Claim::Run)
+            (true, Claim::Run(run_id))
         }
         _ => (false, Claim::Superseded),
     }
@@ -120,16 +129,16 @@ pub async fn on_batch_accepted<S: Store, E: Ec2, B: Bus, C: Clock>(
         claim(p, batch, now, config)
     })
     .await?;
-    match decision {
+    let run_id = match decision {
         Claim::Superseded => {
             tracing::info!(cluster = %cluster, batch = %batch, "batch superseded or done");
             return Ok(ScheduleOutcome::Superseded);
         }
         Claim::Wait(ms) => return Ok(ScheduleOutcome::Wait { retry_after_ms: ms }),
         Claim::Busy => return Ok(ScheduleOutcome::Busy),
-        Claim::Run => {}
-    }
-    let report = run(store, ec2, bus, clock, config, cluster, batch).await;
+        Claim::Run(run_id) => run_id,
+    };
+    let report = run(store, ec2, bus, clock, config, cluster, batch, &run_id).await;
     // Release the lease whatever happened; on error the event is retried
     // (and may take the lease over again).
     let finished = report.is_ok();
@@ -163,6 +172,9 @@ async fn announce_batch<B: Bus>(bus: &B, cluster: &str, batch: &str) -> Result<(
         .map_err(ServiceError::port("put BatchAccepted"))
 }
 
+/// Re-schedules of one batch after failed launches.
+pub const MAX_REARMS: u32 = 3;
+
 /// On `PodsUnschedulable` (a launch gave up): schedule the cluster's last
 /// batch again, so its pods are re-planned (the failed NodeClaim no longer
 /// carries them and its offerings are in the ICE cache) without waiting for
@@ -182,6 +194,10 @@ pub async fn on_pods_unschedulable<S: Store, B: Bus, C: Clock>(
         let Some(last) = p.last_completed.clone() else {
             return (false, None);
         };
+        if p.rearms >= MAX_REARMS {
+            return (false, None);
+        }
+        p.rearms += 1;
         p.pending = Some(crate::records::PendingBatch {
             batch_id: last.clone(),
             content_hash: String::new(),
@@ -392,6 +408,7 @@ async fn run<S: Store, E: Ec2, B: Bus, C: Clock>(
     config: &Config,
     cluster: &str,
     batch: &str,
+    run_id: &str,
 ) -> Result<ScheduleReport> {
     let req = load_batch(store, cluster, batch).await?;
     let mut state = cluster_state(&req)?;
@@ -495,8 +512,10 @@ async fn run<S: Store, E: Ec2, B: Bus, C: Clock>(
             }
         }
     }
-    let mut persisted =
-        persist(store, cluster, batch, &plan, &state, &totals, now, now_secs).await?;
+    let mut persisted = persist(
+        store, cluster, batch, run_id, &plan, &state, &totals, now, now_secs,
+    )
+    .await?;
     let mut unschedulable: Vec<(String, String)> = plan
         .unschedulable
         .iter()
@@ -527,7 +546,7 @@ async fn run<S: Store, E: Ec2, B: Bus, C: Clock>(
         }
         let second = scheduler::schedule(&retry, &catalog, &opts);
         let again = persist(
-            store, cluster, batch, &second, &retry, &totals, now, now_secs,
+            store, cluster, batch, run_id, &second, &retry, &totals, now, now_secs,
         )
         .await?;
         for (res, pods) in again.lost_reservation {
@@ -639,6 +658,7 @@ async fn persist<S: Store>(
     store: &S,
     cluster: &str,
     batch: &str,
+    run_id: &str,
     plan: &Plan,
     state: &ClusterState,
     totals: &BTreeMap<String, i64>,
@@ -652,7 +672,7 @@ async fn persist<S: Store>(
         .collect();
     let mut out = Persisted::default();
     for planned in &plan.node_claims {
-        let name = claim_name(&planned.name, batch);
+        let name = claim_name(&planned.name, run_id);
         let mut plan_copy: NodeClaimPlan = planned.clone();
         plan_copy.name = name.clone();
         plan_copy
@@ -749,6 +769,7 @@ mod tests {
             }),
             running: None,
             last_completed: None,
+            rearms: 0,
         }
     }
 
@@ -761,7 +782,7 @@ mod tests {
             (false, Claim::Wait(600))
         ));
         let (w, d) = claim(&mut p, "b", 1_000, &c);
-        assert!(w && matches!(d, Claim::Run));
+        assert!(w && matches!(d, Claim::Run(_)));
         assert!(p.pending.is_none());
         // Batches every 500 ms: the max window (10 s) still forces a run.
         let mut p = pointer("b", 0, 9_800);
@@ -769,7 +790,10 @@ mod tests {
             claim(&mut p, "b", 9_900, &c),
             (false, Claim::Wait(100))
         ));
-        assert!(matches!(claim(&mut p, "b", 10_000, &c), (true, Claim::Run)));
+        assert!(matches!(
+            claim(&mut p, "b", 10_000, &c),
+            (true, Claim::Run(_))
+        ));
     }
 
     #[test]
@@ -783,6 +807,7 @@ mod tests {
         p.running = Some(RunningBatch {
             batch_id: "x".into(),
             lease_until: 60_000,
+            run_id: "x@0".into(),
         });
         assert!(matches!(
             claim(&mut p, "new", 5_000, &c),
@@ -791,7 +816,7 @@ mod tests {
         // Lease lapsed (crashed run): the pending batch runs.
         assert!(matches!(
             claim(&mut p, "new", 60_000, &c),
-            (true, Claim::Run)
+            (true, Claim::Run(_))
         ));
         // Redelivery of the running batch while its lease holds: superseded.
         assert!(matches!(
@@ -802,7 +827,7 @@ mod tests {
         let later = 60_000 + c.lease_ms;
         assert!(matches!(
             claim(&mut p, "new", later, &c),
-            (true, Claim::Run)
+            (true, Claim::Run(_))
         ));
     }
 

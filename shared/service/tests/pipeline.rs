@@ -361,3 +361,32 @@ async fn thousand_pods_in_memory_timing() {
         elapsed.as_millis()
     );
 }
+
+#[tokio::test]
+async fn launches_that_can_never_succeed_fail_a_bounded_number_of_times() {
+    // No subnets, security groups or AMIs: every launch fails.
+    let p = world_with(|b| b.without_defaults());
+    let mut docs = node_pool_and_class();
+    docs.extend(pods("web", 3, "1", "2Gi"));
+    post(&p, &batch(docs)).await;
+    drain(&p, 1).await;
+    let failed = claims_in(&p, NodeClaimState::Failed).await;
+    assert!(!failed.is_empty());
+    assert!(
+        failed
+            .iter()
+            .all(|c| c.reason.as_deref().is_some_and(|r| r.contains("subnet"))),
+        "{failed:?}"
+    );
+    // The first run plus at most MAX_REARMS re-schedules.
+    let runs: BTreeSet<String> = failed
+        .iter()
+        .map(|c| c.name.rsplit('-').next().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        runs.len() as u32,
+        1 + flotilla_service::schedule::MAX_REARMS,
+        "{runs:?}"
+    );
+    assert_eq!(p.ec2.create_fleet_calls(), 0);
+}

@@ -5,12 +5,11 @@
 
 use std::sync::Arc;
 
-use flotilla_ports::events::FlotillaEvent;
 use flotilla_ports::Event;
 use flotilla_service::intake::{self, Accepted, Access, Caller};
 use flotilla_service::records::{NodeClaimRecord, NodeClaimState};
-use flotilla_service::schedule::{self, ScheduleOutcome};
-use flotilla_service::{launch, sweep, Config, Ports};
+use flotilla_service::schedule;
+use flotilla_service::{sweep, Config, Ports};
 use flotilla_sim::{Ec2Sim, ManualClock, MemBus, MemStore};
 
 pub type SimPorts = Ports<Arc<MemStore>, Arc<Ec2Sim>, Arc<MemBus>, Arc<ManualClock>>;
@@ -120,34 +119,12 @@ pub async fn post(p: &SimPorts, body: &[u8]) -> Accepted {
 /// stage's batching wait advances the manual clock). Returns the error of
 /// a failed invocation (the platform would redeliver).
 pub async fn deliver(p: &SimPorts, event: &Event) -> Result<(), String> {
-    let detail: serde_json::Value =
-        serde_json::from_str(&event.detail).map_err(|e| e.to_string())?;
-    let parsed = FlotillaEvent::from_parts(&event.detail_type, &detail)?;
-    match parsed {
-        FlotillaEvent::BatchAccepted(ev) => loop {
-            match schedule::on_batch_accepted(&p.store, &p.ec2, &p.bus, &p.clock, &p.config, &ev)
-                .await
-                .map_err(|e| e.to_string())?
-            {
-                ScheduleOutcome::Wait { retry_after_ms } => {
-                    p.clock.advance_millis(retry_after_ms);
-                }
-                _ => return Ok(()),
-            }
-        },
-        FlotillaEvent::NodeClaimsPlanned(ev) => {
-            launch::on_node_claims_planned(&p.store, &p.ec2, &p.bus, &p.clock, &p.config, &ev)
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        }
-        FlotillaEvent::PodsUnschedulable(ev) => {
-            schedule::on_pods_unschedulable(&p.store, &p.bus, &p.clock, &ev)
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        }
-    }
+    let clock = p.clock.clone();
+    flotilla_service::local::dispatch(p, event, &move |ms| {
+        clock.advance_millis(ms);
+    })
+    .await
+    .map_err(|e| e.to_string())
 }
 
 /// Deliver everything on the bus (and what that produces) until it is

@@ -123,8 +123,9 @@ pub(crate) fn security_groups(
     vec![default, node]
 }
 
-/// Two releases each of the EKS-optimized AL2023 and Bottlerocket AMIs for
-/// `x86_64` and `arm64`, for Kubernetes `k8s`.
+/// Two releases each of the EKS-optimized AL2023 (standard, NVIDIA, and for
+/// `x86_64` Neuron) and Bottlerocket (standard, NVIDIA) AMIs for `x86_64`
+/// and `arm64`, for Kubernetes `k8s`.
 pub(crate) fn images(rng: &mut SplitMix64, k8s: &str) -> Vec<Image> {
     let releases = [
         ("v20251001", "v1.49.0-9a5bd0f1", "2025-10-01T08:12:45.000Z"),
@@ -137,6 +138,29 @@ pub(crate) fn images(rng: &mut SplitMix64, k8s: &str) -> Vec<Image> {
                 id: resource_id(rng, "ami"),
                 name: format!("amazon-eks-node-al2023-{arch}-standard-{k8s}-{al2023}"),
                 owner_id: EKS_AMI_OWNER_ID.into(),
+                architecture: arch.into(),
+                creation_date: created.into(),
+                deprecated: false,
+                tags: BTreeMap::new(),
+            });
+            for variant in ["nvidia", "neuron"] {
+                if variant == "neuron" && arch != "x86_64" {
+                    continue;
+                }
+                out.push(Image {
+                    id: resource_id(rng, "ami"),
+                    name: format!("amazon-eks-node-al2023-{arch}-{variant}-{k8s}-{al2023}"),
+                    owner_id: EKS_AMI_OWNER_ID.into(),
+                    architecture: arch.into(),
+                    creation_date: created.into(),
+                    deprecated: false,
+                    tags: BTreeMap::new(),
+                });
+            }
+            out.push(Image {
+                id: resource_id(rng, "ami"),
+                name: format!("bottlerocket-aws-k8s-{k8s}-nvidia-{br_arch}-{bottlerocket}"),
+                owner_id: BOTTLEROCKET_AMI_OWNER_ID.into(),
                 architecture: arch.into(),
                 creation_date: created.into(),
                 deprecated: false,

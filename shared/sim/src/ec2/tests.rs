@@ -260,7 +260,7 @@ fn images_by_alias_patterns_owner_and_architecture() {
         ]
     );
     assert!(names(&[br, f("architecture", &["x86_64"])], &[]).is_empty());
-    assert_eq!(names(&[f("owner-alias", &["amazon"])], &[]).len(), 8);
+    assert_eq!(names(&[f("owner-alias", &["amazon"])], &[]).len(), 18);
 
     let mine = Image {
         id: "ami-0123456789abcdef0".into(),
