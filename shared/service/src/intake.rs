@@ -446,7 +446,8 @@ pub async fn mark_registered<S: Store, C: Clock>(
     Ok(n)
 }
 
-async fn put_accepted<B: Bus>(bus: &B, cluster: &str, batch: &str) -> Result<()> {
+/// Put `BatchAccepted` for a stored batch.
+pub(crate) async fn put_accepted<B: Bus>(bus: &B, cluster: &str, batch: &str) -> Result<()> {
     let event = FlotillaEvent::BatchAccepted(BatchAccepted {
         cluster_id: cluster.to_string(),
         batch_id: batch.to_string(),

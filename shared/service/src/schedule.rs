@@ -157,19 +157,9 @@ pub async fn on_batch_accepted<S: Store, E: Ec2, B: Bus, C: Clock>(
     .await?;
     // A batch that arrived during this run was told we were busy.
     if let Some(next) = waiting {
-        announce_batch(bus, cluster, &next).await?;
+        crate::intake::put_accepted(bus, cluster, &next).await?;
     }
     report.map(ScheduleOutcome::Scheduled)
-}
-
-async fn announce_batch<B: Bus>(bus: &B, cluster: &str, batch: &str) -> Result<()> {
-    let event = FlotillaEvent::BatchAccepted(BatchAccepted {
-        cluster_id: cluster.to_string(),
-        batch_id: batch.to_string(),
-    });
-    bus.put(vec![event.to_event()])
-        .await
-        .map_err(ServiceError::port("put BatchAccepted"))
 }
 
 /// Re-schedules of one batch after failed launches.
@@ -208,7 +198,7 @@ pub async fn on_pods_unschedulable<S: Store, B: Bus, C: Clock>(
     })
     .await?;
     if let Some(batch) = &rearmed {
-        announce_batch(bus, cluster, batch).await?;
+        crate::intake::put_accepted(bus, cluster, batch).await?;
         tracing::info!(cluster = %cluster, batch = %batch, node_claim = %event.node_claim, "re-scheduling after a failed launch");
     }
     Ok(rearmed)
