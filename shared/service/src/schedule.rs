@@ -455,9 +455,32 @@ async fn run<S: Store, E: Ec2, B: Bus, C: Clock>(
     }
     state.pending_pods = still_pending;
 
-    // Reservations: never plan past what the counters leave.
+    // Reservations: the batch's own DescribeCapacityReservations documents,
+    // plus what the EC2NodeClasses' capacityReservationSelectorTerms find
+    // live; never plan past what the counters leave.
     let mut totals: BTreeMap<String, i64> = BTreeMap::new();
     if config.reserved_capacity {
+        let mut known: BTreeSet<String> = state
+            .capacity_reservations
+            .iter()
+            .map(|r| r.id.clone())
+            .collect();
+        for nc in &state.node_classes {
+            let Ok(spec) = flotilla_core::launch::nodeclass::parse_node_class(nc) else {
+                continue; // its NodeClaims fail at launch, with the reason
+            };
+            for filters in spec.capacity_reservation_queries() {
+                for r in ec2
+                    .describe_capacity_reservations(&filters)
+                    .await
+                    .map_err(ServiceError::port("DescribeCapacityReservations"))?
+                {
+                    if known.insert(r.id.clone()) {
+                        state.capacity_reservations.push(r);
+                    }
+                }
+            }
+        }
         for r in &mut state.capacity_reservations {
             let total = i64::from(r.total_instance_count);
             totals.insert(r.id.clone(), total);
@@ -535,8 +558,10 @@ async fn run<S: Store, E: Ec2, B: Bus, C: Clock>(
             }
         }
         let second = scheduler::schedule(&retry, &catalog, &opts);
+        // Its NodeClaims are numbered from 0 again: name them apart.
+        let retry_run = format!("{run_id}/retry");
         let again = persist(
-            store, cluster, batch, run_id, &second, &retry, &totals, now, now_secs,
+            store, cluster, batch, &retry_run, &second, &retry, &totals, now, now_secs,
         )
         .await?;
         for (res, pods) in again.lost_reservation {
