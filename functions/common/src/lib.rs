@@ -64,6 +64,28 @@ pub async fn aws_ports() -> Result<AwsPorts> {
     })
 }
 
+/// The Lambda main loop of an EventBridge-triggered stage: JSON logs, the
+/// ports from the environment (built once, for the process's life), then
+/// `handler` per event.
+pub async fn serve_eventbridge<F, Fut>(handler: F) -> Result<(), lambda_runtime::Error>
+where
+    F: Fn(&'static AwsPorts, EventBridgeEvent<serde_json::Value>) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<serde_json::Value>>,
+{
+    init_tracing();
+    // One set of ports per process, alive as long as the process.
+    let ports: &'static AwsPorts = Box::leak(Box::new(aws_ports().await?));
+    let handler = &handler;
+    lambda_runtime::run(lambda_runtime::service_fn(
+        move |event: lambda_runtime::LambdaEvent<EventBridgeEvent<serde_json::Value>>| async move {
+            handler(ports, event.payload)
+                .await
+                .map_err(lambda_runtime::Error::from)
+        },
+    ))
+    .await
+}
+
 /// One of Flotilla's own events, or why the entry is not one.
 pub fn flotilla_event(ev: &EventBridgeEvent<serde_json::Value>) -> Result<FlotillaEvent> {
     if ev.source != SOURCE {

@@ -1,19 +1,9 @@
 //! The `sweep` Lambda (one-minute schedule and `aws.ec2` notice rules).
 
-use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use lambda_runtime::{service_fn, LambdaEvent};
-
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    flotilla_lambda::init_tracing();
-    let ports = flotilla_lambda::aws_ports().await?;
-    let ports = &ports;
-    lambda_runtime::run(service_fn(
-        move |event: LambdaEvent<EventBridgeEvent<serde_json::Value>>| async move {
-            flotilla_fn_sweep::handle(ports, &event.payload)
-                .await
-                .map_err(lambda_runtime::Error::from)
-        },
-    ))
+    flotilla_lambda::serve_eventbridge(|ports, event| async move {
+        flotilla_fn_sweep::handle(ports, &event).await
+    })
     .await
 }

@@ -11,6 +11,7 @@ pub mod model;
 pub mod plan;
 pub mod quantity;
 pub mod requirements;
+pub mod reservations;
 pub mod resources;
 pub mod scheduler;
 

@@ -175,7 +175,7 @@ pub fn unusable_reason(
             r.instance_type
         ));
     }
-    if !catalog.zones.iter().any(|z| *z == r.availability_zone) {
+    if !catalog.zones.contains(&r.availability_zone) {
         return Some(format!(
             "zone {} is not in region {}",
             r.availability_zone, catalog.region
@@ -187,7 +187,9 @@ pub fn unusable_reason(
         r.platform.as_str()
     };
     if have != platform {
-        return Some(format!("platform {have:?}, the NodeClass launches {platform:?}"));
+        return Some(format!(
+            "platform {have:?}, the NodeClass launches {platform:?}"
+        ));
     }
     let tenancy = if r.tenancy.is_empty() {
         TENANCY_DEFAULT
@@ -435,8 +437,9 @@ pub fn expiry_actions(
         };
         let r = by_id.get(n.reservation_id.as_str()).copied();
         let ended = r.and_then(end_at).is_some_and(|e| now >= e);
-        let listed_live =
-            r.is_some_and(|r| r.state == STATE_ACTIVE || r.state == "scheduled" || r.state == "pending");
+        let listed_live = r.is_some_and(|r| {
+            r.state == STATE_ACTIVE || r.state == "scheduled" || r.state == "pending"
+        });
         let is_block = r.is_some_and(|r| r.reservation_type == ReservationType::CapacityBlock);
         if is_block {
             let r = r.expect("checked above");
@@ -448,7 +451,8 @@ pub fn expiry_actions(
                 ));
                 continue;
             }
-            let (Some(drain), Some(reclaim)) = (drain_at(r, n.ultraserver), reclaim_at(r, n.ultraserver))
+            let (Some(drain), Some(reclaim)) =
+                (drain_at(r, n.ultraserver), reclaim_at(r, n.ultraserver))
             else {
                 continue;
             };
@@ -568,7 +572,10 @@ mod tests {
             sel(serde_json::json!([{"tags": {"application": "foobar"}, "ownerID": "999"}])),
             vec![2]
         );
-        assert_eq!(sel(serde_json::json!([{"tags": {"application": "*"}}])), vec![0, 2]);
+        assert_eq!(
+            sel(serde_json::json!([{"tags": {"application": "*"}}])),
+            vec![0, 2]
+        );
         assert_eq!(sel(serde_json::json!([{"id": "cr-b"}])), vec![1]);
         assert_eq!(sel(serde_json::Value::Null), Vec::<usize>::new());
     }
@@ -580,8 +587,10 @@ mod tests {
         assert!(e.path.ends_with("[1]"), "{e}");
         let e = parse_selector_terms(Some(&serde_json::json!([{"ownerID": "1"}]))).unwrap_err();
         assert!(e.message.contains("`id` or `tags`"), "{e}");
-        let e = parse_selector_terms(Some(&serde_json::json!([{"id": "cr-1", "tags": {"a": "b"}}])))
-            .unwrap_err();
+        let e = parse_selector_terms(Some(
+            &serde_json::json!([{"id": "cr-1", "tags": {"a": "b"}}]),
+        ))
+        .unwrap_err();
         assert!(e.message.contains("cannot be combined"), "{e}");
     }
 
@@ -593,19 +602,32 @@ mod tests {
         let mut open = ok.clone();
         open.instance_match_criteria = "open".into();
         assert_eq!(unusable_reason(&open, &cat, PLATFORM_LINUX, None), None);
-        let cases: Vec<(&str, Box<dyn Fn(&mut CapacityReservation)>)> = vec![
+        type Mutate = Box<dyn Fn(&mut CapacityReservation)>;
+        let cases: Vec<(&str, Mutate)> = vec![
             ("state", Box::new(|r| r.state = "expired".into())),
             ("platform", Box::new(|r| r.platform = "Windows".into())),
             ("tenancy", Box::new(|r| r.tenancy = "dedicated".into())),
-            ("zone", Box::new(|r| r.availability_zone = "other-1a".into())),
-            ("instance type", Box::new(|r| r.instance_type = "x9.huge".into())),
-            ("instanceMatchCriteria", Box::new(|r| r.instance_match_criteria = String::new())),
+            (
+                "zone",
+                Box::new(|r| r.availability_zone = "other-1a".into()),
+            ),
+            (
+                "instance type",
+                Box::new(|r| r.instance_type = "x9.huge".into()),
+            ),
+            (
+                "instanceMatchCriteria",
+                Box::new(|r| r.instance_match_criteria = String::new()),
+            ),
         ];
         for (what, f) in cases {
             let mut r = ok.clone();
             f(&mut r);
             let why = unusable_reason(&r, &cat, PLATFORM_LINUX, None);
-            assert!(why.as_deref().is_some_and(|w| w.contains(what)), "{what}: {why:?}");
+            assert!(
+                why.as_deref().is_some_and(|w| w.contains(what)),
+                "{what}: {why:?}"
+            );
         }
         // Windows NodeClasses need Windows reservations.
         assert!(unusable_reason(&ok, &cat, PLATFORM_WINDOWS, None).is_some());
@@ -617,7 +639,10 @@ mod tests {
         let r = reservation("cr", "m5.large", "test-1a", 5);
         // No on-demand offering in test-1a: the type's cheapest elsewhere.
         let o = offering(&r, &cat, available(&r, None));
-        assert_eq!((o.price, o.available, o.capacity_type), (0.096, 5, CapacityType::Reserved));
+        assert_eq!(
+            (o.price, o.available, o.capacity_type),
+            (0.096, 5, CapacityType::Reserved)
+        );
         let left: BTreeMap<String, u32> = [("cr".to_string(), 2)].into();
         assert_eq!(available(&r, Some(&left)), 2);
         let left: BTreeMap<String, u32> = [("cr".to_string(), 9)].into();
@@ -628,8 +653,14 @@ mod tests {
     fn rfc3339() {
         assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
         assert_eq!(parse_rfc3339("2026-11-23T04:15:00Z"), Some(1_795_407_300));
-        assert_eq!(parse_rfc3339("2026-11-23T04:15:00.123Z"), Some(1_795_407_300));
-        assert_eq!(parse_rfc3339("2026-11-23T05:15:00+01:00"), Some(1_795_407_300));
+        assert_eq!(
+            parse_rfc3339("2026-11-23T04:15:00.123Z"),
+            Some(1_795_407_300)
+        );
+        assert_eq!(
+            parse_rfc3339("2026-11-23T05:15:00+01:00"),
+            Some(1_795_407_300)
+        );
         assert_eq!(parse_rfc3339("2024-02-29T00:00:00Z"), Some(1_709_164_800));
         assert_eq!(parse_rfc3339("2026-13-01T00:00:00Z"), None);
         assert_eq!(parse_rfc3339("yesterday"), None);
@@ -667,7 +698,10 @@ mod tests {
         let a = at(drain);
         assert_eq!(kinds(&a), vec![ActionKind::Cordon, ActionKind::Drain]);
         assert!(a.iter().all(|a| a.deadline == reclaim && a.node == "n1"));
-        assert_eq!(kinds(&at(end - 1)), vec![ActionKind::Cordon, ActionKind::Drain]);
+        assert_eq!(
+            kinds(&at(end - 1)),
+            vec![ActionKind::Cordon, ActionKind::Drain]
+        );
         let a = at(end);
         assert_eq!(kinds(&a), vec![ActionKind::FreeReservation]);
         assert_eq!(a[0].node_claim.as_deref(), Some("n1-claim"));
@@ -685,7 +719,10 @@ mod tests {
         let cat = catalog();
         let r = block("2026-11-23T12:00:00Z");
         let drain = drain_at(&r, false).unwrap();
-        assert_eq!(unusable_reason(&r, &cat, PLATFORM_LINUX, Some(drain - 1)), None);
+        assert_eq!(
+            unusable_reason(&r, &cat, PLATFORM_LINUX, Some(drain - 1)),
+            None
+        );
         assert!(unusable_reason(&r, &cat, PLATFORM_LINUX, Some(drain)).is_some());
         assert_eq!(unusable_reason(&r, &cat, PLATFORM_LINUX, None), None);
     }
@@ -718,16 +755,25 @@ mod tests {
         );
         let relabel = &a[0];
         assert_eq!(
-            relabel.set_labels.get(labels::CAPACITY_TYPE).map(String::as_str),
+            relabel
+                .set_labels
+                .get(labels::CAPACITY_TYPE)
+                .map(String::as_str),
             Some("on-demand")
         );
         assert_eq!(
             relabel.remove_labels,
-            vec![labels::CAPACITY_RESERVATION_ID, labels::CAPACITY_RESERVATION_TYPE]
+            vec![
+                labels::CAPACITY_RESERVATION_ID,
+                labels::CAPACITY_RESERVATION_TYPE
+            ]
         );
         // At its end date the ODCR releases its instances.
         let a = expiry_actions(end, &rs, &nodes[3..]);
-        assert_eq!(kinds(&a), vec![ActionKind::Relabel, ActionKind::FreeReservation]);
+        assert_eq!(
+            kinds(&a),
+            vec![ActionKind::Relabel, ActionKind::FreeReservation]
+        );
         // Plain data: serialises to camelCase JSON.
         let json = serde_json::to_value(&a[0]).unwrap();
         assert_eq!(json["kind"], "relabel");

@@ -940,5 +940,8 @@ pub(crate) fn node_class(
         root_volume_size,
         spec: d.value.get("spec").cloned().unwrap_or(Value::Null),
     };
+    // `capacityReservationSelectorTerms` are read strictly, like the rest
+    // of the Karpenter objects (the scheduler re-reads them from `spec`).
+    flotilla_core::reservations::selector_terms(&nc).map_err(|e| ctx.err(&e.path, e.message))?;
     Ok((nc, kubelet_config))
 }

@@ -689,6 +689,29 @@ fn capacity_reservations() {
 }
 
 #[test]
+fn capacity_reservation_selector_terms() {
+    let nc = |terms: &str| {
+        format!("apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {{name: default}}\nspec:\n  capacityReservationSelectorTerms: {terms}\n")
+    };
+    let s = ok(
+        "nc.yaml",
+        &nc("[{tags: {application: foobar}, ownerID: '111122223333'}, {id: cr-56fac701cc1951b03}]"),
+    );
+    let terms = flotilla_core::reservations::selector_terms(&s.node_classes[0]).unwrap();
+    assert_eq!(terms.len(), 2);
+    assert_eq!(terms[0].owner_id.as_deref(), Some("111122223333"));
+    assert_eq!(terms[1].id.as_deref(), Some("cr-56fac701cc1951b03"));
+    let e = err("nc.yaml", &nc("[{id: cr-1}, {idd: cr-2}]"));
+    assert_eq!(
+        e.path.as_deref(),
+        Some("spec.capacityReservationSelectorTerms[1]"),
+        "{e}"
+    );
+    let e = err("nc.yaml", &nc("[{ownerID: '1'}]"));
+    assert!(e.to_string().contains("`id` or `tags`"), "{e}");
+}
+
+#[test]
 fn replica_limits() {
     let dep = |n: &str| {
         format!("apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: big}}\nspec:\n  replicas: {n}\n  selector: {{}}\n  template:\n    spec: {{containers: [{{name: c}}]}}\n")
