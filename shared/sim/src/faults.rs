@@ -62,6 +62,9 @@ struct Plan {
     random: Random,
     calls: BTreeMap<String, u64>,
     injected: BTreeMap<String, u64>,
+    /// Calls left before the simulated process dies (see
+    /// [`Faults::crash_after`]); `Some(0)`: dead.
+    crash: Option<u64>,
 }
 
 /// A fault-injection plan, cheap to clone; clones share the plan, so one
@@ -121,12 +124,33 @@ impl Faults {
         self.lock().random = Random::default();
     }
 
-    /// Forget all scripted faults and turn the random mode off (counters
-    /// are kept).
+    /// Forget all scripted faults, turn the random mode off and end a
+    /// simulated crash (counters are kept).
     pub fn clear(&self) {
         let mut p = self.lock();
         p.scripted.clear();
         p.random = Random::default();
+        p.crash = None;
+    }
+
+    /// Simulate a process that dies after `calls` more port calls (of any
+    /// operation): those calls behave normally, every later one fails
+    /// before its effect with [`PortError::Unavailable`] until
+    /// [`Faults::recover`]. A handler driven through a crash makes no
+    /// further side effect, its clean-up included: a crash between any two
+    /// side effects, as a Lambda timeout or an out-of-memory kill leaves it.
+    pub fn crash_after(&self, calls: u64) {
+        self.lock().crash = Some(calls);
+    }
+
+    /// End a simulated crash (the next invocation runs normally).
+    pub fn recover(&self) {
+        self.lock().crash = None;
+    }
+
+    /// True while a simulated crash is in effect (the budget is spent).
+    pub fn crashed(&self) -> bool {
+        self.lock().crash == Some(0)
     }
 
     /// Scripted faults not yet consumed for `op`.
@@ -154,6 +178,16 @@ impl Faults {
     pub fn before(&self, op: &str) -> Result<(), PortError> {
         let mut p = self.lock();
         *p.calls.entry(op.to_string()).or_default() += 1;
+        match p.crash {
+            Some(0) => {
+                *p.injected.entry(op.to_string()).or_default() += 1;
+                return Err(PortError::Unavailable(format!(
+                    "injected: the process crashed before {op}"
+                )));
+            }
+            Some(n) => p.crash = Some(n - 1),
+            None => {}
+        }
         self.strike(&mut p, op, Phase::BeforeEffect)
     }
 
@@ -230,6 +264,26 @@ mod tests {
         assert_eq!(f.before("b"), Ok(()));
         assert_eq!((f.calls("a"), f.injected("a"), f.calls("b")), (3, 2, 1));
         assert_eq!(f.pending("a"), 0);
+    }
+
+    #[test]
+    fn a_crash_stops_every_later_call_until_recovery() {
+        let f = Faults::new();
+        f.crash_after(2);
+        assert_eq!(f.before("a"), Ok(()));
+        assert_eq!(f.after("a"), Ok(()));
+        assert!(!f.crashed());
+        assert_eq!(f.before("b"), Ok(()));
+        assert!(f.crashed());
+        assert!(matches!(f.before("a"), Err(PortError::Unavailable(_))));
+        assert!(matches!(f.before("c"), Err(PortError::Unavailable(_))));
+        assert_eq!(f.injected("a"), 1);
+        f.recover();
+        assert_eq!(f.before("a"), Ok(()));
+        f.crash_after(0);
+        assert!(f.before("a").is_err());
+        f.clear();
+        assert_eq!(f.before("a"), Ok(()));
     }
 
     #[test]
