@@ -139,19 +139,25 @@ pub async fn on_batch_accepted<S: Store, E: Ec2, B: Bus, C: Clock>(
         Claim::Run(run_id) => run_id,
     };
     let report = run(store, ec2, bus, clock, config, cluster, batch, &run_id).await;
-    // Release the lease whatever happened; on error the event is retried
-    // (and may take the lease over again).
+    // Release the lease whatever happened. A finished run clears it; a
+    // failed one leaves it lapsed (not cleared), so that the redelivery of
+    // this event takes the run over with the same run id (writing the same
+    // NodeClaims) instead of finding nothing to do and losing the batch.
     let finished = report.is_ok();
+    let released_at = clock.now_millis();
     let waiting = update_pointer(store, cluster, clock.now_secs(), |p| {
         let waiting = p.pending.as_ref().map(|b| b.batch_id.clone());
-        if p.running.as_ref().is_some_and(|r| r.batch_id == *batch) {
-            p.running = None;
-            if finished {
+        match p.running.as_mut() {
+            Some(r) if r.batch_id == *batch && finished => {
+                p.running = None;
                 p.last_completed = Some(batch.clone());
+                (true, waiting)
             }
-            (true, waiting)
-        } else {
-            (false, waiting)
+            Some(r) if r.batch_id == *batch => {
+                r.lease_until = r.lease_until.min(released_at);
+                (true, waiting)
+            }
+            _ => (false, waiting),
         }
     })
     .await?;

@@ -390,3 +390,32 @@ async fn launches_that_can_never_succeed_fail_a_bounded_number_of_times() {
     );
     assert_eq!(p.ec2.create_fleet_calls(), 0);
 }
+
+#[tokio::test]
+async fn a_failed_schedule_run_is_taken_over_by_the_redelivery() {
+    let p = world();
+    let mut docs = node_pool_and_class();
+    docs.extend(pods("web", 3, "1", "2Gi"));
+    let accepted = post(&p, &batch(docs)).await;
+    let events = p.bus.take();
+    assert_eq!(events.len(), 1);
+    // The run fails part-way (the ICE cache query is throttled): the
+    // invocation fails and EventBridge redelivers the same event.
+    p.store
+        .faults()
+        .fail_next(ops::STORE_QUERY, PortError::Throttled("slow down".into()));
+    assert!(deliver(&p, &events[0]).await.is_err());
+    assert!(claims(&p).await.is_empty());
+    deliver(&p, &events[0]).await.expect("redelivery");
+    drain(&p, 1).await;
+    let launched = claims_in(&p, NodeClaimState::Launched).await;
+    every_pod_on_one_claim(&launched, 3);
+    let pointer = p
+        .store
+        .peek(&flotilla_service::keys::scheduler(CLUSTER))
+        .expect("pointer");
+    let pointer: flotilla_service::records::SchedulerPointer =
+        serde_json::from_slice(&pointer.body).expect("pointer json");
+    assert_eq!(pointer.last_completed, Some(accepted.batch_id));
+    assert_eq!(pointer.running, None);
+}
