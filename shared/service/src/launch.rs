@@ -103,7 +103,10 @@ pub async fn on_node_claims_planned<S: Store, E: Ec2, B: Bus, C: Clock>(
         key: ckey.to_string(),
         reason: e.to_string(),
     })?;
-    let catalog = offerings::catalog(store, ec2, clock, config, &state).await?;
+    let mut catalog = offerings::catalog(store, ec2, clock, config, &state).await?;
+    if config.reserved_capacity {
+        add_reserved_offerings(ec2, clock, &state, &mut catalog).await?;
+    }
     let unavailable =
         crate::schedule::unavailable_offerings(store, &config.region, clock.now_secs())
             .await?
@@ -149,6 +152,71 @@ pub async fn on_node_claims_planned<S: Store, E: Ec2, B: Bus, C: Clock>(
     }
     tracing::info!(cluster = %cluster, launched = report.launched.len(), failed = report.failed.len(), skipped = report.skipped.len(), fleet_calls = report.fleet_calls, "launch done");
     Ok(report)
+}
+
+/// The `reserved` offerings of the capacity reservations the batch's
+/// EC2NodeClasses select (their `capacityReservationSelectorTerms`, read
+/// live as the schedule stage does), added to `catalog`: the schedule stage
+/// planned NodeClaims into them, and the fleet request can only target a
+/// reservation the catalog offers. Availability is EC2's; the reservation
+/// counter already kept the plans within the reservation's size.
+async fn add_reserved_offerings<E: Ec2, C: Clock>(
+    ec2: &E,
+    clock: &C,
+    state: &ClusterState,
+    catalog: &mut flotilla_core::catalog::Catalog,
+) -> Result<()> {
+    use flotilla_core::reservations;
+    let mut found: BTreeMap<String, flotilla_core::model::CapacityReservation> = state
+        .capacity_reservations
+        .iter()
+        .map(|r| (r.id.clone(), r.clone()))
+        .collect();
+    for nc in &state.node_classes {
+        let Ok(spec) = nodeclass::parse_node_class(nc) else {
+            continue; // its NodeClaims fail with the reason
+        };
+        for filters in spec.capacity_reservation_queries() {
+            for r in ec2
+                .describe_capacity_reservations(&filters)
+                .await
+                .map_err(ServiceError::port("DescribeCapacityReservations"))?
+            {
+                found.entry(r.id.clone()).or_insert(r);
+            }
+        }
+    }
+    let all: Vec<_> = found.into_values().collect();
+    let mut selected = BTreeSet::new();
+    for nc in &state.node_classes {
+        let terms = reservations::selector_terms(nc).unwrap_or_default();
+        selected.extend(reservations::select(
+            nc,
+            &terms,
+            &all,
+            catalog,
+            Some(clock.now_secs()),
+        ));
+    }
+    for i in selected {
+        let r = &all[i];
+        let offering = reservations::offering(r, catalog, r.available_instance_count);
+        if let Some(entry) = catalog
+            .entries
+            .iter_mut()
+            .find(|e| e.info.name == r.instance_type)
+        {
+            let known = entry.offerings.iter().any(|o| {
+                o.reservation
+                    .as_ref()
+                    .is_some_and(|x| Some(&x.id) == offering.reservation.as_ref().map(|y| &y.id))
+            });
+            if !known {
+                entry.offerings.push(offering);
+            }
+        }
+    }
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -140,3 +140,52 @@ async fn racing_clusters_never_overbook_a_reservation() {
             .expect("counter");
     assert_eq!(counter.counter, i64::from(N));
 }
+
+#[tokio::test]
+async fn node_claims_planned_into_a_reservation_launch_into_it() {
+    let clock = Arc::new(ManualClock::at_millis(START_MS));
+    let ec2 = Arc::new(
+        Ec2Sim::builder("us-west-2")
+            .cluster(CLUSTER)
+            .clock(clock.clone())
+            .capacity_reservation(flotilla_sim::ec2::odcr(
+                RESERVATION,
+                "m5.xlarge",
+                "us-west-2a",
+                2,
+            ))
+            .build()
+            .expect("simulator"),
+    );
+    let p = Ports {
+        store: Arc::new(MemStore::new()),
+        ec2: ec2.clone(),
+        bus: Arc::new(MemBus::new()),
+        clock,
+        config: Config {
+            region: "us-west-2".into(),
+            reserved_capacity: true,
+            node_role: Some("KarpenterNodeRole-demo".into()),
+            instance_profile: Some("flotilla-nodes".into()),
+            ..Config::default()
+        },
+        access: Access::default(),
+    };
+    let mut body: serde_json::Value =
+        serde_json::from_slice(&reserved_batch(CLUSTER, 3)).expect("json");
+    body["clusterId"] = serde_json::json!(CLUSTER);
+    post(&p, &serde_json::to_vec(&body).expect("json")).await;
+    drain(&p, 1).await;
+    let launched = claims_in(&p, NodeClaimState::Launched).await;
+    assert_eq!(launched.len(), 3, "{:?}", claims(&p).await);
+    // The launch stage's catalog offers the reservation the plan chose:
+    // two NodeClaims run in it, the third on demand.
+    let in_reservation: Vec<_> = ec2
+        .live_instances()
+        .into_iter()
+        .filter(|i| i.capacity_reservation_id.as_deref() == Some(RESERVATION))
+        .collect();
+    assert_eq!(in_reservation.len(), 2);
+    let reserved_claims = launched.iter().filter(|c| c.reservation.is_some()).count();
+    assert_eq!(reserved_claims, 2);
+}
