@@ -343,11 +343,21 @@ pub async fn update_claim<S: Store>(
     }
 }
 
-/// The name a planned NodeClaim is stored under: unique per batch, stable
-/// for the same batch (redelivery writes the same names), at most 63
-/// characters (it is also a label value).
-pub fn claim_name(plan_name: &str, batch: &str) -> String {
-    let h = codec::content_hash(batch.as_bytes());
+/// The name a planned NodeClaim is stored under: derived from the run and
+/// the pods it carries, at most 63 characters (it is also a label value).
+/// A redelivered or taken-over run that plans the same NodeClaim writes the
+/// same name (written only if absent: nothing twice); a takeover of a run
+/// that died part-way plans the remaining pods afresh, and the scheduler's
+/// numbering (`default-0`, `default-1`, ...) restarts, so the pods are part
+/// of the name: a different NodeClaim never collides with one already
+/// written (and never passes for it).
+pub fn claim_name(plan_name: &str, run_id: &str, pods: &[String]) -> String {
+    let mut key = run_id.as_bytes().to_vec();
+    for p in pods {
+        key.push(b'\n');
+        key.extend_from_slice(p.as_bytes());
+    }
+    let h = codec::content_hash(&key);
     let name = format!("{plan_name}-{}", &h[..8]);
     if name.len() <= 63 {
         name
@@ -693,7 +703,7 @@ async fn persist<S: Store>(
         .collect();
     let mut out = Persisted::default();
     for planned in &plan.node_claims {
-        let name = claim_name(&planned.name, run_id);
+        let name = claim_name(&planned.name, run_id, &planned.pods);
         let mut plan_copy: NodeClaimPlan = planned.clone();
         plan_copy.name = name.clone();
         plan_copy
@@ -853,10 +863,24 @@ mod tests {
     }
 
     #[test]
-    fn claim_names_are_stable_unique_per_batch_and_label_safe() {
-        assert_eq!(claim_name("default-0", "b1"), claim_name("default-0", "b1"));
-        assert_ne!(claim_name("default-0", "b1"), claim_name("default-0", "b2"));
+    fn claim_names_are_stable_unique_per_run_and_content_and_label_safe() {
+        let pods = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let a = pods(&["default/a"]);
+        assert_eq!(
+            claim_name("default-0", "b1", &a),
+            claim_name("default-0", "b1", &a)
+        );
+        assert_ne!(
+            claim_name("default-0", "b1", &a),
+            claim_name("default-0", "b2", &a)
+        );
+        // A takeover's re-plan numbers from 0 again: the same plan name with
+        // other pods is another NodeClaim.
+        assert_ne!(
+            claim_name("default-0", "b1", &a),
+            claim_name("default-0", "b1", &pods(&["default/b"]))
+        );
         let long = "p".repeat(70);
-        assert!(claim_name(&long, "b1").len() <= 63);
+        assert!(claim_name(&long, "b1", &a).len() <= 63);
     }
 }

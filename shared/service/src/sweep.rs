@@ -25,7 +25,7 @@ use flotilla_ports::{Bus, Clock, Condition, Ec2, Filter, Instance, Item, PortErr
 use serde::{Deserialize, Serialize};
 
 use crate::launch::release_reservation;
-use crate::records::{NodeClaimRecord, NodeClaimState};
+use crate::records::{NodeClaimRecord, NodeClaimState, SchedulerPointer};
 use crate::schedule::{node_claims, update_claim};
 use crate::{codec, keys, Config, Result, ServiceError};
 
@@ -46,6 +46,10 @@ pub const TEMPLATE_GRACE_SECS: i64 = 24 * 3600;
 pub struct SweepReport {
     pub clusters: usize,
     pub redriven: Vec<String>,
+    /// `cluster/batch` re-announced with `BatchAccepted` (a scheduling run
+    /// that died holding the lease, or a batch whose announcement was
+    /// lost).
+    pub batches_redriven: Vec<String>,
     pub registration_timeouts: Vec<String>,
     pub deleted: Vec<String>,
     pub leaked_terminated: Vec<String>,
@@ -219,6 +223,7 @@ async fn sweep_cluster<S: Store, E: Ec2, B: Bus, C: Clock>(
 ) -> Result<()> {
     let now = clock.now_millis();
     let now_secs = clock.now_secs();
+    redrive_batch(store, bus, config, cluster, now, report).await?;
     let running_by_id: BTreeMap<&str, &Instance> =
         running.iter().map(|i| (i.id.as_str(), i)).collect();
     let claims = node_claims(store, cluster).await?;
@@ -391,6 +396,46 @@ async fn sweep_cluster<S: Store, E: Ec2, B: Bus, C: Clock>(
         }
         report.actions +=
             store_actions(store, cluster, &for_agent, now_secs, config.retention_secs).await?;
+    }
+    Ok(())
+}
+
+/// Re-announce a cluster's batch that nobody will schedule otherwise: the
+/// run holding the lease died (its lease lapsed, no clean-up ran), or a
+/// pending batch's `BatchAccepted` was consumed while another run held the
+/// lease and that run died before announcing it again. The schedule stage
+/// is idempotent per batch, so a needless announcement costs one read.
+async fn redrive_batch<S: Store, B: Bus>(
+    store: &S,
+    bus: &B,
+    config: &Config,
+    cluster: &str,
+    now: i64,
+    report: &mut SweepReport,
+) -> Result<()> {
+    let key = keys::scheduler(cluster);
+    let Some(item) = store
+        .get(&key)
+        .await
+        .map_err(ServiceError::port("read scheduler pointer"))?
+    else {
+        return Ok(());
+    };
+    let p: SchedulerPointer = codec::from_json(&key.to_string(), &item.body)?;
+    let stuck = match (&p.pending, &p.running) {
+        (Some(b), _)
+            if now - b.first_at
+                >= config.batch_max_ms.max(config.batch_idle_ms) + REDRIVE_AFTER_MS =>
+        {
+            Some(b.batch_id.clone())
+        }
+        (None, Some(r)) if r.lease_until <= now => Some(r.batch_id.clone()),
+        _ => None,
+    };
+    if let Some(batch) = stuck {
+        tracing::warn!(cluster = %cluster, batch = %batch, "re-announcing a batch nobody is scheduling");
+        crate::intake::put_accepted(bus, cluster, &batch).await?;
+        report.batches_redriven.push(format!("{cluster}/{batch}"));
     }
     Ok(())
 }
