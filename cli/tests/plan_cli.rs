@@ -370,3 +370,139 @@ fn semantics_fixture_end_to_end() {
     // The gpu pool says nothing about capacity type: on-demand by default.
     assert_eq!(gpu["capacityTypes"], serde_json::json!(["on-demand"]));
 }
+
+/// A NodePool preferring reserved capacity, its EC2NodeClass selecting one
+/// ODCR of two m5.large, three pods that each need a node of their own, and
+/// the `aws ec2 describe-capacity-reservations` output.
+const RESERVED: &str = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: default
+spec:
+  template:
+    spec:
+      nodeClassRef:
+        group: karpenter.k8s.aws
+        kind: EC2NodeClass
+        name: default
+      requirements:
+        - key: karpenter.sh/capacity-type
+          operator: In
+          values: ["reserved", "on-demand"]
+        - key: node.kubernetes.io/instance-type
+          operator: In
+          values: ["m5.large"]
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: default
+spec:
+  role: KarpenterNodeRole-test
+  amiSelectorTerms:
+    - alias: al2023@latest
+  subnetSelectorTerms:
+    - tags:
+        karpenter.sh/discovery: test
+  securityGroupSelectorTerms:
+    - tags:
+        karpenter.sh/discovery: test
+  capacityReservationSelectorTerms:
+    - id: cr-0123456789abcdef0
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: big
+  namespace: default
+spec:
+  replicas: 3
+  selector:
+    matchLabels:
+      app: big
+  template:
+    metadata:
+      labels:
+        app: big
+    spec:
+      containers:
+        - name: big
+          image: public.ecr.aws/docker/library/busybox:1.36
+          resources:
+            requests:
+              cpu: 1500m
+              memory: 1Gi
+---
+{"CapacityReservations": [{
+  "CapacityReservationId": "cr-0123456789abcdef0",
+  "InstanceType": "m5.large",
+  "InstancePlatform": "Linux/UNIX",
+  "AvailabilityZone": "us-west-2a",
+  "Tenancy": "default",
+  "TotalInstanceCount": 4,
+  "AvailableInstanceCount": 2,
+  "State": "active",
+  "InstanceMatchCriteria": "targeted",
+  "OwnerId": "111122223333"
+}]}
+"#;
+
+#[test]
+fn plan_shows_reservation_use() {
+    let args = ["plan", "-f", "-", "--reserved-capacity", "-o", "json"];
+    let plan = json(&flotilla_with_stdin(&args, Some(RESERVED.as_bytes())));
+    let r = &plan["reservations"];
+    assert_eq!(r.as_array().map(Vec::len), Some(1), "{plan:#}");
+    assert_eq!(r[0]["id"], "cr-0123456789abcdef0");
+    assert_eq!(r[0]["instanceType"], "m5.large");
+    assert_eq!(r[0]["zone"], "us-west-2a");
+    assert_eq!(r[0]["reservationType"], "default");
+    assert_eq!(r[0]["instanceMatchCriteria"], "targeted");
+    assert_eq!(
+        (r[0]["used"].as_u64(), r[0]["available"].as_u64()),
+        (Some(2), Some(2))
+    );
+    let claims = plan["nodeClaims"].as_array().unwrap();
+    assert_eq!(claims.len(), 3);
+    let reserved: Vec<&Value> = claims
+        .iter()
+        .filter(|c| c["price"]["capacityType"] == "reserved")
+        .collect();
+    assert_eq!(reserved.len(), 2);
+    for c in &reserved {
+        assert_eq!(c["labels"]["karpenter.sh/capacity-type"], "reserved");
+        assert_eq!(
+            c["labels"]["karpenter.k8s.aws/capacity-reservation-id"],
+            "cr-0123456789abcdef0"
+        );
+        assert_eq!(
+            c["labels"]["karpenter.k8s.aws/capacity-reservation-type"],
+            "default"
+        );
+    }
+
+    let table = flotilla_with_stdin(
+        &["plan", "-f", "-", "--reserved-capacity"],
+        Some(RESERVED.as_bytes()),
+    );
+    assert_exit(&table, 0);
+    let out = stdout(&table);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("cr-0123456789abcdef0"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains("2 / 2"), "{line}");
+
+    // Gate off: the reservation is not used and not reported.
+    let plan = json(&flotilla_with_stdin(
+        &["plan", "-f", "-", "-o", "json"],
+        Some(RESERVED.as_bytes()),
+    ));
+    assert!(plan.get("reservations").is_none(), "{plan:#}");
+    assert!(plan["nodeClaims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["price"]["capacityType"] == "on-demand"));
+}

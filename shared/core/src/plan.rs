@@ -25,6 +25,32 @@ pub struct Plan {
     /// the inputs). Omitted when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Capacity reservations the NodePools could launch into (ReservedCapacity
+    /// gate on), sorted by id: how many of their instances were available to
+    /// this run and how many NodeClaims the plan launches into each (the
+    /// service takes exactly `used` from each reservation's counter).
+    /// Omitted when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reservations: Vec<ReservationUse>,
+}
+
+/// Use of one capacity reservation by a plan.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReservationUse {
+    /// `cr-...`
+    pub id: String,
+    pub instance_type: String,
+    pub zone: String,
+    /// `default` (ODCR) or `capacity-block`.
+    pub reservation_type: String,
+    /// `open` or `targeted`.
+    pub instance_match_criteria: String,
+    /// Instances the run could launch into it (AvailableInstanceCount,
+    /// capped by the reservation counter).
+    pub available: u32,
+    /// NodeClaims of this plan launching into it (never more than `available`).
+    pub used: u32,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -129,6 +155,31 @@ impl Plan {
         }
         for n in &self.existing_nodes {
             let _ = writeln!(out, "existing node {}: {} pod(s)", n.name, n.pods.len());
+        }
+        if !self.reservations.is_empty() {
+            let _ = writeln!(
+                out,
+                "\n{:<24} {:<16} {:<12} {:<15} {:<9} {:>5} / AVAILABLE",
+                "RESERVATION", "INSTANCE TYPE", "ZONE", "TYPE", "MATCH", "USED"
+            );
+            for r in &self.reservations {
+                let _ = writeln!(
+                    out,
+                    "{:<24} {:<16} {:<12} {:<15} {:<9} {:>5} / {}{}",
+                    r.id,
+                    r.instance_type,
+                    r.zone,
+                    r.reservation_type,
+                    r.instance_match_criteria,
+                    r.used,
+                    r.available,
+                    if r.available > 0 && r.used == r.available {
+                        "  (exhausted)"
+                    } else {
+                        ""
+                    }
+                );
+            }
         }
         if !self.unschedulable.is_empty() {
             let _ = writeln!(out, "\nUNSCHEDULABLE");

@@ -26,7 +26,8 @@ use crate::catalog::{CapacityType, Catalog};
 use crate::labels;
 use crate::model::{untolerated, ClusterState, Node, Pod, Taint};
 use crate::plan::{
-    ExistingNodePlan, NodeClaimPlan, NodeClaimResources, Plan, Price, Summary, Unschedulable,
+    ExistingNodePlan, NodeClaimPlan, NodeClaimResources, Plan, Price, ReservationUse, Summary,
+    Unschedulable,
 };
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
@@ -64,6 +65,14 @@ pub struct SchedulerOptions {
     /// Fraction of memory the hypervisor keeps (Karpenter's
     /// `VM_MEMORY_OVERHEAD_PERCENT`, default 0.075).
     pub vm_memory_overhead: f64,
+    /// Capacity reservation id → instances still available to this run
+    /// (the service's counter, after in-flight NodeClaims). Caps each
+    /// reservation's `AvailableInstanceCount`; a reservation without an
+    /// entry keeps that count. `None`: no counter (`flotilla plan`).
+    pub reservation_available: Option<BTreeMap<String, u32>>,
+    /// Unix seconds, if known: capacity blocks past their drain time are
+    /// not offered. Injected (the scheduler reads no clock).
+    pub now: Option<i64>,
 }
 
 impl Default for SchedulerOptions {
@@ -72,6 +81,8 @@ impl Default for SchedulerOptions {
             reserved_capacity: false,
             unavailable: BTreeSet::new(),
             vm_memory_overhead: 0.075,
+            reservation_available: None,
+            now: None,
         }
     }
 }
@@ -101,6 +112,12 @@ struct Claim {
     size: Option<usize>,
     /// Whether any pod has joined yet.
     used: bool,
+    /// The capacity reservation it launches into (index into
+    /// `ClusterState::capacity_reservations`). Such a NodeClaim is pinned to
+    /// the reservation's one type and zone, so no pod can make it drop its
+    /// reserved offering (the RFC's rule); one that is not in a
+    /// reservation never takes a reserved offering.
+    reservation: Option<u32>,
 }
 
 /// The outcome of trying one placement: the new requirements and types.
@@ -140,6 +157,22 @@ struct Run<'a> {
     no_type_reasons: std::cell::RefCell<std::collections::HashMap<(usize, Requirements), String>>,
     /// (pool, shape) → best price per pod slot (see `best_slot_price`).
     slot_cache: std::cell::RefCell<std::collections::HashMap<(usize, usize), Option<f64>>>,
+    /// Capacity reservations (indexed like `ClusterState::capacity_reservations`).
+    res: Reservations<'a>,
+}
+
+/// Reservation bookkeeping: O(1) per NodeClaim; an exhausted reservation
+/// switches its offerings off once (`Run::take_reservation`).
+struct Reservations<'a> {
+    all: &'a [crate::model::CapacityReservation],
+    /// Instances available when the run started.
+    start: Vec<u32>,
+    /// Instances left.
+    left: Vec<u32>,
+    /// Where each reservation's offerings are: (pool, type, offering).
+    offerings: Vec<Vec<(usize, usize, usize)>>,
+    /// Selected by at least one NodePool's NodeClass.
+    offered: Vec<bool>,
 }
 
 /// (pool, requirements without hostname) → compatible type indices.
@@ -202,7 +235,37 @@ fn shapes(pods: &[Pod], volume: &[Requirements]) -> (Vec<Option<usize>>, usize) 
 
 /// Plans NodeClaims for the pending pods of `state`.
 pub fn schedule(state: &ClusterState, catalog: &Catalog, opts: &SchedulerOptions) -> Plan {
-    let pools = pools::build(state, catalog, opts);
+    let available: Vec<u32> = state
+        .capacity_reservations
+        .iter()
+        .map(|r| crate::reservations::available(r, opts.reservation_available.as_ref()))
+        .collect();
+    let pools = pools::build(state, catalog, opts, &available);
+    let n_res = state.capacity_reservations.len();
+    let mut res = Reservations {
+        all: &state.capacity_reservations,
+        start: available.clone(),
+        left: available,
+        offerings: vec![vec![]; n_res],
+        offered: vec![false; n_res],
+    };
+    for (pi, pool) in pools.iter().enumerate() {
+        for &r in &pool.reservations {
+            res.offered[r as usize] = true;
+        }
+        for (t, ty) in pool
+            .types
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.has_reserved)
+        {
+            for (oi, o) in ty.offerings.iter().enumerate() {
+                if o.res_index != pools::NO_RESERVATION {
+                    res.offerings[o.res_index as usize].push((pi, t, oi));
+                }
+            }
+        }
+    }
     let pods = &state.pending_pods[..];
     let mut warnings = Vec::new();
     let volume: Vec<Requirements> = pods
@@ -289,6 +352,7 @@ pub fn schedule(state: &ClusterState, catalog: &Catalog, opts: &SchedulerOptions
         compat_cache: Default::default(),
         slot_cache: Default::default(),
         no_type_reasons: Default::default(),
+        res,
     };
 
     // Largest first: cpu, then memory, then name for a total order.
@@ -537,12 +601,16 @@ impl<'a> Run<'a> {
         for pi in 0..self.pools.len() {
             match self.try_new(pi, p, &pod_reqs, &groups) {
                 Ok((claim, fit)) => {
+                    let reservation = claim.reservation;
                     self.claims.push(claim);
                     let c = self.claims.len() - 1;
                     self.commit(c, p, fit);
+                    if let Some(r) = reservation {
+                        self.take_reservation(r);
+                    }
                     return Ok(());
                 }
-                Err(e) => reasons.push(e),
+                Err(e) => reasons.push(self.note_exhausted(pi, p, &pod_reqs, e)),
             }
         }
         // 4. Never lose a pod to the cost rule: join any NodeClaim that fits.
@@ -553,6 +621,84 @@ impl<'a> Run<'a> {
             }
         }
         Err(reasons.join("; "))
+    }
+
+    /// One more NodeClaim launches into reservation `r`. When that was its
+    /// last instance, its offerings are switched off everywhere and the
+    /// caches that depend on offerings are dropped (once per reservation).
+    fn take_reservation(&mut self, r: u32) {
+        let r = r as usize;
+        self.res.left[r] = self.res.left[r].saturating_sub(1);
+        if self.res.left[r] > 0 {
+            return;
+        }
+        for &(pi, t, oi) in &self.res.offerings[r] {
+            self.pools[pi].types[t].offerings[oi].available = 0;
+        }
+        self.compat_cache.borrow_mut().clear();
+        self.no_type_reasons.borrow_mut().clear();
+        self.slot_cache.borrow_mut().clear();
+        self.solo_cache.iter_mut().for_each(|c| *c = None);
+    }
+
+    /// Adds to a NodePool's reason the used-up reservations that are why
+    /// the pod found no room: only when the pod, in this NodePool, may use
+    /// nothing but reserved capacity (`capacity-type In [reserved]`, or a
+    /// reservation id / type it requires), and only the reservations whose
+    /// offering the pod could have taken (id, type, zone and instance type
+    /// allowed, the pod fits the type).
+    fn note_exhausted(
+        &self,
+        pi: usize,
+        p: usize,
+        pod_reqs: &Requirements,
+        reason: String,
+    ) -> String {
+        let pool = &self.pools[pi];
+        if pool.reservations.is_empty() || pool.requirements.compatible(pod_reqs).is_err() {
+            return reason;
+        }
+        let merged = pool.requirements.intersection(pod_reqs);
+        let filter = pool.filter(&merged);
+        if !filter.reserved_only() {
+            return reason;
+        }
+        let requests = pool.daemon_overhead.plus(&self.pods[p].requests);
+        let exhausted: Vec<String> = pool
+            .reservations
+            .iter()
+            .map(|&r| r as usize)
+            .filter(|&r| self.res.left[r] == 0)
+            .filter(|&r| {
+                let held = filter.clone().holding(Some(r as u32));
+                self.res.offerings[r].iter().any(|&(opi, t, oi)| {
+                    let ty = &pool.types[t];
+                    opi == pi
+                        && held.allows(&ty.offerings[oi])
+                        && requests.fits_in(&ty.allocatable)
+                        && ty.requirements.intersects(&merged).is_ok()
+                })
+            })
+            .map(|r| {
+                let cr = &self.res.all[r];
+                format!(
+                    "{} ({} in {}: {} of {} available instances planned)",
+                    cr.id,
+                    cr.instance_type,
+                    cr.availability_zone,
+                    self.res.start[r] - self.res.left[r],
+                    self.res.start[r]
+                )
+            })
+            .collect();
+        if exhausted.is_empty() {
+            reason
+        } else {
+            format!(
+                "{reason} (capacity reservations exhausted: {})",
+                exhausted.join(", ")
+            )
+        }
     }
 
     /// The price of the cheapest node that could run pod `p` alone (with its
@@ -769,7 +915,7 @@ impl<'a> Run<'a> {
                 .map_err(|e| e.0)?;
         }
         let narrowed = merged != claim.requirements;
-        let filter = pool.filter(&merged);
+        let filter = pool.filter(&merged).holding(claim.reservation);
         let types: Vec<usize> = claim
             .types
             .iter()
@@ -867,6 +1013,7 @@ impl<'a> Run<'a> {
             }
             None => fitting,
         };
+        let (types, reservation) = self.reserve(pi, &mut merged, types)?;
         let claim = Claim {
             pool: pi,
             name: claim_name,
@@ -879,6 +1026,7 @@ impl<'a> Run<'a> {
             max_capacity: Resources::new(),
             size: None,
             used: false,
+            reservation,
         };
         Ok((
             claim,
@@ -887,6 +1035,81 @@ impl<'a> Run<'a> {
                 types,
             },
         ))
+    }
+
+    /// Reserved offerings first: when one of `types` has an available
+    /// reserved offering under `merged`, the new NodeClaim launches into the
+    /// best of them (cheapest on-demand-equivalent price, then type and
+    /// zone) and is pinned to it (capacity type, reservation id and type,
+    /// zone, instance type); otherwise it is kept out of every reservation
+    /// (`capacity-type NotIn [reserved]`), since only pinned NodeClaims are
+    /// counted against a reservation.
+    fn reserve(
+        &self,
+        pi: usize,
+        merged: &mut Requirements,
+        mut types: Vec<usize>,
+    ) -> Result<(Vec<usize>, Option<u32>), String> {
+        let pool = &self.pools[pi];
+        if pool.reservations.is_empty()
+            || !merged.allows(labels::CAPACITY_TYPE, labels::CAPACITY_TYPE_RESERVED)
+        {
+            return Ok((types, None));
+        }
+        let best = {
+            let filter = pool.filter(merged);
+            let mut best: Option<(usize, &PoolOffering)> = None;
+            for &t in types.iter().filter(|&&t| pool.types[t].has_reserved) {
+                for o in pool.types[t].offerings.iter().filter(|o| filter.allows(o)) {
+                    if o.capacity_type == CapacityType::Reserved
+                        && best.is_none_or(|b| offering_order(pool, (t, o), b).is_lt())
+                    {
+                        best = Some((t, o));
+                    }
+                }
+            }
+            best
+        };
+        if let Some((t, o)) = best {
+            let r = o
+                .reservation
+                .as_ref()
+                .expect("reserved offerings have a reservation");
+            merged.add(Requirement::in_values(
+                labels::CAPACITY_TYPE,
+                [labels::CAPACITY_TYPE_RESERVED],
+            ));
+            merged.add(Requirement::in_values(
+                labels::CAPACITY_RESERVATION_ID,
+                [r.id.as_str()],
+            ));
+            merged.add(Requirement::in_values(
+                labels::CAPACITY_RESERVATION_TYPE,
+                [crate::reservations::reservation_type_label(
+                    r.reservation_type,
+                )],
+            ));
+            merged.add(Requirement::in_values(labels::ZONE, [o.zone.as_str()]));
+            merged.add(Requirement::in_values(
+                labels::INSTANCE_TYPE,
+                [pool.types[t].name.as_str()],
+            ));
+            return Ok((vec![t], Some(o.res_index)));
+        }
+        merged.add(Requirement::not_in(
+            labels::CAPACITY_TYPE,
+            [labels::CAPACITY_TYPE_RESERVED],
+        ));
+        let filter = pool.filter(merged);
+        types.retain(|&t| pool.types[t].has_offering(&filter));
+        if types.is_empty() {
+            return Err(format!(
+                "NodePool {:?}: no instance type satisfies {}",
+                pool.np.name,
+                display_reqs(merged)
+            ));
+        }
+        Ok((types, None))
     }
 
     /// Indices of pool `pi`'s types compatible with `reqs`, cached: every
@@ -1067,7 +1290,27 @@ impl<'a> Run<'a> {
             .collect();
         unschedulable.sort_by(|a, b| a.pod.cmp(&b.pod));
         let scheduled = pods.len() - unschedulable.len();
+        let mut reservations: Vec<ReservationUse> = (0..self.res.all.len())
+            .filter(|&r| self.res.offered[r])
+            .map(|r| {
+                let cr = &self.res.all[r];
+                ReservationUse {
+                    id: cr.id.clone(),
+                    instance_type: cr.instance_type.clone(),
+                    zone: cr.availability_zone.clone(),
+                    reservation_type: crate::reservations::reservation_type_label(
+                        cr.reservation_type,
+                    )
+                    .to_string(),
+                    instance_match_criteria: cr.instance_match_criteria.clone(),
+                    available: self.res.start[r],
+                    used: self.res.start[r] - self.res.left[r],
+                }
+            })
+            .collect();
+        reservations.sort_by(|a, b| a.id.cmp(&b.id));
         Plan {
+            reservations,
             summary: Summary {
                 pods: pods.len(),
                 scheduled,
@@ -1140,7 +1383,7 @@ fn offering_order(
 
 fn claim_plan(claim: &Claim, pool: &Pool, pods: &[Pod], lists: &mut TypeLists) -> NodeClaimPlan {
     let reqs = &claim.requirements;
-    let filter = pool.filter(reqs);
+    let filter = pool.filter(reqs).holding(claim.reservation);
     // One pass over the offerings of every type: each type's cheapest
     // adjusted price (for the ranking), the zones and capacity types (as bit
     // sets), and the offering a fleet would prefer.

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::allocatable;
-use crate::catalog::{CapacityType, Catalog, ReservationRef};
+use crate::catalog::{CapacityType, Catalog, Offering, ReservationRef};
 use crate::labels;
 use crate::model::{
     untolerated, ClusterState, DaemonSet, NodeOverlay, NodePool, PriceAdjustment, Taint,
@@ -16,6 +16,9 @@ use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
 use super::SchedulerOptions;
+
+/// `PoolOffering::res_index` of offerings outside reservations.
+pub const NO_RESERVATION: u32 = u32::MAX;
 
 #[derive(Debug, Clone)]
 pub struct PoolOffering {
@@ -27,6 +30,9 @@ pub struct PoolOffering {
     pub adjusted: f64,
     pub available: u32,
     pub reservation: Option<ReservationRef>,
+    /// Index of the reservation in `ClusterState::capacity_reservations`
+    /// ([`NO_RESERVATION`] for spot and on-demand).
+    pub res_index: u32,
     /// `1 << index` of the zone in the catalog's zone list (0 past 64 zones).
     pub zone_bit: u64,
 }
@@ -39,10 +45,16 @@ pub struct PoolType {
     pub capacity: Resources,
     pub allocatable: Resources,
     pub offerings: Vec<PoolOffering>,
-    /// Price of the offering a fleet would prefer (reserved, then spot, then
-    /// on-demand; cheapest within), before any zone narrowing. Pool types are
-    /// sorted by it, so a NodeClaim's first remaining type is its cheapest.
+    /// Price of the offering a fleet would prefer (spot, then on-demand;
+    /// cheapest within; reserved only for a type with nothing else), before
+    /// any zone narrowing. Pool types are sorted by it, so a NodeClaim's
+    /// first remaining type is its cheapest. (Reserved offerings are taken
+    /// first regardless of price when a NodeClaim is created, see
+    /// `Run::try_new`; a NodeClaim that is not in a reservation never uses
+    /// one, so they do not count here.)
     pub price: f64,
+    /// Whether any offering is `reserved`.
+    pub has_reserved: bool,
 }
 
 impl PoolType {
@@ -68,10 +80,7 @@ fn ct_bit(ct: CapacityType) -> u8 {
 }
 
 fn reservation_type_str(t: crate::model::ReservationType) -> &'static str {
-    match t {
-        crate::model::ReservationType::Default => "default",
-        crate::model::ReservationType::CapacityBlock => "capacity-block",
-    }
+    crate::reservations::reservation_type_label(t)
 }
 
 /// Requirements compiled for the offering checks of the hot loops: zones as
@@ -85,6 +94,11 @@ pub struct OfferingFilter<'r> {
     reservation_type: Option<&'r Requirement>,
     /// Offerings outside reservations carry no reservation labels.
     plain_ok: bool,
+    /// The reservation a NodeClaim already holds ([`NO_RESERVATION`]: none):
+    /// its offering stays allowed after the reservation's last instance is
+    /// taken (by this very NodeClaim or others), as Karpenter's
+    /// `ReservationManager::CanReserve` lets a hostname keep what it holds.
+    held: u32,
 }
 
 impl<'r> OfferingFilter<'r> {
@@ -123,12 +137,27 @@ impl<'r> OfferingFilter<'r> {
             reservation_id,
             reservation_type,
             plain_ok: negative(reservation_id) && negative(reservation_type),
+            held: NO_RESERVATION,
         }
+    }
+
+    /// Whether only reserved offerings can pass (the requirements rule out
+    /// spot and on-demand, or ask for a reservation id or type).
+    pub fn reserved_only(&self) -> bool {
+        !self.plain_ok || self.capacity_types & !ct_bit(CapacityType::Reserved) == 0
+    }
+
+    /// The filter for a NodeClaim holding reservation `held`.
+    pub fn holding(mut self, held: Option<u32>) -> Self {
+        self.held = held.unwrap_or(NO_RESERVATION);
+        self
     }
 
     #[inline]
     pub fn allows(&self, o: &PoolOffering) -> bool {
-        if o.available == 0 || self.capacity_types & ct_bit(o.capacity_type) == 0 {
+        if (o.available == 0 && (o.res_index != self.held || self.held == NO_RESERVATION))
+            || self.capacity_types & ct_bit(o.capacity_type) == 0
+        {
             return false;
         }
         let zone_ok = if o.zone_bit != 0 {
@@ -163,6 +192,10 @@ pub struct Pool<'a> {
     pub remaining: Option<Limits>,
     /// The catalog's zones (bit positions of `PoolOffering::zone_bit`).
     pub zones: Vec<String>,
+    /// Reservations its NodeClass selects and could use (indices into
+    /// `ClusterState::capacity_reservations`), available or not; empty with
+    /// the ReservedCapacity gate off.
+    pub reservations: Vec<u32>,
 }
 
 impl Pool<'_> {
@@ -256,11 +289,14 @@ pub fn daemon_overhead(
     overhead
 }
 
-/// Builds the pools, heaviest weight first (ties by name).
+/// Builds the pools, heaviest weight first (ties by name). `available` is
+/// the number of instances each of `state.capacity_reservations` may still
+/// take (see `reservations::available`).
 pub fn build<'a>(
     state: &'a ClusterState,
     catalog: &Catalog,
     opts: &SchedulerOptions,
+    available: &[u32],
 ) -> Vec<Pool<'a>> {
     let mut nps: Vec<&NodePool> = state.node_pools.iter().collect();
     nps.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
@@ -276,11 +312,29 @@ pub fn build<'a>(
                     [labels::CAPACITY_TYPE_RESERVED],
                 ));
             }
-            let root_volume = np
+            let node_class = np
                 .node_class
                 .as_ref()
-                .and_then(|n| state.node_classes.iter().find(|c| &c.name == n))
-                .and_then(|c| c.root_volume_size);
+                .and_then(|n| state.node_classes.iter().find(|c| &c.name == n));
+            let root_volume = node_class.and_then(|c| c.root_volume_size);
+            // Reservations its NodeClass selects (terms were validated when
+            // the inputs were read; a malformed one selects nothing).
+            let reservations: Vec<u32> = match node_class {
+                Some(nc) if opts.reserved_capacity => {
+                    let terms = crate::reservations::selector_terms(nc).unwrap_or_default();
+                    crate::reservations::select(
+                        nc,
+                        &terms,
+                        &state.capacity_reservations,
+                        catalog,
+                        opts.now,
+                    )
+                    .into_iter()
+                    .map(|i| i as u32)
+                    .collect()
+                }
+                _ => vec![],
+            };
             let mut pool_labels = np.labels.clone();
             pool_labels.insert(labels::NODEPOOL.to_string(), np.name.clone());
 
@@ -299,7 +353,23 @@ pub fn build<'a>(
                     .collect();
                 let pool_filter = OfferingFilter::new(&requirements, &catalog.zones);
                 let mut offerings = Vec::new();
-                for o in &entry.offerings {
+                let reserved: Vec<(u32, Offering)> = reservations
+                    .iter()
+                    .map(|&i| (i, &state.capacity_reservations[i as usize]))
+                    .filter(|(_, r)| r.instance_type == info.name)
+                    .map(|(i, r)| {
+                        (
+                            i,
+                            crate::reservations::offering(r, catalog, available[i as usize]),
+                        )
+                    })
+                    .collect();
+                let all = entry
+                    .offerings
+                    .iter()
+                    .map(|o| (NO_RESERVATION, o))
+                    .chain(reserved.iter().map(|(i, o)| (*i, o)));
+                for (res_index, o) in all {
                     if opts.unavailable.contains(&(
                         info.name.clone(),
                         o.zone.clone(),
@@ -314,6 +384,7 @@ pub fn build<'a>(
                         adjusted: o.price,
                         available: o.available,
                         reservation: o.reservation.clone(),
+                        res_index,
                         zone_bit: catalog
                             .zones
                             .iter()
@@ -365,8 +436,18 @@ pub fn build<'a>(
                         .iter()
                         .map(|o| o.capacity_type.as_str().to_string()),
                 ));
+                let has_reserved = offerings
+                    .iter()
+                    .any(|o| o.capacity_type == CapacityType::Reserved);
                 let price = offerings
                     .iter()
+                    .filter(|o| {
+                        !has_reserved
+                            || o.capacity_type != CapacityType::Reserved
+                            || offerings
+                                .iter()
+                                .all(|o| o.capacity_type == CapacityType::Reserved)
+                    })
                     .min_by(|a, b| {
                         a.capacity_type
                             .cmp(&b.capacity_type)
@@ -381,6 +462,7 @@ pub fn build<'a>(
                     allocatable: alloc,
                     offerings,
                     price,
+                    has_reserved,
                 });
             }
 
@@ -410,6 +492,7 @@ pub fn build<'a>(
             });
 
             Pool {
+                reservations,
                 zones: catalog.zones.clone(),
                 np,
                 requirements,

@@ -1066,3 +1066,543 @@ fn efficiency_rule_grows_into_the_best_price_per_slot() {
     );
     assert!(p.summary.hourly_price < 0.06, "{}", p.summary.hourly_price);
 }
+
+// ---- Capacity reservations (ReservedCapacity gate) ----
+
+fn reservation(id: &str, ty: &str, zone: &str, n: u32) -> CapacityReservation {
+    CapacityReservation {
+        id: id.into(),
+        instance_type: ty.into(),
+        availability_zone: zone.into(),
+        total_instance_count: n,
+        available_instance_count: n,
+        state: "active".into(),
+        instance_match_criteria: "targeted".into(),
+        reservation_type: ReservationType::Default,
+        platform: "Linux/UNIX".into(),
+        tenancy: "default".into(),
+        owner_id: "111122223333".into(),
+        end_date: None,
+        tags: BTreeMap::new(),
+    }
+}
+
+fn reserving_class(terms: serde_json::Value) -> NodeClass {
+    NodeClass {
+        name: "default".into(),
+        kind: "EC2NodeClass".into(),
+        ami_family: AmiFamily::AL2023,
+        root_volume_size: None,
+        spec: serde_json::json!({ "capacityReservationSelectorTerms": terms }),
+    }
+}
+
+/// A NodePool on the `default` NodeClass allowing `capacity_types`.
+fn reserving_pool(capacity_types: &[&str], extra: Vec<Requirement>) -> NodePool {
+    let mut rs = vec![req(labels::CAPACITY_TYPE, Operator::In, capacity_types)];
+    rs.extend(extra);
+    let mut np = pool("default", rs);
+    np.node_class = Some("default".into());
+    np
+}
+
+fn reserved_state(
+    pods: Vec<Pod>,
+    np: NodePool,
+    terms: serde_json::Value,
+    reservations: Vec<CapacityReservation>,
+) -> ClusterState {
+    ClusterState {
+        node_classes: vec![reserving_class(terms)],
+        capacity_reservations: reservations,
+        ..state(pods, vec![np])
+    }
+}
+
+fn gate_on() -> SchedulerOptions {
+    SchedulerOptions {
+        reserved_capacity: true,
+        ..SchedulerOptions::default()
+    }
+}
+
+fn reserved_claims(p: &Plan) -> Vec<&NodeClaimPlan> {
+    p.node_claims
+        .iter()
+        .filter(|c| c.capacity_types == vec![CapacityType::Reserved])
+        .collect()
+}
+
+fn whole_node_pods(n: usize) -> Vec<Pod> {
+    (0..n)
+        .map(|i| pod(&format!("p{i}"), "1500m", "1Gi"))
+        .collect()
+}
+
+fn m5_large_only() -> Vec<Requirement> {
+    vec![req(labels::INSTANCE_TYPE, Operator::In, &["m5.large"])]
+}
+
+#[test]
+fn reservation_of_n_takes_exactly_n_node_claims_then_falls_back() {
+    let s = reserved_state(
+        whole_node_pods(5),
+        reserving_pool(&["reserved", "spot", "on-demand"], m5_large_only()),
+        serde_json::json!([{"id": "cr-1"}]),
+        vec![reservation("cr-1", "m5.large", "test-1b", 2)],
+    );
+    let p = schedule(&s, &catalog(), &gate_on());
+    assert_eq!(p.summary.scheduled, 5);
+    assert_eq!(p.node_claims.len(), 5);
+    let reserved = reserved_claims(&p);
+    assert_eq!(reserved.len(), 2, "{p:#?}");
+    // Reserved first: the first NodeClaims take the reservation.
+    assert_eq!(reserved[0].name, p.node_claims[0].name);
+    assert_eq!(reserved[1].name, p.node_claims[1].name);
+    for c in &p.node_claims[2..] {
+        assert!(
+            !c.capacity_types.contains(&CapacityType::Reserved),
+            "{c:#?}"
+        );
+        assert_eq!(c.price.capacity_type, CapacityType::Spot);
+        assert!(!c.labels.contains_key(labels::CAPACITY_RESERVATION_ID));
+    }
+    assert_eq!(
+        p.reservations,
+        vec![crate::plan::ReservationUse {
+            id: "cr-1".into(),
+            instance_type: "m5.large".into(),
+            zone: "test-1b".into(),
+            reservation_type: "default".into(),
+            instance_match_criteria: "targeted".into(),
+            available: 2,
+            used: 2,
+        }]
+    );
+    // The service's counter caps the reservation: 1 instance left.
+    let opts = SchedulerOptions {
+        reservation_available: Some([("cr-1".to_string(), 1)].into()),
+        ..gate_on()
+    };
+    let p = schedule(&s, &catalog(), &opts);
+    assert_eq!(reserved_claims(&p).len(), 1);
+    assert_eq!(p.node_claims.len(), 5);
+    assert_eq!(
+        (p.reservations[0].available, p.reservations[0].used),
+        (1, 1)
+    );
+}
+
+#[test]
+fn reserved_node_claims_carry_the_reservation_labels() {
+    let mut block = reservation("cr-blk", "m5.xlarge", "test-1c", 1);
+    block.reservation_type = ReservationType::CapacityBlock;
+    let s = reserved_state(
+        vec![pod("a", "3", "1Gi")],
+        reserving_pool(&["reserved", "on-demand"], vec![]),
+        serde_json::json!([{"id": "cr-blk"}]),
+        vec![block],
+    );
+    let p = schedule(&s, &catalog(), &gate_on());
+    let c = &p.node_claims[0];
+    let label = |k: &str| c.labels.get(k).map(String::as_str);
+    assert_eq!(label(labels::CAPACITY_TYPE), Some("reserved"));
+    assert_eq!(label(labels::CAPACITY_RESERVATION_ID), Some("cr-blk"));
+    assert_eq!(
+        label(labels::CAPACITY_RESERVATION_TYPE),
+        Some("capacity-block")
+    );
+    assert_eq!(label(labels::ZONE), Some("test-1c"));
+    assert_eq!(label(labels::INSTANCE_TYPE), Some("m5.xlarge"));
+    assert_eq!(*c.instance_types, vec!["m5.xlarge".to_string()]);
+    // Priced as on-demand (the RFC), taken before cheaper spot.
+    assert_eq!(c.price.capacity_type, CapacityType::Reserved);
+    assert_eq!(c.price.min, 0.192);
+    let json = serde_json::to_value(&p).unwrap();
+    assert_eq!(json["reservations"][0]["used"], 1);
+    assert_eq!(json["reservations"][0]["reservationType"], "capacity-block");
+}
+
+#[test]
+fn open_and_targeted_reservations_are_used_only_when_selected() {
+    let mut open = reservation("cr-open", "m5.large", "test-1a", 1);
+    open.instance_match_criteria = "open".into();
+    let targeted = reservation("cr-targeted", "m5.large", "test-1b", 1);
+    let run = |terms| {
+        let s = reserved_state(
+            whole_node_pods(3),
+            reserving_pool(&["reserved", "on-demand"], m5_large_only()),
+            terms,
+            vec![open.clone(), targeted.clone()],
+        );
+        schedule(&s, &catalog(), &gate_on())
+    };
+    let ids = |p: &Plan| {
+        let mut v: Vec<String> = reserved_claims(p)
+            .iter()
+            .map(|c| c.labels[labels::CAPACITY_RESERVATION_ID].clone())
+            .collect();
+        v.sort();
+        v
+    };
+    let p = run(serde_json::json!([{"id": "cr-open"}, {"id": "cr-targeted"}]));
+    assert_eq!(ids(&p), vec!["cr-open", "cr-targeted"]);
+    let p = run(serde_json::json!([{"id": "cr-targeted"}]));
+    assert_eq!(ids(&p), vec!["cr-targeted"]);
+    // An open ODCR is never used implicitly: not selected, not reserved.
+    let p = run(serde_json::json!([{"tags": {"team": "other"}}]));
+    assert!(ids(&p).is_empty());
+    assert!(p.reservations.is_empty());
+    let p = run(serde_json::Value::Null);
+    assert!(ids(&p).is_empty());
+    assert_eq!(p.node_claims.len(), 3);
+}
+
+#[test]
+fn mismatched_reservations_are_ignored() {
+    let base = reservation("cr-x", "m5.large", "test-1a", 3);
+    let mut cases = vec![];
+    let mut r = base.clone();
+    r.platform = "Windows".into();
+    cases.push(r);
+    let mut r = base.clone();
+    r.tenancy = "dedicated".into();
+    cases.push(r);
+    let mut r = base.clone();
+    r.availability_zone = "elsewhere-1a".into();
+    cases.push(r);
+    let mut r = base.clone();
+    r.state = "expired".into();
+    cases.push(r);
+    let mut r = base.clone();
+    r.instance_type = "z9.nonexistent".into();
+    cases.push(r);
+    for r in cases {
+        let s = reserved_state(
+            whole_node_pods(1),
+            reserving_pool(&["reserved", "on-demand"], vec![]),
+            serde_json::json!([{"id": "cr-x"}]),
+            vec![r.clone()],
+        );
+        let p = schedule(&s, &catalog(), &gate_on());
+        assert!(reserved_claims(&p).is_empty(), "{r:?}");
+        assert!(p.reservations.is_empty(), "{r:?}");
+        assert_eq!(p.summary.scheduled, 1);
+    }
+    // The same reservation, matching, is used.
+    let s = reserved_state(
+        whole_node_pods(1),
+        reserving_pool(&["reserved", "on-demand"], vec![]),
+        serde_json::json!([{"id": "cr-x"}]),
+        vec![base],
+    );
+    assert_eq!(
+        reserved_claims(&schedule(&s, &catalog(), &gate_on())).len(),
+        1
+    );
+}
+
+#[test]
+fn gate_off_ignores_reservations() {
+    let s = reserved_state(
+        whole_node_pods(2),
+        reserving_pool(&["reserved", "on-demand"], vec![]),
+        serde_json::json!([{"id": "cr-1"}]),
+        vec![reservation("cr-1", "m5.large", "test-1a", 2)],
+    );
+    let p = schedule(&s, &catalog(), &SchedulerOptions::default());
+    assert!(reserved_claims(&p).is_empty());
+    assert!(p.reservations.is_empty());
+    assert_eq!(p.summary.scheduled, 2);
+    // A reserved-only NodePool cannot launch anything with the gate off.
+    let s = reserved_state(
+        whole_node_pods(1),
+        reserving_pool(&["reserved"], vec![]),
+        serde_json::json!([{"id": "cr-1"}]),
+        vec![reservation("cr-1", "m5.large", "test-1a", 2)],
+    );
+    let p = schedule(&s, &catalog(), &SchedulerOptions::default());
+    assert_eq!(p.unschedulable.len(), 1);
+}
+
+#[test]
+fn a_node_claim_never_drops_its_last_reserved_offering() {
+    // Two pods that do not fit one m5.large together. Without the rule the
+    // second joins the reserved NodeClaim and grows it into an on-demand
+    // m5.xlarge (the cost rule allows it); with it, it opens its own.
+    let s = reserved_state(
+        vec![pod("a", "1200m", "1Gi"), pod("b", "1200m", "1Gi")],
+        reserving_pool(&["reserved", "on-demand"], vec![]),
+        serde_json::json!([{"id": "cr-1"}]),
+        vec![reservation("cr-1", "m5.large", "test-1a", 1)],
+    );
+    let p = schedule(&s, &catalog(), &gate_on());
+    assert_eq!(p.node_claims.len(), 2, "{p:#?}");
+    let r = reserved_claims(&p);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].price.instance_type, "m5.large");
+    assert_eq!(r[0].pods, vec!["default/a"]);
+    assert_eq!(p.node_claims[1].price.capacity_type, CapacityType::OnDemand);
+    // Only m5.large and m5.xlarge allowed: growing the reserved m5.large to
+    // an m5.xlarge costs $0.096 more, no more than b's own m5.large, so the
+    // cost rule alone would let b join; the reserved offering is kept.
+    let s = reserved_state(
+        vec![pod("a", "1200m", "1Gi"), pod("b", "1200m", "1Gi")],
+        reserving_pool(
+            &["reserved", "on-demand"],
+            vec![req(
+                labels::INSTANCE_TYPE,
+                Operator::In,
+                &["m5.large", "m5.xlarge"],
+            )],
+        ),
+        serde_json::json!([{"id": "cr-1"}]),
+        vec![reservation("cr-1", "m5.large", "test-1a", 1)],
+    );
+    let p = schedule(&s, &catalog(), &gate_on());
+    assert_eq!(p.node_claims.len(), 2, "{p:#?}");
+    let r = reserved_claims(&p);
+    assert_eq!(r.len(), 1, "{p:#?}");
+    assert_eq!(r[0].price.instance_type, "m5.large");
+    assert_eq!(*r[0].instance_types, vec!["m5.large".to_string()]);
+    assert_eq!(r[0].pods, vec!["default/a"]);
+    assert_eq!(p.node_claims[1].price.capacity_type, CapacityType::OnDemand);
+    // Pods that fit share the reserved NodeClaim.
+    let s = reserved_state(
+        vec![pod("a", "500m", "1Gi"), pod("b", "500m", "1Gi")],
+        reserving_pool(&["reserved", "on-demand"], vec![]),
+        serde_json::json!([{"id": "cr-1"}]),
+        vec![reservation("cr-1", "m5.large", "test-1a", 1)],
+    );
+    let p = schedule(&s, &catalog(), &gate_on());
+    assert_eq!(p.node_claims.len(), 1);
+    assert_eq!(reserved_claims(&p)[0].pods.len(), 2);
+}
+
+#[test]
+fn pods_requiring_reserved_capacity_report_exhausted_reservations() {
+    let reserved_only = || {
+        reqs(vec![req(
+            labels::CAPACITY_TYPE,
+            Operator::In,
+            &["reserved"],
+        )])
+    };
+    let mut pods = vec![];
+    for name in ["a", "b", "d"] {
+        let mut p = pod(name, "1500m", "1Gi");
+        p.node_selector = reserved_only();
+        pods.push(p);
+    }
+    let mut c = pod("c", "1500m", "1Gi");
+    c.node_selector = reqs(vec![req(
+        labels::CAPACITY_RESERVATION_ID,
+        Operator::In,
+        &["cr-2"],
+    )]);
+    pods.push(c);
+    // Takes any capacity: falls back to spot, no reservation in its story.
+    pods.push(pod("e", "1500m", "1Gi"));
+    // Requires reserved capacity but fits no reserved type: the used-up
+    // reservations are not why.
+    let mut f = pod("f", "3", "1Gi");
+    f.node_selector = reserved_only();
+    pods.push(f);
+    let s = reserved_state(
+        pods,
+        reserving_pool(&["reserved", "spot", "on-demand"], vec![]),
+        serde_json::json!([{"id": "cr-1"}, {"id": "cr-2"}]),
+        vec![
+            reservation("cr-1", "m5.large", "test-1a", 1),
+            reservation("cr-2", "c5.large", "test-1b", 1),
+        ],
+    );
+    let p = schedule(&s, &catalog(), &gate_on());
+    let claim_of = |pod: &str| {
+        p.node_claims
+            .iter()
+            .find(|c| c.pods.contains(&format!("default/{pod}")))
+    };
+    // Largest first, then by name: a, b, c, d, e. a takes the reservation
+    // with the lower on-demand price (c5.large, $0.085 < m5.large $0.096),
+    // b the other; c (only cr-2) and d (any reservation) find them used up.
+    let a = claim_of("a").unwrap();
+    assert_eq!(a.labels[labels::CAPACITY_RESERVATION_ID], "cr-2");
+    assert_eq!(a.price.instance_type, "c5.large");
+    assert_eq!(
+        claim_of("b").unwrap().labels[labels::CAPACITY_RESERVATION_ID],
+        "cr-1"
+    );
+    let e = claim_of("e").unwrap();
+    assert_eq!(e.price.capacity_type, CapacityType::Spot);
+    assert!(!e.labels.contains_key(labels::CAPACITY_RESERVATION_ID));
+    let why = |pod: &str| {
+        p.unschedulable
+            .iter()
+            .find(|u| u.pod == format!("default/{pod}"))
+            .map(|u| u.reason.clone())
+            .unwrap_or_else(|| panic!("{pod} scheduled: {p:#?}"))
+    };
+    assert_eq!(p.unschedulable.len(), 3, "{p:#?}");
+    let c = why("c");
+    assert!(
+        c.contains("capacity reservations exhausted: cr-2 (c5.large in test-1b: 1 of 1 available instances planned)"),
+        "{c}"
+    );
+    assert!(!c.contains("cr-1 ("), "{c}");
+    let d = why("d");
+    assert!(
+        d.contains("capacity reservations exhausted: cr-1 (m5.large in test-1a: 1 of 1 available instances planned), cr-2 (c5.large in test-1b: 1 of 1"),
+        "{d}"
+    );
+    let f = why("f");
+    assert!(!f.contains("exhausted"), "{f}");
+    let use_of = |id: &str| {
+        p.reservations
+            .iter()
+            .find(|r| r.id == id)
+            .map(|r| (r.used, r.available))
+    };
+    assert_eq!(use_of("cr-1"), Some((1, 1)));
+    assert_eq!(use_of("cr-2"), Some((1, 1)));
+}
+
+#[test]
+fn reservations_are_taken_in_on_demand_price_order() {
+    // Ids in the opposite order of price: the cheaper type's reservation
+    // (m5.large, $0.096 on demand) goes first, then the m5.xlarge one.
+    let s = reserved_state(
+        whole_node_pods(2),
+        reserving_pool(&["reserved", "on-demand"], vec![]),
+        serde_json::json!([{"id": "cr-a"}, {"id": "cr-b"}]),
+        vec![
+            reservation("cr-a", "m5.xlarge", "test-1a", 1),
+            reservation("cr-b", "m5.large", "test-1a", 1),
+        ],
+    );
+    let p = schedule(&s, &catalog(), &gate_on());
+    let ids: Vec<(&str, &str)> = p
+        .node_claims
+        .iter()
+        .map(|c| {
+            (
+                c.labels[labels::CAPACITY_RESERVATION_ID].as_str(),
+                c.price.instance_type.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(ids, vec![("cr-b", "m5.large"), ("cr-a", "m5.xlarge")]);
+    // Priced as on demand in the plan (the RFC's model).
+    assert_eq!(p.summary.hourly_price, 0.288);
+}
+
+#[test]
+fn a_reservation_shared_by_node_pools_is_counted_once() {
+    let mut heavy = pool(
+        "heavy",
+        vec![
+            req(labels::CAPACITY_TYPE, Operator::In, &["reserved"]),
+            req(labels::INSTANCE_TYPE, Operator::In, &["m5.large"]),
+        ],
+    );
+    heavy.weight = 10;
+    heavy.node_class = Some("default".into());
+    let light = reserving_pool(&["reserved", "on-demand"], m5_large_only());
+    let s = ClusterState {
+        node_classes: vec![reserving_class(serde_json::json!([{"id": "cr-1"}]))],
+        capacity_reservations: vec![reservation("cr-1", "m5.large", "test-1a", 1)],
+        ..state(whole_node_pods(3), vec![light, heavy])
+    };
+    let p = schedule(&s, &catalog(), &gate_on());
+    assert_eq!(p.summary.scheduled, 3, "{p:#?}");
+    let r = reserved_claims(&p);
+    assert_eq!(r.len(), 1, "{p:#?}");
+    assert_eq!(r[0].node_pool, "heavy");
+    for c in p.node_claims.iter().filter(|c| c.node_pool == "default") {
+        assert_eq!(c.price.capacity_type, CapacityType::OnDemand);
+    }
+    assert_eq!(p.reservations.len(), 1);
+    assert_eq!(
+        (p.reservations[0].used, p.reservations[0].available),
+        (1, 1)
+    );
+}
+
+#[test]
+fn reserved_only_node_pools_stop_at_the_reservation_and_not_in_reserved_keeps_out() {
+    // NodePool `In [reserved]`: exactly the reservation's instances, the
+    // rest unschedulable with the reservation named.
+    let s = reserved_state(
+        whole_node_pods(3),
+        reserving_pool(&["reserved"], vec![]),
+        serde_json::json!([{"id": "cr-1"}]),
+        vec![reservation("cr-1", "m5.large", "test-1a", 2)],
+    );
+    let p = schedule(&s, &catalog(), &gate_on());
+    assert_eq!(reserved_claims(&p).len(), 2);
+    assert_eq!(p.node_claims.len(), 2);
+    assert_eq!(p.unschedulable.len(), 1);
+    assert!(
+        p.unschedulable[0]
+            .reason
+            .contains("capacity reservations exhausted: cr-1 (m5.large in test-1a: 2 of 2"),
+        "{}",
+        p.unschedulable[0].reason
+    );
+    // A pod `NotIn [reserved]` in a NodePool allowing it: on demand.
+    let mut od = pod("od", "1500m", "1Gi");
+    od.node_selector = reqs(vec![req(
+        labels::CAPACITY_TYPE,
+        Operator::NotIn,
+        &["reserved"],
+    )]);
+    let s = reserved_state(
+        vec![od],
+        reserving_pool(&["reserved", "on-demand"], vec![]),
+        serde_json::json!([{"id": "cr-1"}]),
+        vec![reservation("cr-1", "m5.large", "test-1a", 2)],
+    );
+    let p = schedule(&s, &catalog(), &gate_on());
+    assert!(reserved_claims(&p).is_empty(), "{p:#?}");
+    assert_eq!(p.node_claims[0].price.capacity_type, CapacityType::OnDemand);
+    assert_eq!(
+        (p.reservations[0].used, p.reservations[0].available),
+        (0, 2)
+    );
+    // A pod asking for a capacity block finds none among ODCRs.
+    let mut blk = pod("blk", "1500m", "1Gi");
+    blk.node_selector = reqs(vec![req(
+        labels::CAPACITY_RESERVATION_TYPE,
+        Operator::In,
+        &["capacity-block"],
+    )]);
+    let s = reserved_state(
+        vec![blk],
+        reserving_pool(&["reserved", "on-demand"], vec![]),
+        serde_json::json!([{"id": "cr-1"}]),
+        vec![reservation("cr-1", "m5.large", "test-1a", 2)],
+    );
+    let p = schedule(&s, &catalog(), &gate_on());
+    assert_eq!(p.unschedulable.len(), 1, "{p:#?}");
+}
+
+#[test]
+fn plan_table_shows_reservation_use() {
+    let s = reserved_state(
+        whole_node_pods(3),
+        reserving_pool(&["reserved", "on-demand"], m5_large_only()),
+        serde_json::json!([{"id": "cr-1"}]),
+        vec![reservation("cr-1", "m5.large", "test-1a", 2)],
+    );
+    let table = schedule(&s, &catalog(), &gate_on()).to_table();
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("cr-1 "))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(line.contains("m5.large"), "{line}");
+    assert!(line.contains("2 / 2"), "{line}");
+    assert!(line.contains("(exhausted)"), "{line}");
+    // Without reservations in play, no section.
+    let table = schedule(&s, &catalog(), &SchedulerOptions::default()).to_table();
+    assert!(!table.contains("RESERVATION"), "{table}");
+}
