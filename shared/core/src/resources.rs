@@ -173,6 +173,25 @@ impl Resources {
         self.iter().any(|(k, q)| max.get(k) == q)
     }
 
+    /// Bit set of the components where this list attains the non-zero
+    /// value of `max` (bit `i` for `KNOWN[i]`, one more bit for any other
+    /// resource): a component-wise maximum over lists is unchanged by
+    /// dropping some of them as long as every bit stays attained.
+    pub fn attains(&self, max: &Resources) -> u32 {
+        let mut bits = 0u32;
+        for (i, (a, m)) in self.known.iter().zip(&max.known).enumerate() {
+            if !m.is_zero() && a == m {
+                bits |= 1 << i;
+            }
+        }
+        if let Some(om) = &self.other {
+            if om.iter().any(|(k, q)| !q.is_zero() && max.get(k) == *q) {
+                bits |= 1 << N;
+            }
+        }
+        bits
+    }
+
     /// True when every requested quantity is within `capacity`.
     #[inline]
     pub fn fits_in(&self, capacity: &Resources) -> bool {

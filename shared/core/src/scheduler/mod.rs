@@ -1164,20 +1164,35 @@ impl<'a> Run<'a> {
         claim.requests.add_assign(&pod.requests);
         claim.pods.push(p);
         claim.host_ports.extend(pod.host_ports.iter().cloned());
-        // The type list only ever shrinks, so the maxima only change when a
-        // dropped type held one of them.
+        // The type list only ever shrinks, so the maxima only change when
+        // every type attaining one of their components was dropped.
         let dropped_held_max = types_changed
             && (claim.max_allocatable.is_zero() || {
+                let (mut lost_a, mut lost_c) = (0u32, 0u32);
                 // Both lists are in pool order: walk them together.
                 let mut kept = claim.types.iter().peekable();
-                old_types.iter().any(|t| {
+                for t in &old_types {
                     if kept.peek() == Some(&t) {
                         kept.next();
-                        return false;
+                        continue;
                     }
-                    pool.types[*t].allocatable.touches(&claim.max_allocatable)
-                        || pool.types[*t].capacity.touches(&claim.max_capacity)
-                })
+                    lost_a |= pool.types[*t].allocatable.attains(&claim.max_allocatable);
+                    lost_c |= pool.types[*t].capacity.attains(&claim.max_capacity);
+                }
+                // Another other-resource component may tie: recompute then.
+                let other = 1u32 << crate::resources::KNOWN.len();
+                if (lost_a | lost_c) & other != 0 {
+                    true
+                } else {
+                    for &t in &claim.types {
+                        if lost_a == 0 && lost_c == 0 {
+                            break;
+                        }
+                        lost_a &= !pool.types[t].allocatable.attains(&claim.max_allocatable);
+                        lost_c &= !pool.types[t].capacity.attains(&claim.max_capacity);
+                    }
+                    lost_a != 0 || lost_c != 0
+                }
             });
         if dropped_held_max {
             let mut max_a = Resources::new();
@@ -1345,25 +1360,23 @@ fn incompatibility(e: &crate::requirements::Incompatibility, pool: &str) -> Stri
     }
 }
 
-/// Ranked instance-type lists shared between NodeClaims of the output.
-#[derive(Default)]
-struct TypeLists(std::collections::HashMap<(usize, Vec<usize>), std::sync::Arc<Vec<String>>>);
-
-impl TypeLists {
-    fn intern(
-        &mut self,
-        pool: usize,
-        ranked: &[(f64, &str, usize)],
-    ) -> std::sync::Arc<Vec<String>> {
-        let key = (pool, ranked.iter().map(|r| r.2).collect::<Vec<_>>());
-        self.0
-            .entry(key)
-            .or_insert_with(|| {
-                std::sync::Arc::new(ranked.iter().map(|r| r.1.to_string()).collect())
-            })
-            .clone()
-    }
+/// What a NodeClaim's offerings come to (ranked types, capacity types,
+/// zones, the offering a fleet would prefer), shared between NodeClaims of
+/// the output with the same NodePool, requirements (hostname aside),
+/// reservation and types: computing it walks every offering of every type,
+/// and thousands of NodeClaims share a handful of answers.
+struct OfferSummary {
+    instance_types: std::sync::Arc<Vec<String>>,
+    capacity_types: Vec<CapacityType>,
+    zones: Vec<String>,
+    /// (type, offering) a fleet would prefer.
+    preferred: Option<(usize, usize)>,
 }
+
+type OfferKey = (usize, Option<u32>, Requirements, Vec<usize>);
+
+#[derive(Default)]
+struct TypeLists(std::collections::HashMap<OfferKey, std::rc::Rc<OfferSummary>>);
 
 /// The order in which a fleet prefers offerings: reserved, then spot, then
 /// on-demand; cheapest adjusted price within a capacity type; then real
@@ -1381,9 +1394,14 @@ fn offering_order(
         .then_with(|| a.zone.cmp(&b.zone))
 }
 
-fn claim_plan(claim: &Claim, pool: &Pool, pods: &[Pod], lists: &mut TypeLists) -> NodeClaimPlan {
-    let reqs = &claim.requirements;
-    let filter = pool.filter(reqs).holding(claim.reservation);
+fn offer_summary(claim: &Claim, pool: &Pool, lists: &mut TypeLists) -> std::rc::Rc<OfferSummary> {
+    let mut key_reqs = claim.requirements.clone();
+    key_reqs.remove(labels::HOSTNAME);
+    let key = (claim.pool, claim.reservation, key_reqs, claim.types.clone());
+    if let Some(hit) = lists.0.get(&key) {
+        return hit.clone();
+    }
+    let filter = pool.filter(&key.2).holding(claim.reservation);
     // One pass over the offerings of every type: each type's cheapest
     // adjusted price (for the ranking), the zones and capacity types (as bit
     // sets), and the offering a fleet would prefer.
@@ -1391,11 +1409,14 @@ fn claim_plan(claim: &Claim, pool: &Pool, pods: &[Pod], lists: &mut TypeLists) -
     let mut zone_bits = 0u64;
     let mut odd_zones: BTreeSet<&str> = BTreeSet::new();
     let mut capacity_types = BTreeSet::new();
-    let mut preferred: Option<(usize, &PoolOffering)> = None;
+    let mut preferred: Option<(usize, usize)> = None;
     for &t in &claim.types {
         let ty = &pool.types[t];
         let mut cheapest = f64::INFINITY;
-        for o in ty.offerings_for(&filter) {
+        for (oi, o) in ty.offerings.iter().enumerate() {
+            if !filter.allows(o) {
+                continue;
+            }
             cheapest = cheapest.min(o.adjusted);
             capacity_types.insert(o.capacity_type);
             if o.zone_bit != 0 {
@@ -1403,8 +1424,10 @@ fn claim_plan(claim: &Claim, pool: &Pool, pods: &[Pod], lists: &mut TypeLists) -
             } else {
                 odd_zones.insert(&o.zone);
             }
-            if preferred.is_none_or(|p| offering_order(pool, (t, o), p).is_lt()) {
-                preferred = Some((t, o));
+            if preferred.is_none_or(|(pt, po)| {
+                offering_order(pool, (t, o), (pt, &pool.types[pt].offerings[po])).is_lt()
+            }) {
+                preferred = Some((t, oi));
             }
         }
         if cheapest.is_finite() {
@@ -1420,16 +1443,32 @@ fn claim_plan(claim: &Claim, pool: &Pool, pods: &[Pod], lists: &mut TypeLists) -
         .map(|(_, z)| z.as_str())
         .collect();
     zones.extend(odd_zones);
-    let (price, allocatable) = match preferred {
-        Some((t, o)) => (
-            Price {
-                min: o.price,
-                instance_type: pool.types[t].name.clone(),
-                zone: o.zone.clone(),
-                capacity_type: o.capacity_type,
-            },
-            pool.types[t].allocatable.clone(),
-        ),
+    let summary = std::rc::Rc::new(OfferSummary {
+        instance_types: std::sync::Arc::new(ranked.iter().map(|r| r.1.to_string()).collect()),
+        capacity_types: capacity_types.into_iter().collect(),
+        zones: zones.into_iter().map(str::to_string).collect(),
+        preferred,
+    });
+    lists.0.insert(key, summary.clone());
+    summary
+}
+
+fn claim_plan(claim: &Claim, pool: &Pool, pods: &[Pod], lists: &mut TypeLists) -> NodeClaimPlan {
+    let reqs = &claim.requirements;
+    let summary = offer_summary(claim, pool, lists);
+    let (price, allocatable) = match summary.preferred {
+        Some((t, oi)) => {
+            let o = &pool.types[t].offerings[oi];
+            (
+                Price {
+                    min: o.price,
+                    instance_type: pool.types[t].name.clone(),
+                    zone: o.zone.clone(),
+                    capacity_type: o.capacity_type,
+                },
+                pool.types[t].allocatable.clone(),
+            )
+        }
         None => (
             Price {
                 min: 0.0,
@@ -1463,9 +1502,9 @@ fn claim_plan(claim: &Claim, pool: &Pool, pods: &[Pod], lists: &mut TypeLists) -
     NodeClaimPlan {
         name: claim.name.clone(),
         node_pool: pool.np.name.clone(),
-        instance_types: lists.intern(claim.pool, &ranked),
-        capacity_types: capacity_types.into_iter().collect(),
-        zones: zones.into_iter().map(str::to_string).collect(),
+        instance_types: summary.instance_types.clone(),
+        capacity_types: summary.capacity_types.clone(),
+        zones: summary.zones.clone(),
         requirements: out_reqs.to_wire(),
         labels: node_labels,
         taints: pool.np.taints.clone(),

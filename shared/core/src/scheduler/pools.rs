@@ -58,14 +58,6 @@ pub struct PoolType {
 }
 
 impl PoolType {
-    /// Offerings the filter allows.
-    pub fn offerings_for<'a>(
-        &'a self,
-        f: &'a OfferingFilter,
-    ) -> impl Iterator<Item = &'a PoolOffering> + 'a {
-        self.offerings.iter().filter(move |o| f.allows(o))
-    }
-
     pub fn has_offering(&self, f: &OfferingFilter) -> bool {
         self.offerings.iter().any(|o| f.allows(o))
     }
