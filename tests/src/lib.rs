@@ -10,6 +10,14 @@
 //! The binary is `$FLOTILLA_MOTO_SERVER`, else
 //! `~/.cache/flotilla/venv/bin/moto_server`. A missing binary is a test
 //! failure that says how to install it, never a silent skip.
+//!
+//! moto's server handles requests on threads with no lock around a
+//! conditional update's read-check-write, so two racing `UpdateItem`s can
+//! both pass a condition that real DynamoDB would let only one pass (real
+//! DynamoDB serialises writes to an item). The server is therefore started
+//! through the venv's `python` with [`SERIAL_MOTO`]: moto's own WSGI app
+//! behind one lock, so requests still arrive concurrently (the client's
+//! races are real) but each is applied atomically, as DynamoDB does.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -24,6 +32,20 @@ pub struct Moto {
     child: Child,
     port: u16,
 }
+
+/// moto's server with every request applied under one lock (see the module
+/// documentation). Arguments: host, port.
+pub const SERIAL_MOTO: &str = r#"
+import sys, threading
+from werkzeug.serving import run_simple
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+app = DomainDispatcherApplication(create_backend_app)
+lock = threading.Lock()
+def serial(environ, start_response):
+    with lock:
+        return list(app(environ, start_response))
+run_simple(sys.argv[1], int(sys.argv[2]), serial, threaded=True, request_handler=MotoRequestHandler)
+"#;
 
 /// The moto server binary.
 pub fn moto_server_path() -> PathBuf {
@@ -76,13 +98,15 @@ impl Moto {
         let mut last_err = String::new();
         for _ in 0..5 {
             let port = free_port();
-            let mut child = Command::new(&bin)
-                .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            // The venv's python sits beside moto_server.
+            let python = bin.with_file_name("python");
+            let mut child = Command::new(&python)
+                .args(["-c", SERIAL_MOTO, "127.0.0.1", &port.to_string()])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
-                .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+                .unwrap_or_else(|e| panic!("starting {} (moto's server): {e}", python.display()));
             let deadline = Instant::now() + Duration::from_secs(60);
             loop {
                 if let Ok(Some(status)) = child.try_wait() {

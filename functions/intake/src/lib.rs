@@ -4,6 +4,7 @@
 //! |--------|------|------|
 //! | `POST` | `/batches` (or `/`) | accept a batch (JSON body, optionally `Content-Encoding: gzip`) → 202 |
 //! | `GET`  | `/clusters/<id>` | NodeClaims, pending actions and the last result → 200 |
+//! | `POST` | `/clusters/<id>/actions` | the agent acknowledges actions (`{"acks": [{"id", "outcome", "message"}]}`, optionally gzip) → 200 |
 //!
 //! Errors are JSON `{"error": "..."}`: 400 for bad input (the message names
 //! the field and object), 403 when the caller may not act for the cluster,
@@ -154,7 +155,26 @@ pub async fn handle<S: Store, E: Ec2, B: Bus, C: Clock>(
                 Err(e) => service_error(&e),
             }
         }
-        (_, [] | ["batches"] | ["clusters", _]) => {
+        ("POST", ["clusters", id, "actions"]) => {
+            let body = match body_bytes(req, ports.config.max_body_bytes) {
+                Ok(b) => b,
+                Err((status, m)) => return error(status, m),
+            };
+            match intake::acknowledge(
+                &ports.store,
+                &ports.clock,
+                &ports.access,
+                &caller(req),
+                id,
+                &body,
+            )
+            .await
+            {
+                Ok(report) => response(200, &serde_json::to_value(&report).unwrap_or_default()),
+                Err(e) => service_error(&e),
+            }
+        }
+        (_, [] | ["batches"] | ["clusters", _] | ["clusters", _, "actions"]) => {
             error(405, format!("method {method} not allowed on {path}"))
         }
         _ => error(404, format!("no route for {method} {path}")),

@@ -3,7 +3,9 @@
 //! - [`DynamoStore`]: the [`Store`](flotilla_ports::Store) port on one
 //!   DynamoDB table (`pk`/`sk` keys, TTL attribute `expiresAt`);
 //! - [`EventBridgeBus`]: the [`Bus`](flotilla_ports::Bus) port (PutEvents);
-//! - [`Ec2Client`]: the [`Ec2`](flotilla_ports::Ec2) port.
+//! - [`Ec2Client`]: the [`Ec2`](flotilla_ports::Ec2) port;
+//! - [`iam`]: the IAM actions each port call needs through these adapters
+//!   (what `infra/template.yaml` grants, checked by `tests/least_privilege.rs`).
 //!
 //! SDK types stay inside this crate: the ports speak plain data from
 //! `flotilla-core`. Every adapter is built from an [`aws_config::SdkConfig`],
@@ -19,6 +21,7 @@ mod dynamo;
 mod ec2;
 mod error;
 mod eventbridge;
+pub mod iam;
 
 pub use aws_config::SdkConfig;
 pub use dynamo::DynamoStore;

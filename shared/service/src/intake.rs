@@ -473,6 +473,10 @@ pub struct NodeClaimView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity_type: Option<String>,
     pub labels: std::collections::BTreeMap<String, String>,
+    /// Taints the node must carry (not the startup taints, which the
+    /// node's own daemons remove).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<flotilla_core::model::Taint>,
     pub pods: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -484,7 +488,8 @@ pub struct NodeClaimView {
 pub struct ClusterView {
     pub cluster_id: String,
     pub node_claims: Vec<NodeClaimView>,
-    /// Pending actions for the agent (cordon, drain, relabel), as stored.
+    /// Pending actions for the agent (cordon, drain, relabel), as stored;
+    /// acknowledged ones ([`acknowledge`]) are left out.
     pub actions: Vec<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_result: Option<BatchResult>,
@@ -522,6 +527,7 @@ pub async fn cluster_view<S: Store, C: Clock>(
             zone: r.instance.as_ref().map(|i| i.zone.clone()),
             capacity_type: r.instance.as_ref().map(|i| i.capacity_type.clone()),
             labels: r.plan.labels.clone(),
+            taints: r.plan.taints.clone(),
             pods: r.plan.pods.len(),
             reason: r.reason,
         });
@@ -533,7 +539,10 @@ pub async fn cluster_view<S: Store, C: Clock>(
         .into_iter()
         .filter(|i| i.is_live(now_secs))
         .map(|i| codec::from_json::<serde_json::Value>(&i.key.to_string(), &i.body))
-        .collect::<Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .filter(|a| a.get(ACK_FIELD).is_none())
+        .collect();
     let pointer = store
         .get(&keys::scheduler(cluster))
         .await
@@ -558,4 +567,295 @@ pub async fn cluster_view<S: Store, C: Clock>(
         actions,
         last_result,
     })
+}
+
+/// The field an acknowledged action item carries (its [`AckRecord`]).
+pub const ACK_FIELD: &str = "ack";
+
+/// Most acknowledgements in one request.
+pub const MAX_ACKS: usize = 1_000;
+
+/// What the agent did with an action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum AckOutcome {
+    /// Applied (node cordoned, drained, relabelled).
+    Done,
+    /// Gave up (e.g. the deadline passed with pods a PodDisruptionBudget kept).
+    Failed,
+    /// Nothing to do (the node is gone, or the kind is not the agent's).
+    Skipped,
+}
+
+/// One acknowledgement in `POST /clusters/<id>/actions`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Ack {
+    /// The action's `id`, as `GET /clusters/<id>` listed it.
+    pub id: String,
+    pub outcome: AckOutcome,
+    #[serde(default)]
+    pub message: String,
+}
+
+/// The body of `POST /clusters/<id>/actions`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AckRequest {
+    pub acks: Vec<Ack>,
+}
+
+/// What an acknowledged action item records under [`ACK_FIELD`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AckRecord {
+    pub outcome: AckOutcome,
+    pub message: String,
+    /// Unix seconds.
+    pub at: i64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AckReport {
+    /// Newly acknowledged.
+    pub acknowledged: usize,
+    /// Acknowledged before (a retry): unchanged.
+    pub already: usize,
+    /// No such live action (expired, or never stored).
+    pub unknown: Vec<String>,
+}
+
+/// Parse and validate an acknowledgement body.
+pub fn parse_acks(body: &[u8]) -> Result<AckRequest> {
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    let req: AckRequest = serde_path_to_error::deserialize(de)
+        .map_err(|e| ServiceError::BadRequest(format!("acks at {}: {}", e.path(), e.inner())))?;
+    if req.acks.len() > MAX_ACKS {
+        return Err(ServiceError::BadRequest(format!(
+            "acks: {} entries; the limit is {MAX_ACKS}",
+            req.acks.len()
+        )));
+    }
+    for (i, a) in req.acks.iter().enumerate() {
+        if a.id.is_empty() || a.id.len() > 64 || !a.id.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return Err(ServiceError::BadRequest(format!(
+                "acks[{i}].id: must be the hex id of an action"
+            )));
+        }
+        if a.message.len() > 2048 {
+            return Err(ServiceError::BadRequest(format!(
+                "acks[{i}].message: at most 2048 bytes"
+            )));
+        }
+    }
+    Ok(req)
+}
+
+/// `POST /clusters/<id>/actions`: the agent reports what it applied. Each
+/// action item is marked with an [`AckRecord`] (version-checked write) and
+/// kept until its TTL, so `GET` stops listing it and the sweep, whose
+/// writes are create-if-absent, never stores the same action again.
+/// Idempotent: acknowledging twice keeps the first record.
+pub async fn acknowledge<S: Store, C: Clock>(
+    store: &S,
+    clock: &C,
+    access: &Access,
+    caller: &Caller,
+    cluster: &str,
+    body: &[u8],
+) -> Result<AckReport> {
+    if !valid_cluster_id(cluster) {
+        return Err(ServiceError::BadRequest(format!(
+            "cluster id {:?} is not valid",
+            cluster.chars().take(80).collect::<String>()
+        )));
+    }
+    access.check(caller, cluster)?;
+    let req = parse_acks(body)?;
+    let now_secs = clock.now_secs();
+    let mut report = AckReport::default();
+    for ack in &req.acks {
+        let key = keys::action(cluster, &ack.id);
+        let mut done = false;
+        for _ in 0..8 {
+            let Some(item) = store
+                .get(&key)
+                .await
+                .map_err(ServiceError::port("read action"))?
+                .filter(|i| i.is_live(now_secs))
+            else {
+                report.unknown.push(ack.id.clone());
+                done = true;
+                break;
+            };
+            let mut value: serde_json::Value = codec::from_json(&key.to_string(), &item.body)?;
+            let Some(obj) = value.as_object_mut() else {
+                return Err(ServiceError::Corrupt {
+                    key: key.to_string(),
+                    reason: "action is not a JSON object".into(),
+                });
+            };
+            if obj.contains_key(ACK_FIELD) {
+                report.already += 1;
+                done = true;
+                break;
+            }
+            let record = AckRecord {
+                outcome: ack.outcome,
+                message: ack.message.clone(),
+                at: now_secs,
+            };
+            obj.insert(
+                ACK_FIELD.into(),
+                serde_json::to_value(&record).unwrap_or_default(),
+            );
+            let mut next = item.clone();
+            next.version = item.version + 1;
+            next.body = codec::to_json(&value);
+            match store
+                .write(Write::Put {
+                    item: next,
+                    condition: Condition::Version(item.version),
+                })
+                .await
+            {
+                Ok(()) => {
+                    report.acknowledged += 1;
+                    done = true;
+                    break;
+                }
+                Err(PortError::ConditionFailed(_)) => continue,
+                Err(e) => return Err(ServiceError::port("acknowledge action")(e)),
+            }
+        }
+        if !done {
+            return Err(ServiceError::Port {
+                context: format!("acknowledge action {}", ack.id),
+                source: PortError::Throttled("too much contention".into()),
+            });
+        }
+    }
+    tracing::info!(cluster = %cluster, acknowledged = report.acknowledged, already = report.already, unknown = report.unknown.len(), "actions acknowledged");
+    Ok(report)
+}
+
+#[cfg(test)]
+mod ack_tests {
+    use std::sync::Arc;
+
+    use flotilla_core::reservations::{Action, ActionKind};
+    use flotilla_ports::Clock;
+    use flotilla_sim::{ManualClock, MemStore};
+
+    use super::*;
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime")
+            .block_on(f)
+    }
+
+    fn drain_action(node: &str) -> Action {
+        Action {
+            kind: ActionKind::Drain,
+            node: node.into(),
+            node_claim: None,
+            reservation_id: "cr-1".into(),
+            set_labels: Default::default(),
+            remove_labels: vec![],
+            deadline: 1_800_000_600,
+            reason: "capacity block ends".into(),
+        }
+    }
+
+    #[test]
+    fn acknowledged_actions_leave_the_view_and_are_not_stored_again() {
+        block_on(async {
+            let store = Arc::new(MemStore::new());
+            let clock = Arc::new(ManualClock::at_millis(1_800_000_000_000));
+            let now = clock.now_secs();
+            let actions = [drain_action("a"), drain_action("b")];
+            let n = crate::sweep::store_actions(&store, "demo", &actions, now, 3600)
+                .await
+                .expect("store");
+            assert_eq!(n, 2);
+            let access = Access::default();
+            let caller = Caller { principal: None };
+            let view = cluster_view(&store, &clock, &access, &caller, "demo")
+                .await
+                .expect("view");
+            assert_eq!(view.actions.len(), 2);
+            let id = view.actions[0]["id"].as_str().expect("id").to_string();
+            let body = serde_json::json!({"acks": [
+                {"id": id, "outcome": "done", "message": "drained 3 pods"},
+                {"id": "0123abcd", "outcome": "failed"}
+            ]});
+            let r = acknowledge(
+                &store,
+                &clock,
+                &access,
+                &caller,
+                "demo",
+                body.to_string().as_bytes(),
+            )
+            .await
+            .expect("ack");
+            assert_eq!(r.acknowledged, 1);
+            assert_eq!(r.unknown, vec!["0123abcd".to_string()]);
+            // A retry changes nothing.
+            let r = acknowledge(
+                &store,
+                &clock,
+                &access,
+                &caller,
+                "demo",
+                body.to_string().as_bytes(),
+            )
+            .await
+            .expect("ack again");
+            assert_eq!((r.acknowledged, r.already), (0, 1));
+            let view = cluster_view(&store, &clock, &access, &caller, "demo")
+                .await
+                .expect("view");
+            assert_eq!(view.actions.len(), 1);
+            assert_ne!(view.actions[0]["id"].as_str(), Some(id.as_str()));
+            // The sweep computing the same action again does not revive it.
+            let n = crate::sweep::store_actions(&store, "demo", &actions, now + 60, 3600)
+                .await
+                .expect("store");
+            assert_eq!(n, 0);
+            let view = cluster_view(&store, &clock, &access, &caller, "demo")
+                .await
+                .expect("view");
+            assert_eq!(view.actions.len(), 1);
+        });
+    }
+
+    #[test]
+    fn bad_acknowledgements_name_the_field_and_foreign_callers_are_refused() {
+        let e = parse_acks(br#"{"acks": [{"id": "zz", "outcome": "done"}]}"#).unwrap_err();
+        assert!(e.to_string().contains("acks[0].id"), "{e}");
+        let e = parse_acks(br#"{"acks": [{"id": "ab", "outcome": "maybe"}]}"#).unwrap_err();
+        assert!(e.to_string().contains("acks[0].outcome"), "{e}");
+        let e = parse_acks(br#"{"acks": [], "extra": 1}"#).unwrap_err();
+        assert!(e.to_string().contains("extra"), "{e}");
+        block_on(async {
+            let store = Arc::new(MemStore::new());
+            let clock = Arc::new(ManualClock::at_millis(1_800_000_000_000));
+            let mut access = Access::default();
+            access.clusters.insert(
+                "demo".into(),
+                vec!["arn:aws:sts::1:assumed-role/agent/*".into()],
+            );
+            let other = Caller {
+                principal: Some("arn:aws:sts::1:assumed-role/other/x".into()),
+            };
+            let e = acknowledge(&store, &clock, &access, &other, "demo", br#"{"acks": []}"#)
+                .await
+                .unwrap_err();
+            assert!(matches!(e, ServiceError::Forbidden(_)), "{e}");
+        });
+    }
 }
