@@ -7,6 +7,10 @@
 //! * `demo`    – `flotilla demo` from a release build.
 //! * `catalog` – regenerates the embedded instance-type catalog
 //!   (`shared/core/data/generate_catalog.py`).
+//! * `lambda-build` – `cargo lambda build --release --arm64` of the four
+//!   functions (cargo-lambda and zig from PyPI, into the venv), with sizes.
+//! * `coldstart` – cold start of each function binary against a local
+//!   Runtime API emulator ([`coldstart`]).
 //!
 //! Only `std::process::Command`; every child inherits the environment, with
 //! `CARGO_TARGET_DIR` defaulting to `$HOME/.cache/flotilla/target`.
@@ -20,6 +24,8 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
+mod coldstart;
+
 const USAGE: &str = "\
 usage: cargo xtask <command>
 
@@ -29,6 +35,12 @@ commands:
   catalog   regenerate the embedded instance-type catalog (shared/core/data/generate_catalog.py)
   bench     speed/memory per workload mix, then plan price against the HiGHS lower bound
             (installs highspy into ~/.cache/flotilla/venv); args go to the speed runner
+  lambda-build
+            `cargo lambda build --release --arm64` of the four functions (installs
+            cargo-lambda and zig from PyPI into the venv); prints the bootstrap sizes
+  coldstart [--runs N]
+            cold start (init, first invoke) of each function's release binary against
+            a local Lambda Runtime API emulator and moto; JSON on stdout
 ";
 
 fn main() -> ExitCode {
@@ -38,6 +50,13 @@ fn main() -> ExitCode {
         Some("demo") => demo(&args[1..]),
         Some("catalog") => catalog(&args[1..]),
         Some("bench") => bench(&args[1..]),
+        Some("lambda-build") => lambda_build(&args[1..]),
+        Some("coldstart") => {
+            let venv = venv_with("coldstart", "moto[server]==5.2.5", "moto.server");
+            venv.and_then(|bin| {
+                coldstart::coldstart(&args[1..], &root(), &target_dir(), cargo(), &bin)
+            })
+        }
         Some("-h" | "--help" | "help") => {
             print!("{USAGE}");
             Ok(())
@@ -102,13 +121,13 @@ fn describe(c: &Command) -> String {
     s
 }
 
-fn banner(step: &str) {
+pub(crate) fn banner(step: &str) {
     println!("\n==> {step}");
     let _ = std::io::stdout().flush();
 }
 
 /// Runs `c` with inherited stdio; an error names `step`.
-fn run(step: &str, mut c: Command) -> Result<()> {
+pub(crate) fn run(step: &str, mut c: Command) -> Result<()> {
     banner(step);
     println!("    $ {}", describe(&c));
     let start = Instant::now();
@@ -406,6 +425,61 @@ fn bench(args: &[String]) -> Result<()> {
         let mut q = release_bin("flotilla-bench", "quality");
         q.arg("--python").arg(&python).args(extra);
         run("bench: quality", q)?;
+    }
+    Ok(())
+}
+
+/// The four function packages and their binaries.
+const FUNCTION_PACKAGES: [(&str, &str); 4] = [
+    ("flotilla-fn-intake", "intake"),
+    ("flotilla-fn-schedule", "schedule"),
+    ("flotilla-fn-launch", "launch"),
+    ("flotilla-fn-sweep", "sweep"),
+];
+
+/// `cargo lambda build --release --arm64` of the four functions, as
+/// `sam build` does for each (`BuildMethod: rust-cargolambda`).
+fn lambda_build(args: &[String]) -> Result<()> {
+    let venv = cache_dir().join("venv").join("bin");
+    if !venv.join("cargo-lambda").exists() || !probe(venv.join("python"), ["-c", "import ziglang"])
+    {
+        venv_with("lambda-build", "pip", "pip")?;
+        let mut pip = Command::new(venv.join("python"));
+        pip.args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "cargo-lambda",
+            "ziglang",
+        ]);
+        run("lambda-build: pip install cargo-lambda ziglang", pip)?;
+    }
+    // cargo-lambda finds zig (python -m ziglang) and itself on PATH.
+    let path = env::join_paths(
+        std::iter::once(venv.clone())
+            .chain(env::split_paths(&env::var_os("PATH").unwrap_or_default())),
+    )
+    .context("PATH")?;
+    let mut c = cargo();
+    c.env("PATH", path)
+        .args(["lambda", "build", "--release", "--arm64"]);
+    for (package, _) in FUNCTION_PACKAGES {
+        c.args(["-p", package]);
+    }
+    c.args(args);
+    run("lambda-build", c)?;
+    for (_, bin) in FUNCTION_PACKAGES {
+        let bootstrap = target_dir().join("lambda").join(bin).join("bootstrap");
+        let bytes = std::fs::metadata(&bootstrap)
+            .with_context(|| format!("{} missing after the build", bootstrap.display()))?
+            .len();
+        println!(
+            "    {bin}: {} ({:.1} MiB)",
+            bootstrap.display(),
+            bytes as f64 / 1048576.0
+        );
     }
     Ok(())
 }
