@@ -192,6 +192,19 @@ impl Resources {
         bits
     }
 
+    /// `self.plus(extra).fits_in(capacity)` without building the sum.
+    #[inline]
+    pub fn fits_in_with(&self, extra: &Resources, capacity: &Resources) -> bool {
+        if self.other.is_some() || extra.other.is_some() {
+            return self.plus(extra).fits_in(capacity);
+        }
+        self.known
+            .iter()
+            .zip(&extra.known)
+            .zip(&capacity.known)
+            .all(|((a, b), c)| *a + *b <= *c)
+    }
+
     /// True when every requested quantity is within `capacity`.
     #[inline]
     pub fn fits_in(&self, capacity: &Resources) -> bool {

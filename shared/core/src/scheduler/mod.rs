@@ -118,6 +118,65 @@ struct Claim {
     /// reserved offering (the RFC's rule); one that is not in a
     /// reservation never takes a reserved offering.
     reservation: Option<u32>,
+    /// Bumped by every pod that joins (see `JoinMemo`).
+    version: u32,
+    /// The last `may_join_cheaply` question for this NodeClaim, and its
+    /// answer.
+    memo: Option<JoinMemo>,
+    memo_yes: bool,
+    /// Whether the requirements pin the NodeClaim to one zone.
+    zone_pin: ZonePin,
+}
+
+/// A NodeClaim's zone requirement, for the spread pre-check in `Run::add`.
+#[derive(Clone, Copy)]
+enum ZonePin {
+    /// Not pinned to one zone.
+    Free,
+    /// Pinned to the zone of this bit of the catalog's zone list.
+    Bit(u64),
+    /// Pinned to a zone outside the first 64 of the list.
+    Other,
+}
+
+impl ZonePin {
+    fn of(reqs: &Requirements, zones: &[String]) -> ZonePin {
+        let Some(z) = reqs.get(labels::ZONE) else {
+            return ZonePin::Free;
+        };
+        if z.is_complement() || z.values().len() != 1 {
+            return ZonePin::Free;
+        }
+        let Some(v) = z.values().iter().next() else {
+            return ZonePin::Free;
+        };
+        match zones.iter().position(|x| x == v) {
+            Some(i) if i < 64 => ZonePin::Bit(1 << i),
+            _ => ZonePin::Other,
+        }
+    }
+}
+
+impl Claim {
+    fn memo_answer(&self) -> Option<(JoinMemo, bool)> {
+        self.memo.map(|m| (m, self.memo_yes))
+    }
+}
+
+/// A `Run::may_join_cheaply` answer and everything it depends on: the
+/// pod's size class (its requests, NodePools and types), the solo price,
+/// the NodeClaim's version, the pods of the size class still waiting, and
+/// the run's offering epoch (reservations running out change prices).
+/// Consecutive pods are mostly of one size (they are sorted by size), so
+/// one entry per NodeClaim spares pods that may not use the placement
+/// hints (topology spread) re-walking every NodeClaim's type list.
+#[derive(Clone, Copy, PartialEq)]
+struct JoinMemo {
+    size: usize,
+    solo: Option<u64>,
+    version: u32,
+    size_left: usize,
+    epoch: u32,
 }
 
 /// The outcome of trying one placement: the new requirements and types.
@@ -159,6 +218,50 @@ struct Run<'a> {
     slot_cache: std::cell::RefCell<std::collections::HashMap<(usize, usize), Option<f64>>>,
     /// Capacity reservations (indexed like `ClusterState::capacity_reservations`).
     res: Reservations<'a>,
+    /// Class of each pod by its requests alone, and per class the
+    /// NodeClaims that may still have room for such a pod (see `Roomy`).
+    req_class: Vec<usize>,
+    roomy: Vec<Roomy>,
+    /// Bumped when a reservation runs out (see `JoinMemo`).
+    epoch: u32,
+}
+
+/// NodeClaims (ascending) not yet known to be too full for pods of one
+/// request vector. A NodeClaim's requests only grow and its largest
+/// allocatable only shrinks, so one found too full stays too full: it is
+/// marked dead and skipped from then on (compacted when half are dead).
+#[derive(Default)]
+struct Roomy {
+    list: Vec<u32>,
+    dead: Vec<bool>,
+    n_dead: usize,
+    /// NodeClaims `0..synced` are in `list` (or were dropped as full).
+    synced: usize,
+}
+
+impl Roomy {
+    fn sync(&mut self, claims: usize) {
+        for c in self.synced..claims {
+            self.list.push(c as u32);
+            self.dead.push(false);
+        }
+        self.synced = self.synced.max(claims);
+    }
+
+    fn kill(&mut self, k: usize) {
+        self.dead[k] = true;
+        self.n_dead += 1;
+    }
+
+    fn compact(&mut self) {
+        if self.n_dead * 2 <= self.list.len() {
+            return;
+        }
+        let mut dead = self.dead.iter();
+        self.list.retain(|_| dead.next() == Some(&false));
+        self.dead = vec![false; self.list.len()];
+        self.n_dead = 0;
+    }
 }
 
 /// Reservation bookkeeping: O(1) per NodeClaim; an exhausted reservation
@@ -194,6 +297,19 @@ fn size_classes(pods: &[Pod], volume: &[Requirements]) -> (Vec<usize>, usize) {
             );
             let n = ids.len();
             *ids.entry(key).or_insert(n)
+        })
+        .collect();
+    (out, ids.len())
+}
+
+/// Groups pods by their requests alone; see `Run::roomy`.
+fn request_classes(pods: &[Pod]) -> (Vec<usize>, usize) {
+    let mut ids: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let out = pods
+        .iter()
+        .map(|p| {
+            let n = ids.len();
+            *ids.entry(format!("{:?}", p.requests)).or_insert(n)
         })
         .collect();
     (out, ids.len())
@@ -327,6 +443,7 @@ pub fn schedule(state: &ClusterState, catalog: &Catalog, opts: &SchedulerOptions
     let (shape, n_shapes) = shapes(pods, &volume);
     let shape_of = shape;
     let (size, n_sizes) = size_classes(pods, &volume);
+    let (req_class, n_req_classes) = request_classes(pods);
     let mut run = Run {
         pools,
         pods,
@@ -353,6 +470,9 @@ pub fn schedule(state: &ClusterState, catalog: &Catalog, opts: &SchedulerOptions
         slot_cache: Default::default(),
         no_type_reasons: Default::default(),
         res,
+        req_class,
+        roomy: (0..n_req_classes).map(|_| Roomy::default()).collect(),
+        epoch: 0,
     };
 
     // Largest first: cpu, then memory, then name for a total order.
@@ -563,29 +683,73 @@ impl<'a> Run<'a> {
         let zones_admitted = self
             .topology
             .spread_admits(pod, &groups, &pod_reqs, labels::ZONE);
-        for c in first..self.claims.len() {
-            if !self.may_join_cheaply(c, p, &pod_reqs, solo) {
+        // Every pool carries the catalog's zone list: one bit per zone.
+        let admitted_bits = match (&zones_admitted, self.pools.first()) {
+            (Some(ok), Some(pool)) => pool
+                .zones
+                .iter()
+                .enumerate()
+                .take(64)
+                .filter(|(_, z)| ok.contains(*z))
+                .fold(0u64, |m, (i, _)| m | 1 << i),
+            _ => 0,
+        };
+        let cls = self.req_class[p];
+        let mut roomy = std::mem::take(&mut self.roomy[cls]);
+        roomy.sync(self.claims.len());
+        let start = roomy.list.partition_point(|&c| (c as usize) < first);
+        let mut joined = None;
+        for k in start..roomy.list.len() {
+            if roomy.dead[k] {
+                continue;
+            }
+            let c = roomy.list[k] as usize;
+            let claim = &self.claims[c];
+            if !claim
+                .requests
+                .fits_in_with(&pod.requests, &claim.max_allocatable)
+            {
+                roomy.kill(k);
                 continue;
             }
             if let Some(ok) = &zones_admitted {
-                let pinned = self.claims[c].requirements.get(labels::ZONE).and_then(|z| {
-                    (!z.is_complement() && z.values().len() == 1)
-                        .then(|| z.values().iter().next())
-                        .flatten()
-                });
-                if pinned.is_some_and(|z| !ok.contains(z)) {
-                    continue;
+                match self.claims[c].zone_pin {
+                    ZonePin::Free => {}
+                    ZonePin::Bit(b) => {
+                        if admitted_bits & b == 0 {
+                            continue;
+                        }
+                    }
+                    ZonePin::Other => {
+                        let pinned = self.claims[c].requirements.get(labels::ZONE).and_then(|z| {
+                            (!z.is_complement() && z.values().len() == 1)
+                                .then(|| z.values().iter().next())
+                                .flatten()
+                        });
+                        if pinned.is_some_and(|z| !ok.contains(z)) {
+                            continue;
+                        }
+                    }
                 }
+            }
+            if !self.may_join_memo(c, p, &pod_reqs, solo, r) {
+                continue;
             }
             if let Ok(fit) = self.try_claim(c, p, &pod_reqs, &groups) {
                 if self.joins_cheaply(c, p, &pod_reqs, &fit, solo) {
-                    self.commit(c, p, fit);
-                    if let Some(s) = shape {
-                        self.claim_hint[s] = c;
-                    }
-                    return Ok(());
+                    joined = Some((c, fit));
+                    break;
                 }
             }
+        }
+        roomy.compact();
+        self.roomy[cls] = roomy;
+        if let Some((c, fit)) = joined {
+            self.commit(c, p, fit);
+            if let Some(s) = shape {
+                self.claim_hint[s] = c;
+            }
+            return Ok(());
         }
         if let Some(s) = shape {
             self.claim_hint[s] = self.claims.len();
@@ -639,6 +803,7 @@ impl<'a> Run<'a> {
         self.no_type_reasons.borrow_mut().clear();
         self.slot_cache.borrow_mut().clear();
         self.solo_cache.iter_mut().for_each(|c| *c = None);
+        self.epoch = self.epoch.wrapping_add(1);
     }
 
     /// Adds to a NodePool's reason the used-up reservations that are why
@@ -743,6 +908,51 @@ impl<'a> Run<'a> {
         fit.types
             .first()
             .is_none_or(|&after| self.growth_pays(c, p, pod_reqs, after, solo))
+    }
+
+    /// [`Self::may_join_cheaply`], remembered per NodeClaim (see `JoinMemo`;
+    /// relaxed pods are not remembered).
+    fn may_join_memo(
+        &mut self,
+        c: usize,
+        p: usize,
+        pod_reqs: &Requirements,
+        solo: Option<f64>,
+        r: &Relaxation,
+    ) -> bool {
+        if *r != Relaxation::default() {
+            return self.may_join_cheaply(c, p, pod_reqs, solo);
+        }
+        let size = self.size[p];
+        let claim = &self.claims[c];
+        let key = JoinMemo {
+            size,
+            solo: solo.map(f64::to_bits),
+            version: claim.version,
+            size_left: if claim.size == Some(size) {
+                self.size_left[size]
+            } else {
+                usize::MAX
+            },
+            epoch: self.epoch,
+        };
+        if let Some((memo, answer)) = claim.memo_answer() {
+            // Fewer pods of the size waiting only makes growth pay less, so
+            // a "no" stands as `size_left` falls.
+            let same = JoinMemo {
+                size_left: key.size_left,
+                ..memo
+            } == key;
+            if same
+                && (memo.size_left == key.size_left || (!answer && key.size_left < memo.size_left))
+            {
+                return answer;
+            }
+        }
+        let answer = self.may_join_cheaply(c, p, pod_reqs, solo);
+        self.claims[c].memo = Some(key);
+        self.claims[c].memo_yes = answer;
+        answer
     }
 
     /// A cheap necessary condition for [`Self::joins_cheaply`] using
@@ -1027,6 +1237,10 @@ impl<'a> Run<'a> {
             size: None,
             used: false,
             reservation,
+            version: 0,
+            memo: None,
+            memo_yes: false,
+            zone_pin: ZonePin::Free,
         };
         Ok((
             claim,
@@ -1154,11 +1368,13 @@ impl<'a> Run<'a> {
             Some(size)
         };
         claim.used = true;
+        claim.version = claim.version.wrapping_add(1);
         let pool = &self.pools[claim.pool];
         if claim.pods.is_empty() {
             *self.claim_counter.entry(claim.pool).or_default() += 1;
         }
         claim.requirements = fit.requirements;
+        claim.zone_pin = ZonePin::of(&claim.requirements, &pool.zones);
         let types_changed = fit.types.len() != claim.types.len();
         let old_types = std::mem::replace(&mut claim.types, fit.types);
         claim.requests.add_assign(&pod.requests);

@@ -105,6 +105,11 @@ pub struct Topology {
     universe: BTreeMap<String, BTreeSet<String>>,
     /// Whether any group or inverse group exists (fast path).
     active: bool,
+    /// Groups by one `matchLabels` pair of their selector (a pod can only be
+    /// selected by the groups under its own labels), and the groups whose
+    /// selector has no `matchLabels`: `record` looks at these only.
+    by_label: HashMap<String, HashMap<String, Vec<usize>>>,
+    unindexed: Vec<usize>,
 }
 
 /// Domain values of a node for a key (hostname is the node name).
@@ -185,6 +190,18 @@ impl Topology {
                         }
                     }
                 }
+            }
+        }
+        for (gi, g) in t.groups.iter().enumerate() {
+            match g.id.selector.match_labels.iter().next() {
+                Some((k, v)) => t
+                    .by_label
+                    .entry(k.clone())
+                    .or_default()
+                    .entry(v.clone())
+                    .or_default()
+                    .push(gi),
+                None => t.unindexed.push(gi),
             }
         }
         t.active = !t.groups.is_empty() || !t.inverse.is_empty();
@@ -408,7 +425,15 @@ impl Topology {
         if !self.active {
             return;
         }
-        for g in self.groups.iter_mut() {
+        let by_label = &self.by_label;
+        let candidates = self.unindexed.iter().chain(
+            pod.labels
+                .iter()
+                .filter_map(|(k, v)| by_label.get(k).and_then(|m| m.get(v)))
+                .flatten(),
+        );
+        for &gi in candidates {
+            let g = &mut self.groups[gi];
             if !g.selects(&pod.namespace, &pod.labels) {
                 continue;
             }
