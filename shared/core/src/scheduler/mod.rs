@@ -19,6 +19,7 @@
 mod pod_view;
 mod pools;
 mod topology;
+mod typeset;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -36,6 +37,7 @@ pub use pod_view::Relaxation;
 pub use pools::{daemon_overhead, overlay_adjusted_price, overlays_by_weight};
 use pools::{labels_satisfy, Pool, PoolOffering};
 use topology::{Kind, PodGroups, Topology};
+use typeset::TypeSet;
 
 /// Relative slack of the cost rule (see `Run::growth_pays`).
 const COST_TOLERANCE: f64 = 1.02;
@@ -99,8 +101,8 @@ struct Claim {
     pool: usize,
     name: String,
     requirements: Requirements,
-    /// Indices into the pool's types that can still hold every pod.
-    types: Vec<usize>,
+    /// The pool's types that can still hold every pod.
+    types: TypeSet,
     requests: Resources,
     pods: Vec<usize>,
     host_ports: BTreeSet<(String, i32)>,
@@ -182,7 +184,7 @@ struct JoinMemo {
 /// The outcome of trying one placement: the new requirements and types.
 struct Fit {
     requirements: Requirements,
-    types: Vec<usize>,
+    types: TypeSet,
 }
 
 struct Run<'a> {
@@ -907,7 +909,7 @@ impl<'a> Run<'a> {
     ) -> bool {
         fit.types
             .first()
-            .is_none_or(|&after| self.growth_pays(c, p, pod_reqs, after, solo))
+            .is_none_or(|after| self.growth_pays(c, p, pod_reqs, after, solo))
     }
 
     /// [`Self::may_join_cheaply`], remembered per NodeClaim (see `JoinMemo`;
@@ -971,14 +973,14 @@ impl<'a> Run<'a> {
             return false;
         }
         let pool = &self.pools[claim.pool];
-        let (Some(&before), Some(solo)) = (claim.types.first(), solo) else {
+        let (Some(before), Some(solo)) = (claim.types.first(), solo) else {
             return true;
         };
         // Types are sorted by price: past the step the plain cost rule
         // allows, only the look-ahead rule (same size class) can still pass.
         let cheap_limit = pool.types[before].price + solo * COST_TOLERANCE;
         let look_ahead = claim.size == Some(self.size[p]);
-        for &t in &claim.types {
+        for t in claim.types.iter() {
             if !look_ahead && pool.types[t].price > cheap_limit {
                 return false;
             }
@@ -1008,7 +1010,7 @@ impl<'a> Run<'a> {
     ) -> bool {
         let claim = &self.claims[c];
         let pool = &self.pools[claim.pool];
-        let Some(&before) = claim.types.first() else {
+        let Some(before) = claim.types.first() else {
             return true;
         };
         let Some(solo) = solo else { return true };
@@ -1126,18 +1128,12 @@ impl<'a> Run<'a> {
         }
         let narrowed = merged != claim.requirements;
         let filter = pool.filter(&merged).holding(claim.reservation);
-        let types: Vec<usize> = claim
-            .types
-            .iter()
-            .copied()
-            .filter(|&t| {
-                let ty = &pool.types[t];
-                requests.fits_in(&ty.allocatable)
-                    && (!narrowed
-                        || (ty.requirements.intersects(&merged).is_ok()
-                            && ty.has_offering(&filter)))
-            })
-            .collect();
+        let types = claim.types.filter(|t| {
+            let ty = &pool.types[t];
+            requests.fits_in(&ty.allocatable)
+                && (!narrowed
+                    || (ty.requirements.intersects(&merged).is_ok() && ty.has_offering(&filter)))
+        });
         if types.is_empty() {
             return Err("no instance type fits".into());
         }
@@ -1228,7 +1224,7 @@ impl<'a> Run<'a> {
             pool: pi,
             name: claim_name,
             requirements: reqs,
-            types: vec![],
+            types: TypeSet::default(),
             requests: pool.daemon_overhead.clone(),
             pods: vec![],
             host_ports: BTreeSet::new(),
@@ -1246,7 +1242,7 @@ impl<'a> Run<'a> {
             claim,
             Fit {
                 requirements: merged,
-                types,
+                types: TypeSet::from_indices(types, pool.types.len()),
             },
         ))
     }
@@ -1385,22 +1381,16 @@ impl<'a> Run<'a> {
         let dropped_held_max = types_changed
             && (claim.max_allocatable.is_zero() || {
                 let (mut lost_a, mut lost_c) = (0u32, 0u32);
-                // Both lists are in pool order: walk them together.
-                let mut kept = claim.types.iter().peekable();
-                for t in &old_types {
-                    if kept.peek() == Some(&t) {
-                        kept.next();
-                        continue;
-                    }
-                    lost_a |= pool.types[*t].allocatable.attains(&claim.max_allocatable);
-                    lost_c |= pool.types[*t].capacity.attains(&claim.max_capacity);
+                for t in old_types.iter().filter(|&t| !claim.types.contains(t)) {
+                    lost_a |= pool.types[t].allocatable.attains(&claim.max_allocatable);
+                    lost_c |= pool.types[t].capacity.attains(&claim.max_capacity);
                 }
                 // Another other-resource component may tie: recompute then.
                 let other = 1u32 << crate::resources::KNOWN.len();
                 if (lost_a | lost_c) & other != 0 {
                     true
                 } else {
-                    for &t in &claim.types {
+                    for t in claim.types.iter() {
                         if lost_a == 0 && lost_c == 0 {
                             break;
                         }
@@ -1413,7 +1403,7 @@ impl<'a> Run<'a> {
         if dropped_held_max {
             let mut max_a = Resources::new();
             let mut max_c = Resources::new();
-            for &t in &claim.types {
+            for t in claim.types.iter() {
                 max_a.max_assign(&pool.types[t].allocatable);
                 max_c.max_assign(&pool.types[t].capacity);
             }
@@ -1589,7 +1579,7 @@ struct OfferSummary {
     preferred: Option<(usize, usize)>,
 }
 
-type OfferKey = (usize, Option<u32>, Requirements, Vec<usize>);
+type OfferKey = (usize, Option<u32>, Requirements, TypeSet);
 
 #[derive(Default)]
 struct TypeLists(std::collections::HashMap<OfferKey, std::rc::Rc<OfferSummary>>);
@@ -1626,7 +1616,7 @@ fn offer_summary(claim: &Claim, pool: &Pool, lists: &mut TypeLists) -> std::rc::
     let mut odd_zones: BTreeSet<&str> = BTreeSet::new();
     let mut capacity_types = BTreeSet::new();
     let mut preferred: Option<(usize, usize)> = None;
-    for &t in &claim.types {
+    for t in claim.types.iter() {
         let ty = &pool.types[t];
         let mut cheapest = f64::INFINITY;
         for (oi, o) in ty.offerings.iter().enumerate() {

@@ -1,0 +1,93 @@
+//! A NodeClaim's remaining instance types as a bit set over its pool's
+//! types. Pool types are sorted by price, so ascending iteration is cheapest
+//! first. A set takes a bit per pool type (about 170 bytes for a full
+//! regional catalog) where a list of indices took 8 bytes per type still
+//! kept: with thousands of NodeClaims holding hundreds of types each, that
+//! list was most of the scheduler's memory.
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct TypeSet {
+    words: Box<[u64]>,
+    len: u32,
+}
+
+impl TypeSet {
+    /// The set of `types` (indices below `n`).
+    pub fn from_indices(types: impl IntoIterator<Item = usize>, n: usize) -> TypeSet {
+        let mut words = vec![0u64; n.div_ceil(64)].into_boxed_slice();
+        let mut len = 0;
+        for t in types {
+            let (w, b) = (t / 64, 1u64 << (t % 64));
+            if words[w] & b == 0 {
+                words[w] |= b;
+                len += 1;
+            }
+        }
+        TypeSet { words, len }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn contains(&self, t: usize) -> bool {
+        self.words
+            .get(t / 64)
+            .is_some_and(|w| w & (1u64 << (t % 64)) != 0)
+    }
+
+    /// Ascending (cheapest first).
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.words.iter().enumerate().flat_map(|(i, &w)| {
+            let mut w = w;
+            std::iter::from_fn(move || {
+                if w == 0 {
+                    return None;
+                }
+                let b = w.trailing_zeros() as usize;
+                w &= w - 1;
+                Some(i * 64 + b)
+            })
+        })
+    }
+
+    pub fn first(&self) -> Option<usize> {
+        self.iter().next()
+    }
+
+    /// The members for which `keep` holds.
+    pub fn filter(&self, mut keep: impl FnMut(usize) -> bool) -> TypeSet {
+        let mut words = vec![0u64; self.words.len()].into_boxed_slice();
+        let mut len = 0;
+        for t in self.iter() {
+            if keep(t) {
+                words[t / 64] |= 1u64 << (t % 64);
+                len += 1;
+            }
+        }
+        TypeSet { words, len }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iterates_in_order_and_filters() {
+        let s = TypeSet::from_indices([3, 64, 0, 130, 3], 131);
+        assert_eq!(s.iter().collect::<Vec<_>>(), vec![0, 3, 64, 130]);
+        assert_eq!(s.len(), 4);
+        assert_eq!(s.first(), Some(0));
+        assert!(s.contains(64) && !s.contains(65) && !s.contains(1000));
+        let f = s.filter(|t| t % 2 == 0);
+        assert_eq!(f.iter().collect::<Vec<_>>(), vec![0, 64, 130]);
+        assert_eq!(f.len(), 3);
+        assert!(TypeSet::default().is_empty());
+        assert_eq!(TypeSet::default().first(), None);
+    }
+}
