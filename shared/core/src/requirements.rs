@@ -503,6 +503,16 @@ impl Requirements {
 
     /// Karpenter's `Intersects`: shared keys must have a common value, unless
     /// both sides are negative (NotIn/DoesNotExist).
+    /// `self.intersects(incoming).is_ok()` without building the error.
+    pub fn intersects_ok(&self, incoming: &Requirements) -> bool {
+        let neg = |o: Operator| matches!(o, Operator::NotIn | Operator::DoesNotExist);
+        incoming.reqs.iter().all(|(key, inc)| {
+            self.reqs
+                .get(key)
+                .is_none_or(|ex| ex.intersects(inc) || (neg(inc.operator()) && neg(ex.operator())))
+        })
+    }
+
     pub fn intersects(&self, incoming: &Requirements) -> Result<(), Incompatibility> {
         // Iterate the smaller map, probe the larger.
         for (key, inc) in incoming.reqs.iter() {
@@ -527,6 +537,15 @@ impl Requirements {
     /// Karpenter's `Compatible` with well-known labels allowed undefined:
     /// `self` is the node side (NodePool + instance type), `incoming` the
     /// pod side.
+    /// `self.compatible(incoming).is_ok()` without building the error.
+    pub fn compatible_ok(&self, incoming: &Requirements) -> bool {
+        incoming.reqs.iter().all(|(key, inc)| {
+            self.reqs.contains_key(key)
+                || matches!(inc.operator(), Operator::NotIn | Operator::DoesNotExist)
+                || labels::is_well_known(key)
+        }) && self.intersects_ok(incoming)
+    }
+
     pub fn compatible(&self, incoming: &Requirements) -> Result<(), Incompatibility> {
         for (key, inc) in incoming.reqs.iter() {
             if self.reqs.contains_key(key) {
@@ -749,6 +768,18 @@ mod tests {
                 prop_assert_eq!(i.has(v), a.has(v) && b.has(v), "value {} a={} b={} i={}", v, a, b, i);
             }
             prop_assert_eq!(a.intersection(&b).has("2"), b.intersection(&a).has("2"));
+        }
+
+        /// The boolean forms agree with the ones that explain.
+        #[test]
+        fn ok_forms_agree(a in arb_req(), b in arb_req(), c in arb_req()) {
+            let x = Requirements::from_iter_reqs([a.clone()]);
+            let mut y = Requirements::from_iter_reqs([b]);
+            y.add(c);
+            prop_assert_eq!(x.intersects_ok(&y), x.intersects(&y).is_ok());
+            prop_assert_eq!(y.intersects_ok(&x), y.intersects(&x).is_ok());
+            prop_assert_eq!(x.compatible_ok(&y), x.compatible(&y).is_ok());
+            prop_assert_eq!(y.compatible_ok(&x), y.compatible(&x).is_ok());
         }
 
         /// intersects() agrees with a non-empty intersection on concrete sets.

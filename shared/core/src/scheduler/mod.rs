@@ -822,7 +822,7 @@ impl<'a> Run<'a> {
         reason: String,
     ) -> String {
         let pool = &self.pools[pi];
-        if pool.reservations.is_empty() || pool.requirements.compatible(pod_reqs).is_err() {
+        if pool.reservations.is_empty() || !pool.requirements.compatible_ok(pod_reqs) {
             return reason;
         }
         let merged = pool.requirements.intersection(pod_reqs);
@@ -843,7 +843,7 @@ impl<'a> Run<'a> {
                     opi == pi
                         && held.allows(&ty.offerings[oi])
                         && requests.fits_in(&ty.allocatable)
-                        && ty.requirements.intersects(&merged).is_ok()
+                        && ty.requirements.intersects_ok(&merged)
                 })
             })
             .map(|r| {
@@ -873,23 +873,18 @@ impl<'a> Run<'a> {
     /// it; topology is ignored, so this is an estimate for the cost rule.
     fn solo_price(&self, p: usize, pod_reqs: &Requirements) -> Option<f64> {
         let pod = &self.pods[p];
-        self.pools.iter().find_map(|pool| {
+        self.pools.iter().enumerate().find_map(|(pi, pool)| {
             if untolerated(&pool.taints, &pod.tolerations).is_some()
-                || pool.requirements.compatible(pod_reqs).is_err()
+                || !pool.requirements.compatible_ok(pod_reqs)
             {
                 return None;
             }
-            let mut reqs = pool.requirements.clone();
-            reqs.add_all(pod_reqs);
+            let reqs = pool.requirements.intersection(pod_reqs);
             let need = pool.daemon_overhead.plus(&pod.requests);
-            let filter = pool.filter(&reqs);
-            pool.types
+            self.compatible_types(pi, &reqs)
                 .iter()
-                .find(|t| {
-                    need.fits_in(&t.allocatable)
-                        && t.requirements.intersects(&reqs).is_ok()
-                        && t.has_offering(&filter)
-                })
+                .map(|&t| &pool.types[t])
+                .find(|t| need.fits_in(&t.allocatable))
                 .map(|t| t.price)
         })
     }
@@ -1115,10 +1110,10 @@ impl<'a> Run<'a> {
         {
             return Err("host port conflict".into());
         }
-        claim
-            .requirements
-            .compatible(pod_reqs)
-            .map_err(|e| e.to_string())?;
+        // (Callers only ask whether it fits: no message is built.)
+        if !claim.requirements.compatible_ok(pod_reqs) {
+            return Err("incompatible requirements".into());
+        }
         let mut merged = claim.requirements.intersection(pod_reqs);
         if self.topology.is_active() {
             merged = self
@@ -1132,7 +1127,7 @@ impl<'a> Run<'a> {
             let ty = &pool.types[t];
             requests.fits_in(&ty.allocatable)
                 && (!narrowed
-                    || (ty.requirements.intersects(&merged).is_ok() && ty.has_offering(&filter)))
+                    || (ty.requirements.intersects_ok(&merged) && ty.has_offering(&filter)))
         });
         if types.is_empty() {
             return Err("no instance type fits".into());
@@ -1336,7 +1331,7 @@ impl<'a> Run<'a> {
             .types
             .iter()
             .enumerate()
-            .filter(|(_, t)| t.requirements.intersects(&key).is_ok() && t.has_offering(&filter))
+            .filter(|(_, t)| t.requirements.intersects_ok(&key) && t.has_offering(&filter))
             .map(|(i, _)| i)
             .collect();
         let v = std::rc::Rc::new(v);
@@ -1427,7 +1422,7 @@ impl<'a> Run<'a> {
             let any = pool
                 .types
                 .iter()
-                .any(|t| t.requirements.intersects(&single).is_ok() && t.has_offering(&filter));
+                .any(|t| t.requirements.intersects_ok(&single) && t.has_offering(&filter));
             if !any {
                 return format!("no instance type in NodePool {name:?} satisfies {r}");
             }
@@ -1471,7 +1466,7 @@ impl<'a> Run<'a> {
     }
 
     fn into_plan(
-        self,
+        mut self,
         failed: Vec<usize>,
         errors: Vec<Option<String>>,
         warnings: Vec<String>,
@@ -1480,9 +1475,11 @@ impl<'a> Run<'a> {
         let mut node_claims = Vec::with_capacity(self.claims.len());
         let mut hourly = 0.0;
         let mut lists = TypeLists::default();
-        for claim in &self.claims {
+        // Each NodeClaim is dropped once written out: the plan and the
+        // run's bookkeeping never both exist in full (peak memory).
+        for claim in std::mem::take(&mut self.claims) {
             let pool = &self.pools[claim.pool];
-            let plan = claim_plan(claim, pool, pods, &mut lists);
+            let plan = claim_plan(&claim, pool, pods, &mut lists);
             hourly += plan.price.min;
             node_claims.push(plan);
         }

@@ -334,7 +334,7 @@ pub fn build<'a>(
             for entry in &catalog.entries {
                 let info = &entry.info;
                 let static_reqs = info.requirements();
-                if requirements.intersects(&static_reqs).is_err() {
+                if !requirements.intersects_ok(&static_reqs) {
                     continue;
                 }
                 let type_labels: BTreeMap<String, String> = info
