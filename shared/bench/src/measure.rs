@@ -55,3 +55,60 @@ pub fn run(mix: &str, state: &ClusterState, catalog: &Catalog) -> (RunFigures, P
     };
     (figures, plan)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{baseline, mixes};
+    use std::collections::BTreeMap;
+
+    /// Consolidation (the scheduler's repack) keeps plans valid and makes
+    /// the resource-only mixes cheaper than the online pass alone was.
+    #[test]
+    fn consolidated_plans_are_valid_and_cheaper() {
+        let catalog = Catalog::embedded("us-west-2").expect("embedded catalog");
+        // Prices of the online pass alone (before consolidation), seed 1.
+        for (mix, before) in [("mixed", 2.41346), ("existing-nodes", 0.90545)] {
+            let state = mixes::build(mix, 500, 1).expect("mix");
+            let (fig, plan) = run(mix, &state, &catalog);
+            assert_eq!(fig.scheduled, 500, "{mix}");
+            assert!(
+                fig.hourly_price < before - 0.01,
+                "{mix}: {}",
+                fig.hourly_price
+            );
+            assert!(
+                fig.hourly_price <= baseline::plan(&state, &catalog).hourly_price,
+                "{mix}"
+            );
+            let requests: BTreeMap<String, &flotilla_core::Resources> = state
+                .pending_pods
+                .iter()
+                .map(|p| (p.key(), &p.requests))
+                .collect();
+            let mut seen = 0;
+            for c in &plan.node_claims {
+                let mut sum = flotilla_core::Resources::new();
+                for p in &c.pods {
+                    sum.add_assign(requests[p]);
+                }
+                seen += c.pods.len();
+                // The daemonset (100m, 128Mi) is part of the requests.
+                assert!(sum.fits_in(&c.resources.requests), "{mix} {}", c.name);
+                assert!(
+                    c.resources.requests.fits_in(&c.resources.allocatable),
+                    "{mix} {}: {} in {}",
+                    c.name,
+                    c.resources.requests,
+                    c.resources.allocatable
+                );
+                assert!(c.instance_types.contains(&c.price.instance_type));
+            }
+            let names: std::collections::BTreeSet<&str> =
+                plan.node_claims.iter().map(|c| c.name.as_str()).collect();
+            assert_eq!(names.len(), plan.node_claims.len(), "{mix}: names");
+            let on_existing: usize = plan.existing_nodes.iter().map(|e| e.pods.len()).sum();
+            assert_eq!(seen + on_existing, 500, "{mix}");
+        }
+    }
+}

@@ -8,7 +8,9 @@
 //! instance type that can still hold its pods; the launch stage hands that
 //! list to CreateFleet. A pod that fits nowhere has its preferences relaxed
 //! one at a time and goes to the back of the queue; the run ends when a full
-//! pass over the queue makes no progress.
+//! pass over the queue makes no progress. Before the plan is returned,
+//! NodeClaims holding only pods nothing else looks at are packed again with
+//! every pod in view and replaced when that is cheaper (`repack`).
 //!
 //! Differences from Karpenter, on purpose: ties break deterministically
 //! (sorted domains, creation-ordered NodeClaims) so the same input always
@@ -18,6 +20,7 @@
 
 mod pod_view;
 mod pools;
+mod repack;
 mod topology;
 mod typeset;
 
@@ -527,6 +530,7 @@ pub fn schedule(state: &ClusterState, catalog: &Catalog, opts: &SchedulerOptions
         queue = waiting;
     }
 
+    run.repack(!state.overlays.is_empty());
     run.into_plan(queue.into_iter().collect(), errors, warnings)
 }
 

@@ -1,0 +1,422 @@
+//! Consolidation before the plan is returned: NodeClaims whose pods carry
+//! nothing but resource requests and node requirements are packed again,
+//! per (NodePool, requirements), choosing instance types by price per fitted
+//! pod; the new packing replaces the old only when it is cheaper.
+//!
+//! The first pass (`Run::add`) is online: a pod joins the first NodeClaim
+//! that takes it cheaply, and a NodeClaim never gives a pod back, so the
+//! last NodeClaims of every size are under-filled and the type a NodeClaim
+//! ends on is whatever held its first pods. Here every bin is chosen with
+//! all the group's pods in view:
+//!
+//! * each pod class (identical requests) gets a *value*: the best price per
+//!   pod slot any type of the group offers for it (what the pod costs at
+//!   best when packed with its own kind);
+//! * each next node is the type whose first-fit-decreasing fill (largest
+//!   classes first, as many of each as fit) has the lowest price per value
+//!   packed; mixing classes into one node's leftover room lowers the ratio,
+//!   so fills that waste less win;
+//! * a fill is repeated while no type's fill can change (counts only fall),
+//!   so the cost grows with distinct fills, not with pods;
+//! * every node is then right-sized: it keeps every type that holds its
+//!   pods, and its price is the cheapest of them, as for any NodeClaim.
+//!
+//! Only pods whose placement nothing else looks at are moved: no topology
+//! in the run at all (spread, pod (anti-)affinity), no host ports, no
+//! capacity reservation, NodePools without limits (a different packing
+//! charges them differently) and no NodeOverlays (their adjusted prices
+//! order offerings differently from the prices compared here).
+
+use std::collections::BTreeMap;
+
+use crate::labels;
+use crate::requirements::{Requirement, Requirements};
+use crate::resources::Resources;
+
+use super::{Claim, Run, TypeSet, ZonePin};
+
+/// A node of the new packing: its type's fill, as (class, count).
+struct Bin {
+    fill: Vec<(usize, usize)>,
+}
+
+impl Run<'_> {
+    /// See the module documentation.
+    pub(super) fn repack(&mut self, overlays: bool) {
+        if overlays || self.topology.is_active() || self.claims.len() < 2 {
+            return;
+        }
+        // Groups of eligible NodeClaims: (pool, requirements without
+        // hostname) → claim indices, in creation order.
+        let mut index: std::collections::HashMap<(usize, Requirements), usize> = Default::default();
+        let mut groups: Vec<((usize, Requirements), Vec<usize>)> = Vec::new();
+        'claims: for (c, claim) in self.claims.iter().enumerate() {
+            let pool = &self.pools[claim.pool];
+            if claim.reservation.is_some() || pool.remaining.is_some() || claim.pods.is_empty() {
+                continue;
+            }
+            for &p in &claim.pods {
+                let pod = &self.pods[p];
+                if self.shape[p].is_none()
+                    || !pod.host_ports.is_empty()
+                    || !pod.pod_anti_affinity.is_empty()
+                    || !pod.preferred_pod_anti_affinity.is_empty()
+                {
+                    continue 'claims;
+                }
+            }
+            let mut key = claim.requirements.clone();
+            key.remove(labels::HOSTNAME);
+            let g = *index.entry((claim.pool, key.clone())).or_insert_with(|| {
+                groups.push(((claim.pool, key), vec![]));
+                groups.len() - 1
+            });
+            groups[g].1.push(c);
+        }
+        let mut replaced: Vec<(Vec<usize>, Vec<Claim>)> = Vec::new();
+        for ((pi, reqs), members) in groups {
+            if members.len() < 2 {
+                continue;
+            }
+            if let Some(new) = self.repack_group(pi, &reqs, &members) {
+                replaced.push((members, new));
+            }
+        }
+        if replaced.is_empty() {
+            return;
+        }
+        // New NodeClaims take the old ones' places (and names) in creation
+        // order; surplus old ones go, extra new ones come last.
+        let mut slots: Vec<Option<Claim>> = std::mem::take(&mut self.claims)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let mut extra = Vec::new();
+        for (members, new) in replaced {
+            let mut new = new.into_iter();
+            for &c in &members {
+                slots[c] = new.next();
+            }
+            extra.extend(new);
+        }
+        self.claims = slots.into_iter().flatten().chain(extra).collect();
+    }
+
+    /// Packs the pods of `members` again; `Some` with the new NodeClaims
+    /// when they cost less.
+    fn repack_group(
+        &mut self,
+        pi: usize,
+        reqs: &Requirements,
+        members: &[usize],
+    ) -> Option<Vec<Claim>> {
+        let pool = &self.pools[pi];
+        // Pod classes by requests, largest first (as the first pass orders).
+        let mut pods: Vec<usize> = members
+            .iter()
+            .flat_map(|&c| self.claims[c].pods.iter().copied())
+            .collect();
+        pods.sort_unstable();
+        let mut class_of: BTreeMap<usize, usize> = BTreeMap::new();
+        let mut classes: Vec<(Resources, Vec<usize>)> = Vec::new();
+        for &p in &pods {
+            let rc = self.req_class[p];
+            let k = *class_of.entry(rc).or_insert_with(|| {
+                classes.push((self.pods[p].requests.clone(), vec![]));
+                classes.len() - 1
+            });
+            classes[k].1.push(p);
+        }
+        classes.sort_by(|a, b| {
+            b.0.cpu()
+                .cmp(&a.0.cpu())
+                .then_with(|| b.0.memory().cmp(&a.0.memory()))
+                .then_with(|| a.1[0].cmp(&b.1[0]))
+        });
+        // Resource dimensions the pods request.
+        let mut dims: Vec<String> = Vec::new();
+        for (r, _) in &classes {
+            for (name, _) in r.iter() {
+                if !dims.iter().any(|d| d == name) {
+                    dims.push(name.to_string());
+                }
+            }
+        }
+        let need: Vec<Vec<i64>> = classes
+            .iter()
+            .map(|(r, _)| dims.iter().map(|d| r.get(d).millis()).collect())
+            .collect();
+        // Candidate types: room after the daemonset overhead; dominated
+        // types (no cheaper and no larger in any dimension than another)
+        // dropped.
+        let compatible = self.compatible_types(pi, reqs);
+        let mut cands: Vec<(usize, f64, Vec<i64>)> = compatible
+            .iter()
+            .map(|&t| {
+                let ty = &pool.types[t];
+                let room = ty.allocatable.minus(&pool.daemon_overhead);
+                let cap: Vec<i64> = dims.iter().map(|d| room.get(d).millis()).collect();
+                (t, ty.price, cap)
+            })
+            .filter(|(t, _, _)| pool.daemon_overhead.fits_in(&pool.types[*t].allocatable))
+            .collect();
+        let dominated = |a: &(usize, f64, Vec<i64>), b: &(usize, f64, Vec<i64>)| {
+            b.1 <= a.1 && b.2.iter().zip(&a.2).all(|(x, y)| x >= y)
+        };
+        let mut kept: Vec<(usize, f64, Vec<i64>)> = Vec::new();
+        for (i, a) in cands.iter().enumerate() {
+            let beaten = cands
+                .iter()
+                .enumerate()
+                .any(|(j, b)| j != i && dominated(a, b) && (!dominated(b, a) || j < i));
+            if !beaten {
+                kept.push(a.clone());
+            }
+        }
+        cands = kept;
+        let fits = |cap: &[i64], need: &[i64]| -> i64 {
+            cap.iter()
+                .zip(need)
+                .filter(|(_, n)| **n > 0)
+                .map(|(c, n)| (c / n).max(0))
+                .min()
+                .unwrap_or(i64::MAX)
+        };
+        // Value of a pod of each class, three ways (the cheapest packing
+        // wins): the best price per slot any type offers for it; and with
+        // per-dimension unit prices (the cheapest price per unit of each
+        // resource over the types), the largest of its dimensions' costs,
+        // or their sum.
+        let slot: Vec<f64> = need
+            .iter()
+            .map(|n| {
+                cands
+                    .iter()
+                    .filter_map(|(_, price, cap)| {
+                        let k = fits(cap, n);
+                        (k > 0).then(|| price / k as f64)
+                    })
+                    .fold(f64::INFINITY, f64::min)
+            })
+            .collect();
+        if slot.iter().any(|v| !v.is_finite()) {
+            return None;
+        }
+        let unit: Vec<f64> = (0..dims.len())
+            .map(|d| {
+                cands
+                    .iter()
+                    .filter(|(_, _, cap)| cap[d] > 0)
+                    .map(|(_, price, cap)| price / cap[d] as f64)
+                    .fold(f64::INFINITY, f64::min)
+            })
+            .map(|u| if u.is_finite() { u } else { 0.0 })
+            .collect();
+        let by_unit = |n: &Vec<i64>, max: bool| -> f64 {
+            let costs = n.iter().zip(&unit).map(|(q, u)| *q as f64 * u);
+            if max {
+                costs.fold(0.0, f64::max)
+            } else {
+                costs.sum()
+            }
+        };
+        let variants: [Vec<f64>; 3] = [
+            slot,
+            need.iter().map(|n| by_unit(n, true)).collect(),
+            need.iter().map(|n| by_unit(n, false)).collect(),
+        ];
+        let mut best_bins: Option<(f64, Vec<Bin>)> = None;
+        for value in &variants {
+            if value.iter().any(|v| v.is_nan() || *v <= 0.0) {
+                continue;
+            }
+            let Some(bins) = pack(
+                &cands,
+                &need,
+                value,
+                classes.iter().map(|(_, v)| v.len()).collect(),
+                &fits,
+            ) else {
+                continue;
+            };
+            // Price as right-sized below: the cheapest type holding a bin.
+            let cost: f64 = bins
+                .iter()
+                .map(|b| {
+                    let mut room_need = vec![0i64; dims.len()];
+                    for &(k, c) in &b.fill {
+                        for (r, q) in room_need.iter_mut().zip(&need[k]) {
+                            *r += q * c as i64;
+                        }
+                    }
+                    cands
+                        .iter()
+                        .filter(|(_, _, cap)| cap.iter().zip(&room_need).all(|(c, r)| c >= r))
+                        .map(|(_, price, _)| *price)
+                        .fold(f64::INFINITY, f64::min)
+                })
+                .sum();
+            if best_bins.as_ref().is_none_or(|(bc, _)| cost < *bc) {
+                best_bins = Some((cost, bins));
+            }
+        }
+        let (_, bins) = best_bins?;
+        // Right-size every bin and price both packings alike: the cheapest
+        // type that holds a NodeClaim's pods.
+        let old: f64 = members
+            .iter()
+            .filter_map(|&c| self.claims[c].types.first())
+            .map(|t| pool.types[t].price)
+            .sum();
+        // Bins of one fill share their requests, types and maxima.
+        type Sized = std::rc::Rc<(Resources, TypeSet, Resources, Resources)>;
+        let mut by_fill: std::collections::HashMap<&[(usize, usize)], Sized> = Default::default();
+        let mut sized: Vec<Sized> = Vec::with_capacity(bins.len());
+        let mut new_cost = 0.0;
+        for b in &bins {
+            let entry = match by_fill.get(b.fill.as_slice()) {
+                Some(e) => e.clone(),
+                None => {
+                    let mut requests = pool.daemon_overhead.clone();
+                    for &(k, c) in &b.fill {
+                        for _ in 0..c {
+                            requests.add_assign(&classes[k].0);
+                        }
+                    }
+                    let types = TypeSet::from_indices(
+                        compatible
+                            .iter()
+                            .copied()
+                            .filter(|&t| requests.fits_in(&pool.types[t].allocatable)),
+                        pool.types.len(),
+                    );
+                    let mut max_allocatable = Resources::new();
+                    let mut max_capacity = Resources::new();
+                    for t in types.iter() {
+                        max_allocatable.max_assign(&pool.types[t].allocatable);
+                        max_capacity.max_assign(&pool.types[t].capacity);
+                    }
+                    let e = std::rc::Rc::new((requests, types, max_allocatable, max_capacity));
+                    by_fill.insert(b.fill.as_slice(), e.clone());
+                    e
+                }
+            };
+            new_cost += pool.types[entry.1.first()?].price;
+            sized.push(entry);
+        }
+        if new_cost >= old - 1e-9 {
+            return None;
+        }
+        // Build the NodeClaims: the old names first, then new ones.
+        let mut next: Vec<usize> = classes.iter().map(|_| 0).collect();
+        let mut out = Vec::with_capacity(bins.len());
+        for (i, (b, entry)) in bins.iter().zip(sized).enumerate() {
+            let (requests, types, max_allocatable, max_capacity) = (*entry).clone();
+            let name = match members.get(i) {
+                Some(&c) => self.claims[c].name.clone(),
+                None => {
+                    let n = self.claim_counter.entry(pi).or_default();
+                    *n += 1;
+                    format!("{}-{}", pool.np.name, n)
+                }
+            };
+            let mut pods = Vec::new();
+            for &(k, c) in &b.fill {
+                pods.extend_from_slice(&classes[k].1[next[k]..next[k] + c]);
+                next[k] += c;
+            }
+            let mut requirements = reqs.clone();
+            requirements.add(Requirement::in_values(labels::HOSTNAME, [name.as_str()]));
+            out.push(Claim {
+                pool: pi,
+                zone_pin: ZonePin::of(&requirements, &pool.zones),
+                name,
+                requirements,
+                types,
+                requests,
+                pods,
+                host_ports: Default::default(),
+                max_allocatable,
+                max_capacity,
+                size: None,
+                used: true,
+                reservation: None,
+                version: 0,
+                memo: None,
+                memo_yes: false,
+            });
+        }
+        Some(out)
+    }
+}
+
+/// The greedy of [`Run::repack_group`]: nodes chosen one after another by
+/// price per value packed; `None` if some pod fits no candidate. A chosen
+/// fill is repeated for as long as the counts left allow the same fill of
+/// the same type (the other types are compared again when it changes), so
+/// the work grows with distinct fills, not with nodes.
+fn pack(
+    cands: &[(usize, f64, Vec<i64>)],
+    need: &[Vec<i64>],
+    value: &[f64],
+    mut left: Vec<usize>,
+    fits: &dyn Fn(&[i64], &[i64]) -> i64,
+) -> Option<Vec<Bin>> {
+    // First-fit-decreasing fill of one node of `cap`, and its value.
+    let fill = |cap: &[i64], left: &[usize], out: &mut Vec<usize>| -> f64 {
+        let mut room = cap.to_vec();
+        let mut val = 0.0;
+        out.clear();
+        for (k, n) in need.iter().enumerate() {
+            let take = if left[k] == 0 {
+                0
+            } else {
+                fits(&room, n).min(left[k] as i64).max(0) as usize
+            };
+            out.push(take);
+            if take > 0 {
+                for (r, q) in room.iter_mut().zip(n) {
+                    *r -= q * take as i64;
+                }
+                val += take as f64 * value[k];
+            }
+        }
+        val
+    };
+    let mut bins: Vec<Bin> = Vec::new();
+    let mut scratch = Vec::with_capacity(need.len());
+    let mut chosen = Vec::with_capacity(need.len());
+    while left.iter().any(|&n| n > 0) {
+        let mut best: Option<(f64, f64, usize)> = None;
+        for (ti, (_, price, cap)) in cands.iter().enumerate() {
+            let val = fill(cap, &left, &mut scratch);
+            if val <= 0.0 {
+                continue;
+            }
+            let ratio = price / val;
+            if best.is_none_or(|(br, bp, _)| ratio < br || (ratio == br && *price < bp)) {
+                best = Some((ratio, *price, ti));
+                chosen.clone_from(&scratch);
+            }
+        }
+        let (_, _, ti) = best?;
+        loop {
+            bins.push(Bin {
+                fill: chosen
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &c)| c > 0)
+                    .map(|(k, &c)| (k, c))
+                    .collect(),
+            });
+            for (k, &c) in chosen.iter().enumerate() {
+                left[k] -= c;
+            }
+            fill(&cands[ti].2, &left, &mut scratch);
+            if scratch != chosen {
+                break;
+            }
+        }
+    }
+    Some(bins)
+}
