@@ -16,8 +16,14 @@
 //!   classes first, as many of each as fit) has the lowest price per value
 //!   packed; mixing classes into one node's leftover room lowers the ratio,
 //!   so fills that waste less win;
-//! * a fill is repeated while no type's fill can change (counts only fall),
-//!   so the cost grows with distinct fills, not with pods;
+//! * a fill is repeated while the counts left allow the same fill of the
+//!   same type, so the cost grows with distinct fills, not with pods;
+//! * three starting values (best slot price; the largest, or the sum, of
+//!   the pod's resources at the cheapest unit price per resource), each
+//!   re-valued a few rounds at what its pods paid in the last packing; the
+//!   cheapest packing wins;
+//! * two of the last nodes are merged into one while that is cheaper (the
+//!   greedy leaves its leftovers there);
 //! * every node is then right-sized: it keeps every type that holds its
 //!   pods, and its price is the cheapest of them, as for any NodeClaim.
 //!
@@ -35,6 +41,12 @@ use crate::resources::Resources;
 
 use super::{Claim, Run, TypeSet, ZonePin};
 
+/// Re-valuation rounds per starting value (see `Run::repack_group`).
+const ROUNDS: usize = 4;
+
+/// How many of the last nodes of a packing are tried for merging.
+const TAIL: usize = 16;
+
 /// A node of the new packing: its type's fill, as (class, count).
 struct Bin {
     fill: Vec<(usize, usize)>,
@@ -43,7 +55,7 @@ struct Bin {
 impl Run<'_> {
     /// See the module documentation.
     pub(super) fn repack(&mut self, overlays: bool) {
-        if overlays || self.topology.is_active() || self.claims.len() < 2 {
+        if overlays || self.topology.is_active() || self.claims.is_empty() {
             return;
         }
         // Groups of eligible NodeClaims: (pool, requirements without
@@ -75,7 +87,7 @@ impl Run<'_> {
         }
         let mut replaced: Vec<(Vec<usize>, Vec<Claim>)> = Vec::new();
         for ((pi, reqs), members) in groups {
-            if members.len() < 2 {
+            if members.is_empty() {
                 continue;
             }
             if let Some(new) = self.repack_group(pi, &reqs, &members) {
@@ -225,42 +237,97 @@ impl Run<'_> {
             need.iter().map(|n| by_unit(n, true)).collect(),
             need.iter().map(|n| by_unit(n, false)).collect(),
         ];
-        let mut best_bins: Option<(f64, Vec<Bin>)> = None;
-        for value in &variants {
-            if value.iter().any(|v| v.is_nan() || *v <= 0.0) {
-                continue;
+        // The price of a fill as right-sized below (the cheapest type that
+        // holds it), per distinct fill.
+        let mut fill_price: std::collections::HashMap<Vec<(usize, usize)>, f64> =
+            Default::default();
+        let mut price_of = |fill: &[(usize, usize)]| -> f64 {
+            if let Some(p) = fill_price.get(fill) {
+                return *p;
             }
-            let Some(bins) = pack(
-                &cands,
-                &need,
-                value,
-                classes.iter().map(|(_, v)| v.len()).collect(),
-                &fits,
-            ) else {
-                continue;
-            };
-            // Price as right-sized below: the cheapest type holding a bin.
-            let cost: f64 = bins
+            let mut total = vec![0i64; dims.len()];
+            for &(k, c) in fill {
+                for (r, q) in total.iter_mut().zip(&need[k]) {
+                    *r += q * c as i64;
+                }
+            }
+            let p = cands
                 .iter()
-                .map(|b| {
-                    let mut room_need = vec![0i64; dims.len()];
+                .filter(|(_, _, cap)| cap.iter().zip(&total).all(|(c, r)| c >= r))
+                .map(|(_, price, _)| *price)
+                .fold(f64::INFINITY, f64::min);
+            fill_price.insert(fill.to_vec(), p);
+            p
+        };
+        let counts: Vec<usize> = classes.iter().map(|(_, v)| v.len()).collect();
+        let mut best_bins: Option<(f64, Vec<Bin>)> = None;
+        for start in variants {
+            // From each starting value, a few rounds where every class is
+            // valued at what its pods paid in the last packing (each node's
+            // price shared by value): classes that ended on poor nodes gain
+            // weight and are placed earlier and better.
+            let mut value = start;
+            for _ in 0..ROUNDS {
+                if value
+                    .iter()
+                    .any(|v| v.is_nan() || *v <= 0.0 || v.is_infinite())
+                {
+                    break;
+                }
+                let Some(bins) = pack(&cands, &need, &value, counts.clone(), &fits) else {
+                    break;
+                };
+                let mut cost = 0.0;
+                let mut paid = vec![0.0; classes.len()];
+                for b in &bins {
+                    let p = price_of(&b.fill);
+                    cost += p;
+                    let v: f64 = b.fill.iter().map(|&(k, c)| c as f64 * value[k]).sum();
                     for &(k, c) in &b.fill {
-                        for (r, q) in room_need.iter_mut().zip(&need[k]) {
-                            *r += q * c as i64;
-                        }
+                        paid[k] += p * c as f64 * value[k] / v;
                     }
-                    cands
-                        .iter()
-                        .filter(|(_, _, cap)| cap.iter().zip(&room_need).all(|(c, r)| c >= r))
-                        .map(|(_, price, _)| *price)
-                        .fold(f64::INFINITY, f64::min)
-                })
-                .sum();
-            if best_bins.as_ref().is_none_or(|(bc, _)| cost < *bc) {
-                best_bins = Some((cost, bins));
+                }
+                let next: Vec<f64> = paid
+                    .iter()
+                    .zip(&counts)
+                    .map(|(p, n)| p / *n as f64)
+                    .collect();
+                if best_bins.as_ref().is_none_or(|(bc, _)| cost < *bc - 1e-12) {
+                    best_bins = Some((cost, bins));
+                }
+                if next == value {
+                    break;
+                }
+                value = next;
             }
         }
-        let (_, bins) = best_bins?;
+        let (_, mut bins) = best_bins?;
+        // The greedy leaves its leftovers on the last nodes: merge two of
+        // the last ones into one node whenever that is cheaper, best gain
+        // first.
+        let merged = |a: &[(usize, usize)], b: &[(usize, usize)]| -> Vec<(usize, usize)> {
+            let mut m: BTreeMap<usize, usize> = a.iter().copied().collect();
+            for &(k, c) in b {
+                *m.entry(k).or_default() += c;
+            }
+            m.into_iter().collect()
+        };
+        loop {
+            let lo = bins.len().saturating_sub(TAIL);
+            let mut best: Option<(f64, usize, usize)> = None;
+            for i in lo..bins.len() {
+                for j in i + 1..bins.len() {
+                    let gain = price_of(&bins[i].fill) + price_of(&bins[j].fill)
+                        - price_of(&merged(&bins[i].fill, &bins[j].fill));
+                    if gain > 1e-9 && best.is_none_or(|(g, _, _)| gain > g) {
+                        best = Some((gain, i, j));
+                    }
+                }
+            }
+            let Some((_, i, j)) = best else { break };
+            bins[i].fill = merged(&bins[i].fill, &bins[j].fill);
+            bins.remove(j);
+        }
         // Right-size every bin and price both packings alike: the cheapest
         // type that holds a NodeClaim's pods.
         let old: f64 = members
