@@ -29,6 +29,10 @@ pub struct RunFigures {
     /// Peak RSS of the process by the end of the run (includes the catalog
     /// and the generated cluster; run one measurement per process), MiB.
     pub peak_rss_mib: Option<f64>,
+    /// Peak RSS before the run started (catalog and generated cluster, the
+    /// scheduler's input), MiB: `peakRssMib` minus this is what the run
+    /// itself added.
+    pub input_rss_mib: Option<f64>,
     pub node_claims: usize,
     pub scheduled: usize,
     pub hourly_price: f64,
@@ -36,6 +40,7 @@ pub struct RunFigures {
 
 /// Schedules `state` once and measures it.
 pub fn run(mix: &str, state: &ClusterState, catalog: &Catalog) -> (RunFigures, Plan) {
+    let input_rss_mib = peak_rss_kib().map(|k| k as f64 / 1024.0);
     let start = Instant::now();
     let plan = schedule(state, catalog, &SchedulerOptions::default());
     let wall = start.elapsed().as_secs_f64();
@@ -49,6 +54,7 @@ pub fn run(mix: &str, state: &ClusterState, catalog: &Catalog) -> (RunFigures, P
             0.0
         },
         peak_rss_mib: peak_rss_kib().map(|k| k as f64 / 1024.0),
+        input_rss_mib,
         node_claims: plan.summary.node_claims,
         scheduled: plan.summary.scheduled,
         hourly_price: plan.summary.hourly_price,
