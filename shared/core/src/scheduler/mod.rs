@@ -239,6 +239,10 @@ struct Run<'a> {
 struct Roomy {
     list: Vec<u32>,
     dead: Vec<bool>,
+    /// The zone bit each NodeClaim is pinned to, once seen pinned (0: not
+    /// known to be pinned). A pinned NodeClaim stays pinned to its zone, so
+    /// the spread pre-check can skip it without touching it.
+    pins: Vec<u64>,
     n_dead: usize,
     /// NodeClaims `0..synced` are in `list` (or were dropped as full).
     synced: usize,
@@ -249,6 +253,7 @@ impl Roomy {
         for c in self.synced..claims {
             self.list.push(c as u32);
             self.dead.push(false);
+            self.pins.push(0);
         }
         self.synced = self.synced.max(claims);
     }
@@ -264,6 +269,8 @@ impl Roomy {
         }
         let mut dead = self.dead.iter();
         self.list.retain(|_| dead.next() == Some(&false));
+        let mut dead = self.dead.iter();
+        self.pins.retain(|_| dead.next() == Some(&false));
         self.dead = vec![false; self.list.len()];
         self.n_dead = 0;
     }
@@ -709,8 +716,15 @@ impl<'a> Run<'a> {
             if roomy.dead[k] {
                 continue;
             }
+            if zones_admitted.is_some() && roomy.pins[k] != 0 && admitted_bits & roomy.pins[k] == 0
+            {
+                continue;
+            }
             let c = roomy.list[k] as usize;
             let claim = &self.claims[c];
+            if let ZonePin::Bit(b) = claim.zone_pin {
+                roomy.pins[k] = b;
+            }
             if !claim
                 .requests
                 .fits_in_with(&pod.requests, &claim.max_allocatable)
