@@ -425,10 +425,11 @@ pub async fn mark_registered<S: Store, C: Clock>(
     nodes: &[flotilla_core::model::Node],
 ) -> Result<usize> {
     let mut n = 0;
-    for name in nodes
-        .iter()
-        .filter_map(|node| node.labels.get(crate::records::NODECLAIM_LABEL))
-    {
+    for (node, name) in nodes.iter().filter_map(|node| {
+        node.labels
+            .get(crate::records::NODECLAIM_LABEL)
+            .map(|claim| (node.name.as_str(), claim))
+    }) {
         let Some((item, mut record)) =
             crate::schedule::node_claim_item(store, cluster, name).await?
         else {
@@ -438,6 +439,9 @@ pub async fn mark_registered<S: Store, C: Clock>(
             continue;
         }
         record.state = crate::records::NodeClaimState::Registered;
+        record
+            .notes
+            .insert(crate::records::NODE_NOTE.into(), node.to_string());
         record.updated_at = clock.now_millis();
         if crate::schedule::update_claim(store, &item, &record).await? {
             n += 1;

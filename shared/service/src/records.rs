@@ -193,6 +193,21 @@ pub struct NodeClaimRecord {
 /// next batch's Node list tells which NodeClaims registered.
 pub const NODECLAIM_LABEL: &str = "flotilla.io/nodeclaim";
 
+/// The [`NodeClaimRecord::notes`] entry holding the name of the node that
+/// registered for the NodeClaim.
+pub const NODE_NOTE: &str = "node";
+
+impl NodeClaimRecord {
+    /// The node actions address: the registered node's name, else (not
+    /// registered yet) the NodeClaim's, which the agent resolves through
+    /// the node's [`NODECLAIM_LABEL`].
+    pub fn node_name(&self) -> &str {
+        self.notes
+            .get(NODE_NOTE)
+            .map_or(self.name.as_str(), String::as_str)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

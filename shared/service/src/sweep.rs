@@ -297,7 +297,7 @@ async fn sweep_cluster<S: Store, E: Ec2, B: Bus, C: Clock>(
                 }
                 if let Some(res) = &record.reservation {
                     reserved_nodes.push(ReservedNode {
-                        name: name.clone(),
+                        name: record.node_name().to_string(),
                         node_claim: Some(name.clone()),
                         reservation_id: res.clone(),
                         ultraserver: false,
@@ -619,7 +619,7 @@ pub async fn on_ec2_notice<S: Store, E: Ec2, B: Bus, C: Clock>(
             };
             let mk = |kind| Action {
                 kind,
-                node: record.name.clone(),
+                node: record.node_name().to_string(),
                 node_claim: Some(record.name.clone()),
                 reservation_id: record.reservation.clone().unwrap_or_default(),
                 set_labels: BTreeMap::new(),

@@ -189,3 +189,168 @@ async fn node_claims_planned_into_a_reservation_launch_into_it() {
     let reserved_claims = launched.iter().filter(|c| c.reservation.is_some()).count();
     assert_eq!(reserved_claims, 2);
 }
+
+/// A world with one reservation, the ReservedCapacity gate on.
+fn reserved_world(reservation: flotilla_core::model::CapacityReservation) -> SimPorts {
+    let clock = Arc::new(ManualClock::at_millis(START_MS));
+    let ec2 = Arc::new(
+        Ec2Sim::builder("us-west-2")
+            .cluster(CLUSTER)
+            .clock(clock.clone())
+            .capacity_reservation(reservation)
+            .build()
+            .expect("simulator"),
+    );
+    Ports {
+        store: Arc::new(MemStore::new()),
+        ec2,
+        bus: Arc::new(MemBus::new()),
+        clock,
+        config: Config {
+            region: "us-west-2".into(),
+            reserved_capacity: true,
+            node_role: Some("KarpenterNodeRole-demo".into()),
+            instance_profile: Some("flotilla-nodes".into()),
+            ..Config::default()
+        },
+        access: Access::default(),
+    }
+}
+
+/// Launch `n` NodeClaims into the reservation and register their nodes
+/// (the agent's heartbeat), so only the reservation policy ends them.
+async fn launched_and_registered(p: &SimPorts, n: usize) -> Vec<String> {
+    post(p, &reserved_batch(CLUSTER, n)).await;
+    drain(p, 1).await;
+    let launched = claims_in(p, NodeClaimState::Launched).await;
+    assert_eq!(launched.len(), n);
+    assert!(launched
+        .iter()
+        .all(|c| c.reservation.as_deref() == Some(RESERVATION)));
+    let nodes: Vec<serde_json::Value> = launched
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": format!("node-{}", c.name), "labels": {"flotilla.io/nodeclaim": c.name}},
+                "status": {"allocatable": {"cpu": "4", "memory": "15Gi", "pods": "58"}}
+            })
+        })
+        .collect();
+    let accepted = post(p, &batch(nodes)).await;
+    assert_eq!(accepted.registered, n);
+    launched.into_iter().map(|c| c.name).collect()
+}
+
+async fn actions(p: &SimPorts) -> Vec<serde_json::Value> {
+    intake::cluster_view(
+        &p.store,
+        &p.clock,
+        &Access::default(),
+        &Caller { principal: None },
+        CLUSTER,
+    )
+    .await
+    .expect("view")
+    .actions
+}
+
+async fn reservation_counter(p: &SimPorts) -> i64 {
+    use flotilla_ports::Store;
+    p.store
+        .get(&flotilla_service::keys::reservation(RESERVATION))
+        .await
+        .expect("get")
+        .map_or(0, |i| i.counter)
+}
+
+#[tokio::test]
+async fn capacity_blocks_drain_ten_minutes_before_ec2_reclaims_then_free_their_slots() {
+    // START_MS is 2027-01-15T08:00:00Z; the block ends at 10:00, EC2 starts
+    // terminating at 09:30, Flotilla drains from 09:20.
+    let p = reserved_world(flotilla_sim::ec2::capacity_block(
+        RESERVATION,
+        "m5.xlarge",
+        "us-west-2a",
+        2,
+        "2027-01-15T10:00:00Z",
+    ));
+    let names = launched_and_registered(&p, 2).await;
+    assert_eq!(reservation_counter(&p).await, 2);
+    let at = |hh_mm: (i64, i64)| START_MS + ((hh_mm.0 - 8) * 3600 + hh_mm.1 * 60) * 1000;
+
+    // 09:19:59: nothing yet.
+    p.clock.set_millis(at((9, 20)) - 1000);
+    sweep(&p).await;
+    assert!(actions(&p).await.is_empty());
+
+    // 09:20: cordon and drain each node, due when EC2 starts terminating.
+    p.clock.set_millis(at((9, 20)));
+    sweep(&p).await;
+    let acts = actions(&p).await;
+    assert_eq!(acts.len(), 4, "{acts:#?}");
+    for name in &names {
+        let node = format!("node-{name}");
+        let mut kinds: Vec<&str> = acts
+            .iter()
+            .filter(|a| a["node"] == node.as_str())
+            .filter_map(|a| a["kind"].as_str())
+            .collect();
+        kinds.sort_unstable();
+        assert_eq!(kinds, ["cordon", "drain"], "{node}: {acts:#?}");
+    }
+    let deadline = (at((9, 30)) / 1000).to_string();
+    assert!(
+        acts.iter().all(|a| a.to_string().contains(&deadline)),
+        "deadline 09:30: {acts:#?}"
+    );
+    // A second sweep stores nothing new; the counter is untouched.
+    sweep(&p).await;
+    assert_eq!(actions(&p).await.len(), 4);
+    assert_eq!(reservation_counter(&p).await, 2);
+
+    // 10:00: the block ends, EC2 has ended its instances; the slots are
+    // freed once, however often the sweep runs.
+    p.clock.set_millis(at((10, 0)));
+    assert!(p.ec2.expire_reservation(RESERVATION));
+    sweep(&p).await;
+    sweep(&p).await;
+    assert_eq!(reservation_counter(&p).await, 0);
+    assert!(claims(&p).await.iter().all(|c| !c.state.is_live()));
+}
+
+#[tokio::test]
+async fn an_instance_left_by_its_odcr_is_relabelled_on_demand_and_its_slot_freed() {
+    let p = reserved_world(flotilla_sim::ec2::odcr(
+        RESERVATION,
+        "m5.xlarge",
+        "us-west-2a",
+        1,
+    ));
+    let names = launched_and_registered(&p, 1).await;
+    sweep(&p).await;
+    assert!(actions(&p).await.is_empty(), "an active ODCR needs nothing");
+    assert_eq!(reservation_counter(&p).await, 1);
+
+    // The ODCR is cancelled; the instance keeps running as on-demand.
+    assert!(p.ec2.cancel_reservation(RESERVATION));
+    assert_eq!(p.ec2.live_instances().len(), 1);
+    let r = sweep(&p).await;
+    assert_eq!(r.reservations_freed, names);
+    let acts = actions(&p).await;
+    assert_eq!(acts.len(), 1, "{acts:#?}");
+    let text = acts[0].to_string();
+    assert!(text.contains("on-demand"), "{text}");
+    assert!(
+        text.contains("karpenter.k8s.aws/capacity-reservation-id"),
+        "reservation labels removed: {text}"
+    );
+    assert_eq!(reservation_counter(&p).await, 0);
+    // Still live: the node runs on as on-demand capacity.
+    assert_eq!(claims_in(&p, NodeClaimState::Registered).await.len(), 1);
+    // Idempotent.
+    let r = sweep(&p).await;
+    assert!(r.reservations_freed.is_empty());
+    assert_eq!(actions(&p).await.len(), 1);
+    assert_eq!(reservation_counter(&p).await, 0);
+}
