@@ -1,0 +1,266 @@
+//! Which objects go into a batch, and what of each: pure functions over
+//! k8s-openapi types and JSON.
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::Value;
+
+/// The label Flotilla puts on the nodes it launches, naming the NodeClaim
+/// (`flotilla_service::records::NODECLAIM_LABEL`).
+pub const NODECLAIM_LABEL: &str = "flotilla.io/nodeclaim";
+/// Set by the agent once a node's NodeClaim labels and taints are applied.
+pub const REGISTERED_LABEL: &str = "flotilla.io/registered";
+
+/// A pod the scheduler gave up on: not bound, not finished, not being
+/// deleted, and `PodScheduled=False` with reason `Unschedulable` (what
+/// Karpenter provisions for). DaemonSet pods are left out: their overhead
+/// comes from the DaemonSet.
+pub fn is_unschedulable(pod: &Pod) -> bool {
+    let Some(spec) = pod.spec.as_ref() else {
+        return false;
+    };
+    if spec.node_name.as_deref().is_some_and(|n| !n.is_empty()) {
+        return false;
+    }
+    if pod.metadata.deletion_timestamp.is_some() || is_daemon_pod(pod) {
+        return false;
+    }
+    let Some(status) = pod.status.as_ref() else {
+        return false;
+    };
+    if status.phase.as_deref().is_some_and(|p| p != "Pending") {
+        return false;
+    }
+    status.conditions.iter().flatten().any(|c| {
+        c.type_ == "PodScheduled"
+            && c.status == "False"
+            && c.reason.as_deref() == Some("Unschedulable")
+    })
+}
+
+/// `Succeeded` or `Failed`: holds no resources.
+pub fn is_terminal(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+/// Bound to a node and not finished.
+pub fn bound_node(pod: &Pod) -> Option<&str> {
+    if is_terminal(pod) {
+        return None;
+    }
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty())
+}
+
+pub fn is_daemon_pod(pod: &Pod) -> bool {
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true))
+}
+
+/// A static pod's mirror (the kubelet owns it; eviction cannot move it).
+pub fn is_mirror_pod(pod: &Pod) -> bool {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"))
+}
+
+fn strip_metadata(v: &mut Value, keep_annotations: bool) {
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        for k in [
+            "managedFields",
+            "resourceVersion",
+            "uid",
+            "generation",
+            "selfLink",
+            "finalizers",
+        ] {
+            meta.remove(k);
+        }
+        if keep_annotations {
+            if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+                a.remove("kubectl.kubernetes.io/last-applied-configuration");
+            }
+        } else {
+            meta.remove("annotations");
+        }
+    }
+}
+
+/// A pod as sent: metadata without bookkeeping, the spec, and of the
+/// status only the phase (and the scheduling conditions of pending pods).
+pub fn pod_document(pod: &Pod) -> Value {
+    let mut v = serde_json::to_value(pod).unwrap_or(Value::Null);
+    strip_metadata(&mut v, false);
+    // Of each container, only what scheduling reads (requests, limits,
+    // host ports, sidecar restart policy): env, commands, probes and
+    // mounts can be most of a pod's size.
+    if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) {
+        for list in ["containers", "initContainers"] {
+            if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
+                for c in cs.iter_mut().filter_map(Value::as_object_mut) {
+                    c.retain(|k, _| {
+                        matches!(k.as_str(), "name" | "resources" | "ports" | "restartPolicy")
+                    });
+                }
+            }
+        }
+        spec.remove("ephemeralContainers");
+    }
+    let pending = bound_node(pod).is_none();
+    if let Some(status) = v.get_mut("status").and_then(Value::as_object_mut) {
+        status.retain(|k, _| k == "phase" || (pending && k == "conditions"));
+        if let Some(c) = status.get_mut("conditions").and_then(Value::as_array_mut) {
+            c.retain(|c| c.get("type").and_then(Value::as_str) == Some("PodScheduled"));
+        }
+    }
+    v
+}
+
+/// A node as sent: labels, taints, unschedulable, allocatable and capacity
+/// (no images, conditions or annotations).
+pub fn node_document(node: &k8s_openapi::api::core::v1::Node) -> Value {
+    let mut v = serde_json::to_value(node).unwrap_or(Value::Null);
+    strip_metadata(&mut v, false);
+    if let Some(status) = v.get_mut("status").and_then(Value::as_object_mut) {
+        status.retain(|k, _| k == "allocatable" || k == "capacity");
+    }
+    v
+}
+
+/// Any other object (NodePools, EC2NodeClasses, DaemonSets, volumes...):
+/// bookkeeping and status removed, annotations kept (StorageClass defaults
+/// and preference annotations live there). `api_version` and `kind` are
+/// set when given (list items of dynamic objects carry neither).
+pub fn object_document(mut v: Value, api_version: Option<&str>, kind: Option<&str>) -> Value {
+    strip_metadata(&mut v, true);
+    if let Some(o) = v.as_object_mut() {
+        o.remove("status");
+        if let Some(a) = api_version {
+            o.insert("apiVersion".into(), Value::String(a.into()));
+        }
+        if let Some(k) = kind {
+            o.insert("kind".into(), Value::String(k.into()));
+        }
+    }
+    v
+}
+
+/// `namespace/name` of a pod.
+pub fn pod_key(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        pod.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub fn pod(v: Value) -> Pod {
+        serde_json::from_value(v).expect("pod")
+    }
+
+    pub fn pending(name: &str) -> Pod {
+        pod(serde_json::json!({
+            "metadata": {"name": name, "namespace": "default",
+                "managedFields": [{"manager": "kubectl"}], "annotations": {"a": "b"}},
+            "spec": {"containers": [{"name": "c", "image": "nginx",
+                "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}]},
+            "status": {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"},
+                {"type": "Ready", "status": "False"}]}
+        }))
+    }
+
+    #[test]
+    fn only_pods_the_scheduler_gave_up_on_are_pending() {
+        assert!(is_unschedulable(&pending("a")));
+        let mut bound = pending("b");
+        bound.spec.as_mut().unwrap().node_name = Some("n1".into());
+        assert!(!is_unschedulable(&bound));
+        assert_eq!(bound_node(&bound), Some("n1"));
+        // Not yet looked at by the scheduler.
+        let fresh = pod(serde_json::json!({
+            "metadata": {"name": "c"}, "spec": {"containers": []},
+            "status": {"phase": "Pending"}
+        }));
+        assert!(!is_unschedulable(&fresh));
+        // Other reasons (e.g. SchedulingGated) are not ours.
+        let mut gated = pending("d");
+        gated.status.as_mut().unwrap().conditions.as_mut().unwrap()[0].reason =
+            Some("SchedulingGated".into());
+        assert!(!is_unschedulable(&gated));
+        let mut deleting = pending("e");
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        assert!(!is_unschedulable(&deleting));
+        let mut daemon = pending("f");
+        daemon.metadata.owner_references = Some(vec![serde_json::from_value(serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u", "controller": true
+        })).unwrap()]);
+        assert!(!is_unschedulable(&daemon));
+        assert!(is_daemon_pod(&daemon));
+        let mut done = pending("g");
+        done.status.as_mut().unwrap().phase = Some("Failed".into());
+        assert!(!is_unschedulable(&done));
+        assert!(is_terminal(&done));
+    }
+
+    #[test]
+    fn documents_drop_bookkeeping_but_keep_what_scheduling_reads() {
+        let d = pod_document(&pending("a"));
+        assert_eq!(d["kind"], "Pod");
+        assert_eq!(d["apiVersion"], "v1");
+        assert!(d["metadata"].get("managedFields").is_none());
+        assert!(d["metadata"].get("annotations").is_none());
+        assert_eq!(d["status"]["conditions"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            d["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+            "500m"
+        );
+        assert!(d["spec"]["containers"][0].get("image").is_none());
+        assert_eq!(d["spec"]["containers"][0]["name"], "c");
+
+        let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n", "labels": {"x": "y"}, "annotations": {"big": "z"}},
+            "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]},
+            "status": {"allocatable": {"cpu": "4"}, "capacity": {"cpu": "4"},
+                "images": [{"names": ["a"], "sizeBytes": 1}], "conditions": []}
+        }))
+        .unwrap();
+        let d = node_document(&node);
+        assert_eq!(d["kind"], "Node");
+        assert_eq!(
+            d["status"],
+            serde_json::json!({"allocatable": {"cpu": "4"}, "capacity": {"cpu": "4"}})
+        );
+        assert_eq!(d["spec"]["taints"][0]["key"], "k");
+
+        let sc = object_document(
+            serde_json::json!({"metadata": {"name": "gp3", "managedFields": [],
+                "annotations": {"storageclass.kubernetes.io/is-default-class": "true",
+                    "kubectl.kubernetes.io/last-applied-configuration": "{...}"}},
+                "provisioner": "ebs.csi.aws.com", "status": {"x": 1}}),
+            Some("storage.k8s.io/v1"),
+            Some("StorageClass"),
+        );
+        assert_eq!(sc["kind"], "StorageClass");
+        assert!(sc.get("status").is_none());
+        assert_eq!(
+            sc["metadata"]["annotations"],
+            serde_json::json!({"storageclass.kubernetes.io/is-default-class": "true"})
+        );
+    }
+}

@@ -1,0 +1,488 @@
+//! The agent's view of the cluster: one kube-rs reflector per kind (a LIST
+//! once, then a WATCH from its resourceVersion, re-listed only when the
+//! watch expires), never a polling LIST.
+//!
+//! Pods, Nodes, DaemonSets, StorageClasses, PVCs and PVs are typed; the
+//! Karpenter kinds (NodePools, Provisioners, EC2NodeClasses,
+//! AWSNodeTemplates, NodeOverlays) are `DynamicObject`s, and a CRD that is
+//! not installed (404 on its LIST) counts as empty rather than blocking.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch as signal;
+use tokio::task::JoinHandle;
+
+use crate::batch::PendingDoc;
+use crate::docs;
+use crate::metrics::Metrics;
+use crate::plan::{NodeFacts, PodFacts, Taint};
+
+/// The Karpenter kinds read as dynamic objects: (group, version, kind,
+/// plural).
+pub const CUSTOM_KINDS: &[(&str, &str, &str, &str)] = &[
+    ("karpenter.sh", "v1", "NodePool", "nodepools"),
+    ("karpenter.sh", "v1alpha5", "Provisioner", "provisioners"),
+    ("karpenter.k8s.aws", "v1", "EC2NodeClass", "ec2nodeclasses"),
+    (
+        "karpenter.k8s.aws",
+        "v1alpha1",
+        "AWSNodeTemplate",
+        "awsnodetemplates",
+    ),
+    ("karpenter.sh", "v1alpha1", "NodeOverlay", "nodeoverlays"),
+];
+
+pub fn custom_resources() -> Vec<ApiResource> {
+    CUSTOM_KINDS
+        .iter()
+        .map(|(g, v, k, p)| ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(g, v, k), p))
+        .collect()
+}
+
+/// Where a kind's reflector stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncState {
+    /// The first LIST has not completed.
+    Pending,
+    Synced,
+    /// The API server does not serve the kind (CRD not installed).
+    Missing,
+}
+
+type SyncMap = Arc<Mutex<BTreeMap<String, SyncState>>>;
+
+/// The reflector stores.
+#[derive(Clone)]
+pub struct Cache {
+    pub pods: Store<Pod>,
+    pub nodes: Store<Node>,
+    pub daemon_sets: Store<DaemonSet>,
+    pub storage_classes: Store<StorageClass>,
+    pub pvcs: Store<PersistentVolumeClaim>,
+    pub pvs: Store<PersistentVolume>,
+    pub custom: Vec<(ApiResource, Store<DynamicObject>)>,
+    sync: SyncMap,
+}
+
+/// The cluster as one batch needs it.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Serialized NodePools, EC2NodeClasses, overlays, Nodes, bound pods,
+    /// DaemonSets and volumes, in a deterministic order.
+    pub context: Vec<Vec<u8>>,
+    /// Serialized unschedulable pods, by key.
+    pub pending: Vec<PendingDoc>,
+}
+
+/// Keeps the set of unschedulable pods from the pod events and bumps a
+/// counter when a pod joins it (what opens a batching window).
+struct PendingTracker {
+    pending: HashSet<String>,
+    listed: HashSet<String>,
+    changes: signal::Sender<u64>,
+    metrics: Option<Arc<Metrics>>,
+}
+
+impl PendingTracker {
+    fn apply(&mut self, pod: &Pod, listing: bool) {
+        let key = docs::pod_key(pod);
+        if listing {
+            self.listed.insert(key.clone());
+        }
+        if docs::is_unschedulable(pod) {
+            if self.pending.insert(key) {
+                self.changes.send_modify(|n| *n = n.wrapping_add(1));
+            }
+        } else {
+            self.pending.remove(&key);
+        }
+    }
+
+    fn on_event(&mut self, event: &Event<Pod>) {
+        match event {
+            Event::Apply(p) => self.apply(p, false),
+            Event::InitApply(p) => self.apply(p, true),
+            Event::Delete(p) => {
+                self.pending.remove(&docs::pod_key(p));
+            }
+            Event::Init => self.listed.clear(),
+            Event::InitDone => {
+                let listed = std::mem::take(&mut self.listed);
+                self.pending.retain(|k| listed.contains(k));
+            }
+        }
+        if let Some(m) = &self.metrics {
+            m.pods_pending.set(self.pending.len() as i64);
+        }
+    }
+}
+
+fn mark(sync: &SyncMap, kind: &str, state: SyncState) {
+    let mut m = sync.lock().unwrap_or_else(|e| e.into_inner());
+    let entry = m.entry(kind.to_string()).or_insert(SyncState::Pending);
+    // A kind that synced once stays usable (its store keeps the last state
+    // while the watch is re-established).
+    if !(*entry == SyncState::Synced && state == SyncState::Missing) {
+        *entry = state;
+    }
+}
+
+/// Drive one reflector stream, recording its sync state.
+fn drive<K, S>(
+    kind: String,
+    stream: S,
+    sync: SyncMap,
+    mut on_event: impl FnMut(&Event<K>) + Send + 'static,
+) -> JoinHandle<()>
+where
+    K: Send + 'static,
+    S: Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
+{
+    mark(&sync, &kind, SyncState::Pending);
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(ev) => {
+                    if matches!(ev, Event::InitDone) {
+                        mark(&sync, &kind, SyncState::Synced);
+                        tracing::debug!(kind = %kind, "cache synced");
+                    }
+                    on_event(&ev);
+                }
+                Err(watcher::Error::InitialListFailed(kube::Error::Api(s))) if s.code == 404 => {
+                    mark(&sync, &kind, SyncState::Missing);
+                    tracing::debug!(kind = %kind, "not served by the API server; treated as empty");
+                }
+                Err(e) => tracing::warn!(kind = %kind, error = %e, "watch failed; retrying"),
+            }
+        }
+    })
+}
+
+/// Drop what no decision reads, to keep the stores small.
+fn slim<K: Resource>(obj: &mut K) {
+    obj.meta_mut().managed_fields = None;
+}
+
+fn typed<K>(
+    client: &Client,
+    kind: &str,
+    sync: &SyncMap,
+    config: &watcher::Config,
+    extra: impl FnMut(&mut K) + Send + 'static,
+    on_event: impl FnMut(&Event<K>) + Send + 'static,
+) -> (Store<K>, JoinHandle<()>)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let mut extra = extra;
+    let stream = watcher(Api::<K>::all(client.clone()), config.clone())
+        .default_backoff()
+        .modify(move |o: &mut K| {
+            slim(o);
+            extra(o);
+        })
+        .reflect(writer);
+    (
+        reader,
+        drive(kind.to_string(), stream, sync.clone(), on_event),
+    )
+}
+
+use kube::runtime::watcher::watcher;
+
+/// Start every reflector. Returns the cache, a counter bumped whenever a
+/// pod becomes unschedulable, and the tasks.
+pub fn start(
+    client: Client,
+    metrics: Option<Arc<Metrics>>,
+) -> (Cache, signal::Receiver<u64>, Vec<JoinHandle<()>>) {
+    let sync: SyncMap = Arc::default();
+    let config = watcher::Config::default();
+    let (changes_tx, changes_rx) = signal::channel(0u64);
+    let mut tracker = PendingTracker {
+        pending: HashSet::new(),
+        listed: HashSet::new(),
+        changes: changes_tx,
+        metrics,
+    };
+    let mut tasks = Vec::new();
+    let (pods, t) = typed::<Pod>(
+        &client,
+        "Pod",
+        &sync,
+        &config,
+        |_| {},
+        move |e| tracker.on_event(e),
+    );
+    tasks.push(t);
+    let (nodes, t) = typed::<Node>(
+        &client,
+        "Node",
+        &sync,
+        &config,
+        |n| {
+            if let Some(s) = n.status.as_mut() {
+                s.images = None;
+                s.conditions = None;
+            }
+        },
+        |_| {},
+    );
+    tasks.push(t);
+    let (daemon_sets, t) = typed::<DaemonSet>(&client, "DaemonSet", &sync, &config, |_| {}, |_| {});
+    tasks.push(t);
+    let (storage_classes, t) =
+        typed::<StorageClass>(&client, "StorageClass", &sync, &config, |_| {}, |_| {});
+    tasks.push(t);
+    let (pvcs, t) = typed::<PersistentVolumeClaim>(
+        &client,
+        "PersistentVolumeClaim",
+        &sync,
+        &config,
+        |_| {},
+        |_| {},
+    );
+    tasks.push(t);
+    let (pvs, t) =
+        typed::<PersistentVolume>(&client, "PersistentVolume", &sync, &config, |_| {}, |_| {});
+    tasks.push(t);
+    let mut custom = Vec::new();
+    for ar in custom_resources() {
+        let writer = reflector::store::Writer::new(ar.clone());
+        let reader = writer.as_reader();
+        let api = Api::<DynamicObject>::all_with(client.clone(), &ar);
+        let stream = watcher(api, config.clone())
+            .default_backoff()
+            .modify(slim)
+            .reflect(writer);
+        tasks.push(drive(ar.kind.clone(), stream, sync.clone(), |_| {}));
+        custom.push((ar, reader));
+    }
+    (
+        Cache {
+            pods,
+            nodes,
+            daemon_sets,
+            storage_classes,
+            pvcs,
+            pvs,
+            custom,
+            sync,
+        },
+        changes_rx,
+        tasks,
+    )
+}
+
+fn sorted<K: Resource + ResourceExt + Clone + 'static>(store: &Store<K>) -> Vec<Arc<K>>
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    let mut v = store.state();
+    v.sort_by_key(|o| (o.namespace(), o.name_any()));
+    v
+}
+
+fn to_bytes(v: &serde_json::Value) -> Vec<u8> {
+    serde_json::to_vec(v).unwrap_or_default()
+}
+
+impl Cache {
+    /// Every kind's state.
+    pub fn sync_states(&self) -> BTreeMap<String, SyncState> {
+        self.sync.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Every core kind listed, and every Karpenter kind listed or absent.
+    pub fn is_ready(&self) -> bool {
+        self.sync_states()
+            .values()
+            .all(|s| *s != SyncState::Pending)
+            && !self.sync_states().is_empty()
+    }
+
+    /// Wait until [`Cache::is_ready`], checking every `every`.
+    pub async fn wait_ready(&self, every: std::time::Duration) {
+        while !self.is_ready() {
+            tokio::time::sleep(every).await;
+        }
+    }
+
+    /// The batch contents right now.
+    pub fn snapshot(&self) -> Snapshot {
+        let mut context = Vec::new();
+        for (ar, store) in &self.custom {
+            for o in sorted(store) {
+                let v = serde_json::to_value(o.as_ref()).unwrap_or_default();
+                context.push(to_bytes(&docs::object_document(
+                    v,
+                    Some(&ar.api_version),
+                    Some(&ar.kind),
+                )));
+            }
+        }
+        for n in sorted(&self.nodes) {
+            context.push(to_bytes(&docs::node_document(&n)));
+        }
+        let mut pending = Vec::new();
+        for p in sorted(&self.pods) {
+            if docs::is_unschedulable(&p) {
+                pending.push(PendingDoc {
+                    key: docs::pod_key(&p),
+                    json: to_bytes(&docs::pod_document(&p)),
+                });
+            } else if docs::bound_node(&p).is_some() {
+                context.push(to_bytes(&docs::pod_document(&p)));
+            }
+        }
+        fn typed_docs<K>(out: &mut Vec<Vec<u8>>, store: &Store<K>, api_version: &str, kind: &str)
+        where
+            K: Resource<DynamicType = ()> + serde::Serialize + Clone + 'static,
+        {
+            for o in sorted(store) {
+                let v = serde_json::to_value(o.as_ref()).unwrap_or_default();
+                out.push(to_bytes(&docs::object_document(
+                    v,
+                    Some(api_version),
+                    Some(kind),
+                )));
+            }
+        }
+        typed_docs(&mut context, &self.daemon_sets, "apps/v1", "DaemonSet");
+        typed_docs(
+            &mut context,
+            &self.storage_classes,
+            "storage.k8s.io/v1",
+            "StorageClass",
+        );
+        typed_docs(&mut context, &self.pvcs, "v1", "PersistentVolumeClaim");
+        typed_docs(&mut context, &self.pvs, "v1", "PersistentVolume");
+        Snapshot { context, pending }
+    }
+
+    /// The nodes as the action planner sees them.
+    pub fn node_facts(&self) -> Vec<NodeFacts> {
+        sorted(&self.nodes)
+            .iter()
+            .map(|n| NodeFacts {
+                name: n.name_any(),
+                labels: n.labels().clone(),
+                taints: n
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.taints.as_ref())
+                    .map(|ts| {
+                        ts.iter()
+                            .map(|t| Taint {
+                                key: t.key.clone(),
+                                value: t.value.clone().unwrap_or_default(),
+                                effect: t.effect.clone(),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                unschedulable: n
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.unschedulable)
+                    .unwrap_or(false),
+                provider_id: n.spec.as_ref().and_then(|s| s.provider_id.clone()),
+                resource_version: n.resource_version(),
+            })
+            .collect()
+    }
+
+    /// Bound pods as the drain sees them.
+    pub fn pod_facts(&self) -> Vec<PodFacts> {
+        self.pods
+            .state()
+            .iter()
+            .filter_map(|p| {
+                let node = docs::bound_node(p)?;
+                Some(PodFacts {
+                    namespace: p.namespace().unwrap_or_else(|| "default".into()),
+                    name: p.name_any(),
+                    node: node.to_string(),
+                    evictable: !docs::is_daemon_pod(p) && !docs::is_mirror_pod(p),
+                    terminating: p.metadata.deletion_timestamp.is_some(),
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tracker() -> (PendingTracker, signal::Receiver<u64>) {
+        let (tx, rx) = signal::channel(0);
+        (
+            PendingTracker {
+                pending: HashSet::new(),
+                listed: HashSet::new(),
+                changes: tx,
+                metrics: None,
+            },
+            rx,
+        )
+    }
+
+    #[test]
+    fn only_pods_becoming_unschedulable_open_a_window() {
+        let (mut t, rx) = tracker();
+        let a = docs::tests::pending("a");
+        t.on_event(&Event::Init);
+        t.on_event(&Event::InitApply(a.clone()));
+        t.on_event(&Event::InitDone);
+        assert_eq!(*rx.borrow(), 1);
+        // The same pod updated (the scheduler rewrites its condition): no new window.
+        t.on_event(&Event::Apply(a.clone()));
+        assert_eq!(*rx.borrow(), 1);
+        let mut bound = a.clone();
+        if let Some(s) = bound.spec.as_mut() {
+            s.node_name = Some("n1".into());
+        }
+        t.on_event(&Event::Apply(bound));
+        assert!(t.pending.is_empty());
+        t.on_event(&Event::Apply(docs::tests::pending("b")));
+        assert_eq!(*rx.borrow(), 2);
+        // A relist that no longer shows b forgets it.
+        t.on_event(&Event::Init);
+        t.on_event(&Event::InitApply(a.clone()));
+        t.on_event(&Event::InitDone);
+        assert_eq!(t.pending.len(), 1);
+        assert!(t.pending.contains("default/a"));
+        t.on_event(&Event::Delete(a));
+        assert!(t.pending.is_empty());
+    }
+
+    #[test]
+    fn custom_kinds_are_the_karpenter_crds() {
+        let r = custom_resources();
+        assert_eq!(r[0].api_version, "karpenter.sh/v1");
+        assert_eq!(r[0].plural, "nodepools");
+        assert_eq!(r[2].kind, "EC2NodeClass");
+        assert_eq!(r[2].group, "karpenter.k8s.aws");
+    }
+}
