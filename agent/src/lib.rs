@@ -25,3 +25,23 @@ pub mod metrics;
 pub mod plan;
 pub mod run;
 pub mod watch;
+
+/// Choose rustls' crypto provider for the process (ring). Both ring (kube,
+/// reqwest) and aws-lc-rs (aws-config) are linked, so rustls cannot pick
+/// one by itself and would panic at the first TLS client. Idempotent.
+pub fn install_crypto_provider() {
+    // Err means a provider is already installed: fine.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// The agent's Kubernetes client. kube's default retry layer is turned
+/// off: it retries 429 up to 15 times with delays growing to 1,000 s, and
+/// a 429 from the Eviction API means a PodDisruptionBudget says "not now",
+/// which the drain handles itself (next round, until the deadline). The
+/// agent's loops retry everything else (watch backoff, the next lease
+/// round, the next results round).
+pub fn kube_client(mut config: kube::Config) -> Result<kube::Client, kube::Error> {
+    install_crypto_provider();
+    config.default_retry = false;
+    kube::Client::try_from(config)
+}

@@ -58,13 +58,15 @@ async fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
+    flotilla_agent::install_crypto_provider();
     let args = Args::parse();
     args.validate()?;
     let settings = args.settings()?;
 
-    let client = kube::Client::try_default()
+    let config = kube::Config::infer()
         .await
-        .context("Kubernetes client (in-cluster service account or KUBECONFIG)")?;
+        .context("Kubernetes client config (in-cluster service account or KUBECONFIG)")?;
+    let client = flotilla_agent::kube_client(config).context("Kubernetes client")?;
     let kubernetes_version = match &args.kubernetes_version {
         Some(v) => v.clone(),
         None => version_of(

@@ -1,0 +1,707 @@
+//! Loopback fakes: a small Kubernetes API server (LIST, WATCH streams,
+//! merge PATCH of nodes, the Eviction subresource with scripted answers,
+//! Leases with resourceVersion conflicts) and the intake Function URL
+//! (checks the SigV4 header and gzip, validates bodies with
+//! `flotilla_service::intake`'s own parsers).
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::convert::Infallible;
+use std::io::Read;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Bytes, Frame, Incoming};
+use hyper::{Request, Response};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+type Body = BoxBody<Bytes, Infallible>;
+
+fn full(status: u16, v: &Value) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(v.to_string())).boxed());
+    *r.status_mut() =
+        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn status(code: u16, reason: &str, message: &str) -> Response<Body> {
+    full(
+        code,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code}),
+    )
+}
+
+type Handler = Arc<dyn Fn(String, String, hyper::HeaderMap, Bytes) -> Response<Body> + Send + Sync>;
+
+/// Serve `handler` on a loopback port.
+async fn serve(handler: Handler) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    let addr = listener.local_addr().expect("local addr");
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let handler = handler.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                    let handler = handler.clone();
+                    async move {
+                        let method = req.method().to_string();
+                        let uri = req.uri().to_string();
+                        let headers = req.headers().clone();
+                        let body = req
+                            .into_body()
+                            .collect()
+                            .await
+                            .map(|b| b.to_bytes())
+                            .unwrap_or_default();
+                        Ok::<_, Infallible>(handler(method, uri, headers, body))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+/// RFC 7386 JSON merge patch.
+pub fn merge(target: &mut Value, patch: &Value) {
+    match patch {
+        Value::Object(p) => {
+            if !target.is_object() {
+                *target = json!({});
+            }
+            if let Some(t) = target.as_object_mut() {
+                for (k, v) in p {
+                    if v.is_null() {
+                        t.remove(k);
+                    } else {
+                        merge(t.entry(k.clone()).or_insert(Value::Null), v);
+                    }
+                }
+            }
+        }
+        _ => *target = patch.clone(),
+    }
+}
+
+/// A kind the fake API server serves.
+#[derive(Clone, Copy)]
+struct Kind {
+    prefix: &'static str,
+    plural: &'static str,
+    namespaced: bool,
+}
+
+const KINDS: &[Kind] = &[
+    Kind {
+        prefix: "/api/v1",
+        plural: "pods",
+        namespaced: true,
+    },
+    Kind {
+        prefix: "/api/v1",
+        plural: "nodes",
+        namespaced: false,
+    },
+    Kind {
+        prefix: "/api/v1",
+        plural: "persistentvolumeclaims",
+        namespaced: true,
+    },
+    Kind {
+        prefix: "/api/v1",
+        plural: "persistentvolumes",
+        namespaced: false,
+    },
+    Kind {
+        prefix: "/apis/apps/v1",
+        plural: "daemonsets",
+        namespaced: true,
+    },
+    Kind {
+        prefix: "/apis/storage.k8s.io/v1",
+        plural: "storageclasses",
+        namespaced: false,
+    },
+    Kind {
+        prefix: "/apis/karpenter.sh/v1",
+        plural: "nodepools",
+        namespaced: false,
+    },
+    Kind {
+        prefix: "/apis/karpenter.k8s.aws/v1",
+        plural: "ec2nodeclasses",
+        namespaced: false,
+    },
+    Kind {
+        prefix: "/apis/coordination.k8s.io/v1",
+        plural: "leases",
+        namespaced: true,
+    },
+];
+
+#[derive(Default)]
+struct ApiState {
+    rv: u64,
+    /// plural → (namespace, name) → object.
+    objects: HashMap<&'static str, BTreeMap<(String, String), Value>>,
+    /// plural → (rv, event line).
+    history: HashMap<&'static str, Vec<(u64, String)>>,
+    watchers: Vec<(&'static str, mpsc::UnboundedSender<Bytes>)>,
+    /// "METHOD path?query" of every request.
+    log: Vec<String>,
+    /// (namespace, name) → status codes the next evictions answer.
+    evictions: HashMap<(String, String), VecDeque<u16>>,
+    /// (node, patch) of every node PATCH.
+    patches: Vec<(String, Value)>,
+}
+
+impl ApiState {
+    fn emit(&mut self, plural: &'static str, kind: &str, obj: &Value, rv: u64) {
+        let line = format!("{}\n", json!({"type": kind, "object": obj}));
+        self.history
+            .entry(plural)
+            .or_default()
+            .push((rv, line.clone()));
+        self.watchers
+            .retain(|(p, tx)| *p != plural || tx.send(Bytes::from(line.clone())).is_ok());
+    }
+
+    fn put(&mut self, plural: &'static str, mut obj: Value) -> Value {
+        self.rv += 1;
+        let rv = self.rv;
+        obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let ns = obj["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
+        let existed = self
+            .objects
+            .entry(plural)
+            .or_default()
+            .insert((ns, name), obj.clone())
+            .is_some();
+        self.emit(plural, if existed { "MODIFIED" } else { "ADDED" }, &obj, rv);
+        obj
+    }
+
+    fn delete(&mut self, plural: &'static str, ns: &str, name: &str) -> Option<Value> {
+        let mut obj = self
+            .objects
+            .entry(plural)
+            .or_default()
+            .remove(&(ns.to_string(), name.to_string()))?;
+        self.rv += 1;
+        let rv = self.rv;
+        obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+        self.emit(plural, "DELETED", &obj, rv);
+        Some(obj)
+    }
+}
+
+/// The fake Kubernetes API server.
+#[derive(Clone)]
+pub struct FakeApi {
+    state: Arc<Mutex<ApiState>>,
+    pub addr: SocketAddr,
+}
+
+fn kind_of(plural: &str) -> Option<&'static Kind> {
+    KINDS.iter().find(|k| k.plural == plural)
+}
+
+fn query_param<'a>(query: &'a str, key: &str) -> Option<&'a str> {
+    query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v)
+}
+
+impl FakeApi {
+    pub async fn start() -> FakeApi {
+        let state: Arc<Mutex<ApiState>> = Arc::default();
+        let s = state.clone();
+        let handler: Handler =
+            Arc::new(move |method, uri, _headers, body| handle_api(&s, &method, &uri, &body));
+        let addr = serve(handler).await;
+        FakeApi { state, addr }
+    }
+
+    pub fn client(&self) -> kube::Client {
+        flotilla_agent::install_crypto_provider();
+        let uri: http::Uri = format!("http://{}", self.addr).parse().expect("uri");
+        let mut config = kube::Config::new(uri);
+        config.read_timeout = Some(Duration::from_secs(600));
+        flotilla_agent::kube_client(config).expect("kube client")
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ApiState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Create or replace an object (`plural` as in the URL).
+    pub fn put(&self, plural: &str, obj: Value) -> Value {
+        let kind = kind_of(plural).expect("served kind");
+        self.lock().put(kind.plural, obj)
+    }
+
+    pub fn delete(&self, plural: &str, ns: &str, name: &str) -> Option<Value> {
+        let kind = kind_of(plural).expect("served kind");
+        self.lock().delete(kind.plural, ns, name)
+    }
+
+    pub fn get(&self, plural: &str, ns: &str, name: &str) -> Option<Value> {
+        let kind = kind_of(plural).expect("served kind");
+        self.lock()
+            .objects
+            .get(kind.plural)
+            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+            .cloned()
+    }
+
+    pub fn log(&self) -> Vec<String> {
+        self.lock().log.clone()
+    }
+
+    pub fn patches(&self) -> Vec<(String, Value)> {
+        self.lock().patches.clone()
+    }
+
+    /// The next evictions of `ns/name` answer these codes, in order (then 201).
+    pub fn script_evictions(&self, ns: &str, name: &str, codes: &[u16]) {
+        self.lock().evictions.insert(
+            (ns.to_string(), name.to_string()),
+            codes.iter().copied().collect(),
+        );
+    }
+}
+
+fn handle_api(state: &Mutex<ApiState>, method: &str, uri: &str, body: &[u8]) -> Response<Body> {
+    let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+    st.log.push(format!("{method} {uri}"));
+    let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
+    let Some(kind) = KINDS.iter().find(|k| {
+        path.strip_prefix(k.prefix).is_some_and(|rest| {
+            let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+            segs.first() == Some(&k.plural)
+                || (segs.first() == Some(&"namespaces") && segs.get(2) == Some(&k.plural))
+        })
+    }) else {
+        return status(
+            404,
+            "NotFound",
+            &format!("the server could not find the requested resource ({path})"),
+        );
+    };
+    let rest: Vec<&str> = path[kind.prefix.len()..]
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let (ns, tail): (Option<&str>, &[&str]) = match rest.as_slice() {
+        ["namespaces", ns, tail @ ..] => (Some(*ns), &tail[1..]),
+        [_, tail @ ..] => (None, tail),
+        [] => (None, &[]),
+    };
+    let ns_s = ns.unwrap_or("").to_string();
+    match (method, tail) {
+        ("GET", []) if query_param(query, "watch") == Some("true") => {
+            let from: u64 = query_param(query, "resourceVersion")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
+            for (rv, line) in st.history.get(kind.plural).into_iter().flatten() {
+                if *rv > from {
+                    let _ = tx.send(Bytes::from(line.clone()));
+                }
+            }
+            st.watchers.push((kind.plural, tx));
+            let stream = futures::stream::unfold(rx, |mut rx| async move {
+                rx.recv()
+                    .await
+                    .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+            });
+            let mut r = Response::new(StreamBody::new(stream).boxed());
+            r.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static("application/json"),
+            );
+            r
+        }
+        ("GET", []) => {
+            let items: Vec<Value> = st
+                .objects
+                .get(kind.plural)
+                .map(|m| {
+                    m.iter()
+                        .filter(|((o_ns, _), _)| ns.is_none_or(|n| n == o_ns))
+                        .map(|(_, v)| v.clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            full(
+                200,
+                &json!({"apiVersion": "v1", "kind": "List",
+                "metadata": {"resourceVersion": st.rv.to_string()}, "items": items}),
+            )
+        }
+        ("GET", [name]) => match st
+            .objects
+            .get(kind.plural)
+            .and_then(|m| m.get(&(ns_s.clone(), name.to_string())))
+        {
+            Some(v) => full(200, v),
+            None => status(
+                404,
+                "NotFound",
+                &format!("{} {name:?} not found", kind.plural),
+            ),
+        },
+        ("POST", []) => {
+            let Ok(mut obj) = serde_json::from_slice::<Value>(body) else {
+                return status(400, "BadRequest", "invalid JSON");
+            };
+            let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
+            if st
+                .objects
+                .get(kind.plural)
+                .is_some_and(|m| m.contains_key(&(ns_s.clone(), name.clone())))
+            {
+                return status(
+                    409,
+                    "AlreadyExists",
+                    &format!("{} {name:?} already exists", kind.plural),
+                );
+            }
+            if let Some(n) = ns {
+                obj["metadata"]["namespace"] = json!(n);
+            }
+            let stored = st.put(kind.plural, obj);
+            full(201, &stored)
+        }
+        ("PUT", [name]) => {
+            let Ok(mut obj) = serde_json::from_slice::<Value>(body) else {
+                return status(400, "BadRequest", "invalid JSON");
+            };
+            let key = (ns_s.clone(), name.to_string());
+            let Some(current) = st.objects.get(kind.plural).and_then(|m| m.get(&key)) else {
+                return status(404, "NotFound", "not found");
+            };
+            if obj["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"] {
+                return status(409, "Conflict", "the object has been modified; please apply your changes to the latest version and try again");
+            }
+            if let Some(n) = ns {
+                obj["metadata"]["namespace"] = json!(n);
+            }
+            let stored = st.put(kind.plural, obj);
+            full(200, &stored)
+        }
+        ("PATCH", [name]) => {
+            let Ok(patch) = serde_json::from_slice::<Value>(body) else {
+                return status(400, "BadRequest", "invalid JSON");
+            };
+            let key = (ns_s.clone(), name.to_string());
+            let Some(mut current) = st
+                .objects
+                .get(kind.plural)
+                .and_then(|m| m.get(&key))
+                .cloned()
+            else {
+                return status(404, "NotFound", "not found");
+            };
+            if let Some(rv) = patch["metadata"]["resourceVersion"].as_str() {
+                if Some(rv) != current["metadata"]["resourceVersion"].as_str() {
+                    return status(409, "Conflict", "the object has been modified");
+                }
+            }
+            st.patches.push((name.to_string(), patch.clone()));
+            merge(&mut current, &patch);
+            let stored = st.put(kind.plural, current);
+            full(200, &stored)
+        }
+        ("POST", [name, "eviction"]) if kind.plural == "pods" => {
+            let key = (ns_s.clone(), name.to_string());
+            if !st.objects.get("pods").is_some_and(|m| m.contains_key(&key)) {
+                return status(404, "NotFound", &format!("pods {name:?} not found"));
+            }
+            let code = st
+                .evictions
+                .get_mut(&key)
+                .and_then(|q| q.pop_front())
+                .unwrap_or(201);
+            if code == 429 {
+                return status(
+                    429,
+                    "TooManyRequests",
+                    "Cannot evict pod as it would violate the pod's disruption budget.",
+                );
+            }
+            if code >= 300 {
+                return status(code, "InternalError", "eviction failed");
+            }
+            st.delete("pods", &ns_s, name);
+            full(
+                201,
+                &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+            )
+        }
+        _ => status(405, "MethodNotAllowed", &format!("{method} {path}")),
+    }
+}
+
+// ---------------------------------------------------------------------------
+
+#[derive(Default)]
+struct IntakeState {
+    /// Requests as "METHOD path".
+    log: Vec<String>,
+    /// Status codes the next POST /batches answer before handling.
+    fail_batches: VecDeque<u16>,
+    /// Accepted batches: the inflated body.
+    batches: Vec<Value>,
+    /// Pending pods per accepted batch (as flotilla's parser counted them).
+    pending_counts: Vec<usize>,
+    /// The `GET /clusters/<id>` answer.
+    view: Value,
+    acks: Vec<Value>,
+    /// Set lastResult to each accepted batch at once.
+    complete_batches: bool,
+    problems: Vec<String>,
+}
+
+/// The fake intake Function URL.
+#[derive(Clone)]
+pub struct FakeIntake {
+    state: Arc<Mutex<IntakeState>>,
+    pub addr: SocketAddr,
+}
+
+fn gunzip(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(bytes)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("body is not gzip: {e}"))?;
+    Ok(out)
+}
+
+/// The checks a Function URL with `AWS_IAM` auth would fail first.
+fn check_signed(headers: &hyper::HeaderMap) -> Result<(), String> {
+    let auth = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .ok_or("no Authorization header")?;
+    let date = headers
+        .get("x-amz-date")
+        .and_then(|v| v.to_str().ok())
+        .ok_or("no x-amz-date header")?;
+    let day = date.get(..8).ok_or("bad x-amz-date")?;
+    let want = format!(
+        "AWS4-HMAC-SHA256 Credential=AKIDTEST/{day}/us-west-2/lambda/aws4_request, SignedHeaders="
+    );
+    if !auth.starts_with(&want) {
+        return Err(format!(
+            "Authorization {auth:?} does not start with {want:?}"
+        ));
+    }
+    let signed = auth
+        .split("SignedHeaders=")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .ok_or("no SignedHeaders")?;
+    for h in ["host", "x-amz-date"] {
+        if !signed.split(';').any(|s| s == h) {
+            return Err(format!("{h} is not signed ({signed})"));
+        }
+    }
+    if headers.contains_key("content-encoding")
+        && !signed.split(';').any(|s| s == "content-encoding")
+    {
+        return Err("content-encoding is not signed".into());
+    }
+    let sig = auth.split("Signature=").nth(1).ok_or("no Signature")?;
+    if sig.len() != 64 || !sig.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return Err(format!("Signature {sig:?} is not 64 hex digits"));
+    }
+    Ok(())
+}
+
+impl FakeIntake {
+    pub async fn start(view: Value) -> FakeIntake {
+        let state = Arc::new(Mutex::new(IntakeState {
+            view,
+            complete_batches: true,
+            ..IntakeState::default()
+        }));
+        let s = state.clone();
+        let handler: Handler = Arc::new(move |method, uri, headers, body| {
+            handle_intake(&s, &method, &uri, &headers, &body)
+        });
+        let addr = serve(handler).await;
+        FakeIntake { state, addr }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, IntakeState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn fail_next_batches(&self, codes: &[u16]) {
+        self.lock().fail_batches.extend(codes.iter().copied());
+    }
+
+    pub fn set_complete_batches(&self, on: bool) {
+        self.lock().complete_batches = on;
+    }
+
+    pub fn batches(&self) -> Vec<Value> {
+        self.lock().batches.clone()
+    }
+
+    pub fn pending_counts(&self) -> Vec<usize> {
+        self.lock().pending_counts.clone()
+    }
+
+    pub fn acks(&self) -> Vec<Value> {
+        self.lock().acks.clone()
+    }
+
+    pub fn log(&self) -> Vec<String> {
+        self.lock().log.clone()
+    }
+
+    pub fn problems(&self) -> Vec<String> {
+        self.lock().problems.clone()
+    }
+
+    pub fn set_view(&self, view: Value) {
+        self.lock().view = view;
+    }
+}
+
+fn handle_intake(
+    state: &Mutex<IntakeState>,
+    method: &str,
+    uri: &str,
+    headers: &hyper::HeaderMap,
+    body: &[u8],
+) -> Response<Body> {
+    let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+    st.log.push(format!("{method} {uri}"));
+    if let Err(e) = check_signed(headers) {
+        st.problems.push(e.clone());
+        return full(403, &json!({"error": e}));
+    }
+    let inflate = |st: &mut IntakeState| -> Result<Vec<u8>, String> {
+        if headers
+            .get("content-encoding")
+            .and_then(|v| v.to_str().ok())
+            != Some("gzip")
+        {
+            st.problems
+                .push("body not sent with Content-Encoding: gzip".into());
+            return Err("expected gzip".into());
+        }
+        gunzip(body).inspect_err(|e| st.problems.push(e.clone()))
+    };
+    match (method, uri) {
+        ("POST", "/batches") => {
+            if let Some(code) = st.fail_batches.pop_front() {
+                return full(code, &json!({"error": format!("injected {code}")}));
+            }
+            let raw = match inflate(&mut st) {
+                Ok(b) => b,
+                Err(e) => return full(400, &json!({"error": e})),
+            };
+            let config = flotilla_service::Config::default();
+            let (req, cluster) = match flotilla_service::intake::parse_batch(&raw, &config) {
+                Ok(x) => x,
+                Err(e) => {
+                    st.problems
+                        .push(format!("intake would reject the batch: {e}"));
+                    return full(400, &json!({"error": e.to_string()}));
+                }
+            };
+            let n = st.batches.len() + 1;
+            let id = format!("b{n}");
+            st.batches
+                .push(serde_json::from_slice(&raw).unwrap_or_default());
+            st.pending_counts.push(cluster.pending_pods.len());
+            if st.complete_batches {
+                st.view["lastResult"] = json!({"batchId": id});
+            }
+            full(
+                202,
+                &json!({"clusterId": req.cluster_id, "batchId": id,
+                "pendingPods": cluster.pending_pods.len(), "deduplicated": false, "registered": 0}),
+            )
+        }
+        ("GET", path) if path.starts_with("/clusters/") => full(200, &st.view),
+        ("POST", path) if path.starts_with("/clusters/") && path.ends_with("/actions") => {
+            let raw = match inflate(&mut st) {
+                Ok(b) => b,
+                Err(e) => return full(400, &json!({"error": e})),
+            };
+            let req = match flotilla_service::intake::parse_acks(&raw) {
+                Ok(r) => r,
+                Err(e) => {
+                    st.problems
+                        .push(format!("intake would reject the acks: {e}"));
+                    return full(400, &json!({"error": e.to_string()}));
+                }
+            };
+            let mut acknowledged = 0;
+            for a in &req.acks {
+                st.acks.push(serde_json::to_value(a).unwrap_or_default());
+                // Intake stops listing acknowledged actions.
+                if let Some(list) = st.view["actions"].as_array_mut() {
+                    let before = list.len();
+                    list.retain(|x| x["id"] != json!(a.id));
+                    acknowledged += before - list.len();
+                }
+            }
+            full(
+                200,
+                &json!({"acknowledged": acknowledged, "already": 0, "unknown": []}),
+            )
+        }
+        _ => full(
+            404,
+            &json!({"error": format!("no route for {method} {uri}")}),
+        ),
+    }
+}
+
+/// Poll `f` every 20 ms for at most `secs` seconds.
+pub async fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let until = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if tokio::time::Instant::now() > until {
+            panic!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
