@@ -197,3 +197,78 @@ impl Args {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn args(extra: &[&str]) -> Result<Args, clap::Error> {
+        let mut v = vec![
+            "flotilla-agent",
+            "--intake-url",
+            "https://abc.lambda-url.us-west-2.on.aws/",
+            "--cluster-id",
+            "demo",
+            "--cluster-name",
+            "demo",
+            "--cluster-endpoint",
+            "https://EXAMPLE.eks.amazonaws.com",
+            "--cluster-ca-bundle",
+            "LS0=",
+            "--service-cidr",
+            "10.100.0.0/16",
+            "--region",
+            "us-west-2",
+        ];
+        for pair in extra.chunks(2) {
+            match v.iter().position(|a| *a == pair[0]) {
+                Some(i) => v[i + 1] = pair[1],
+                None => v.extend_from_slice(pair),
+            }
+        }
+        Args::try_parse_from(v)
+    }
+
+    #[test]
+    fn defaults_are_karpenters_windows_and_client_gos_lease() {
+        let a = args(&[]).expect("args");
+        a.validate().expect("valid");
+        let s = a.settings().expect("settings");
+        assert_eq!(s.idle, Duration::from_secs(1));
+        assert_eq!(s.max, Duration::from_secs(10));
+        assert_eq!(s.lease_duration, Duration::from_secs(15));
+        assert_eq!(s.renew_deadline, Duration::from_secs(10));
+        assert_eq!(s.lease_retry, Duration::from_secs(2));
+        assert!(s.max_body_bytes < 6 * 1024 * 1024);
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        let e = args(&["--cluster-id", "Demo_1"])
+            .expect("args")
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("FLOTILLA_CLUSTER_ID"), "{e}");
+        let e = args(&["--intake-url", "http://example.com"])
+            .expect("args")
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("FLOTILLA_INTAKE_URL"), "{e}");
+        let e = args(&["--batch-idle-seconds=-1"])
+            .expect("args")
+            .settings()
+            .unwrap_err();
+        assert!(e.to_string().contains("FLOTILLA_BATCH_IDLE_SECONDS"), "{e}");
+        let e = args(&["--renew-deadline-seconds", "20"])
+            .expect("args")
+            .settings()
+            .unwrap_err();
+        assert!(e.to_string().contains("lease timing"), "{e}");
+        let e = args(&["--max-body-bytes", "7000000"])
+            .expect("args")
+            .settings()
+            .unwrap_err();
+        assert!(e.to_string().contains("FLOTILLA_MAX_BODY_BYTES"), "{e}");
+    }
+}

@@ -491,6 +491,37 @@ async fn drains_respect_pod_disruption_budgets_until_the_deadline() {
         "{text}"
     );
     agent.shutdown().await;
+
+    // Least privilege: infra/agent/rbac.yaml allows every call the agent
+    // made (informers, cordon patches, evictions, the Lease), and this run
+    // used every permission it grants.
+    let grants = common::rbac_grants();
+    let mut used = std::collections::BTreeSet::new();
+    for request in api.log() {
+        let Some(ok) = common::allowed(&grants, &request) else {
+            panic!("not an API call: {request}");
+        };
+        assert!(ok, "rbac.yaml does not allow {request}");
+        let (group, resource, verb, _, _) = common::needed(&request).expect("needed");
+        used.insert((group, resource, verb));
+    }
+    // The CRDs this fake cluster lacks are listed (404) but never watched.
+    let listed: Vec<_> = used
+        .iter()
+        .filter(|(_, _, v)| v == "list")
+        .map(|(g, r, _)| (g.clone(), r.clone(), "watch".to_string()))
+        .collect();
+    used.extend(listed);
+    let granted: std::collections::BTreeSet<_> = grants
+        .iter()
+        .map(|g| (g.group.clone(), g.resource.clone(), g.verb.clone()))
+        .collect();
+    assert_eq!(
+        granted,
+        used,
+        "granted but never used: {:?}",
+        granted.difference(&used).collect::<Vec<_>>()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -574,4 +605,76 @@ async fn only_the_leader_posts_and_the_follower_takes_over_on_shutdown() {
     assert_eq!(intake_b.pending_counts()[0], 2);
     assert!(b.metrics.encode().contains("flotilla_agent_leader 1"));
     b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_over_the_body_limit_go_in_parts_each_after_the_previous_result() {
+    let api = FakeApi::start().await;
+    cluster(&api);
+    for i in 0..5 {
+        api.put("pods", pending_pod(&format!("web-{i}")));
+    }
+    // First, everything in one body, to measure it.
+    let intake = FakeIntake::start(empty_view()).await;
+    let agent = start(&api, &intake, "agent-a", settings());
+    eventually(10, "one batch", || {
+        (!intake.batches().is_empty()).then_some(())
+    })
+    .await;
+    agent.shutdown().await;
+    let whole = intake.batches()[0].clone();
+    let whole_len = serde_json::to_vec(&whole).expect("json").len();
+    let pod_lens: Vec<usize> = whole["documents"]
+        .as_array()
+        .expect("documents")
+        .iter()
+        .filter(|d| d["kind"] == "Pod" && d["spec"].get("nodeName").is_none())
+        .map(|d| serde_json::to_vec(d).expect("json").len() + 1)
+        .collect();
+    assert_eq!(pod_lens.len(), 5);
+    // Room for two pending pods per body.
+    let limit =
+        whole_len - pod_lens.iter().sum::<usize>() + 2 * pod_lens.iter().max().unwrap_or(&0) + 2;
+
+    let intake = FakeIntake::start(empty_view()).await;
+    let agent = start(
+        &api,
+        &intake,
+        "agent-a",
+        Settings {
+            max_body_bytes: limit,
+            ..settings()
+        },
+    );
+    eventually(10, "three parts", || {
+        (intake.batches().len() >= 3).then_some(())
+    })
+    .await;
+    agent.shutdown().await;
+    assert_eq!(intake.pending_counts()[..3], [2, 2, 1]);
+    let mut names: Vec<String> = intake.batches()[..3]
+        .iter()
+        .flat_map(|b| b["documents"].as_array().cloned().unwrap_or_default())
+        .filter(|d| d["kind"] == "Pod" && d["spec"].get("nodeName").is_none())
+        .filter_map(|d| d["metadata"]["name"].as_str().map(String::from))
+        .collect();
+    names.sort();
+    assert_eq!(names, ["web-0", "web-1", "web-2", "web-3", "web-4"]);
+    for b in intake.batches() {
+        assert!(serde_json::to_vec(&b).expect("json").len() <= limit);
+    }
+    // Each next part only after the previous part's result was read.
+    let log = intake.log();
+    let posts: Vec<usize> = log
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| *l == "POST /batches")
+        .map(|(i, _)| i)
+        .collect();
+    for w in posts.windows(2).take(2) {
+        assert!(
+            log[w[0]..w[1]].iter().any(|l| l == "GET /clusters/demo"),
+            "{log:?}"
+        );
+    }
 }

@@ -705,3 +705,119 @@ pub async fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+// ---------------------------------------------------------------------------
+
+/// One permission: (API group, resource, verb, namespace of a Role or
+/// `None` for the ClusterRole, resource names or empty for any).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Grant {
+    pub group: String,
+    pub resource: String,
+    pub verb: String,
+    pub namespace: Option<String>,
+    pub names: Vec<String>,
+}
+
+/// The permissions `infra/agent/rbac.yaml` grants.
+pub fn rbac_grants() -> Vec<Grant> {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../infra/agent/rbac.yaml"
+    ))
+    .expect("infra/agent/rbac.yaml");
+    let mut out = Vec::new();
+    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+        let v: Value = serde::Deserialize::deserialize(doc).expect("rbac.yaml document");
+        let kind = v["kind"].as_str().unwrap_or("");
+        if kind != "ClusterRole" && kind != "Role" {
+            continue;
+        }
+        let namespace = (kind == "Role").then(|| {
+            v["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        });
+        for rule in v["rules"].as_array().expect("rules") {
+            let strs = |k: &str| -> Vec<String> {
+                rule[k]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|x| x.as_str().map(String::from))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            for g in strs("apiGroups") {
+                for r in strs("resources") {
+                    for verb in strs("verbs") {
+                        out.push(Grant {
+                            group: g.clone(),
+                            resource: r.clone(),
+                            verb,
+                            namespace: namespace.clone(),
+                            names: strs("resourceNames"),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The permission a logged request ("METHOD path?query") needs:
+/// (group, resource, verb, namespace, name).
+pub type Need = (String, String, String, Option<String>, Option<String>);
+
+pub fn needed(request: &str) -> Option<Need> {
+    let (method, uri) = request.split_once(' ')?;
+    let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let (group, rest) = match segs.as_slice() {
+        ["api", "v1", rest @ ..] => (String::new(), rest),
+        ["apis", g, _v, rest @ ..] => (g.to_string(), rest),
+        _ => return None,
+    };
+    let (ns, rest) = match rest {
+        ["namespaces", ns, rest @ ..] => (Some(ns.to_string()), rest),
+        rest => (None, rest),
+    };
+    let (resource, name, sub) = match rest {
+        [r] => (r.to_string(), None, None),
+        [r, n] => (r.to_string(), Some(n.to_string()), None),
+        [r, n, s] => (r.to_string(), Some(n.to_string()), Some(s.to_string())),
+        _ => return None,
+    };
+    let resource = match sub {
+        Some(s) => format!("{resource}/{s}"),
+        None => resource,
+    };
+    let verb = match (method, name.is_some()) {
+        ("GET", false) if query.contains("watch=true") => "watch",
+        ("GET", false) => "list",
+        ("GET", true) => "get",
+        ("POST", _) => "create",
+        ("PUT", true) => "update",
+        ("PATCH", true) => "patch",
+        ("DELETE", _) => "delete",
+        _ => return None,
+    };
+    Some((group, resource, verb.to_string(), ns, name))
+}
+
+/// Whether `grants` allow `request`; `None` if the path is not an API path.
+pub fn allowed(grants: &[Grant], request: &str) -> Option<bool> {
+    let (group, resource, verb, ns, name) = needed(request)?;
+    Some(grants.iter().any(|g| {
+        g.group == group
+            && g.resource == resource
+            && g.verb == verb
+            && (g.namespace.is_none() || g.namespace == ns)
+            // resourceNames never restrict create, list or watch calls in
+            // our grants; a named grant needs the named object.
+            && (g.names.is_empty() || name.as_ref().is_some_and(|n| g.names.contains(n)))
+    }))
+}
