@@ -176,9 +176,11 @@ impl Args {
             || !id
                 .iter()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+            || id.first() == Some(&b'-')
+            || id.last() == Some(&b'-')
         {
             anyhow::bail!(
-                "FLOTILLA_CLUSTER_ID {:?}: must be 1-63 characters of [a-z0-9-]",
+                "FLOTILLA_CLUSTER_ID {:?}: must be 1-63 characters of [a-z0-9-], not starting or ending with '-'",
                 self.cluster_id
             );
         }
@@ -246,6 +248,11 @@ mod tests {
     #[test]
     fn bad_settings_are_named() {
         let e = args(&["--cluster-id", "Demo_1"])
+            .expect("args")
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("FLOTILLA_CLUSTER_ID"), "{e}");
+        let e = args(&["--cluster-id", "demo-"])
             .expect("args")
             .validate()
             .unwrap_err();

@@ -352,18 +352,31 @@ pub async fn run(agent: Agent, mut shutdown: signal::Receiver<bool>) -> anyhow::
             _ = tokio::time::sleep_until(deadline.unwrap_or_else(|| Instant::now() + far)), if deadline.is_some() => {
                 window.reset();
                 if *leading.borrow() {
-                    poster.post(&cache, &leading).await;
+                    let mut lost = leading.clone();
+                    tokio::select! {
+                        _ = poster.post(&cache, &leading) => {}
+                        _ = lost.wait_for(|l| !*l) => tracing::warn!("leadership lost while posting; post abandoned"),
+                        _ = shutdown.changed() => break,
+                    }
                     heartbeat.reset();
                 }
             }
             _ = heartbeat.tick() => {
                 if *leading.borrow() {
-                    poster.post(&cache, &leading).await;
+                    let mut lost = leading.clone();
+                    tokio::select! {
+                        _ = poster.post(&cache, &leading) => {}
+                        _ = lost.wait_for(|l| !*l) => tracing::warn!("leadership lost while posting; post abandoned"),
+                        _ = shutdown.changed() => break,
+                    }
                 }
             }
             _ = results.tick() => {
                 if *leading.borrow() {
-                    results_round(&cluster_id, &poster.intake, &cache, &mut runner, &applier, &metrics).await;
+                    tokio::select! {
+                        _ = results_round(&cluster_id, &poster.intake, &cache, &mut runner, &applier, &metrics) => {}
+                        _ = shutdown.changed() => break,
+                    }
                 }
             }
         }

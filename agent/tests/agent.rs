@@ -324,6 +324,33 @@ async fn intake_5xx_and_throttling_are_retried_and_4xx_is_not() {
     assert_eq!(e.status(), Some(503));
     assert_eq!(posts(&intake), 10);
     assert!(intake.problems().is_empty(), "{:?}", intake.problems());
+
+    // The fake recomputes the signature: a wrong secret is refused (403,
+    // not retried).
+    let forged = IntakeClient::new(
+        &intake.url(),
+        "us-west-2",
+        SharedCredentialsProvider::new(Credentials::new(
+            "AKIDTEST",
+            "not-the-secret",
+            Some("token".into()),
+            None,
+            "test",
+        )),
+        retry(),
+    )
+    .expect("client");
+    let e = forged.post_batch(&body).await.expect_err("refused");
+    assert_eq!(e.status(), Some(403));
+    assert_eq!(posts(&intake), 11);
+    assert!(
+        intake
+            .problems()
+            .iter()
+            .any(|p| p.contains("signature mismatch")),
+        "{:?}",
+        intake.problems()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

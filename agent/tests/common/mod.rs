@@ -543,6 +543,75 @@ fn check_signed(headers: &hyper::HeaderMap) -> Result<(), String> {
     Ok(())
 }
 
+/// Recompute the signature over what arrived (method, path, the signed
+/// headers as received, the body as received) with the test secret: it
+/// fails if anything signed was changed on the way or left unsigned.
+fn verify_signature(
+    method: &str,
+    uri: &str,
+    headers: &hyper::HeaderMap,
+    body: &[u8],
+) -> Result<(), String> {
+    use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
+    let h = |name: &str| -> Result<String, String> {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(String::from)
+            .ok_or(format!("header {name} missing"))
+    };
+    let auth = h("authorization")?;
+    let signed = auth
+        .split("SignedHeaders=")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .ok_or("no SignedHeaders")?
+        .to_string();
+    let got = auth.split("Signature=").nth(1).ok_or("no Signature")?;
+    let dt = k8s_openapi::jiff::civil::DateTime::strptime("%Y%m%dT%H%M%SZ", h("x-amz-date")?)
+        .map_err(|e| e.to_string())?;
+    let ts = dt
+        .to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC)
+        .map_err(|e| e.to_string())?
+        .timestamp();
+    let identity = aws_credential_types::Credentials::new(
+        "AKIDTEST",
+        "secret",
+        Some("token".into()),
+        None,
+        "fake",
+    )
+    .into();
+    let params = aws_sigv4::sign::v4::SigningParams::builder()
+        .identity(&identity)
+        .region("us-west-2")
+        .name("lambda")
+        .time(std::time::SystemTime::from(ts))
+        .settings(SigningSettings::default())
+        .build()
+        .map_err(|e| e.to_string())?
+        .into();
+    let url = format!("http://{}{uri}", h("host")?);
+    let mut pairs = Vec::new();
+    for name in signed.split(';').filter(|n| *n != "host") {
+        pairs.push((name.to_string(), h(name)?));
+    }
+    let signable = SignableRequest::new(
+        method,
+        &url,
+        pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        SignableBody::Bytes(body),
+    )
+    .map_err(|e| e.to_string())?;
+    let (_, want) = sign(signable, &params)
+        .map_err(|e| e.to_string())?
+        .into_parts();
+    if want != got {
+        return Err(format!("signature mismatch: got {got}, recomputed {want}"));
+    }
+    Ok(())
+}
+
 impl FakeIntake {
     pub async fn start(view: Value) -> FakeIntake {
         let state = Arc::new(Mutex::new(IntakeState {
@@ -608,7 +677,9 @@ fn handle_intake(
 ) -> Response<Body> {
     let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
     st.log.push(format!("{method} {uri}"));
-    if let Err(e) = check_signed(headers) {
+    if let Err(e) =
+        check_signed(headers).and_then(|()| verify_signature(method, uri, headers, body))
+    {
         st.problems.push(e.clone());
         return full(403, &json!({"error": e}));
     }
