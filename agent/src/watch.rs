@@ -176,6 +176,37 @@ fn slim<K: Resource>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
 }
 
+/// Of a pod, keep what scheduling and draining read ([`docs::pod_document`]
+/// sends no more): container env, commands, probes, mounts and statuses
+/// are often most of a pod.
+fn slim_pod(pod: &mut Pod) {
+    if let Some(spec) = pod.spec.as_mut() {
+        for c in spec
+            .containers
+            .iter_mut()
+            .chain(spec.init_containers.iter_mut().flatten())
+        {
+            c.env = None;
+            c.env_from = None;
+            c.command = None;
+            c.args = None;
+            c.volume_mounts = None;
+            c.volume_devices = None;
+            c.liveness_probe = None;
+            c.readiness_probe = None;
+            c.startup_probe = None;
+            c.lifecycle = None;
+            c.security_context = None;
+        }
+        spec.ephemeral_containers = None;
+    }
+    if let Some(status) = pod.status.as_mut() {
+        status.container_statuses = None;
+        status.init_container_statuses = None;
+        status.ephemeral_container_statuses = None;
+    }
+}
+
 fn typed<K>(
     client: &Client,
     kind: &str,
@@ -226,14 +257,9 @@ pub fn start(
         metrics,
     };
     let mut tasks = Vec::new();
-    let (pods, t) = typed::<Pod>(
-        &client,
-        "Pod",
-        &sync,
-        &config,
-        |_| {},
-        move |e| tracker.on_event(e),
-    );
+    let (pods, t) = typed::<Pod>(&client, "Pod", &sync, &config, slim_pod, move |e| {
+        tracker.on_event(e)
+    });
     tasks.push(t);
     let (nodes, t) = typed::<Node>(
         &client,
@@ -475,6 +501,31 @@ mod tests {
         assert!(t.pending.contains("default/a"));
         t.on_event(&Event::Delete(a));
         assert!(t.pending.is_empty());
+    }
+
+    #[test]
+    fn stored_pods_keep_what_scheduling_and_draining_read() {
+        let mut p = docs::tests::pod(serde_json::json!({
+            "metadata": {"name": "a", "namespace": "default"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "nginx",
+                "env": [{"name": "A", "value": "b"}], "command": ["sh"],
+                "ports": [{"containerPort": 80, "hostPort": 80}],
+                "resources": {"requests": {"cpu": "1"}}}]},
+            "status": {"phase": "Running", "containerStatuses": [{"name": "c", "image": "nginx",
+                "imageID": "x", "ready": true, "restartCount": 0}]}
+        }));
+        let before = docs::pod_document(&p);
+        slim_pod(&mut p);
+        let c = &p.spec.as_ref().expect("spec").containers[0];
+        assert!(c.env.is_none() && c.command.is_none());
+        assert!(p
+            .status
+            .as_ref()
+            .expect("status")
+            .container_statuses
+            .is_none());
+        // What is sent is unchanged.
+        assert_eq!(docs::pod_document(&p), before);
     }
 
     #[test]
