@@ -15,104 +15,19 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use aws_lambda_events::event::lambda_function_urls::LambdaFunctionUrlRequest;
 use flotilla_aws::DynamoStore;
-use flotilla_ports::{Event, Store};
+use flotilla_ports::Store;
 use flotilla_service::intake::Access;
 use flotilla_service::records::NodeClaimState;
 use flotilla_service::{Config, Ports};
 use flotilla_sim::{Ec2Sim, ManualClock, MemBus, MemStore};
-use flotilla_tests::{unique_name, Moto};
+use flotilla_tests::{bridge, sample_batch, unique_name, url_request, Moto};
 
 type LoadPorts<S> = Ports<S, Arc<Ec2Sim>, Arc<MemBus>, Arc<ManualClock>>;
 
 const CLUSTERS: usize = 100;
 /// Subnets and security groups carry this discovery tag.
 const DISCOVERY: &str = "load";
-
-fn events_dir() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(|p| p.join("events"))
-        .unwrap_or_default()
-}
-
-fn batch(cluster: &str, pods: usize) -> serde_json::Value {
-    let mut docs = vec![
-        serde_json::json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-            "metadata": {"name": "default"},
-            "spec": {"template": {"spec": {
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "requirements": [
-                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
-                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}
-                ]
-            }}}
-        }),
-        serde_json::json!({
-            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
-            "metadata": {"name": "default"},
-            "spec": {
-                "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                "role": "KarpenterNodeRole-demo",
-                "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": DISCOVERY}}],
-                "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": DISCOVERY}}]
-            }
-        }),
-    ];
-    let sizes = [
-        ("250m", "512Mi"),
-        ("1", "2Gi"),
-        ("2", "4Gi"),
-        ("500m", "3Gi"),
-    ];
-    for i in 0..pods {
-        let (cpu, mem) = sizes[i % sizes.len()];
-        docs.push(serde_json::json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": format!("app-{i}"), "namespace": "default"},
-            "spec": {"containers": [{"name": "app", "image": "app",
-                "resources": {"requests": {"cpu": cpu, "memory": mem}}}]}
-        }));
-    }
-    serde_json::json!({
-        "clusterId": cluster,
-        "cluster": {
-            "name": cluster,
-            "endpoint": "https://EXAMPLE.gr7.us-west-2.eks.amazonaws.com",
-            "caBundle": "LS0tLS1CRUdJTg==",
-            "serviceCidr": "10.100.0.0/16",
-            "kubernetesVersion": "1.33"
-        },
-        "documents": docs,
-    })
-}
-
-fn post(body: String) -> LambdaFunctionUrlRequest {
-    let mut v: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(events_dir().join("intake-post.json")).expect("events/intake-post.json"),
-    )
-    .expect("sample event is JSON");
-    v["body"] = serde_json::Value::String(body);
-    v["isBase64Encoded"] = serde_json::json!(false);
-    if let Some(h) = v.get_mut("headers").and_then(|h| h.as_object_mut()) {
-        h.remove("content-encoding");
-    }
-    serde_json::from_value(v).expect("Function URL request")
-}
-
-fn bridge(e: &Event) -> EventBridgeEvent<serde_json::Value> {
-    serde_json::from_value(serde_json::json!({
-        "version": "0", "id": "00000000-0000-0000-0000-000000000000",
-        "detail-type": e.detail_type, "source": "flotilla",
-        "account": "123456789012", "time": "2027-01-15T08:00:00Z", "region": "us-west-2",
-        "resources": [],
-        "detail": serde_json::from_str::<serde_json::Value>(&e.detail).expect("detail"),
-    }))
-    .expect("EventBridge event")
-}
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -160,10 +75,15 @@ async fn load<S: Store + Send + Sync + 'static>(
     let posts: Vec<_> = clusters
         .iter()
         .map(|c| {
-            let (p, body) = (p.clone(), batch(c, pods_per_batch).to_string());
+            let (p, body) = (
+                p.clone(),
+                sample_batch(c, DISCOVERY, pods_per_batch).to_string(),
+            );
             tokio::spawn(async move {
                 let t = Instant::now();
-                let r = flotilla_fn_intake::handle(&*p, &post(body)).await;
+                let r =
+                    flotilla_fn_intake::handle(&*p, &url_request("POST", "/batches", Some(body)))
+                        .await;
                 (r.status_code, r.body, t.elapsed())
             })
         })

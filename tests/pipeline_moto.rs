@@ -9,25 +9,16 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use aws_lambda_events::event::lambda_function_urls::LambdaFunctionUrlRequest;
 use flotilla_aws::DynamoStore;
-use flotilla_ports::Event;
 use flotilla_service::intake::Access;
 use flotilla_service::records::{NodeClaimRecord, NodeClaimState};
 use flotilla_service::{Config, Ports};
 use flotilla_sim::{Ec2Sim, ManualClock, MemBus};
-use flotilla_tests::{unique_name, Moto};
+use flotilla_tests::{bridge, events_dir, sample_batch, unique_name, url_request, Moto};
 
 type MotoPorts = Ports<DynamoStore, Arc<Ec2Sim>, Arc<MemBus>, Arc<ManualClock>>;
 
 const CLUSTER: &str = "demo";
-
-fn events_dir() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(|p| p.join("events"))
-        .unwrap_or_default()
-}
 
 async fn ports(moto: &Moto) -> MotoPorts {
     let sdk = moto.config().await;
@@ -55,83 +46,7 @@ async fn ports(moto: &Moto) -> MotoPorts {
 }
 
 fn batch(pods: usize) -> serde_json::Value {
-    let mut docs = vec![
-        serde_json::json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-            "metadata": {"name": "default"},
-            "spec": {"template": {"spec": {
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "requirements": [
-                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
-                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}
-                ]
-            }}}
-        }),
-        serde_json::json!({
-            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
-            "metadata": {"name": "default"},
-            "spec": {
-                "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                "role": "KarpenterNodeRole-demo",
-                "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": CLUSTER}}],
-                "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": CLUSTER}}]
-            }
-        }),
-    ];
-    let sizes = [
-        ("250m", "512Mi"),
-        ("1", "2Gi"),
-        ("2", "4Gi"),
-        ("500m", "3Gi"),
-    ];
-    for i in 0..pods {
-        let (cpu, mem) = sizes[i % sizes.len()];
-        docs.push(serde_json::json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": format!("app-{i}"), "namespace": "default"},
-            "spec": {"containers": [{"name": "app", "image": "app",
-                "resources": {"requests": {"cpu": cpu, "memory": mem}}}]}
-        }));
-    }
-    serde_json::json!({
-        "clusterId": CLUSTER,
-        "cluster": {
-            "name": CLUSTER,
-            "endpoint": "https://EXAMPLE.gr7.us-west-2.eks.amazonaws.com",
-            "caBundle": "LS0tLS1CRUdJTg==",
-            "serviceCidr": "10.100.0.0/16",
-            "kubernetesVersion": "1.33"
-        },
-        "documents": docs,
-    })
-}
-
-/// A Function URL request like `events/intake-post.json`, with this body.
-fn url_request(method: &str, path: &str, body: Option<String>) -> LambdaFunctionUrlRequest {
-    let mut v: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(events_dir().join("intake-post.json")).expect("events/intake-post.json"),
-    )
-    .expect("sample event is JSON");
-    v["rawPath"] = serde_json::json!(path);
-    v["requestContext"]["http"]["method"] = serde_json::json!(method);
-    v["requestContext"]["http"]["path"] = serde_json::json!(path);
-    v["body"] = body.map_or(serde_json::Value::Null, serde_json::Value::String);
-    v["isBase64Encoded"] = serde_json::json!(false);
-    if let Some(h) = v.get_mut("headers").and_then(|h| h.as_object_mut()) {
-        h.remove("content-encoding");
-    }
-    serde_json::from_value(v).expect("Function URL request")
-}
-
-fn bridge(e: &Event) -> EventBridgeEvent<serde_json::Value> {
-    serde_json::from_value(serde_json::json!({
-        "version": "0", "id": "00000000-0000-0000-0000-000000000000",
-        "detail-type": e.detail_type, "source": "flotilla",
-        "account": "123456789012", "time": "2027-01-15T08:00:00Z", "region": "us-west-2",
-        "resources": [],
-        "detail": serde_json::from_str::<serde_json::Value>(&e.detail).expect("detail"),
-    }))
-    .expect("EventBridge event")
+    sample_batch(CLUSTER, CLUSTER, pods)
 }
 
 /// Route every event on the bus to its handler until the bus is quiet.

@@ -159,3 +159,103 @@ pub fn unique_name(prefix: &str) -> String {
         N.fetch_add(1, Ordering::Relaxed)
     )
 }
+
+/// The `events/` folder of the repository.
+pub fn events_dir() -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(|p| p.join("events"))
+        .unwrap_or_default()
+}
+
+/// A batch for `cluster`: one NodePool (amd64, spot or on-demand), one
+/// EC2NodeClass selecting subnets and security groups tagged
+/// `karpenter.sh/discovery=<discovery>`, and `pods` pods cycling through
+/// four sizes.
+pub fn sample_batch(cluster: &str, discovery: &str, pods: usize) -> serde_json::Value {
+    let mut docs = vec![
+        serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+            "metadata": {"name": "default"},
+            "spec": {"template": {"spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [
+                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}
+                ]
+            }}}
+        }),
+        serde_json::json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+            "metadata": {"name": "default"},
+            "spec": {
+                "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "role": "KarpenterNodeRole-demo",
+                "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": discovery}}],
+                "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": discovery}}]
+            }
+        }),
+    ];
+    let sizes = [
+        ("250m", "512Mi"),
+        ("1", "2Gi"),
+        ("2", "4Gi"),
+        ("500m", "3Gi"),
+    ];
+    for i in 0..pods {
+        let (cpu, mem) = sizes[i % sizes.len()];
+        docs.push(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("app-{i}"), "namespace": "default"},
+            "spec": {"containers": [{"name": "app", "image": "app",
+                "resources": {"requests": {"cpu": cpu, "memory": mem}}}]}
+        }));
+    }
+    serde_json::json!({
+        "clusterId": cluster,
+        "cluster": {
+            "name": cluster,
+            "endpoint": "https://EXAMPLE.gr7.us-west-2.eks.amazonaws.com",
+            "caBundle": "LS0tLS1CRUdJTg==",
+            "serviceCidr": "10.100.0.0/16",
+            "kubernetesVersion": "1.33"
+        },
+        "documents": docs,
+    })
+}
+
+/// A Function URL request like `events/intake-post.json`, with this
+/// method, path and (plain, not base64) body.
+pub fn url_request(
+    method: &str,
+    path: &str,
+    body: Option<String>,
+) -> aws_lambda_events::event::lambda_function_urls::LambdaFunctionUrlRequest {
+    let mut v: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(events_dir().join("intake-post.json")).expect("events/intake-post.json"),
+    )
+    .expect("sample event is JSON");
+    v["rawPath"] = serde_json::json!(path);
+    v["requestContext"]["http"]["method"] = serde_json::json!(method);
+    v["requestContext"]["http"]["path"] = serde_json::json!(path);
+    v["body"] = body.map_or(serde_json::Value::Null, serde_json::Value::String);
+    v["isBase64Encoded"] = serde_json::json!(false);
+    if let Some(h) = v.get_mut("headers").and_then(|h| h.as_object_mut()) {
+        h.remove("content-encoding");
+    }
+    serde_json::from_value(v).expect("Function URL request")
+}
+
+/// One of Flotilla's own events as EventBridge delivers it to a Lambda.
+pub fn bridge(
+    e: &flotilla_ports::Event,
+) -> aws_lambda_events::event::eventbridge::EventBridgeEvent<serde_json::Value> {
+    serde_json::from_value(serde_json::json!({
+        "version": "0", "id": "00000000-0000-0000-0000-000000000000",
+        "detail-type": e.detail_type, "source": "flotilla",
+        "account": "123456789012", "time": "2027-01-15T08:00:00Z", "region": "us-west-2",
+        "resources": [],
+        "detail": serde_json::from_str::<serde_json::Value>(&e.detail).expect("detail"),
+    }))
+    .expect("EventBridge event")
+}
