@@ -358,7 +358,7 @@ fn cfn_lint() -> Result<()> {
         println!("    skipped: no infra/template.yaml yet");
         return Ok(());
     }
-    let cfn_lint = venv_with("cfn-lint", "cfn-lint", "cfn_lint")?.join("cfn-lint");
+    let cfn_lint = venv_with("cfn-lint", "cfn-lint", "cfnlint")?.join("cfn-lint");
     let mut c = Command::new(&cfn_lint);
     c.current_dir(root()).arg("infra/template.yaml");
     run("cfn-lint", c)
