@@ -143,34 +143,13 @@ async fn racing_clusters_never_overbook_a_reservation() {
 
 #[tokio::test]
 async fn node_claims_planned_into_a_reservation_launch_into_it() {
-    let clock = Arc::new(ManualClock::at_millis(START_MS));
-    let ec2 = Arc::new(
-        Ec2Sim::builder("us-west-2")
-            .cluster(CLUSTER)
-            .clock(clock.clone())
-            .capacity_reservation(flotilla_sim::ec2::odcr(
-                RESERVATION,
-                "m5.xlarge",
-                "us-west-2a",
-                2,
-            ))
-            .build()
-            .expect("simulator"),
-    );
-    let p = Ports {
-        store: Arc::new(MemStore::new()),
-        ec2: ec2.clone(),
-        bus: Arc::new(MemBus::new()),
-        clock,
-        config: Config {
-            region: "us-west-2".into(),
-            reserved_capacity: true,
-            node_role: Some("KarpenterNodeRole-demo".into()),
-            instance_profile: Some("flotilla-nodes".into()),
-            ..Config::default()
-        },
-        access: Access::default(),
-    };
+    let p = reserved_world(flotilla_sim::ec2::odcr(
+        RESERVATION,
+        "m5.xlarge",
+        "us-west-2a",
+        2,
+    ));
+    let ec2 = p.ec2.clone();
     let mut body: serde_json::Value =
         serde_json::from_slice(&reserved_batch(CLUSTER, 3)).expect("json");
     body["clusterId"] = serde_json::json!(CLUSTER);
