@@ -333,15 +333,23 @@ pub async fn run(agent: Agent, mut shutdown: signal::Receiver<bool>) -> anyhow::
         metrics.tick();
         let deadline = window.deadline();
         tokio::select! {
+            // Shutdown first: the leader task ends on it too, closing `leading`.
+            biased;
             _ = shutdown.changed() => break,
             r = changes.changed() => {
                 if r.is_err() {
+                    if *shutdown.borrow() {
+                        break;
+                    }
                     anyhow::bail!("the pod watch ended");
                 }
                 window.observe(Instant::now());
             }
             r = leading.changed() => {
                 if r.is_err() {
+                    if *shutdown.borrow() {
+                        break;
+                    }
                     anyhow::bail!("the leader election ended");
                 }
                 if *leading.borrow() {
