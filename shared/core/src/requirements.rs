@@ -406,9 +406,13 @@ impl Requirement {
 
 /// A conjunction of requirements, one per key (adding a second requirement
 /// on a key intersects it with the first).
+///
+/// Stored as a vector sorted by key: sets hold a handful of keys, and a
+/// `BTreeMap` allocates a whole node (eleven slots) for each, which made
+/// every pod's node-affinity terms cost kilobytes.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct Requirements {
-    reqs: BTreeMap<String, Requirement>,
+    reqs: Vec<Requirement>,
 }
 
 /// Why two requirement sets are incompatible: the first offending key.
@@ -451,40 +455,45 @@ impl Requirements {
         r
     }
 
+    fn find(&self, key: &str) -> Result<usize, usize> {
+        self.reqs.binary_search_by(|r| r.key.as_str().cmp(key))
+    }
+
     /// Adds (intersects) a requirement.
     pub fn add(&mut self, r: Requirement) {
-        match self.reqs.get_mut(&r.key) {
-            Some(cur) => *cur = cur.intersection(&r),
-            None => {
-                self.reqs.insert(r.key.clone(), r);
-            }
+        match self.find(&r.key) {
+            Ok(i) => self.reqs[i] = self.reqs[i].intersection(&r),
+            Err(i) => self.reqs.insert(i, r),
         }
     }
 
     pub fn add_all(&mut self, o: &Requirements) {
-        for r in o.reqs.values() {
-            self.add(r.clone());
+        for r in &o.reqs {
+            match self.find(&r.key) {
+                Ok(i) => self.reqs[i] = self.reqs[i].intersection(r),
+                Err(i) => self.reqs.insert(i, r.clone()),
+            }
         }
     }
 
     pub fn get(&self, key: &str) -> Option<&Requirement> {
-        self.reqs.get(key)
+        self.find(key).ok().map(|i| &self.reqs[i])
     }
 
     pub fn has_key(&self, key: &str) -> bool {
-        self.reqs.contains_key(key)
+        self.find(key).is_ok()
     }
 
     pub fn remove(&mut self, key: &str) -> Option<Requirement> {
-        self.reqs.remove(key)
+        self.find(key).ok().map(|i| self.reqs.remove(i))
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &String> {
-        self.reqs.keys()
+        self.reqs.iter().map(|r| &r.key)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Requirement> {
-        self.reqs.values()
+        self.reqs.iter()
     }
 
     pub fn len(&self) -> usize {
@@ -498,7 +507,7 @@ impl Requirements {
     /// Whether a concrete label value for `key` is allowed (a missing key
     /// allows anything).
     pub fn allows(&self, key: &str, value: &str) -> bool {
-        self.reqs.get(key).is_none_or(|r| r.has(value))
+        self.get(key).is_none_or(|r| r.has(value))
     }
 
     /// Karpenter's `Intersects`: shared keys must have a common value, unless
@@ -506,17 +515,17 @@ impl Requirements {
     /// `self.intersects(incoming).is_ok()` without building the error.
     pub fn intersects_ok(&self, incoming: &Requirements) -> bool {
         let neg = |o: Operator| matches!(o, Operator::NotIn | Operator::DoesNotExist);
-        incoming.reqs.iter().all(|(key, inc)| {
-            self.reqs
-                .get(key)
+        incoming.reqs.iter().all(|inc| {
+            self.get(&inc.key)
                 .is_none_or(|ex| ex.intersects(inc) || (neg(inc.operator()) && neg(ex.operator())))
         })
     }
 
     pub fn intersects(&self, incoming: &Requirements) -> Result<(), Incompatibility> {
         // Iterate the smaller map, probe the larger.
-        for (key, inc) in incoming.reqs.iter() {
-            let Some(ex) = self.reqs.get(key) else {
+        for inc in incoming.reqs.iter() {
+            let key = &inc.key;
+            let Some(ex) = self.get(key) else {
                 continue;
             };
             if !ex.intersects(inc) {
@@ -539,16 +548,18 @@ impl Requirements {
     /// pod side.
     /// `self.compatible(incoming).is_ok()` without building the error.
     pub fn compatible_ok(&self, incoming: &Requirements) -> bool {
-        incoming.reqs.iter().all(|(key, inc)| {
-            self.reqs.contains_key(key)
+        incoming.reqs.iter().all(|inc| {
+            let key = &inc.key;
+            self.has_key(key)
                 || matches!(inc.operator(), Operator::NotIn | Operator::DoesNotExist)
                 || labels::is_well_known(key)
         }) && self.intersects_ok(incoming)
     }
 
     pub fn compatible(&self, incoming: &Requirements) -> Result<(), Incompatibility> {
-        for (key, inc) in incoming.reqs.iter() {
-            if self.reqs.contains_key(key) {
+        for inc in incoming.reqs.iter() {
+            let key = &inc.key;
+            if self.has_key(key) {
                 continue;
             }
             if matches!(inc.operator(), Operator::NotIn | Operator::DoesNotExist) {
@@ -577,26 +588,26 @@ impl Requirements {
     /// sets itself (zone, instance type, ...) which are resolved at launch.
     pub fn single_valued_labels(&self) -> BTreeMap<String, String> {
         self.reqs
-            .values()
+            .iter()
             .filter(|r| !r.complement && r.values.len() == 1)
             .filter_map(|r| r.values.iter().next().map(|v| (r.key.clone(), v.clone())))
             .collect()
     }
 
     pub fn to_wire(&self) -> Vec<NodeSelectorRequirement> {
-        self.reqs.values().flat_map(|r| r.to_wire()).collect()
+        self.reqs.iter().flat_map(|r| r.to_wire()).collect()
     }
 }
 
 impl fmt::Debug for Requirements {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.reqs.values()).finish()
+        f.debug_list().entries(self.reqs.iter()).finish()
     }
 }
 
 impl fmt::Display for Requirements {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let parts: Vec<String> = self.reqs.values().map(|r| r.to_string()).collect();
+        let parts: Vec<String> = self.reqs.iter().map(|r| r.to_string()).collect();
         f.write_str(&parts.join(", "))
     }
 }
