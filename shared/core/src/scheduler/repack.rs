@@ -22,6 +22,10 @@
 //!   the pod's resources at the cheapest unit price per resource), each
 //!   re-valued a few rounds at what its pods paid in the last packing; the
 //!   cheapest packing wins;
+//! * a group of one class (a Deployment's replicas, typically) is packed
+//!   exactly instead: a dynamic programme over the pod count finds the
+//!   cheapest mix of types (13 + 7 pods on a `c6a.2xlarge` and an
+//!   `m5a.xlarge` rather than the greedy's best-ratio node and a poor tail);
 //! * two of the last nodes are merged into one while that is cheaper (the
 //!   greedy leaves its leftovers there);
 //! * every node is then right-sized: it keeps every type that holds its
@@ -46,6 +50,9 @@ const ROUNDS: usize = 4;
 
 /// How many of the last nodes of a packing are tried for merging.
 const TAIL: usize = 16;
+
+/// Work limit (pods × candidate types) of the exact single-class packing.
+const SINGLE_CLASS_WORK: usize = 20_000_000;
 
 /// A node of the new packing: its type's fill, as (class, count).
 struct Bin {
@@ -301,6 +308,15 @@ impl Run<'_> {
                 value = next;
             }
         }
+        // One class (a Deployment's replicas, typically): the cheapest
+        // cover is exact by dynamic programming over the pod count.
+        if let [n] = counts[..] {
+            if let Some((cost, bins)) = single_class(&cands, &need[0], n, &fits) {
+                if best_bins.as_ref().is_none_or(|(bc, _)| cost < *bc - 1e-12) {
+                    best_bins = Some((cost, bins));
+                }
+            }
+        }
         let (_, mut bins) = best_bins?;
         // The greedy leaves its leftovers on the last nodes: merge two of
         // the last ones into one node whenever that is cheaper, best gain
@@ -486,4 +502,117 @@ fn pack(
         }
     }
     Some(bins)
+}
+
+/// The cheapest packing of `n` pods of one class onto `cands`, exactly:
+/// `best[m]` is the least price of nodes holding `m` pods, built from
+/// `best[m - k] + price` over every type holding `k ≤ m` more (a node of a
+/// type that holds more than the `m` left is priced whole). `None` when no
+/// type holds a pod or the table would be too large (see
+/// `SINGLE_CLASS_WORK`).
+fn single_class(
+    cands: &[(usize, f64, Vec<i64>)],
+    need: &[i64],
+    n: usize,
+    fits: &dyn Fn(&[i64], &[i64]) -> i64,
+) -> Option<(f64, Vec<Bin>)> {
+    // Per distinct capacity in pods, the cheapest type.
+    let mut per: BTreeMap<usize, f64> = BTreeMap::new();
+    for (_, price, cap) in cands {
+        let k = fits(cap, need).clamp(0, n as i64) as usize;
+        if k > 0 {
+            let e = per.entry(k).or_insert(*price);
+            *e = e.min(*price);
+        }
+    }
+    // A type that holds more pods for no more money beats every smaller one.
+    let mut options: Vec<(usize, f64)> = Vec::new();
+    for (&k, &price) in per.iter().rev() {
+        if options.last().is_none_or(|&(_, p)| price < p) {
+            options.push((k, price));
+        }
+    }
+    if options.is_empty() || n.saturating_mul(options.len()) > SINGLE_CLASS_WORK {
+        return None;
+    }
+    let mut best = vec![0.0f64; n + 1];
+    let mut step = vec![0usize; n + 1];
+    for m in 1..=n {
+        let mut b = f64::INFINITY;
+        let mut take = 0;
+        for &(k, price) in &options {
+            let k = k.min(m);
+            let c = best[m - k] + price;
+            if c < b - 1e-12 {
+                b = c;
+                take = k;
+            }
+        }
+        best[m] = b;
+        step[m] = take;
+    }
+    let mut bins = Vec::new();
+    let mut m = n;
+    while m > 0 {
+        let k = step[m];
+        if k == 0 {
+            return None;
+        }
+        bins.push(Bin { fill: vec![(0, k)] });
+        m -= k;
+    }
+    // Fullest nodes first, as the greedy orders them.
+    bins.sort_by(|a, b| b.fill[0].1.cmp(&a.fill[0].1));
+    Some((best[n], bins))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fits(cap: &[i64], need: &[i64]) -> i64 {
+        cap.iter()
+            .zip(need)
+            .filter(|(_, n)| **n > 0)
+            .map(|(c, n)| (c / n).max(0))
+            .min()
+            .unwrap_or(i64::MAX)
+    }
+
+    fn cands() -> Vec<(usize, f64, Vec<i64>)> {
+        // One resource: nodes for 10, 6 and 4 pods; the 10-pod node has the
+        // best price per pod.
+        vec![(0, 1.0, vec![10]), (1, 0.66, vec![6]), (2, 0.5, vec![4])]
+    }
+
+    #[test]
+    fn one_class_is_packed_exactly_where_the_greedy_is_not() {
+        let need = vec![1];
+        let greedy = pack(&cands(), &[need.clone()], &[1.0], vec![12], &fits).unwrap_or_default();
+        let counts: Vec<usize> = greedy.iter().map(|b| b.fill[0].1).collect();
+        assert_eq!(counts, vec![10, 2], "the greedy takes the best ratio first");
+
+        let (cost, bins) = single_class(&cands(), &need, 12, &fits).unwrap_or_default();
+        let counts: Vec<usize> = bins.iter().map(|b| b.fill[0].1).collect();
+        assert_eq!(counts, vec![6, 6]);
+        assert!((cost - 1.32).abs() < 1e-9, "{cost}");
+    }
+
+    #[test]
+    fn one_class_prices_a_partly_filled_node_whole() {
+        let (cost, bins) = single_class(&cands(), &[1], 3, &fits).unwrap_or_default();
+        assert_eq!(bins.len(), 1);
+        assert!((cost - 0.5).abs() < 1e-9, "{cost}");
+        let (cost, bins) = single_class(&cands(), &[1], 21, &fits).unwrap_or_default();
+        let total: usize = bins.iter().map(|b| b.fill[0].1).sum();
+        assert_eq!(total, 21);
+        // 10 + 6 + 5 (a 6-pod node) = 2.32 vs 10 + 10 + 1 (4-pod node) = 2.5.
+        assert!((cost - 2.32).abs() < 1e-9, "{cost}");
+    }
+
+    #[test]
+    fn one_class_without_a_fitting_type_or_over_the_work_limit_is_left_to_the_greedy() {
+        assert!(single_class(&cands(), &[11], 3, &fits).is_none());
+        assert!(single_class(&cands(), &[1], SINGLE_CLASS_WORK, &fits).is_none());
+    }
 }
