@@ -588,7 +588,14 @@ mod tests {
     #[test]
     fn one_class_is_packed_exactly_where_the_greedy_is_not() {
         let need = vec![1];
-        let greedy = pack(&cands(), &[need.clone()], &[1.0], vec![12], &fits).unwrap_or_default();
+        let greedy = pack(
+            &cands(),
+            std::slice::from_ref(&need),
+            &[1.0],
+            vec![12],
+            &fits,
+        )
+        .unwrap_or_default();
         let counts: Vec<usize> = greedy.iter().map(|b| b.fill[0].1).collect();
         assert_eq!(counts, vec![10, 2], "the greedy takes the best ratio first");
 
