@@ -227,6 +227,9 @@ struct Run<'a> {
     /// NodeClaims that may still have room for such a pod (see `Roomy`).
     req_class: Vec<usize>,
     roomy: Vec<Roomy>,
+    /// Whether step 3 of `add` joins heavier limited NodePools' NodeClaims
+    /// (see [`schedule`]).
+    join_heavier: bool,
     /// Bumped when a reservation runs out (see `JoinMemo`).
     epoch: u32,
 }
@@ -362,7 +365,38 @@ fn shapes(pods: &[Pod], volume: &[Requirements]) -> (Vec<Option<usize>>, usize) 
 }
 
 /// Plans NodeClaims for the pending pods of `state`.
+///
+/// When a NodePool with limits has lighter NodePools behind it, pods that
+/// find it out of room for a new NodeClaim may either join one of its
+/// NodeClaims (weights first: what Karpenter does) or go to a lighter
+/// NodePool when that is cheaper (the cost rule). Neither is cheaper for
+/// every workload, so both are planned and the plan that schedules more
+/// pods, then costs less, is returned (the weights-first one on a tie).
 pub fn schedule(state: &ClusterState, catalog: &Catalog, opts: &SchedulerOptions) -> Plan {
+    let (plan, limited_heavier) = schedule_with(state, catalog, opts, false);
+    if !limited_heavier {
+        return plan;
+    }
+    let (weights_first, _) = schedule_with(state, catalog, opts, true);
+    let key = |p: &Plan| (p.unschedulable.len(), p.summary.hourly_price);
+    let (a, b) = (key(&plan), key(&weights_first));
+    if b.0 < a.0 || (b.0 == a.0 && b.1 <= a.1 + 1e-9) {
+        weights_first
+    } else {
+        plan
+    }
+}
+
+/// One planning run; `join_heavier` turns on step 3's joining of heavier
+/// limited NodePools' NodeClaims (see [`schedule`]). Also returns whether
+/// that could change anything: some NodePool with limits is heavier than
+/// another.
+fn schedule_with(
+    state: &ClusterState,
+    catalog: &Catalog,
+    opts: &SchedulerOptions,
+    join_heavier: bool,
+) -> (Plan, bool) {
     let available: Vec<u32> = state
         .capacity_reservations
         .iter()
@@ -452,6 +486,9 @@ pub fn schedule(state: &ClusterState, catalog: &Catalog, opts: &SchedulerOptions
         .collect();
     existing.sort_by(|a, b| a.node.name.cmp(&b.node.name));
 
+    let limited_heavier = pools
+        .iter()
+        .any(|h| h.remaining.is_some() && pools.iter().any(|o| o.np.weight < h.np.weight));
     let (shape, n_shapes) = shapes(pods, &volume);
     let shape_of = shape;
     let (size, n_sizes) = size_classes(pods, &volume);
@@ -485,6 +522,7 @@ pub fn schedule(state: &ClusterState, catalog: &Catalog, opts: &SchedulerOptions
         req_class,
         roomy: (0..n_req_classes).map(|_| Roomy::default()).collect(),
         epoch: 0,
+        join_heavier,
     };
 
     // Largest first: cpu, then memory, then name for a total order.
@@ -538,7 +576,10 @@ pub fn schedule(state: &ClusterState, catalog: &Catalog, opts: &SchedulerOptions
     }
 
     run.repack(!state.overlays.is_empty());
-    run.into_plan(queue.into_iter().collect(), errors, warnings)
+    (
+        run.into_plan(queue.into_iter().collect(), errors, warnings),
+        limited_heavier,
+    )
 }
 
 /// Zone requirements from the pod's volumes: a bound PV's node affinity, or
@@ -783,6 +824,16 @@ impl<'a> Run<'a> {
             );
         }
         for pi in 0..self.pools.len() {
+            // A heavier NodePool out of room under its limits still takes
+            // the pod on a NodeClaim it already has, whatever the cost rule
+            // says: weights rank NodePools before price, and those claims
+            // are charged against the limits already (their largest type).
+            if self.join_heavier && pi > 0 && self.pools[pi].np.weight < self.pools[0].np.weight {
+                if let Some((c, fit)) = self.join_heavier_limited(pi, p, &pod_reqs, &groups) {
+                    self.commit(c, p, fit);
+                    return Ok(());
+                }
+            }
             match self.try_new(pi, p, &pod_reqs, &groups) {
                 Ok((claim, fit)) => {
                     let reservation = claim.reservation;
@@ -805,6 +856,41 @@ impl<'a> Run<'a> {
             }
         }
         Err(reasons.join("; "))
+    }
+
+    /// A NodeClaim of a NodePool heavier than `pi` and with limits that
+    /// can take pod `p` (heaviest NodePool first, then creation order);
+    /// see step 3 of `add`.
+    fn join_heavier_limited(
+        &self,
+        pi: usize,
+        p: usize,
+        pod_reqs: &Requirements,
+        groups: &[(usize, Kind)],
+    ) -> Option<(usize, Fit)> {
+        let weight = self.pools[pi].np.weight;
+        let heavier: Vec<usize> = (0..pi)
+            .filter(|&h| self.pools[h].np.weight > weight && self.pools[h].remaining.is_some())
+            .collect();
+        if heavier.is_empty() {
+            return None;
+        }
+        let requests = &self.pods[p].requests;
+        for h in heavier {
+            for (c, claim) in self.claims.iter().enumerate() {
+                if claim.pool != h
+                    || !claim
+                        .requests
+                        .fits_in_with(requests, &claim.max_allocatable)
+                {
+                    continue;
+                }
+                if let Ok(fit) = self.try_claim(c, p, pod_reqs, groups) {
+                    return Some((c, fit));
+                }
+            }
+        }
+        None
     }
 
     /// One more NodeClaim launches into reservation `r`. When that was its

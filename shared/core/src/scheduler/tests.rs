@@ -1606,3 +1606,92 @@ fn plan_table_shows_reservation_use() {
     let table = schedule(&s, &catalog(), &SchedulerOptions::default()).to_table();
     assert!(!table.contains("RESERVATION"), "{table}");
 }
+
+#[test]
+fn a_full_limited_pool_keeps_pods_on_its_node_claims_when_that_is_cheaper() {
+    // The heavy pool may only run m5 and its limit holds one NodeClaim (it
+    // is charged the m5.2xlarge it could become). Pods past the cost rule
+    // on that NodeClaim either grow it or spill to the light pool: growing
+    // is cheaper here (one m5.2xlarge vs an m5.xlarge plus c5 nodes), and
+    // it is what the weights ask.
+    let mut heavy = pool(
+        "heavy",
+        vec![
+            req(labels::INSTANCE_FAMILY, Operator::In, &["m5"]),
+            req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]),
+        ],
+    );
+    heavy.weight = 10;
+    heavy.limits = Some(Resources::new().with("cpu", q("8")));
+    let light = pool(
+        "light",
+        vec![req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"])],
+    );
+    let mut pods: Vec<Pod> = (0..4)
+        .map(|i| pod(&format!("small-{i}"), "1", "1Gi"))
+        .collect();
+    pods.push(pod("big", "3", "3Gi"));
+    let s = state(pods, vec![light, heavy]);
+    let summary = |p: &Plan| -> Vec<(String, usize)> {
+        p.node_claims
+            .iter()
+            .map(|c| (c.node_pool.clone(), c.pods.len()))
+            .collect()
+    };
+    // The cost rule alone: the big pod's m5.xlarge is not grown for a 1-CPU
+    // pod, the small ones go to the light pool ($0.461/h).
+    let (spill, could) = schedule_with(&s, &catalog(), &SchedulerOptions::default(), false);
+    assert!(could);
+    assert_eq!(
+        summary(&spill),
+        vec![
+            ("heavy".into(), 1),
+            ("light".into(), 3),
+            ("light".into(), 1)
+        ]
+    );
+    // Returned: everything on the heavy pool's NodeClaim, an m5.2xlarge
+    // ($0.384/h), within its 8-CPU limit.
+    let p = plan(&s);
+    assert_eq!(summary(&p), vec![("heavy".into(), 5)]);
+    assert!((p.summary.hourly_price - 0.384).abs() < 1e-9);
+    assert!(p.summary.hourly_price < spill.summary.hourly_price);
+}
+
+#[test]
+fn a_full_limited_pool_lets_pods_spill_when_that_is_cheaper() {
+    // The same shape, but the heavy pool's only way to grow is a type far
+    // dearer than the light pool's nodes: the cost rule's plan is returned.
+    let mut heavy = pool(
+        "heavy",
+        vec![
+            req(
+                labels::INSTANCE_TYPE,
+                Operator::In,
+                &["m5.xlarge", "g4.8xlarge"],
+            ),
+            req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]),
+        ],
+    );
+    heavy.weight = 10;
+    heavy.limits = Some(Resources::new().with("cpu", q("32")));
+    let light = pool(
+        "light",
+        vec![req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"])],
+    );
+    let mut pods: Vec<Pod> = (0..4)
+        .map(|i| pod(&format!("small-{i}"), "1", "1Gi"))
+        .collect();
+    pods.push(pod("big", "3", "3Gi"));
+    let s = state(pods, vec![light, heavy]);
+    let (weights_first, _) = schedule_with(&s, &catalog(), &SchedulerOptions::default(), true);
+    let p = plan(&s);
+    assert!(
+        weights_first.summary.hourly_price > p.summary.hourly_price,
+        "{} vs {}",
+        weights_first.summary.hourly_price,
+        p.summary.hourly_price
+    );
+    assert!(p.node_claims.iter().any(|c| c.node_pool == "light"));
+    assert_eq!(p.summary.scheduled, 5);
+}
