@@ -4,28 +4,88 @@ plan for a Flotilla scheduling scenario, with HiGHS (`pip install highspy`).
 
 Input: scenario JSON files written by `flotilla_bench::scenario::export`
 (or directories of them). Output: one JSON array on stdout, per scenario:
-  {file, mix, pods, lpBound, ilpOptimum, ilpDualBound, ilpStatus, solver,
-   seconds, types, keptTypes, classes}
+  {file, mix, pods, lpBound, lpStatus, compactLpBound, ilpOptimum,
+   ilpDualBound, ilpStatus, solver, seconds, types, keptTypes, classes, ...}
 
-lpBound: optimum of the LP relaxation
+Notation: classes c with n_c pods and requests req[c,r]; types t with
+capacity cap[t,r], hourly price_t >= 0 and an optional maxCount_t (existing
+nodes: price 0, maxCount 1); m[c,t] = pods of class c one node of t holds
+(resources, class count and maxPerNode), 0 where c may not use t. Types
+dominated by another (one the same or more classes may use, with >= capacity
+in every resource, <= price and no count limit) are dropped first: a pattern
+on the dominated type is a pattern on its dominator at no higher price.
+
+lpBound: the LP relaxation of bin packing with instance types as bins
+(Gilmore-Gomory), by column generation. A pattern p is a type t(p) and
+integer counts k_c(p) <= m[c,t] with sum_c req[c,r] k_c <= cap[t,r] for every
+resource r; every node of every plan is one. Master LP over patterns:
+    min sum_p price_t(p) x_p
+    s.t. sum_p k_c(p) x_p        >= n_c         (duals pi_c >= 0)
+         sum_{p of t} x_p        <= maxCount_t  (duals mu_t <= 0, limited t)
+         x_p >= 0
+Count-limited types with identical price, capacity and usable classes (the
+bench's existing nodes) are one type whose limit is the sum, and classes that
+differ only in their anti-affinity group (same requests, types, maxPerNode
+and count; g of them) are one class of g n_c pods and g times the room per
+node: both give the same LP (spread a merged pattern over the g cyclic
+shifts of the classes, each with weight x_p / g).
+The master starts from one column per class (its cheapest-per-pod unlimited
+type filled with that class; an artificial cover per class at a prohibitive
+price keeps it feasible) and grows by pricing: per type, the best pattern is
+the multi-dimensional integer knapsack max sum_c pi_c k_c, solved exactly as
+a small HiGHS MIP (zero gap; its dual bound is what the bounds below use). A
+type is screened out without a MIP when an upper bound on its knapsack value,
+the least over resources of that resource's fractional knapsack with
+k_c <= m[c,t], cannot make its reduced cost price_t - mu_t - value_t
+negative. Columns with reduced cost < -1e-9 are added; when there are none
+the master's optimum is the LP optimum (lpStatus "optimal").
+Every iteration also gives bounds that are valid whatever the columns, from
+any pi >= 0, mu <= 0 and upper bounds v_t on the knapsack values (exact MIP
+bounds, or the screening bound for types not priced):
+  - Lagrangian: sum_c pi_c n_c + sum_t mu_t maxCount_t
+                + sum_t min(0, price_t - mu_t - v_t) * U_t,
+    U_t = min(maxCount_t, sum of n_c over classes that may use t): a plan
+    without empty nodes (removing one never costs more) has at most that many
+    nodes of t;
+  - Farley: theta * sum_c pi_c n_c + sum_{limited t} min(0, price_t -
+    theta v_t) maxCount_t, theta = min(1, min over unlimited t of
+    price_t / v_t): (theta pi, that mu) is feasible for the dual of the full
+    master LP.
+lpDualBound is the best of these over the iterations, floored at 0; on
+convergence it equals the LP optimum (up to the 1e-9 reduced-cost
+tolerance), and lpBound = lpDualBound (lpStatus "optimal", lpBoundFrom
+"lp-optimum"). If --lp-time-limit (default 60 s) runs out first, lpStatus
+is "time-limit" and lpBound is the larger of lpDualBound (lpBoundFrom
+"lagrangian") and compactLpBound ("compact"; valid as well: the compact LP
+below is this LP with fractional patterns). "infeasible": some class cannot
+be covered (lpBound null). Also reported: lpMasterObjective (the last
+master's optimum: the LP optimum on convergence, else an upper bound on it),
+lpIterations, lpColumns, lpPricingMips, lpTypes and lpClasses (after the
+merging above), lpSeconds.
+Any integer plan is a feasible point of the master LP, so lpBound is a lower
+bound on every plan's price for the scenario's relaxation (topology spread
+and pod affinity are ignored, so the bound is valid, only looser, for mixes
+that use them). A warning goes to stderr if a converged lpBound is below
+compactLpBound, or lpBound is above ilpOptimum (either would be a bug).
+
+compactLpBound: the older, weaker compact relaxation
     min sum_t price_t x_t
     s.t. sum_t y[c,t]            = n_c                    (every pod placed)
          sum_c req[c,r] y[c,t]  <= cap[t,r] x_t           (per type, resource)
-         y[c,t]                 <= m[c,t] x_t             (m = pods of class c
-                                                           one node of t holds)
+         y[c,t]                 <= m[c,t] x_t
          0 <= x_t <= maxCount_t,  y >= 0
-over the types each class may use. Any integer plan is a feasible point of
-this LP, so its optimum is a lower bound on every plan's price (for the
-scenario's relaxation: topology spread and pod affinity are ignored, so the
-bound is valid, only looser, for mixes that use them).
+which pools capacity per type, so pods split fluidly between nodes: it is
+the master LP with fractional patterns (any point of {k >= 0: sum_c req[c,r]
+k_c <= cap[t,r], k_c <= m[c,t]}). Every master LP point maps to a compact LP
+point of the same price (x_t = sum of x_p over t's patterns, y[c,t] = the
+pods they cover, trimmed to n_c), so lpBound >= compactLpBound.
 
 ilpOptimum (scenarios with <= --ilp-max-pods pods): the exact optimum with
-explicit integer bins per type, after dropping dominated types (another type
-the same or more classes may use with >= capacity in every resource, <= price
-and no count limit). Bins per type are capped by the pods that may use it and,
-when the scenario carries a feasible `upperBound` price, by
-floor(upperBound / price). If the time limit hits, ilpOptimum is null and
-ilpDualBound (a valid lower bound) and ilpIncumbent are reported.
+explicit integer bins per type, after dropping dominated types. Bins per type
+are capped by the pods that may use it and, when the scenario carries a
+feasible `upperBound` price, by floor(upperBound / price). If the time limit
+hits, ilpOptimum is null and ilpDualBound (a valid lower bound) and
+ilpIncumbent are reported.
 """
 
 import argparse
@@ -215,6 +275,339 @@ def lp_bound(sc, keep, m):
     return status, obj
 
 
+def group_types(sc, keep, m):
+    """Kept types as pricing units: count-limited types with identical price,
+    capacity and usable classes (the bench's existing nodes) become one unit
+    whose limit is the sum of theirs; that LP is the same LP. Returns a list of
+    (representative type index, maxCount or None, member count)."""
+    types, classes = sc["types"], sc["classes"]
+    usable = {t: [] for t in keep}
+    for ci, c in enumerate(classes):
+        for t in c["types"]:
+            if t in usable and m[ci, t] > 0:
+                usable[t].append(ci)
+    units, by_key = [], {}
+    for t in keep:
+        mc = types[t].get("maxCount")
+        if mc is None:
+            units.append([t, None, 1])
+            continue
+        key = (types[t]["price"], tuple(types[t]["capacity"]), tuple(usable[t]))
+        if key in by_key:
+            u = units[by_key[key]]
+            u[1] += mc
+            u[2] += 1
+        else:
+            by_key[key] = len(units)
+            units.append([t, mc, 1])
+    return [tuple(u) for u in units]
+
+
+class Knapsack:
+    """Pricing problem of one type: max sum_c pi_c k_c subject to
+    sum_c req[c,r] k_c <= cap[r] and 0 <= k_c <= m[c], k integer, as a HiGHS
+    MIP built once and re-solved with new objective coefficients.
+
+    Classes with identical requests and bound (e.g. hostname anti-affinity
+    groups of one shape) are interchangeable but for their duals, so a group
+    has one integer variable j_g = sum of its classes' k_c over continuous
+    k_c in [0, bound]: for any j_g the best split fills the classes with the
+    highest duals first, which is integral; k is rebuilt that way from j."""
+
+    def __init__(self, cls, req, cap, bound):
+        self.cls = cls  # class indices with m > 0
+        self.req = req  # len(cls) x R integer requests
+        self.cap = cap
+        self.bound = bound  # m[c] per entry of cls
+        self.h = None
+        # Rows that can bind at all (sum of requests at the bounds > cap).
+        self.rows = [r for r in range(len(cap))
+                     if (req[:, r] * bound).sum() > cap[r]]
+        groups = {}
+        for i in range(len(cls)):
+            key = (tuple(int(v) for v in req[i]), int(bound[i]))
+            groups.setdefault(key, []).append(i)
+        self.groups = list(groups.values())
+
+    def _build(self):
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("mip_rel_gap", 0.0)
+        h.setOptionValue("mip_abs_gap", 0.0)
+        h.setOptionValue("threads", 1)
+        n = len(self.cls)
+        G = len(self.groups)
+        # Columns 0..n-1: k_c (integer when alone in its group); n..n+G-1: j_g.
+        integer = np.zeros(n + G, dtype=bool)
+        jup = np.zeros(G)
+        for g, members in enumerate(self.groups):
+            if len(members) == 1:
+                integer[members[0]] = True
+            else:
+                integer[n + g] = True
+            jup[g] = float(self.bound[members].sum())
+        h.addCols(n + G, np.zeros(n + G), np.zeros(n + G),
+                  np.concatenate([self.bound.astype(float), jup]), 0,
+                  np.zeros(n + G, dtype=np.int32), np.array([], dtype=np.int32),
+                  np.array([], dtype=float))
+        for g, members in enumerate(self.groups):
+            idx = np.array(members + [n + g], dtype=np.int32)
+            val = np.array([1.0] * len(members) + [-1.0])
+            h.addRow(0.0, 0.0, len(idx), idx, val)
+        for r in self.rows:
+            # On the group variables; a group's classes share their requests.
+            lead = np.array([members[0] for members in self.groups])
+            nz = np.nonzero(self.req[lead, r])[0]
+            h.addRow(-highspy.kHighsInf, float(self.cap[r]), len(nz),
+                     (n + nz).astype(np.int32), self.req[lead[nz], r].astype(float))
+        cols = np.nonzero(integer)[0].astype(np.int32)
+        h.changeColsIntegrality(
+            len(cols), cols, np.array([highspy.HighsVarType.kInteger] * len(cols)))
+        h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+        self.h = h
+
+    def feasible(self, k):
+        return bool(np.all(k <= self.bound) and np.all(k >= 0)
+                    and np.all(k @ self.req <= self.cap))
+
+    def solve(self, pi):
+        """(k, value of k, upper bound on the optimum) for duals pi (per
+        entry of cls). k is None if no feasible integer point came back."""
+        p = np.maximum(pi, 0.0)
+        if not self.rows:  # nothing binds: every class at its bound
+            k = self.bound.copy()
+            v = float(p @ k)
+            return k, v, v
+        if self.h is None:
+            self._build()
+        n = len(self.cls)
+        self.h.changeColsCost(n, np.arange(n, dtype=np.int32), p)
+        self.h.run()
+        info = self.h.getInfo()
+        k = None
+        if info.primal_solution_status == 2:
+            x = np.array(self.h.getSolution().col_value)
+            k = np.zeros(n, dtype=np.int64)
+            for g, members in enumerate(self.groups):
+                left = int(round(x[n + g]))
+                for i in sorted(members, key=lambda i: -p[i]):
+                    k[i] = min(self.bound[i], max(left, 0))
+                    left -= k[i]
+            if not self.feasible(k):
+                k = None
+        v = float(p @ k) if k is not None else 0.0
+        if self.h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
+            ub = info.mip_dual_bound
+            ub = max(v, ub if math.isfinite(ub) else INF)
+        else:
+            ub = INF
+        return k, v, ub
+
+
+def screen_bounds(pi, req, capT, M):
+    """Upper bound per unit on its pricing value for duals pi: the least over
+    resources of the fractional (LP) knapsack of that resource alone, with
+    k_c <= m[c,t] (classes by value per unit of the resource, greedily).
+    req: C x R, capT: U x R, M: C x U (m, 0 where a class may not use a unit)."""
+    pos = pi > 0
+    full = (pi[:, None] * M).sum(axis=0)
+    ub = full.copy()
+    for r in range(req.shape[1]):
+        rq = req[:, r].astype(float)
+        free = pos & (rq <= 0)
+        val = (pi[free, None] * M[free]).sum(axis=0)
+        use = np.nonzero(pos & (rq > 0))[0]
+        if len(use):
+            ratio = pi[use] / rq[use]
+            order = use[np.argsort(-ratio, kind="stable")]
+            w = M[order] * rq[order, None]  # J x U weights at the bounds
+            before = np.cumsum(w, axis=0) - w
+            taken = np.clip(capT[None, :, r] - before, 0.0, w)
+            val = val + ((pi[order] / rq[order])[:, None] * taken).sum(axis=0)
+        ub = np.minimum(ub, val)
+    return ub
+
+
+def pattern_lp_bound(sc, keep, m, time_limit, eps=1e-9):
+    """Gilmore-Gomory LP over packing patterns by column generation (see the
+    module doc). Returns a dict of output fields."""
+    t0 = time.monotonic()
+    types, classes = sc["types"], sc["classes"]
+    units = group_types(sc, keep, m)
+    # Classes that differ only in their anti-affinity group (same requests,
+    # types, maxPerNode and count) become one class of g times the pods and g
+    # times the per-node room: the same LP (averaging a pattern over the
+    # cyclic shifts of the g classes splits its pods evenly among them).
+    merged = {}
+    for ci, c in enumerate(classes):
+        key = (tuple(c["requests"]), tuple(sorted(c["types"])), c.get("maxPerNode"),
+               c["count"])
+        merged.setdefault(key, []).append(ci)
+    members = list(merged.values())
+    C, U = len(members), len(units)
+    R = len(sc["resources"])
+    n = np.array([classes[g[0]]["count"] * len(g) for g in members], dtype=float)
+    req = np.array([classes[g[0]]["requests"] for g in members],
+                   dtype=np.int64).reshape(C, R)
+    price = np.array([types[t]["price"] for t, _, _ in units], dtype=float)
+    capT = np.array([types[t]["capacity"] for t, _, _ in units],
+                    dtype=np.int64).reshape(U, R)
+    M = np.zeros((C, U), dtype=np.int64)
+    allowed = [set(classes[g[0]]["types"]) for g in members]
+    for u, (t, _, _) in enumerate(units):
+        for ci, g in enumerate(members):
+            if t in allowed[ci] and m[g[0], t] > 0:
+                # What one node holds of the merged class: g times a member's
+                # count and maxPerNode, and what fits.
+                fit = min([capT[u, r] // req[ci, r] for r in range(R) if req[ci, r] > 0]
+                          + [m[g[0], t] * len(g)])
+                M[ci, u] = fit
+    limited = [u for u in range(U) if units[u][1] is not None]
+    limit = np.array([units[u][1] or 0 for u in range(U)], dtype=float)
+    row_of = {u: C + i for i, u in enumerate(limited)}
+    # Nodes of a unit in a plan without empty nodes: at most the pods that
+    # may use it (and its count limit).
+    cap_nodes = (n[:, None] * (M > 0)).sum(axis=0)
+    cap_nodes = np.where([units[u][1] is not None for u in range(U)],
+                         np.minimum(cap_nodes, limit), cap_nodes)
+    out = {"lpTypes": U, "lpClasses": C}
+    uncoverable = [ci for ci in range(C) if not M[ci].any()]
+    if uncoverable:
+        out.update(lpStatus="infeasible", lpBound=None)
+        return out
+
+    knap = [None] * U
+    cols = set()
+
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", 1)
+    h.setOptionValue("dual_feasibility_tolerance", 1e-9)
+    h.setOptionValue("primal_feasibility_tolerance", 1e-9)
+    nrow = C + len(limited)
+    lo = np.concatenate([n, np.full(len(limited), -highspy.kHighsInf)])
+    hi = np.concatenate([np.full(C, highspy.kHighsInf), limit[limited]])
+    h.addRows(nrow, lo, hi, 0, np.zeros(nrow, dtype=np.int32),
+              np.array([], dtype=np.int32), np.array([], dtype=float))
+    # Artificial cover per class (cost far above any real pod's): keeps the
+    # master feasible whatever the first columns are.
+    big = 1e3 * (1.0 + float(price.max()))
+    h.addCols(C, np.full(C, big), np.zeros(C), np.full(C, highspy.kHighsInf),
+              C, np.arange(C, dtype=np.int32), np.arange(C, dtype=np.int32),
+              np.ones(C))
+
+    def add_columns(new):
+        starts, idx, val, cost = [], [], [], []
+        for u, k in new:
+            # Only real patterns: a wrong column would void the bound.
+            assert np.all(k <= M[:, u]) and np.all(k @ req <= capT[u]), (u, k)
+            starts.append(len(idx))
+            for ci in np.nonzero(k)[0]:
+                idx.append(int(ci))
+                val.append(float(k[ci]))
+            if u in row_of:
+                idx.append(row_of[u])
+                val.append(1.0)
+            cost.append(price[u])
+        h.addCols(len(new), np.array(cost), np.zeros(len(new)),
+                  np.full(len(new), highspy.kHighsInf), len(idx),
+                  np.array(starts, dtype=np.int32), np.array(idx, dtype=np.int32),
+                  np.array(val, dtype=float))
+
+    # First columns: per class, its cheapest-per-pod unlimited unit, full.
+    first = []
+    for ci in range(C):
+        best = None
+        for u in np.nonzero(M[ci])[0]:
+            if units[u][1] is not None:
+                continue
+            per = price[u] / M[ci, u]
+            if best is None or per < best[0]:
+                best = (per, u)
+        if best is not None:
+            k = np.zeros(C, dtype=np.int64)
+            k[ci] = M[ci, best[1]]
+            cols.add((best[1], tuple(k)))
+            first.append((best[1], k))
+    add_columns(first)
+
+    best_lb = -INF
+    status = None
+    it = mips = 0
+    z = None
+    while True:
+        it += 1
+        h.run()
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            status = "master-" + h.modelStatusToString(h.getModelStatus())
+            break
+        z = h.getInfo().objective_function_value
+        dual = np.array(h.getSolution().row_dual)
+        pi = np.maximum(dual[:C], 0.0)
+        mu = np.zeros(U)
+        for u, r in row_of.items():
+            mu[u] = min(dual[r], 0.0)
+        value_ub = screen_bounds(pi, req, capT, M)
+        cand = np.nonzero(price - mu - value_ub < -eps)[0]
+        cand = cand[np.argsort((price - mu - value_ub)[cand], kind="stable")]
+        new = []
+        timed_out = False
+        for u in cand:
+            if time.monotonic() - t0 > time_limit:
+                timed_out = True
+                break
+            if knap[u] is None:
+                cl = np.nonzero(M[:, u])[0]
+                knap[u] = Knapsack(cl, req[cl], capT[u], M[cl, u])
+            ks = knap[u]
+            k, v, ub = ks.solve(pi[ks.cls])
+            mips += 1
+            value_ub[u] = min(value_ub[u], ub * (1 + 1e-9) + 1e-12)
+            if k is not None and price[u] - mu[u] - v < -eps:
+                full = np.zeros(C, dtype=np.int64)
+                full[ks.cls] = k
+                key = (u, tuple(full))
+                if key not in cols:
+                    cols.add(key)
+                    new.append((u, full))
+        # Valid bounds from these duals (module doc): Lagrangian and Farley.
+        rc = price - mu - value_ub
+        base = float(pi @ n)
+        lag = base + float(mu @ limit) + float(np.minimum(rc, 0.0) @ cap_nodes)
+        unl = np.array([units[u][1] is None for u in range(U)])
+        ratio = [price[u] / value_ub[u] for u in range(U)
+                 if unl[u] and value_ub[u] > 0]
+        theta = min([1.0] + ratio)
+        farley = theta * base + float(
+            np.minimum(price - theta * value_ub, 0.0)[~unl] @ limit[~unl])
+        best_lb = max(best_lb, lag, farley)
+        if timed_out or (new and time.monotonic() - t0 > time_limit):
+            status = "time-limit"
+            break
+        if not new:
+            status = "optimal"
+            break
+        add_columns(new)
+    art = np.array(h.getSolution().col_value[:C]) if z is not None else None
+    if status == "optimal" and art is not None and art.max() > 1e-7:
+        status = "infeasible"
+    # Prices are >= 0, so 0 is a bound too (early Lagrangian bounds can be
+    # negative).
+    best_lb = max(best_lb, 0.0)
+    out.update(
+        lpStatus=status,
+        lpBound=(round(float(best_lb), 6)
+                 if status in ("optimal", "time-limit") and math.isfinite(best_lb)
+                 else None),
+        lpMasterObjective=None if z is None else round(float(z), 6),
+        lpIterations=it,
+        lpColumns=len(cols),
+        lpPricingMips=mips,
+        lpSeconds=round(time.monotonic() - t0, 3),
+    )
+    return out
+
+
 def ilp_optimum(sc, keep, m, time_limit, threads):
     types, classes = sc["types"], sc["classes"]
     nres = len(sc["resources"])
@@ -291,8 +684,27 @@ def bound(path, args):
     keep = prune_dominated(sc, m)
     out["keptTypes"] = len(keep)
     status, obj = lp_bound(sc, keep, m)
-    out["lpStatus"] = status
-    out["lpBound"] = round(obj, 6) if status == "optimal" and obj is not None else None
+    out["compactLpStatus"] = status
+    compact = obj if status == "optimal" and obj is not None else None
+    out["compactLpBound"] = None if compact is None else round(compact, 6)
+    out.update(pattern_lp_bound(sc, keep, m, args.lp_time_limit))
+    lp = out.get("lpBound")
+    out["lpDualBound"] = lp
+    out["lpBoundFrom"] = {"optimal": "lp-optimum",
+                          "time-limit": "lagrangian"}.get(out["lpStatus"])
+    if lp is not None and compact is not None and lp < compact - 1e-6 * max(1.0, compact):
+        if out["lpStatus"] == "optimal":
+            print(f"warning: {out['file']}: pattern LP optimum {lp} is below the "
+                  f"compact LP bound {compact}", file=sys.stderr)
+        else:
+            # Still valid: the compact LP is the pattern LP with fractional
+            # patterns, so its value bounds the pattern LP from below too.
+            print(f"note: {out['file']}: column generation stopped ({out['lpStatus']}) "
+                  f"at a bound of {lp}; lpBound is the compact bound {compact}",
+                  file=sys.stderr)
+            out["lpBound"] = round(compact, 6)
+            out["lpBoundFrom"] = "compact"
+            lp = out["lpBound"]
     out["ilpOptimum"] = None
     placed = sc["pods"] - out["unplaceable"]
     if placed <= args.ilp_max_pods:
@@ -314,6 +726,10 @@ def bound(path, args):
             out["ilpIncumbent"] = None if obj is None else round(obj, 6)
             out["ilpDualBound"] = (None if dual is None or not math.isfinite(dual)
                                    else round(dual, 6))
+    opt = out["ilpOptimum"]
+    if lp is not None and opt is not None and lp > opt + 1e-6 * max(1.0, opt):
+        print(f"warning: {out['file']}: pattern LP bound {lp} is above the ILP "
+              f"optimum {opt}", file=sys.stderr)
     out["seconds"] = round(time.monotonic() - t0, 3)
     return out
 
@@ -325,6 +741,8 @@ def main():
     ap.add_argument("--time-limit", type=float, default=120.0,
                     help="seconds per ILP")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--lp-time-limit", type=float, default=60.0,
+                    help="seconds of column generation per scenario")
     args = ap.parse_args()
     results = []
     for p in load(args.paths):

@@ -1,10 +1,12 @@
 //! Plan-quality report: for each workload mix, our scheduler's price, the
-//! first-fit-decreasing baseline's price, and a proven lower bound (LP
-//! relaxation, plus exact ILP optima for small scenarios) from
+//! first-fit-decreasing baseline's price, and proven lower bounds (the
+//! bin-packing LP over packing patterns by column generation, the older
+//! compact LP, plus exact ILP optima for small scenarios) from
 //! `shared/bench/bound.py` (HiGHS). See `shared/bench/README.md`.
 //!
 //! Usage: quality [--pods N] [--seed S] [--small] [--seeds K]
 //!                [--python PATH] [--out DIR] [--time-limit SECS]
+//!                [--lp-time-limit SECS]
 
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
@@ -21,13 +23,15 @@ struct Args {
     python: String,
     out: PathBuf,
     time_limit: f64,
+    lp_time_limit: f64,
     mixes: Vec<String>,
 }
 
 fn usage() -> &'static str {
     "usage: quality [--pods N (default 500)] [--seed S (default 1)] [--small (20-pod ILP cases)] \
      [--seeds K (small mode, default 3)] [--mix NAME]... [--python PATH \
-     (default $HOME/.cache/flotilla/venv/bin/python)] [--out DIR] [--time-limit SECS (per ILP, default 120)]"
+     (default $HOME/.cache/flotilla/venv/bin/python)] [--out DIR] [--time-limit SECS (per ILP, default 120)] \
+     [--lp-time-limit SECS (column generation per scenario, default 60)]"
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -40,6 +44,7 @@ fn parse_args() -> Result<Args, String> {
         python: format!("{home}/.cache/flotilla/venv/bin/python"),
         out: std::env::temp_dir().join("flotilla-quality"),
         time_limit: 120.0,
+        lp_time_limit: 60.0,
         mixes: vec![],
     };
     let mut it = std::env::args().skip(1);
@@ -55,6 +60,11 @@ fn parse_args() -> Result<Args, String> {
             "--mix" => a.mixes.push(value()?),
             "--time-limit" => {
                 a.time_limit = value()?.parse().map_err(|e| format!("--time-limit: {e}"))?
+            }
+            "--lp-time-limit" => {
+                a.lp_time_limit = value()?
+                    .parse()
+                    .map_err(|e| format!("--lp-time-limit: {e}"))?
             }
             "-h" | "--help" => return Err(usage().into()),
             other => return Err(format!("unknown argument {other:?}\n{}", usage())),
@@ -157,6 +167,8 @@ fn main() -> ExitCode {
         .arg(&args.out)
         .arg("--time-limit")
         .arg(args.time_limit.to_string())
+        .arg("--lp-time-limit")
+        .arg(args.lp_time_limit.to_string())
         .output();
     let bounds: Vec<Value> = match output {
         Ok(o) if o.status.success() => match serde_json::from_slice::<Value>(&o.stdout) {
@@ -194,19 +206,23 @@ fn main() -> ExitCode {
             let b = bounds
                 .iter()
                 .find(|b| b["file"].as_str() == Some(file.as_str()));
+            // lpBound: the pattern (column-generation) LP bound;
+            // compactLpBound: the older compact LP, kept for comparison.
             let lp = b.and_then(|b| b["lpBound"].as_f64());
+            let compact = b.and_then(|b| b["compactLpBound"].as_f64());
             let ilp = b.and_then(|b| b["ilpOptimum"].as_f64());
             let ours = row["ourPrice"].as_f64().unwrap_or(f64::NAN);
             let ffd = row["ffdPrice"].as_f64().unwrap_or(f64::NAN);
             let best = ilp.or(lp);
-            let gap = |p: f64| {
-                best.filter(|b| *b > 0.0)
-                    .map(|b| round((p / b - 1.0) * 100.0))
+            let gap_to = |p: f64, b: Option<f64>| {
+                b.filter(|b| *b > 0.0).map(|b| round((p / b - 1.0) * 100.0))
             };
             row["lpBound"] = json!(lp);
+            row["compactLpBound"] = json!(compact);
             row["ilpOptimum"] = json!(ilp);
-            row["gapPercent"] = json!(gap(ours));
-            row["ffdGapPercent"] = json!(gap(ffd));
+            row["gapPercent"] = json!(gap_to(ours, best));
+            row["ffdGapPercent"] = json!(gap_to(ffd, best));
+            row["compactGapPercent"] = json!(gap_to(ours, compact));
             row["gapBasis"] = json!(if ilp.is_some() {
                 "ilpOptimum"
             } else {
@@ -214,6 +230,11 @@ fn main() -> ExitCode {
             });
             if let Some(b) = b {
                 for k in [
+                    "lpStatus",
+                    "lpBoundFrom",
+                    "lpIterations",
+                    "lpColumns",
+                    "lpSeconds",
                     "ilpStatus",
                     "ilpDualBound",
                     "ilpIncumbent",

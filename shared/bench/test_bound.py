@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Self-check of bound.py's pattern LP (column generation) on random small
+scenarios: its value must equal the LP over *all* packing patterns
+(enumerated), lie between the compact LP bound and the exact ILP optimum, and
+its time-limited (Lagrangian) bound must never exceed the LP optimum.
+
+Scenarios: 1-6 types (some count-limited, some of those free), 1-3
+resources, 1-4 classes with restricted type lists and maxPerNode, plus
+copies of anti-affinity classes (which bound.py merges).
+
+    $HOME/.cache/flotilla/venv/bin/python shared/bench/test_bound.py [--cases 300] [--seed 1]
+
+Exit status 1 on any mismatch (printed with the scenario).
+"""
+
+import argparse
+import copy
+import itertools
+import json
+import os
+import random
+import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bound as B  # noqa: E402
+
+
+def random_scenario(rnd):
+    nres = rnd.choice([1, 2, 3])
+    types = []
+    for t in range(rnd.randint(1, 6)):
+        cap = [rnd.randint(4, 16) for _ in range(nres)]
+        limited = rnd.random() < 0.35
+        free = limited and rnd.random() < 0.5
+        price = 0.0 if free else round(rnd.uniform(0.5, 3.0) * sum(cap) / nres / 8, 3)
+        types.append({"name": f"t{t}", "pool": None, "capacity": cap, "price": price,
+                      "maxCount": rnd.randint(1, 3) if limited else None})
+    classes = []
+    for _ in range(rnd.randint(1, 4)):
+        req = [rnd.randint(0 if r else 1, 6) for r in range(nres)]
+        allowed = [t for t in range(len(types)) if rnd.random() < 0.7]
+        classes.append({"count": rnd.randint(1, 7), "requests": req,
+                        "types": allowed or [rnd.randrange(len(types))],
+                        "maxPerNode": 1 if rnd.random() < 0.2 else None})
+    for c in list(classes):  # anti-affinity groups of one shape
+        if rnd.random() < 0.3:
+            c["maxPerNode"] = 1
+            classes += [copy.deepcopy(c) for _ in range(rnd.randint(1, 3))]
+    return {"resources": [f"r{i}" for i in range(nres)], "types": types,
+            "classes": classes, "pods": sum(c["count"] for c in classes),
+            "unplaceable": 0}
+
+
+def enumerated_lp(sc, keep, m):
+    """The master LP with every pattern of every kept type as a column."""
+    types, classes = sc["types"], sc["classes"]
+    cols = []
+    for t in keep:
+        cl = [ci for ci, c in enumerate(classes) if t in c["types"] and m[ci, t] > 0]
+        cap = types[t]["capacity"]
+        for ks in itertools.product(*[range(m[ci, t] + 1) for ci in cl]):
+            if any(ks) and all(
+                    sum(classes[ci]["requests"][r] * k for ci, k in zip(cl, ks)) <= cap[r]
+                    for r in range(len(cap))):
+                full = [0] * len(classes)
+                for ci, k in zip(cl, ks):
+                    full[ci] = k
+                cols.append((t, full))
+    rows = B.Rows()
+    for ci, c in enumerate(classes):
+        coefs = [(j, k[ci]) for j, (_, k) in enumerate(cols) if k[ci] > 0]
+        if not coefs:
+            return "infeasible", None
+        rows.add(coefs, c["count"], B.INF)
+    for t in keep:
+        if types[t]["maxCount"] is not None:
+            coefs = [(j, 1.0) for j, (tt, _) in enumerate(cols) if tt == t]
+            if coefs:
+                rows.add(coefs, -B.INF, types[t]["maxCount"])
+    cost = [types[t]["price"] for t, _ in cols]
+    status, obj, _, _ = B.solve(cost, [0.0] * len(cols), [B.INF] * len(cols), rows)
+    return status, obj
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cases", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    rnd = random.Random(args.seed)
+    counts = {"ok": 0, "infeasible": 0, "failed": 0}
+    for i in range(args.cases):
+        sc = random_scenario(rnd)
+        m = B.fit_counts(sc)
+        keep = B.prune_dominated(sc, m)
+        cg = B.pattern_lp_bound(sc, keep, m, 60.0)
+        early = B.pattern_lp_bound(sc, keep, m, 0.0)  # Lagrangian bounds only
+        st, direct = enumerated_lp(sc, keep, m)
+        _, compact = B.lp_bound(sc, keep, m)
+        ist, ilp, _, _, _ = B.ilp_optimum(sc, keep, m, 60.0, 1)
+        lp, tol = cg["lpBound"], 1e-6
+        problems = []
+        if st != "optimal":
+            counts["infeasible"] += 1
+            if cg["lpStatus"] == "optimal":
+                problems.append(f"enumerated LP {st} but column generation optimal")
+        else:
+            if cg["lpStatus"] != "optimal" or abs(lp - direct) > tol * max(1, direct):
+                problems.append(f"pattern LP {cg} != enumerated {direct}")
+            if compact is not None and lp is not None and lp < compact - tol:
+                problems.append(f"pattern LP {lp} < compact {compact}")
+            if early["lpBound"] is not None and early["lpBound"] > direct + tol:
+                problems.append(f"Lagrangian {early['lpBound']} > LP {direct}")
+        if ist == "optimal" and lp is not None and lp > ilp + tol:
+            problems.append(f"pattern LP {lp} > ILP optimum {ilp}")
+        if problems:
+            counts["failed"] += 1
+            print(f"case {i}: {'; '.join(problems)}\n  {json.dumps(sc)}")
+        elif st == "optimal":
+            counts["ok"] += 1
+    print(json.dumps(counts))
+    return 1 if counts["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
