@@ -145,6 +145,17 @@ enum ZonePin {
 }
 
 impl ZonePin {
+    /// Buckets of `bucket`: free, one per zone bit, other.
+    const BUCKETS: usize = 66;
+
+    fn bucket(self) -> usize {
+        match self {
+            ZonePin::Free => 0,
+            ZonePin::Bit(b) => 1 + b.trailing_zeros() as usize,
+            ZonePin::Other => Self::BUCKETS - 1,
+        }
+    }
+
     fn of(reqs: &Requirements, zones: &[String]) -> ZonePin {
         let Some(z) = reqs.get(labels::ZONE) else {
             return ZonePin::Free;
@@ -227,6 +238,11 @@ struct Run<'a> {
     /// NodeClaims that may still have room for such a pod (see `Roomy`).
     req_class: Vec<usize>,
     roomy: Vec<Roomy>,
+    /// Per size class, for pods without a shape (spread, pod affinity) at
+    /// no relaxation: per zone bucket (see `ZonePin::bucket`), the first
+    /// NodeClaim not known to refuse such a pod for reasons that only
+    /// harden (no room, the cost rule). Topology refusals do not count.
+    spread_hint: Vec<Option<Box<[u32; ZonePin::BUCKETS]>>>,
     /// Whether step 3 of `add` joins heavier limited NodePools' NodeClaims
     /// (see [`schedule`]).
     join_heavier: bool,
@@ -522,6 +538,7 @@ fn schedule_with(
         req_class,
         roomy: (0..n_req_classes).map(|_| Roomy::default()).collect(),
         epoch: 0,
+        spread_hint: vec![None; n_sizes],
         join_heavier,
     };
 
@@ -751,6 +768,36 @@ impl<'a> Run<'a> {
         let cls = self.req_class[p];
         let mut roomy = std::mem::take(&mut self.roomy[cls]);
         roomy.sync(self.claims.len());
+        // Pods without a shape: start at the lowest hint of the buckets
+        // the pod may use, skip each bucket's known refusals.
+        let size = self.size[p];
+        let mut hints = if shape.is_none() && *r == Relaxation::default() {
+            Some(
+                self.spread_hint[size]
+                    .take()
+                    .unwrap_or_else(|| Box::new([0; ZonePin::BUCKETS])),
+            )
+        } else {
+            None
+        };
+        let first = match &hints {
+            Some(h) => {
+                let eligible = |b: usize| {
+                    zones_admitted.is_none()
+                        || b == 0
+                        || b == ZonePin::BUCKETS - 1
+                        || admitted_bits & (1 << (b - 1)) != 0
+                };
+                (0..ZonePin::BUCKETS)
+                    .filter(|&b| eligible(b))
+                    .map(|b| h[b] as usize)
+                    .min()
+                    .unwrap_or(0)
+            }
+            None => first,
+        };
+        // Buckets where a claim refused for a reason that may pass later.
+        let mut blocked = [false; ZonePin::BUCKETS];
         let start = roomy.list.partition_point(|&c| (c as usize) < first);
         let mut joined = None;
         for k in start..roomy.list.len() {
@@ -762,15 +809,38 @@ impl<'a> Run<'a> {
                 continue;
             }
             let c = roomy.list[k] as usize;
+            // Known pins answer the hint without touching the NodeClaim.
+            if roomy.pins[k] != 0 {
+                let bucket = ZonePin::Bit(roomy.pins[k]).bucket();
+                if hints.as_ref().is_some_and(|h| c < h[bucket] as usize) {
+                    continue;
+                }
+            }
             let claim = &self.claims[c];
             if let ZonePin::Bit(b) = claim.zone_pin {
                 roomy.pins[k] = b;
             }
+            let bucket = claim.zone_pin.bucket();
+            if hints.as_ref().is_some_and(|h| c < h[bucket] as usize) {
+                continue;
+            }
+            // A refusal that only hardens moves the bucket's hint past `c`
+            // while nothing before it in the bucket may pass later.
+            let mut refused = |hints: &mut Option<Box<[u32; ZonePin::BUCKETS]>>, hard: bool| {
+                if let Some(h) = hints.as_mut() {
+                    if !hard {
+                        blocked[bucket] = true;
+                    } else if !blocked[bucket] {
+                        h[bucket] = c as u32 + 1;
+                    }
+                }
+            };
             if !claim
                 .requests
                 .fits_in_with(&pod.requests, &claim.max_allocatable)
             {
                 roomy.kill(k);
+                refused(&mut hints, true);
                 continue;
             }
             if let Some(ok) = &zones_admitted {
@@ -794,14 +864,22 @@ impl<'a> Run<'a> {
                 }
             }
             if !self.may_join_memo(c, p, &pod_reqs, solo, r) {
+                refused(&mut hints, true);
                 continue;
             }
-            if let Ok(fit) = self.try_claim(c, p, &pod_reqs, &groups) {
-                if self.joins_cheaply(c, p, &pod_reqs, &fit, solo) {
-                    joined = Some((c, fit));
-                    break;
+            match self.try_claim(c, p, &pod_reqs, &groups) {
+                Ok(fit) => {
+                    if self.joins_cheaply(c, p, &pod_reqs, &fit, solo) {
+                        joined = Some((c, fit));
+                        break;
+                    }
+                    refused(&mut hints, true);
                 }
+                Err(_) => refused(&mut hints, false),
             }
+        }
+        if let Some(h) = hints {
+            self.spread_hint[size] = Some(h);
         }
         roomy.compact();
         self.roomy[cls] = roomy;
@@ -909,6 +987,7 @@ impl<'a> Run<'a> {
         self.no_type_reasons.borrow_mut().clear();
         self.slot_cache.borrow_mut().clear();
         self.solo_cache.iter_mut().for_each(|c| *c = None);
+        self.spread_hint.iter_mut().for_each(|h| *h = None);
         self.epoch = self.epoch.wrapping_add(1);
     }
 
