@@ -112,7 +112,8 @@ fn pick_size(rng: &mut Rng) -> (&'static str, &'static str) {
     ("1", "2Gi")
 }
 
-/// Deployments of `group` pods with a common size; returns the pods.
+/// Deployments of `group` pods (fewer when `n` is under four groups) with
+/// a common size; returns the pods.
 fn deployments(
     n: usize,
     group: usize,
@@ -121,6 +122,8 @@ fn deployments(
 ) -> Vec<Pod> {
     let mut rng = Rng::new(seed);
     let mut pods = Vec::with_capacity(n);
+    // At least four Deployments, so small scenarios mix sizes too.
+    let group = group.min((n / 4).max(1));
     let mut d = 0;
     while pods.len() < n {
         let (cpu, mem) = pick_size(&mut rng);

@@ -26,6 +26,8 @@
 //!   exactly instead: a dynamic programme over the pod count finds the
 //!   cheapest mix of types (13 + 7 pods on a `c6a.2xlarge` and an
 //!   `m5a.xlarge` rather than the greedy's best-ratio node and a poor tail);
+//!   so is a group of few pods of a few classes (a dynamic programme over
+//!   the vectors of pods left per class, see `FEW_CLASSES_WORK`);
 //! * two of the last nodes are merged into one while that is cheaper (the
 //!   greedy leaves its leftovers there);
 //! * every node is then right-sized: it keeps every type that holds its
@@ -53,6 +55,9 @@ const TAIL: usize = 16;
 
 /// Work limit (pods × candidate types) of the exact single-class packing.
 const SINGLE_CLASS_WORK: usize = 20_000_000;
+
+/// Work limit (count-vector pairs) of the exact few-class packing.
+const FEW_CLASSES_WORK: usize = 2_000_000;
 
 /// A node of the new packing: its type's fill, as (class, count).
 struct Bin {
@@ -310,11 +315,14 @@ impl Run<'_> {
         }
         // One class (a Deployment's replicas, typically): the cheapest
         // cover is exact by dynamic programming over the pod count.
-        if let [n] = counts[..] {
-            if let Some((cost, bins)) = single_class(&cands, &need[0], n, &fits) {
-                if best_bins.as_ref().is_none_or(|(bc, _)| cost < *bc - 1e-12) {
-                    best_bins = Some((cost, bins));
-                }
+        // Few pods of a few classes: exact as well, over count vectors.
+        let exact = match counts[..] {
+            [n] => single_class(&cands, &need[0], n, &fits),
+            _ => few_classes(&cands, &need, &counts),
+        };
+        if let Some((cost, bins)) = exact {
+            if best_bins.as_ref().is_none_or(|(bc, _)| cost < *bc - 1e-12) {
+                best_bins = Some((cost, bins));
             }
         }
         let (_, mut bins) = best_bins?;
@@ -566,6 +574,124 @@ fn single_class(
     Some((best[n], bins))
 }
 
+/// The cheapest packing of `counts[c]` pods of each class `c` onto
+/// `cands`, exactly, when the table is small (see `FEW_CLASSES_WORK`):
+/// `best[v]`, for every vector `v` of pods left per class, is the least
+/// price of nodes holding them, over the node holding the first class left
+/// (any content `u <= v` with `u` of that class, priced as the cheapest type
+/// that holds `u`) plus `best[v - u]`.
+fn few_classes(
+    cands: &[(usize, f64, Vec<i64>)],
+    need: &[Vec<i64>],
+    counts: &[usize],
+) -> Option<(f64, Vec<Bin>)> {
+    // Pairs u <= v over all v: the product of (n + 1)(n + 2) / 2.
+    let mut work: usize = 1;
+    let mut states: usize = 1;
+    for &n in counts {
+        work = work.checked_mul((n + 1) * (n + 2) / 2)?;
+        states = states.checked_mul(n + 1)?;
+    }
+    if work > FEW_CLASSES_WORK || states.saturating_mul(cands.len()) > FEW_CLASSES_WORK * 4 {
+        return None;
+    }
+    let k = counts.len();
+    // Mixed radix: index = sum v[c] * stride[c].
+    let mut stride = vec![1usize; k];
+    for c in 1..k {
+        stride[c] = stride[c - 1] * (counts[c - 1] + 1);
+    }
+    let decode = |mut i: usize, out: &mut [usize]| {
+        for c in 0..k {
+            out[c] = i % (counts[c] + 1);
+            i /= counts[c] + 1;
+        }
+    };
+    // Price of one node holding each vector: the cheapest type that does.
+    let dims = need.first().map_or(0, Vec::len);
+    let mut node_price = vec![f64::INFINITY; states];
+    let mut v = vec![0usize; k];
+    let mut total = vec![0i64; dims];
+    for (i, slot) in node_price.iter_mut().enumerate().skip(1) {
+        decode(i, &mut v);
+        total.iter_mut().for_each(|t| *t = 0);
+        for (c, &n) in v.iter().enumerate() {
+            for (t, q) in total.iter_mut().zip(&need[c]) {
+                *t += q * n as i64;
+            }
+        }
+        *slot = cands
+            .iter()
+            .filter(|(_, _, cap)| cap.iter().zip(&total).all(|(c, r)| c >= r))
+            .map(|(_, price, _)| *price)
+            .fold(f64::INFINITY, f64::min);
+    }
+    let mut best = vec![f64::INFINITY; states];
+    let mut choice = vec![0usize; states];
+    best[0] = 0.0;
+    let mut u = vec![0usize; k];
+    for i in 1..states {
+        decode(i, &mut v);
+        let Some(first) = v.iter().position(|&n| n > 0) else {
+            continue;
+        };
+        // Every u <= v with u[first] >= 1 (odometer over the classes).
+        u.iter_mut().for_each(|x| *x = 0);
+        u[first] = 1;
+        loop {
+            let ui: usize = u.iter().zip(&stride).map(|(a, s)| a * s).sum();
+            let p = node_price[ui];
+            if p.is_finite() {
+                let c = p + best[i - ui];
+                if c < best[i] - 1e-12 {
+                    best[i] = c;
+                    choice[i] = ui;
+                }
+            }
+            // Next u.
+            let mut c = 0;
+            loop {
+                if c == k {
+                    break;
+                }
+                let lo = usize::from(c == first);
+                if u[c] < v[c] {
+                    u[c] += 1;
+                    break;
+                }
+                u[c] = lo;
+                c += 1;
+            }
+            if c == k {
+                break;
+            }
+        }
+    }
+    let all = states - 1;
+    if !best[all].is_finite() {
+        return None;
+    }
+    let mut bins = Vec::new();
+    let mut i = all;
+    while i > 0 {
+        let ui = choice[i];
+        if ui == 0 {
+            return None;
+        }
+        decode(ui, &mut u);
+        bins.push(Bin {
+            fill: u
+                .iter()
+                .enumerate()
+                .filter(|(_, &n)| n > 0)
+                .map(|(c, &n)| (c, n))
+                .collect(),
+        });
+        i -= ui;
+    }
+    Some((best[all], bins))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -621,5 +747,37 @@ mod tests {
     fn one_class_without_a_fitting_type_or_over_the_work_limit_is_left_to_the_greedy() {
         assert!(single_class(&cands(), &[11], 3, &fits).is_none());
         assert!(single_class(&cands(), &[1], SINGLE_CLASS_WORK, &fits).is_none());
+    }
+
+    #[test]
+    fn few_classes_are_packed_exactly() {
+        // Two resources. Class 0 is CPU-heavy, class 1 memory-heavy; a
+        // balanced node holds one of each for less than two lopsided ones.
+        let cands = vec![
+            (0, 1.0, vec![4, 1]), // cpu node
+            (1, 1.0, vec![1, 4]), // memory node
+            (2, 1.2, vec![4, 4]), // balanced
+            (3, 2.1, vec![8, 8]), // large balanced
+        ];
+        let need = vec![vec![3, 1], vec![1, 3]];
+        let (cost, bins) = few_classes(&cands, &need, &[2, 2]).unwrap_or_default();
+        // Two pods of each: one large balanced node (2.1) beats two
+        // balanced (2.4) and four lopsided ones (4.0).
+        assert!((cost - 2.1).abs() < 1e-9, "{cost}");
+        assert_eq!(bins.len(), 1);
+        assert_eq!(bins[0].fill, vec![(0, 2), (1, 2)]);
+        let (cost, bins) = few_classes(&cands, &need, &[3, 1]).unwrap_or_default();
+        // 3 cpu-heavy + 1 memory-heavy: large balanced holds 2+1 (7, 5),
+        // the third goes on a cpu node: 3.1.
+        assert!((cost - 3.1).abs() < 1e-9, "{cost}");
+        let placed: usize = bins.iter().flat_map(|b| b.fill.iter().map(|f| f.1)).sum();
+        assert_eq!(placed, 4);
+    }
+
+    #[test]
+    fn few_classes_gives_up_on_large_tables_and_unplaceable_pods() {
+        let cands = vec![(0, 1.0, vec![4, 4])];
+        assert!(few_classes(&cands, &[vec![1, 1], vec![1, 1]], &[5000, 5000]).is_none());
+        assert!(few_classes(&cands, &[vec![5, 1], vec![1, 1]], &[1, 1]).is_none());
     }
 }
