@@ -810,9 +810,8 @@ impl<'a> Run<'a> {
             }
             let c = roomy.list[k] as usize;
             // Known pins answer the hint without touching the NodeClaim.
-            if roomy.pins[k] != 0 {
-                let bucket = ZonePin::Bit(roomy.pins[k]).bucket();
-                if hints.as_ref().is_some_and(|h| c < h[bucket] as usize) {
+            if let Some(h) = &hints {
+                if roomy.pins[k] != 0 && c < h[ZonePin::Bit(roomy.pins[k]).bucket()] as usize {
                     continue;
                 }
             }
@@ -820,10 +819,16 @@ impl<'a> Run<'a> {
             if let ZonePin::Bit(b) = claim.zone_pin {
                 roomy.pins[k] = b;
             }
-            let bucket = claim.zone_pin.bucket();
-            if hints.as_ref().is_some_and(|h| c < h[bucket] as usize) {
-                continue;
-            }
+            let bucket = match &hints {
+                Some(h) => {
+                    let b = claim.zone_pin.bucket();
+                    if c < h[b] as usize {
+                        continue;
+                    }
+                    b
+                }
+                None => 0,
+            };
             // A refusal that only hardens moves the bucket's hint past `c`
             // while nothing before it in the bucket may pass later.
             let mut refused = |hints: &mut Option<Box<[u32; ZonePin::BUCKETS]>>, hard: bool| {

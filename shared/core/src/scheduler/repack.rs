@@ -34,7 +34,9 @@
 //!   pods, and its price is the cheapest of them, as for any NodeClaim.
 //!
 //! Only pods whose placement nothing else looks at are moved: no topology
-//! in the run at all (spread, pod (anti-)affinity), no host ports, no
+//! in the run but required hostname anti-affinity (a group is packed again
+//! when each of at most `ANTI_CLASSES` terms selects only its own pods,
+//! which then go one per node), no host ports, no
 //! capacity reservation, NodePools without limits (a different packing
 //! charges them differently) and no NodeOverlays (their adjusted prices
 //! order offerings differently from the prices compared here).
@@ -56,10 +58,16 @@ const TAIL: usize = 16;
 /// Work limit (pods × candidate types) of the exact single-class packing.
 const SINGLE_CLASS_WORK: usize = 20_000_000;
 
+/// Most anti-affinity classes in a group that is packed again: each packs
+/// apart (one pod per node), so the greedy's work grows with their number
+/// (and their pairs are checked against each other's selectors).
+const ANTI_CLASSES: usize = 64;
+
 /// Work limit (count-vector pairs) of the exact few-class packing.
 const FEW_CLASSES_WORK: usize = 2_000_000;
 
 /// A node of the new packing: its type's fill, as (class, count).
+#[derive(Clone)]
 struct Bin {
     fill: Vec<(usize, usize)>,
 }
@@ -67,7 +75,21 @@ struct Bin {
 impl Run<'_> {
     /// See the module documentation.
     pub(super) fn repack(&mut self, overlays: bool) {
-        if overlays || self.topology.is_active() || self.claims.is_empty() {
+        if overlays || self.claims.is_empty() {
+            return;
+        }
+        // Topology allowed: required pod anti-affinity on the hostname, and
+        // nothing else (checked per group below: self anti-affinity only).
+        let hostname_anti_only = self.pods.iter().all(|p| {
+            p.topology_spread.is_empty()
+                && p.pod_affinity.is_empty()
+                && p.preferred_pod_affinity.is_empty()
+                && p.preferred_pod_anti_affinity.is_empty()
+                && p.pod_anti_affinity
+                    .iter()
+                    .all(|t| t.topology_key == labels::HOSTNAME)
+        });
+        if self.topology.is_active() && !hostname_anti_only {
             return;
         }
         // Groups of eligible NodeClaims: (pool, requirements without
@@ -83,7 +105,7 @@ impl Run<'_> {
                 let pod = &self.pods[p];
                 if self.shape[p].is_none()
                     || !pod.host_ports.is_empty()
-                    || !pod.pod_anti_affinity.is_empty()
+                    || (!pod.pod_anti_affinity.is_empty() && !hostname_anti_only)
                     || !pod.preferred_pod_anti_affinity.is_empty()
                 {
                     continue 'claims;
@@ -126,6 +148,59 @@ impl Run<'_> {
         self.claims = slots.into_iter().flatten().chain(extra).collect();
     }
 
+    /// Each pod's anti-affinity class (0: none; else one per distinct
+    /// namespace and required terms) and, per class, whether its terms
+    /// select its own pods (then at most one of them per node). `None` when
+    /// a term selects a pod of another class: the packing cannot express
+    /// that, so the group is left as planned.
+    fn anti_classes(&self, pods: &[usize]) -> Option<(Vec<usize>, Vec<bool>)> {
+        use std::collections::HashMap;
+        let mut ids: HashMap<(&str, &[crate::model::PodAffinityTerm]), usize> = HashMap::new();
+        let mut anti = Vec::with_capacity(pods.len());
+        for &p in pods {
+            let pod = &self.pods[p];
+            if pod.pod_anti_affinity.is_empty() {
+                anti.push(0);
+                continue;
+            }
+            let n = ids.len() + 1;
+            anti.push(
+                *ids.entry((pod.namespace.as_str(), pod.pod_anti_affinity.as_slice()))
+                    .or_insert(n),
+            );
+        }
+        let mut self_anti = vec![false; ids.len() + 1];
+        if ids.is_empty() {
+            return Some((anti, self_anti));
+        }
+        if ids.len() > ANTI_CLASSES {
+            return None;
+        }
+        // Distinct (namespace, labels) of the group's pods, with their
+        // classes; every term must select only pods of its own class.
+        let mut sigs: HashMap<(&str, &BTreeMap<String, String>), Vec<usize>> = HashMap::new();
+        for (i, &p) in pods.iter().enumerate() {
+            let pod = &self.pods[p];
+            let e = sigs
+                .entry((pod.namespace.as_str(), &pod.labels))
+                .or_default();
+            if !e.contains(&anti[i]) {
+                e.push(anti[i]);
+            }
+        }
+        for ((ns, terms), &a) in &ids {
+            for ((other_ns, labels), classes) in &sigs {
+                if terms.iter().any(|t| t.selects(ns, other_ns, labels)) {
+                    if classes.iter().any(|&c| c != a) {
+                        return None;
+                    }
+                    self_anti[a] = true;
+                }
+            }
+        }
+        Some((anti, self_anti))
+    }
+
     /// Packs the pods of `members` again; `Some` with the new NodeClaims
     /// when they cost less.
     fn repack_group(
@@ -141,12 +216,16 @@ impl Run<'_> {
             .flat_map(|&c| self.claims[c].pods.iter().copied())
             .collect();
         pods.sort_unstable();
-        let mut class_of: BTreeMap<usize, usize> = BTreeMap::new();
-        let mut classes: Vec<(Resources, Vec<usize>)> = Vec::new();
-        for &p in &pods {
+        let (anti, self_anti) = self.anti_classes(&pods)?;
+        let mut class_of: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+        let mut classes: Vec<(Resources, Vec<usize>, usize)> = Vec::new();
+        for (i, &p) in pods.iter().enumerate() {
             let rc = self.req_class[p];
-            let k = *class_of.entry(rc).or_insert_with(|| {
-                classes.push((self.pods[p].requests.clone(), vec![]));
+            let k = *class_of.entry((rc, anti[i])).or_insert_with(|| {
+                // At most one pod per node of a class whose hostname
+                // anti-affinity selects its own pods.
+                let per_node = if self_anti[anti[i]] { 1 } else { usize::MAX };
+                classes.push((self.pods[p].requests.clone(), vec![], per_node));
                 classes.len() - 1
             });
             classes[k].1.push(p);
@@ -157,9 +236,10 @@ impl Run<'_> {
                 .then_with(|| b.0.memory().cmp(&a.0.memory()))
                 .then_with(|| a.1[0].cmp(&b.1[0]))
         });
+        let per_node: Vec<usize> = classes.iter().map(|c| c.2).collect();
         // Resource dimensions the pods request.
         let mut dims: Vec<String> = Vec::new();
-        for (r, _) in &classes {
+        for (r, _, _) in &classes {
             for (name, _) in r.iter() {
                 if !dims.iter().any(|d| d == name) {
                     dims.push(name.to_string());
@@ -168,7 +248,7 @@ impl Run<'_> {
         }
         let need: Vec<Vec<i64>> = classes
             .iter()
-            .map(|(r, _)| dims.iter().map(|d| r.get(d).millis()).collect())
+            .map(|(r, _, _)| dims.iter().map(|d| r.get(d).millis()).collect())
             .collect();
         // Candidate types: room after the daemonset overhead; dominated
         // types (no cheaper and no larger in any dimension than another)
@@ -213,11 +293,12 @@ impl Run<'_> {
         // or their sum.
         let slot: Vec<f64> = need
             .iter()
-            .map(|n| {
+            .zip(&per_node)
+            .map(|(n, &most)| {
                 cands
                     .iter()
                     .filter_map(|(_, price, cap)| {
-                        let k = fits(cap, n);
+                        let k = fits(cap, n).min(most.min(i64::MAX as usize) as i64);
                         (k > 0).then(|| price / k as f64)
                     })
                     .fold(f64::INFINITY, f64::min)
@@ -271,7 +352,7 @@ impl Run<'_> {
             fill_price.insert(fill.to_vec(), p);
             p
         };
-        let counts: Vec<usize> = classes.iter().map(|(_, v)| v.len()).collect();
+        let counts: Vec<usize> = classes.iter().map(|(_, v, _)| v.len()).collect();
         let mut best_bins: Option<(f64, Vec<Bin>)> = None;
         for start in variants {
             // From each starting value, a few rounds where every class is
@@ -286,7 +367,8 @@ impl Run<'_> {
                 {
                     break;
                 }
-                let Some(bins) = pack(&cands, &need, &value, counts.clone(), &fits) else {
+                let Some(bins) = pack(&cands, &need, &per_node, &value, counts.clone(), &fits)
+                else {
                     break;
                 };
                 let mut cost = 0.0;
@@ -317,8 +399,15 @@ impl Run<'_> {
         // cover is exact by dynamic programming over the pod count.
         // Few pods of a few classes: exact as well, over count vectors.
         let exact = match counts[..] {
-            [n] => single_class(&cands, &need[0], n, &fits),
-            _ => few_classes(&cands, &need, &counts),
+            [n] => single_class(&cands, &need[0], n.min(per_node[0]), &fits).map(|(cost, bins)| {
+                if n <= per_node[0] {
+                    (cost, bins)
+                } else {
+                    // One pod per node: n nodes of the cheapest holding one.
+                    (cost * n as f64, vec![Bin { fill: vec![(0, 1)] }; n])
+                }
+            }),
+            _ => few_classes(&cands, &need, &counts, &per_node),
         };
         if let Some((cost, bins)) = exact {
             if best_bins.as_ref().is_none_or(|(bc, _)| cost < *bc - 1e-12) {
@@ -341,8 +430,11 @@ impl Run<'_> {
             let mut best: Option<(f64, usize, usize)> = None;
             for i in lo..bins.len() {
                 for j in i + 1..bins.len() {
-                    let gain = price_of(&bins[i].fill) + price_of(&bins[j].fill)
-                        - price_of(&merged(&bins[i].fill, &bins[j].fill));
+                    let m = merged(&bins[i].fill, &bins[j].fill);
+                    if m.iter().any(|&(k, c)| c > per_node[k]) {
+                        continue;
+                    }
+                    let gain = price_of(&bins[i].fill) + price_of(&bins[j].fill) - price_of(&m);
                     if gain > 1e-9 && best.is_none_or(|(g, _, _)| gain > g) {
                         best = Some((gain, i, j));
                     }
@@ -449,6 +541,7 @@ impl Run<'_> {
 fn pack(
     cands: &[(usize, f64, Vec<i64>)],
     need: &[Vec<i64>],
+    per_node: &[usize],
     value: &[f64],
     mut left: Vec<usize>,
     fits: &dyn Fn(&[i64], &[i64]) -> i64,
@@ -462,7 +555,7 @@ fn pack(
             let take = if left[k] == 0 {
                 0
             } else {
-                fits(&room, n).min(left[k] as i64).max(0) as usize
+                fits(&room, n).min(left[k].min(per_node[k]) as i64).max(0) as usize
             };
             out.push(take);
             if take > 0 {
@@ -584,6 +677,7 @@ fn few_classes(
     cands: &[(usize, f64, Vec<i64>)],
     need: &[Vec<i64>],
     counts: &[usize],
+    per_node: &[usize],
 ) -> Option<(f64, Vec<Bin>)> {
     // Pairs u <= v over all v: the product of (n + 1)(n + 2) / 2.
     let mut work: usize = 1;
@@ -614,6 +708,9 @@ fn few_classes(
     let mut total = vec![0i64; dims];
     for (i, slot) in node_price.iter_mut().enumerate().skip(1) {
         decode(i, &mut v);
+        if v.iter().zip(per_node).any(|(n, most)| n > most) {
+            continue;
+        }
         total.iter_mut().for_each(|t| *t = 0);
         for (c, &n) in v.iter().enumerate() {
             for (t, q) in total.iter_mut().zip(&need[c]) {
@@ -717,6 +814,7 @@ mod tests {
         let greedy = pack(
             &cands(),
             std::slice::from_ref(&need),
+            &[usize::MAX],
             &[1.0],
             vec![12],
             &fits,
@@ -760,13 +858,13 @@ mod tests {
             (3, 2.1, vec![8, 8]), // large balanced
         ];
         let need = vec![vec![3, 1], vec![1, 3]];
-        let (cost, bins) = few_classes(&cands, &need, &[2, 2]).unwrap_or_default();
+        let (cost, bins) = few_classes(&cands, &need, &[2, 2], &[9, 9]).unwrap_or_default();
         // Two pods of each: one large balanced node (2.1) beats two
         // balanced (2.4) and four lopsided ones (4.0).
         assert!((cost - 2.1).abs() < 1e-9, "{cost}");
         assert_eq!(bins.len(), 1);
         assert_eq!(bins[0].fill, vec![(0, 2), (1, 2)]);
-        let (cost, bins) = few_classes(&cands, &need, &[3, 1]).unwrap_or_default();
+        let (cost, bins) = few_classes(&cands, &need, &[3, 1], &[9, 9]).unwrap_or_default();
         // 3 cpu-heavy + 1 memory-heavy: large balanced holds 2+1 (7, 5),
         // the third goes on a cpu node: 3.1.
         assert!((cost - 3.1).abs() < 1e-9, "{cost}");
@@ -777,7 +875,21 @@ mod tests {
     #[test]
     fn few_classes_gives_up_on_large_tables_and_unplaceable_pods() {
         let cands = vec![(0, 1.0, vec![4, 4])];
-        assert!(few_classes(&cands, &[vec![1, 1], vec![1, 1]], &[5000, 5000]).is_none());
-        assert!(few_classes(&cands, &[vec![5, 1], vec![1, 1]], &[1, 1]).is_none());
+        assert!(few_classes(&cands, &[vec![1, 1], vec![1, 1]], &[5000, 5000], &[9, 9]).is_none());
+        assert!(few_classes(&cands, &[vec![5, 1], vec![1, 1]], &[1, 1], &[9, 9]).is_none());
+    }
+
+    #[test]
+    fn one_pod_per_node_classes_are_never_doubled_up() {
+        // Without the cap, two pods of each class share the large node.
+        let cands = vec![(0, 1.2, vec![4, 4]), (1, 2.1, vec![8, 8])];
+        let need = vec![vec![3, 1], vec![1, 3]];
+        let (cost, bins) = few_classes(&cands, &need, &[2, 2], &[1, 1]).unwrap_or_default();
+        assert!((cost - 2.4).abs() < 1e-9, "{cost}");
+        assert!(bins.iter().all(|b| b.fill.iter().all(|&(_, n)| n <= 1)));
+        let greedy =
+            pack(&cands, &need, &[1, 1], &[1.0, 1.0], vec![2, 2], &fits).unwrap_or_default();
+        assert_eq!(greedy.len(), 2);
+        assert!(greedy.iter().all(|b| b.fill == vec![(0, 1), (1, 1)]));
     }
 }

@@ -1695,3 +1695,43 @@ fn a_full_limited_pool_lets_pods_spill_when_that_is_cheaper() {
     assert!(p.node_claims.iter().any(|c| c.node_pool == "light"));
     assert_eq!(p.summary.scheduled, 5);
 }
+
+#[test]
+fn self_anti_affinity_groups_are_packed_again_one_pod_per_node() {
+    // Three Deployments of three replicas, each replica kept off its
+    // siblings' nodes. The cheapest plan puts one replica of each on three
+    // nodes; whatever the first pass did, no node may hold two siblings.
+    let mut pods = Vec::new();
+    for (app, cpu, mem) in [
+        ("a", "1", "2Gi"),
+        ("b", "500m", "1Gi"),
+        ("c", "250m", "512Mi"),
+        ("d", "100m", "128Mi"),
+    ] {
+        for i in 0..3 {
+            let mut p = labeled(pod(&format!("{app}-{i}"), cpu, mem), "app", app);
+            p.pod_anti_affinity = vec![term(labels::HOSTNAME, selector("app", app))];
+            pods.push(p);
+        }
+    }
+    let p = plan(&state(pods, vec![default_pool()]));
+    assert_eq!(p.summary.scheduled, 12);
+    for c in &p.node_claims {
+        let mut apps: Vec<&str> = c
+            .pods
+            .iter()
+            .map(|n| &n[n.len() - 3..n.len() - 2])
+            .collect();
+        apps.sort_unstable();
+        let before = apps.len();
+        apps.dedup();
+        assert_eq!(
+            apps.len(),
+            before,
+            "siblings share {}: {:?}",
+            c.name,
+            c.pods
+        );
+    }
+    assert_eq!(p.node_claims.len(), 3, "{:#?}", p.node_claims);
+}

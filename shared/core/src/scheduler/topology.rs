@@ -110,6 +110,9 @@ pub struct Topology {
     /// selector has no `matchLabels`: `record` looks at these only.
     by_label: HashMap<String, HashMap<String, Vec<usize>>>,
     unindexed: Vec<usize>,
+    /// The same index over the inverse groups (`add_requirements`).
+    inverse_by_label: HashMap<String, HashMap<String, Vec<usize>>>,
+    inverse_unindexed: Vec<usize>,
 }
 
 /// Domain values of a node for a key (hostname is the node name).
@@ -204,6 +207,18 @@ impl Topology {
                 None => t.unindexed.push(gi),
             }
         }
+        for (gi, g) in t.inverse.iter().enumerate() {
+            match g.id.selector.match_labels.iter().next() {
+                Some((k, v)) => t
+                    .inverse_by_label
+                    .entry(k.clone())
+                    .or_default()
+                    .entry(v.clone())
+                    .or_default()
+                    .push(gi),
+                None => t.inverse_unindexed.push(gi),
+            }
+        }
         t.active = !t.groups.is_empty() || !t.inverse.is_empty();
         (t, owned)
     }
@@ -273,7 +288,16 @@ impl Topology {
             }
             out.add(allowed);
         }
-        for g in &self.inverse {
+        // Only inverse groups indexed under one of the pod's labels (or not
+        // indexed) can select it; in group order, as a scan would meet them.
+        let mut candidates: Vec<usize> = self.inverse_unindexed.clone();
+        for (k, v) in &pod.labels {
+            if let Some(gs) = self.inverse_by_label.get(k).and_then(|m| m.get(v)) {
+                candidates.extend_from_slice(gs);
+            }
+        }
+        candidates.sort_unstable();
+        for g in candidates.into_iter().map(|gi| &self.inverse[gi]) {
             if g.counts.is_empty() || !g.selects(&pod.namespace, &pod.labels) {
                 continue;
             }
