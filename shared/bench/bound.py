@@ -85,7 +85,27 @@ explicit integer bins per type, after dropping dominated types. Bins per type
 are capped by the pods that may use it and, when the scenario carries a
 feasible `upperBound` price, by floor(upperBound / price). If the time limit
 hits, ilpOptimum is null and ilpDualBound (a valid lower bound) and
-ilpIncumbent are reported.
+ilpIncumbent are reported. ilpModels lists what the ILP modelled:
+"resources" and "maxPerNode" always, "zoneSpread" as below.
+
+Zone spread (ILP only): a spread group g of the scenario's `spreadGroups`
+is modelled when its topologyKey is topology.kubernetes.io/zone, it is
+DoNotSchedule (ScheduleAnyway is only a preference: the scheduler relaxes it
+when it cannot be met, so it never restricts the cheapest plan and is left
+out), every pending pod its selector counts carries it, and those pods share
+one set E of eligible zones. The ILP then has bins per (type, zone), priced
+by the type's `zonePrices` (dominance only within a zone), pods of g's
+classes only on bins in E, and, with n[g,z] the pods of g placed in zone z
+and e[g,z] those already bound there, for every pair z != z' in E:
+    n[g,z] + e[g,z] - n[g,z'] - e[g,z'] <= max(maxSkew, e[g,z] - e[g,z'])
+(and n[g,z] + e[g,z] <= max(maxSkew, e[g,z]) when |E| < minDomains). This is
+the scheduler's rule (shared/core/src/scheduler/topology.rs): a pod may go
+to zone z when count[z] + 1 - min over eligible zones of count <= maxSkew,
+so (without existing pods) every final placement has max - min <= maxSkew
+over E, and every such placement can be reached pod by pod (least-loaded
+zone first). Groups not modelled are listed in ilpSkippedSpread with the
+reason; for them the ILP stays a relaxation. The LP bounds ignore spread:
+they stay valid, only looser.
 """
 
 import argparse
@@ -136,9 +156,12 @@ def fit_counts(sc):
 
 
 def prune_dominated(sc, m):
-    """Indices of types not dominated by another type (see module doc)."""
+    """Indices of types not dominated by another type (see module doc).
+    Types with a "zone" (the zone-spread ILP's per-zone bins) are only
+    dominated by types in the same zone."""
     types, classes = sc["types"], sc["classes"]
     n = len(types)
+    zone = [t.get("zone") for t in types]
     usable = [set() for _ in range(n)]
     for ci, c in enumerate(classes):
         for t in c["types"]:
@@ -157,6 +180,8 @@ def prune_dominated(sc, m):
             & np.all(cap >= cap[b], axis=1)
         )
         cand[b] = False
+        if zone[b] is not None:
+            cand &= np.array([z == zone[b] for z in zone])
         dominated = False
         for a in np.nonzero(cand)[0]:
             if not usable[b] <= usable[a]:
@@ -608,7 +633,73 @@ def pattern_lp_bound(sc, keep, m, time_limit, eps=1e-9):
     return out
 
 
-def ilp_optimum(sc, keep, m, time_limit, threads):
+ZONE_KEY = "topology.kubernetes.io/zone"
+
+
+def zone_spread(sc):
+    """(modelled, skipped): the spread groups the ILP models exactly (see
+    the module doc), as dicts with class indices, eligible zones, maxSkew,
+    minDomains and existing counts, and the others with a reason."""
+    classes = sc["classes"]
+    modelled, skipped = [], []
+    for g in sc.get("spreadGroups", []):
+        gid = g["id"]
+        owners = [ci for ci, c in enumerate(classes)
+                  if any(s["group"] == gid for s in c.get("spread", []))]
+        counted = [ci for ci, c in enumerate(classes)
+                   if gid in c.get("spreadCounted", [])]
+        eligible = {json.dumps(s["eligibleZones"]) for ci in owners
+                    for s in classes[ci]["spread"] if s["group"] == gid}
+        reason = None
+        if g["whenUnsatisfiable"] != "DoNotSchedule":
+            reason = "ScheduleAnyway: a preference, not a constraint"
+        elif g["topologyKey"] != ZONE_KEY:
+            reason = "topologyKey " + g["topologyKey"] + " not modelled"
+        elif not set(counted) <= set(owners):
+            reason = "counts pods that do not carry the constraint"
+        elif len(eligible) != 1 or json.loads(next(iter(eligible))) is None:
+            reason = "owners differ in eligible zones"
+        if reason is not None:
+            skipped.append({"group": gid, "reason": reason})
+            continue
+        modelled.append({
+            "group": gid,
+            "classes": sorted(set(owners) | set(counted)),
+            "eligible": json.loads(next(iter(eligible))),
+            "maxSkew": g["maxSkew"],
+            "minDomains": g.get("minDomains"),
+            "existing": g.get("existing", {}),
+        })
+    return modelled, skipped
+
+
+def zone_expand(sc, spread):
+    """The scenario with one type per (type, zone) priced per zone; classes
+    of modelled spread groups only on their eligible zones. Returns it and
+    the original type index of each new type."""
+    restrict = {}
+    for g in spread:
+        for ci in g["classes"]:
+            e = set(g["eligible"])
+            restrict[ci] = restrict.get(ci, e) & e
+    types, origin, index = [], [], []
+    for ti, t in enumerate(sc["types"]):
+        zp = t.get("zonePrices") or {None: t["price"]}
+        index.append([])
+        for z, p in sorted(zp.items(), key=lambda kv: (kv[0] is None, kv[0] or "")):
+            index[ti].append((z, len(types)))
+            types.append(dict(t, price=p, zone=z))
+            origin.append(ti)
+    classes = []
+    for ci, c in enumerate(sc["classes"]):
+        ok = restrict.get(ci)
+        ts = [j for ti in c["types"] for (z, j) in index[ti]
+              if ok is None or z in ok]
+        classes.append(dict(c, types=sorted(ts)))
+    return dict(sc, types=types, classes=classes), origin
+
+
+def ilp_optimum(sc, keep, m, time_limit, threads, spread=(), origin=None):
     types, classes = sc["types"], sc["classes"]
     nres = len(sc["resources"])
     ub = sc.get("upperBound")
@@ -658,6 +749,36 @@ def ilp_optimum(sc, keep, m, time_limit, threads):
                 rows.add([(w[ci, t, b], 1.0), (z[t, b], -m[ci, t])], -INF, 0.0)
             if b > 0:  # symmetry: use bins of a type in order
                 rows.add([(z[t, b], 1.0), (z[t, b - 1], -1.0)], -INF, 0.0)
+    if origin is not None:
+        # A count-limited type split over zones keeps its limit overall.
+        by_origin = {}
+        for t in keep:
+            by_origin.setdefault(origin[t], []).append(t)
+        for o, ts in by_origin.items():
+            mc = types[ts[0]].get("maxCount")
+            if mc is not None and len(ts) > 1:
+                rows.add([(z[t, b], 1.0) for t in ts for b in range(bins_of[t])],
+                         -INF, float(mc))
+    for g in spread:
+        n = {}
+        for zn in g["eligible"]:
+            n[zn] = [(w[ci, t, b], 1.0) for (ci, t, b) in w
+                     if ci in g["classes"] and types[t].get("zone") == zn]
+        e = {zn: g["existing"].get(zn, 0) for zn in g["eligible"]}
+        s = g["maxSkew"]
+        for za in g["eligible"]:
+            for zb in g["eligible"]:
+                if za == zb:
+                    continue
+                rhs = max(s, e[za] - e[zb]) - e[za] + e[zb]
+                coefs = n[za] + [(j, -v) for j, v in n[zb]]
+                if coefs:
+                    rows.add(coefs, -INF, float(rhs))
+        md = g.get("minDomains")
+        if md is not None and len(g["eligible"]) < md:
+            for za in g["eligible"]:
+                if n[za]:
+                    rows.add(n[za], -INF, float(max(s, e[za]) - e[za]))
     status, obj, dual, secs = solve(cost, lower, upper, rows, integer,
                                     time_limit, threads)
     return status, obj, dual, len(z), secs
@@ -708,15 +829,24 @@ def bound(path, args):
     out["ilpOptimum"] = None
     placed = sc["pods"] - out["unplaceable"]
     if placed <= args.ilp_max_pods:
-        st, obj, dual, nbins, secs = ilp_optimum(sc, keep, m, args.time_limit,
-                                                 args.threads)
-        if st != "optimal" and sc.get("upperBound") is not None:
+        spread, skipped = zone_spread(sc)
+        isc, ikeep, im, origin = sc, keep, m, None
+        if spread:
+            isc, origin = zone_expand(sc, spread)
+            im = fit_counts(isc)
+            ikeep = prune_dominated(isc, im)
+        out["ilpModels"] = ["resources", "maxPerNode"] + (["zoneSpread"] if spread else [])
+        if skipped:
+            out["ilpSkippedSpread"] = skipped
+        st, obj, dual, nbins, secs = ilp_optimum(isc, ikeep, im, args.time_limit,
+                                                 args.threads, spread, origin)
+        if st != "optimal" and isc.get("upperBound") is not None:
             # A wrong upper bound could cut off every solution: retry without.
-            sc2 = dict(sc)
+            sc2 = dict(isc)
             sc2.pop("upperBound")
             if st == "Infeasible":
                 st, obj, dual, nbins, secs = ilp_optimum(
-                    sc2, keep, m, args.time_limit, args.threads)
+                    sc2, ikeep, im, args.time_limit, args.threads, spread, origin)
         out["ilpStatus"] = st
         out["ilpBins"] = nbins
         out["ilpSeconds"] = round(secs, 3)

@@ -21,16 +21,34 @@
 //!   NodeOverlays are ignored (a relaxation). Self hostname anti-affinity is
 //!   kept as `maxPerNode: 1` (each such class is one anti-affinity group).
 //!
+//! For the exact ILP of small scenarios, topology spread is described as
+//! well (the LP bound ignores it): `zones` lists the zones NodePools can
+//! launch in plus existing nodes' zones (the scheduler's domains for
+//! `topology.kubernetes.io/zone`); each type carries `zonePrices`, the
+//! cheapest allowed offering per zone (`price` stays the minimum over them);
+//! `spreadGroups` lists the spread constraints of pending pods, one per
+//! distinct (namespace, label selector, topology key, maxSkew, minDomains,
+//! nodeAffinityPolicy, whenUnsatisfiable), with the matching pods already
+//! bound per zone (`existing`); each class lists the constraints it carries
+//! (`spread`: group, topologyKey, maxSkew, whenUnsatisfiable, minDomains and
+//! `eligibleZones`, the zones its node requirements allow when
+//! nodeAffinityPolicy is Honor, else all of `zones`; null when its
+//! alternative node-affinity terms allow different zones) and the groups
+//! whose selector counts its pods (`spreadCounted`).
+//!
 //! Units: `cpu` in millicores, `memory` (and `ephemeral-storage`,
 //! `hugepages-*`) in MiB, everything else in whole units. Requests are
 //! rounded down and capacities up, so rounding never tightens the bound.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use flotilla_core::allocatable;
 use flotilla_core::catalog::{CapacityType, Catalog};
 use flotilla_core::labels;
-use flotilla_core::model::{untolerated, ClusterState, NodePool, Pod};
+use flotilla_core::model::{
+    untolerated, ClusterState, InclusionPolicy, NodePool, Pod, TopologySpreadConstraint,
+    WhenUnsatisfiable,
+};
 use flotilla_core::{Quantity, Requirement, Requirements, Resources};
 use serde_json::{json, Value};
 
@@ -73,6 +91,8 @@ struct ExportType {
     name: String,
     capacity: Resources,
     price: f64,
+    /// Cheapest allowed offering per zone (existing nodes: their zone, 0).
+    zone_prices: BTreeMap<String, f64>,
     max_count: Option<u32>,
     /// For pool types: pool index and the type's requirements (static labels
     /// plus zone / capacity type over the allowed offerings).
@@ -126,6 +146,67 @@ fn anti_group(pod: &Pod) -> Option<String> {
         .map(|t| format!("{}|{:?}", pod.namespace, t.label_selector))
 }
 
+/// One distinct topology spread constraint of the pending pods (the pods it
+/// counts: its selector in the owning pod's namespace, as the scheduler's
+/// spread groups).
+struct SpreadGroup {
+    namespace: String,
+    c: TopologySpreadConstraint,
+}
+
+impl SpreadGroup {
+    fn key(ns: &str, c: &TopologySpreadConstraint) -> String {
+        format!(
+            "{ns}|{}|{:?}|{}|{:?}|{:?}|{:?}",
+            c.topology_key,
+            c.label_selector,
+            c.max_skew,
+            c.min_domains,
+            c.node_affinity_policy,
+            c.when_unsatisfiable
+        )
+    }
+
+    fn counts(&self, pod: &Pod) -> bool {
+        pod.namespace == self.namespace && self.c.label_selector.matches(&pod.labels)
+    }
+}
+
+fn when_str(w: WhenUnsatisfiable) -> &'static str {
+    match w {
+        WhenUnsatisfiable::DoNotSchedule => "DoNotSchedule",
+        WhenUnsatisfiable::ScheduleAnyway => "ScheduleAnyway",
+    }
+}
+
+/// The zones of `universe` a pod's spread constraint counts as eligible:
+/// those its node requirements allow (nodeAffinityPolicy Honor), else all;
+/// `None` when its alternatives disagree.
+fn eligible_zones(
+    pod: &Pod,
+    c: &TopologySpreadConstraint,
+    universe: &BTreeSet<String>,
+) -> Option<Vec<String>> {
+    if c.node_affinity_policy != InclusionPolicy::Honor {
+        return Some(universe.iter().cloned().collect());
+    }
+    let sets: Vec<Vec<String>> = alternatives(pod)
+        .iter()
+        .map(|a| {
+            universe
+                .iter()
+                .filter(|z| a.allows(labels::ZONE, z))
+                .cloned()
+                .collect()
+        })
+        .collect();
+    if sets.windows(2).all(|w| w[0] == w[1]) {
+        sets.into_iter().next()
+    } else {
+        None
+    }
+}
+
 /// Builds the LP input for `state` (see the module docs for the format).
 pub fn export(state: &ClusterState, catalog: &Catalog) -> Value {
     let mut nps: Vec<&NodePool> = state.node_pools.iter().collect();
@@ -177,6 +258,11 @@ pub fn export(state: &ClusterState, catalog: &Catalog) -> Value {
             let Some(price) = allowed.iter().map(|o| o.price).reduce(f64::min) else {
                 continue;
             };
+            let mut zone_prices: BTreeMap<String, f64> = BTreeMap::new();
+            for o in &allowed {
+                let p = zone_prices.entry(o.zone.clone()).or_insert(o.price);
+                *p = p.min(o.price);
+            }
             reqs.add(Requirement::in_values(
                 labels::ZONE,
                 allowed.iter().map(|o| o.zone.clone()),
@@ -192,6 +278,7 @@ pub fn export(state: &ClusterState, catalog: &Catalog) -> Value {
                 name: entry.info.name.clone(),
                 capacity: nr.allocatable.minus(&overhead),
                 price,
+                zone_prices,
                 max_count: None,
                 pool_index: Some(pi),
                 requirements: reqs,
@@ -212,11 +299,53 @@ pub fn export(state: &ClusterState, catalog: &Catalog) -> Value {
             name: format!("existing/{}", n.name),
             capacity: n.allocatable.minus(&used),
             price: 0.0,
+            zone_prices: n
+                .labels
+                .get(labels::ZONE)
+                .map(|z| (z.clone(), 0.0))
+                .into_iter()
+                .collect(),
             max_count: Some(1),
             pool_index: None,
             requirements: Requirements::new(),
             node: Some(ni),
         });
+    }
+
+    // The scheduler's zone domains: zones of allowed offerings of every
+    // NodePool type, plus existing nodes' zones.
+    let universe: BTreeSet<String> = types
+        .iter()
+        .flat_map(|t| t.zone_prices.keys().cloned())
+        .collect();
+    // Spread groups, in order of first appearance.
+    let mut spread_groups: Vec<SpreadGroup> = Vec::new();
+    let mut spread_index: BTreeMap<String, usize> = BTreeMap::new();
+    for pod in &state.pending_pods {
+        for c in &pod.topology_spread {
+            spread_index
+                .entry(SpreadGroup::key(&pod.namespace, c))
+                .or_insert_with(|| {
+                    spread_groups.push(SpreadGroup {
+                        namespace: pod.namespace.clone(),
+                        c: c.clone(),
+                    });
+                    spread_groups.len() - 1
+                });
+        }
+    }
+    let mut spread_existing: Vec<BTreeMap<String, u32>> =
+        vec![BTreeMap::new(); spread_groups.len()];
+    for n in &state.nodes {
+        for p in &n.pods {
+            for (gi, g) in spread_groups.iter().enumerate() {
+                if let Some(d) = n.labels.get(&g.c.topology_key) {
+                    if g.counts(p) {
+                        *spread_existing[gi].entry(d.clone()).or_default() += 1;
+                    }
+                }
+            }
+        }
     }
 
     // Resources any pending pod requests, in canonical order.
@@ -238,7 +367,9 @@ pub fn export(state: &ClusterState, catalog: &Catalog) -> Value {
 
     // Usable types per pod, cached by the pod's scheduling-relevant fields.
     let mut compat_cache: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-    let mut classes: BTreeMap<String, (Vec<i64>, Vec<usize>, bool, usize)> = BTreeMap::new();
+    type Spread = (usize, Option<Vec<String>>);
+    type Class = (Vec<i64>, Vec<usize>, bool, Vec<Spread>, Vec<usize>, usize);
+    let mut classes: BTreeMap<String, Class> = BTreeMap::new();
     let mut unplaceable = 0usize;
     for pod in &state.pending_pods {
         let key = format!(
@@ -258,16 +389,29 @@ pub fn export(state: &ClusterState, catalog: &Catalog) -> Value {
             .iter()
             .map(|r| request_units(r, pod.requests.get(r)))
             .collect();
-        let ckey = format!("{requests:?}|{group:?}|{allowed:?}");
+        let spread: Vec<Spread> = pod
+            .topology_spread
+            .iter()
+            .map(|c| {
+                (
+                    spread_index[&SpreadGroup::key(&pod.namespace, c)],
+                    eligible_zones(pod, c, &universe),
+                )
+            })
+            .collect();
+        let counted: Vec<usize> = (0..spread_groups.len())
+            .filter(|&gi| spread_groups[gi].counts(pod))
+            .collect();
+        let ckey = format!("{requests:?}|{group:?}|{allowed:?}|{spread:?}|{counted:?}");
         classes
             .entry(ckey)
-            .or_insert_with(|| (requests, allowed, group.is_some(), 0))
-            .3 += 1;
+            .or_insert_with(|| (requests, allowed, group.is_some(), spread, counted, 0))
+            .5 += 1;
     }
 
     // Keep only types some class may use, renumbered.
     let mut used = vec![false; types.len()];
-    for (_, allowed, _, _) in classes.values() {
+    for (_, allowed, _, _, _, _) in classes.values() {
         for &t in allowed {
             used[t] = true;
         }
@@ -284,17 +428,34 @@ pub fn export(state: &ClusterState, catalog: &Catalog) -> Value {
                 .map(|r| capacity_units(r, t.capacity.get(r)))
                 .collect::<Vec<_>>(),
             "price": t.price,
+            "zonePrices": t.zone_prices,
             "maxCount": t.max_count,
         }));
     }
     let mut out_classes: Vec<(Vec<i64>, Value)> = classes
         .into_values()
-        .map(|(requests, allowed, anti, count)| {
+        .map(|(requests, allowed, anti, spread, counted, count)| {
+            let spread: Vec<Value> = spread
+                .into_iter()
+                .map(|(gi, eligible)| {
+                    let c = &spread_groups[gi].c;
+                    json!({
+                        "group": gi,
+                        "topologyKey": c.topology_key,
+                        "maxSkew": c.max_skew,
+                        "whenUnsatisfiable": when_str(c.when_unsatisfiable),
+                        "minDomains": c.min_domains,
+                        "eligibleZones": eligible,
+                    })
+                })
+                .collect();
             let v = json!({
                 "count": count,
                 "requests": requests,
                 "types": allowed.iter().map(|&t| renumber[t]).collect::<Vec<_>>(),
                 "maxPerNode": if anti { Some(1) } else { None },
+                "spread": spread,
+                "spreadCounted": counted,
             });
             (requests, v)
         })
@@ -312,6 +473,23 @@ pub fn export(state: &ClusterState, catalog: &Catalog) -> Value {
         "unplaceable": unplaceable,
         "types": out_types,
         "classes": out_classes.into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
+        "zones": universe,
+        "spreadGroups": spread_groups
+            .iter()
+            .zip(&spread_existing)
+            .enumerate()
+            .map(|(gi, (g, existing))| json!({
+                "id": gi,
+                "namespace": g.namespace,
+                "selector": format!("{:?}", g.c.label_selector),
+                "topologyKey": g.c.topology_key,
+                "maxSkew": g.c.max_skew,
+                "whenUnsatisfiable": when_str(g.c.when_unsatisfiable),
+                "minDomains": g.c.min_domains,
+                "nodeAffinityPolicy": format!("{:?}", g.c.node_affinity_policy),
+                "existing": existing,
+            }))
+            .collect::<Vec<_>>(),
     })
 }
 
@@ -530,6 +708,80 @@ mod tests {
                 // Two identical small pods: one class, both CPU types.
                 (2, json!([500, 1024, 1, 0]), json!([0, 1])),
             ]
+        );
+    }
+
+    #[test]
+    fn exports_zone_prices_and_spread_groups() {
+        let mut cat = catalog();
+        cat.zones.push("test-1b".into());
+        for e in &mut cat.entries {
+            let mut o = e.offerings[1].clone();
+            o.zone = "test-1b".into();
+            o.price *= 2.0;
+            e.offerings.push(o);
+        }
+        let spread = |app: &str| TopologySpreadConstraint {
+            max_skew: 1,
+            topology_key: labels::ZONE.into(),
+            when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
+            label_selector: LabelSelector {
+                match_labels: [("app".to_string(), app.to_string())].into(),
+                match_expressions: vec![],
+            },
+            min_domains: None,
+            node_affinity_policy: InclusionPolicy::Honor,
+            node_taints_policy: InclusionPolicy::Ignore,
+        };
+        let mut pods = Vec::new();
+        for app in ["a", "b"] {
+            for i in 0..2 {
+                let mut p = pod(&format!("{app}{i}"), "500m", "1Gi");
+                p.labels.insert("app".into(), app.into());
+                p.topology_spread.push(spread(app));
+                pods.push(p);
+            }
+        }
+        // Pinned to test-1a: only that zone is eligible.
+        pods[3]
+            .node_selector
+            .add(Requirement::in_values(labels::ZONE, ["test-1a"]));
+        let state = ClusterState {
+            node_pools: vec![pool("default", vec![])],
+            pending_pods: pods,
+            ..Default::default()
+        };
+        let v = export(&state, &cat);
+        assert_eq!(v["zones"], json!(["test-1a", "test-1b"]));
+        let types = v["types"].as_array().unwrap();
+        let large = types.iter().find(|t| t["name"] == "m5.large").unwrap();
+        assert!((large["zonePrices"]["test-1a"].as_f64().unwrap() - 0.0384).abs() < 1e-9);
+        assert!((large["zonePrices"]["test-1b"].as_f64().unwrap() - 0.0768).abs() < 1e-9);
+        assert_eq!(v["spreadGroups"].as_array().unwrap().len(), 2);
+        let classes = v["classes"].as_array().unwrap();
+        // a (2 pods), b unpinned, b pinned: one class each per group and zones.
+        let summary: Vec<_> = classes
+            .iter()
+            .map(|c| {
+                (
+                    c["count"].as_u64().unwrap(),
+                    c["spread"][0]["group"].as_u64().unwrap(),
+                    c["spread"][0]["eligibleZones"].clone(),
+                    c["spreadCounted"].clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                (2, 0, json!(["test-1a", "test-1b"]), json!([0])),
+                (1, 1, json!(["test-1a", "test-1b"]), json!([1])),
+                (1, 1, json!(["test-1a"]), json!([1])),
+            ]
+        );
+        assert_eq!(
+            classes[0]["spread"][0]["whenUnsatisfiable"],
+            json!("DoNotSchedule")
         );
     }
 

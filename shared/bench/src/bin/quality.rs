@@ -130,7 +130,10 @@ fn main() -> ExitCode {
             if ours.scheduled + unplaceable >= pods {
                 ub = ub.min(ours.hourly_price);
             }
-            if ffd.unschedulable <= unplaceable {
+            // FFD ignores topology spread: its plan caps the search only when
+            // no class carries a spread constraint the ILP may model.
+            let spread = sc["spreadGroups"].as_array().is_some_and(|g| !g.is_empty());
+            if ffd.unschedulable <= unplaceable && !spread {
                 ub = ub.min(ffd.hourly_price);
             }
             sc["mix"] = json!(mix);
@@ -239,6 +242,8 @@ fn main() -> ExitCode {
                     "ilpDualBound",
                     "ilpIncumbent",
                     "ilpSeconds",
+                    "ilpModels",
+                    "ilpSkippedSpread",
                     "keptTypes",
                     "classes",
                     "seconds",
