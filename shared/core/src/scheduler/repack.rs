@@ -36,7 +36,8 @@
 //! Only pods whose placement nothing else looks at are moved: no topology
 //! in the run but required hostname anti-affinity (a group is packed again
 //! when each of at most `ANTI_CLASSES` terms selects only its own pods,
-//! which then go one per node), no host ports, no
+//! which then go one per node) and zone topology spread (spreading pods
+//! only move between NodeClaims pinned to their zone), no host ports, no
 //! capacity reservation, NodePools without limits (a different packing
 //! charges them differently) and no NodeOverlays (their adjusted prices
 //! order offerings differently from the prices compared here).
@@ -78,10 +79,15 @@ impl Run<'_> {
         if overlays || self.claims.is_empty() {
             return;
         }
-        // Topology allowed: required pod anti-affinity on the hostname, and
-        // nothing else (checked per group below: self anti-affinity only).
+        // Topology allowed: required pod anti-affinity on the hostname
+        // (checked per group below: self anti-affinity only) and topology
+        // spread on the zone (pods are only moved between NodeClaims pinned
+        // to the same zone, so every zone's counts stay as they are), and
+        // nothing else.
         let hostname_anti_only = self.pods.iter().all(|p| {
-            p.topology_spread.is_empty()
+            p.topology_spread
+                .iter()
+                .all(|c| c.topology_key == labels::ZONE)
                 && p.pod_affinity.is_empty()
                 && p.preferred_pod_affinity.is_empty()
                 && p.preferred_pod_anti_affinity.is_empty()
@@ -101,9 +107,12 @@ impl Run<'_> {
             if claim.reservation.is_some() || pool.remaining.is_some() || claim.pods.is_empty() {
                 continue;
             }
+            let zone_pinned = matches!(claim.zone_pin, ZonePin::Bit(_) | ZonePin::Other);
             for &p in &claim.pods {
                 let pod = &self.pods[p];
-                if self.shape[p].is_none()
+                // Without a shape the pod spreads (on the zone, above).
+                let spread_ok = hostname_anti_only && zone_pinned;
+                if (self.shape[p].is_none() && !spread_ok)
                     || !pod.host_ports.is_empty()
                     || (!pod.pod_anti_affinity.is_empty() && !hostname_anti_only)
                     || !pod.preferred_pod_anti_affinity.is_empty()

@@ -1735,3 +1735,53 @@ fn self_anti_affinity_groups_are_packed_again_one_pod_per_node() {
     }
     assert_eq!(p.node_claims.len(), 3, "{:#?}", p.node_claims);
 }
+
+#[test]
+fn repacked_zone_spread_pods_keep_their_zones_counts() {
+    // Three Deployments of mixed sizes spread over the zones: whatever the
+    // repack does, each Deployment stays balanced (skew <= 1) and every
+    // NodeClaim stays in one zone.
+    let mut pods = Vec::new();
+    for (app, cpu, mem, n) in [
+        ("a", "1", "2Gi", 5),
+        ("b", "500m", "1Gi", 7),
+        ("c", "250m", "512Mi", 4),
+    ] {
+        for i in 0..n {
+            let mut p = labeled(pod(&format!("{app}-{i}"), cpu, mem), "app", app);
+            p.topology_spread = vec![spread(
+                labels::ZONE,
+                1,
+                WhenUnsatisfiable::DoNotSchedule,
+                selector("app", app),
+            )];
+            pods.push(p);
+        }
+    }
+    let p = plan(&state(pods, vec![default_pool()]));
+    assert_eq!(p.summary.scheduled, 16);
+    let mut counts: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for c in &p.node_claims {
+        assert_eq!(c.zones.len(), 1, "{}: {:?}", c.name, c.zones);
+        for pod in &c.pods {
+            let app = pod.trim_start_matches("default/")[..1].to_string();
+            *counts.entry((app, c.zones[0].clone())).or_default() += 1;
+        }
+    }
+    for app in ["a", "b", "c"] {
+        let per_zone: Vec<usize> = ZONES
+            .iter()
+            .map(|z| {
+                counts
+                    .get(&(app.to_string(), z.to_string()))
+                    .copied()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let (lo, hi) = (per_zone.iter().min(), per_zone.iter().max());
+        assert!(
+            hi.zip(lo).is_some_and(|(h, l)| h - l <= 1),
+            "{app}: {per_zone:?}"
+        );
+    }
+}
