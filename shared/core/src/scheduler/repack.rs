@@ -73,6 +73,20 @@ struct Bin {
     fill: Vec<(usize, usize)>,
 }
 
+impl Bin {
+    /// A node holding `counts[class]` pods of each class.
+    fn of_counts(counts: &[usize]) -> Bin {
+        Bin {
+            fill: counts
+                .iter()
+                .enumerate()
+                .filter(|(_, &n)| n > 0)
+                .map(|(c, &n)| (c, n))
+                .collect(),
+        }
+    }
+}
+
 impl Run<'_> {
     /// See the module documentation.
     pub(super) fn repack(&mut self, overlays: bool) {
@@ -594,14 +608,7 @@ fn pack(
         }
         let (_, _, ti) = best?;
         loop {
-            bins.push(Bin {
-                fill: chosen
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, &c)| c > 0)
-                    .map(|(k, &c)| (k, c))
-                    .collect(),
-            });
+            bins.push(Bin::of_counts(&chosen));
             for (k, &c) in chosen.iter().enumerate() {
                 left[k] -= c;
             }
@@ -785,14 +792,7 @@ fn few_classes(
             return None;
         }
         decode(ui, &mut u);
-        bins.push(Bin {
-            fill: u
-                .iter()
-                .enumerate()
-                .filter(|(_, &n)| n > 0)
-                .map(|(c, &n)| (c, n))
-                .collect(),
-        });
+        bins.push(Bin::of_counts(&u));
         i -= ui;
     }
     Some((best[all], bins))

@@ -1607,22 +1607,11 @@ fn plan_table_shows_reservation_use() {
     assert!(!table.contains("RESERVATION"), "{table}");
 }
 
-#[test]
-fn a_full_limited_pool_keeps_pods_on_its_node_claims_when_that_is_cheaper() {
-    // The heavy pool may only run m5 and its limit holds one NodeClaim (it
-    // is charged the m5.2xlarge it could become). Pods past the cost rule
-    // on that NodeClaim either grow it or spill to the light pool: growing
-    // is cheaper here (one m5.2xlarge vs an m5.xlarge plus c5 nodes), and
-    // it is what the weights ask.
-    let mut heavy = pool(
-        "heavy",
-        vec![
-            req(labels::INSTANCE_FAMILY, Operator::In, &["m5"]),
-            req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]),
-        ],
-    );
+/// `heavy` (weight 10, a CPU limit) ahead of an on-demand `light` pool,
+/// four 1-CPU pods and one 3-CPU pod.
+fn heavy_and_light(mut heavy: NodePool, cpu_limit: &str) -> ClusterState {
     heavy.weight = 10;
-    heavy.limits = Some(Resources::new().with("cpu", q("8")));
+    heavy.limits = Some(Resources::new().with("cpu", q(cpu_limit)));
     let light = pool(
         "light",
         vec![req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"])],
@@ -1631,7 +1620,24 @@ fn a_full_limited_pool_keeps_pods_on_its_node_claims_when_that_is_cheaper() {
         .map(|i| pod(&format!("small-{i}"), "1", "1Gi"))
         .collect();
     pods.push(pod("big", "3", "3Gi"));
-    let s = state(pods, vec![light, heavy]);
+    state(pods, vec![light, heavy])
+}
+
+#[test]
+fn a_full_limited_pool_keeps_pods_on_its_node_claims_when_that_is_cheaper() {
+    // The heavy pool may only run m5 and its limit holds one NodeClaim (it
+    // is charged the m5.2xlarge it could become). Pods past the cost rule
+    // on that NodeClaim either grow it or spill to the light pool: growing
+    // is cheaper here (one m5.2xlarge vs an m5.xlarge plus c5 nodes), and
+    // it is what the weights ask.
+    let heavy = pool(
+        "heavy",
+        vec![
+            req(labels::INSTANCE_FAMILY, Operator::In, &["m5"]),
+            req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]),
+        ],
+    );
+    let s = heavy_and_light(heavy, "8");
     let summary = |p: &Plan| -> Vec<(String, usize)> {
         p.node_claims
             .iter()
@@ -1662,7 +1668,7 @@ fn a_full_limited_pool_keeps_pods_on_its_node_claims_when_that_is_cheaper() {
 fn a_full_limited_pool_lets_pods_spill_when_that_is_cheaper() {
     // The same shape, but the heavy pool's only way to grow is a type far
     // dearer than the light pool's nodes: the cost rule's plan is returned.
-    let mut heavy = pool(
+    let heavy = pool(
         "heavy",
         vec![
             req(
@@ -1673,17 +1679,7 @@ fn a_full_limited_pool_lets_pods_spill_when_that_is_cheaper() {
             req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]),
         ],
     );
-    heavy.weight = 10;
-    heavy.limits = Some(Resources::new().with("cpu", q("32")));
-    let light = pool(
-        "light",
-        vec![req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"])],
-    );
-    let mut pods: Vec<Pod> = (0..4)
-        .map(|i| pod(&format!("small-{i}"), "1", "1Gi"))
-        .collect();
-    pods.push(pod("big", "3", "3Gi"));
-    let s = state(pods, vec![light, heavy]);
+    let s = heavy_and_light(heavy, "32");
     let (weights_first, _) = schedule_with(&s, &catalog(), &SchedulerOptions::default(), true);
     let p = plan(&s);
     assert!(

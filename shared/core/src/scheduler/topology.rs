@@ -108,11 +108,33 @@ pub struct Topology {
     /// Groups by one `matchLabels` pair of their selector (a pod can only be
     /// selected by the groups under its own labels), and the groups whose
     /// selector has no `matchLabels`: `record` looks at these only.
-    by_label: HashMap<String, HashMap<String, Vec<usize>>>,
+    by_label: LabelIndex,
     unindexed: Vec<usize>,
     /// The same index over the inverse groups (`add_requirements`).
-    inverse_by_label: HashMap<String, HashMap<String, Vec<usize>>>,
+    inverse_by_label: LabelIndex,
     inverse_unindexed: Vec<usize>,
+}
+
+/// Groups by label: see `Topology::by_label`.
+type LabelIndex = HashMap<String, HashMap<String, Vec<usize>>>;
+
+/// Indexes `groups` by one `matchLabels` pair of their selector; the groups
+/// without one come second.
+fn index_by_label(groups: &[Group]) -> (LabelIndex, Vec<usize>) {
+    let mut by_label = LabelIndex::new();
+    let mut unindexed = Vec::new();
+    for (gi, g) in groups.iter().enumerate() {
+        match g.id.selector.match_labels.iter().next() {
+            Some((k, v)) => by_label
+                .entry(k.clone())
+                .or_default()
+                .entry(v.clone())
+                .or_default()
+                .push(gi),
+            None => unindexed.push(gi),
+        }
+    }
+    (by_label, unindexed)
 }
 
 /// Domain values of a node for a key (hostname is the node name).
@@ -195,30 +217,8 @@ impl Topology {
                 }
             }
         }
-        for (gi, g) in t.groups.iter().enumerate() {
-            match g.id.selector.match_labels.iter().next() {
-                Some((k, v)) => t
-                    .by_label
-                    .entry(k.clone())
-                    .or_default()
-                    .entry(v.clone())
-                    .or_default()
-                    .push(gi),
-                None => t.unindexed.push(gi),
-            }
-        }
-        for (gi, g) in t.inverse.iter().enumerate() {
-            match g.id.selector.match_labels.iter().next() {
-                Some((k, v)) => t
-                    .inverse_by_label
-                    .entry(k.clone())
-                    .or_default()
-                    .entry(v.clone())
-                    .or_default()
-                    .push(gi),
-                None => t.inverse_unindexed.push(gi),
-            }
-        }
+        (t.by_label, t.unindexed) = index_by_label(&t.groups);
+        (t.inverse_by_label, t.inverse_unindexed) = index_by_label(&t.inverse);
         t.active = !t.groups.is_empty() || !t.inverse.is_empty();
         (t, owned)
     }
