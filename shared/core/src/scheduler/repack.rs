@@ -67,6 +67,17 @@ const ANTI_CLASSES: usize = 64;
 /// Work limit (count-vector pairs) of the exact few-class packing.
 const FEW_CLASSES_WORK: usize = 2_000_000;
 
+/// How many pods needing `need` fit in `cap` (per dimension; dimensions a
+/// pod does not request do not limit).
+fn copies(cap: &[i64], need: &[i64]) -> i64 {
+    cap.iter()
+        .zip(need)
+        .filter(|(_, n)| **n > 0)
+        .map(|(c, n)| (c / n).max(0))
+        .min()
+        .unwrap_or(i64::MAX)
+}
+
 /// A node of the new packing: its type's fill, as (class, count).
 #[derive(Clone)]
 struct Bin {
@@ -301,14 +312,7 @@ impl Run<'_> {
             }
         }
         cands = kept;
-        let fits = |cap: &[i64], need: &[i64]| -> i64 {
-            cap.iter()
-                .zip(need)
-                .filter(|(_, n)| **n > 0)
-                .map(|(c, n)| (c / n).max(0))
-                .min()
-                .unwrap_or(i64::MAX)
-        };
+        let fits = copies;
         // Value of a pod of each class, three ways (the cheapest packing
         // wins): the best price per slot any type offers for it; and with
         // per-dimension unit prices (the cheapest price per unit of each
@@ -802,14 +806,7 @@ fn few_classes(
 mod tests {
     use super::*;
 
-    fn fits(cap: &[i64], need: &[i64]) -> i64 {
-        cap.iter()
-            .zip(need)
-            .filter(|(_, n)| **n > 0)
-            .map(|(c, n)| (c / n).max(0))
-            .min()
-            .unwrap_or(i64::MAX)
-    }
+    use super::copies as fits;
 
     fn cands() -> Vec<(usize, f64, Vec<i64>)> {
         // One resource: nodes for 10, 6 and 4 pods; the 10-pod node has the
