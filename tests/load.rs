@@ -17,13 +17,9 @@ use std::time::{Duration, Instant};
 
 use flotilla_aws::DynamoStore;
 use flotilla_ports::Store;
-use flotilla_service::intake::Access;
 use flotilla_service::records::NodeClaimState;
-use flotilla_service::{Config, Ports};
-use flotilla_sim::{Ec2Sim, ManualClock, MemBus, MemStore};
-use flotilla_tests::{bridge, sample_batch, unique_name, url_request, Moto};
-
-type LoadPorts<S> = Ports<S, Arc<Ec2Sim>, Arc<MemBus>, Arc<ManualClock>>;
+use flotilla_sim::MemStore;
+use flotilla_tests::{bridge, sample_batch, sim_ports, unique_name, url_request, Moto, SimPorts};
 
 const CLUSTERS: usize = 100;
 /// Subnets and security groups carry this discovery tag.
@@ -49,25 +45,7 @@ async fn load<S: Store + Send + Sync + 'static>(
     label: &str,
     pods_per_batch: usize,
 ) -> serde_json::Value {
-    let clock = Arc::new(ManualClock::at_millis(1_800_000_000_000));
-    let ec2 = Ec2Sim::builder("us-west-2")
-        .cluster(DISCOVERY)
-        .clock(clock.clone())
-        .build()
-        .expect("simulator");
-    let p: Arc<LoadPorts<S>> = Arc::new(Ports {
-        store,
-        ec2: Arc::new(ec2),
-        bus: Arc::new(MemBus::new()),
-        clock,
-        config: Config {
-            region: "us-west-2".into(),
-            node_role: Some("KarpenterNodeRole-demo".into()),
-            instance_profile: Some("flotilla-nodes".into()),
-            ..Config::default()
-        },
-        access: Access::default(),
-    });
+    let p: Arc<SimPorts<S>> = Arc::new(sim_ports(store, DISCOVERY));
     let clusters: Vec<String> = (0..CLUSTERS).map(|i| format!("load-{i:03}")).collect();
 
     // Every cluster posts at once.

@@ -10,13 +10,12 @@ use std::time::Instant;
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use flotilla_aws::DynamoStore;
-use flotilla_service::intake::Access;
 use flotilla_service::records::{NodeClaimRecord, NodeClaimState};
-use flotilla_service::{Config, Ports};
-use flotilla_sim::{Ec2Sim, ManualClock, MemBus};
-use flotilla_tests::{bridge, events_dir, sample_batch, unique_name, url_request, Moto};
+use flotilla_tests::{
+    bridge, events_dir, sample_batch, sim_ports, unique_name, url_request, Moto, SimPorts,
+};
 
-type MotoPorts = Ports<DynamoStore, Arc<Ec2Sim>, Arc<MemBus>, Arc<ManualClock>>;
+type MotoPorts = SimPorts<DynamoStore>;
 
 const CLUSTER: &str = "demo";
 
@@ -24,25 +23,7 @@ async fn ports(moto: &Moto) -> MotoPorts {
     let sdk = moto.config().await;
     let store = DynamoStore::new(&sdk, unique_name("flotilla"));
     store.create_table().await.expect("create table");
-    let clock = Arc::new(ManualClock::at_millis(1_800_000_000_000));
-    let ec2 = Ec2Sim::builder("us-west-2")
-        .cluster(CLUSTER)
-        .clock(clock.clone())
-        .build()
-        .expect("simulator");
-    Ports {
-        store,
-        ec2: Arc::new(ec2),
-        bus: Arc::new(MemBus::new()),
-        clock,
-        config: Config {
-            region: "us-west-2".into(),
-            node_role: Some("KarpenterNodeRole-demo".into()),
-            instance_profile: Some("flotilla-nodes".into()),
-            ..Config::default()
-        },
-        access: Access::default(),
-    }
+    sim_ports(store, CLUSTER)
 }
 
 fn batch(pods: usize) -> serde_json::Value {

@@ -259,3 +259,37 @@ pub fn bridge(
     }))
     .expect("EventBridge event")
 }
+
+/// Ports over the EC2 simulator (instant fleets for `cluster`), an in-memory
+/// bus and a manual clock, with `store` and the demo's node role and
+/// instance profile: the world the pipeline and load suites run in.
+pub type SimPorts<S> = flotilla_service::Ports<
+    S,
+    std::sync::Arc<flotilla_sim::Ec2Sim>,
+    std::sync::Arc<flotilla_sim::MemBus>,
+    std::sync::Arc<flotilla_sim::ManualClock>,
+>;
+
+/// See [`SimPorts`].
+pub fn sim_ports<S>(store: S, cluster: &str) -> SimPorts<S> {
+    use std::sync::Arc;
+    let clock = Arc::new(flotilla_sim::ManualClock::at_millis(1_800_000_000_000));
+    let ec2 = flotilla_sim::Ec2Sim::builder("us-west-2")
+        .cluster(cluster)
+        .clock(clock.clone())
+        .build()
+        .expect("simulator");
+    flotilla_service::Ports {
+        store,
+        ec2: Arc::new(ec2),
+        bus: Arc::new(flotilla_sim::MemBus::new()),
+        clock,
+        config: flotilla_service::Config {
+            region: "us-west-2".into(),
+            node_role: Some("KarpenterNodeRole-demo".into()),
+            instance_profile: Some("flotilla-nodes".into()),
+            ..flotilla_service::Config::default()
+        },
+        access: flotilla_service::intake::Access::default(),
+    }
+}
