@@ -116,6 +116,15 @@ struct Poster {
 }
 
 impl Poster {
+    /// [`Self::post`], abandoned as soon as leadership is lost.
+    async fn post_while_leading(&mut self, cache: &Cache, leading: &signal::Receiver<bool>) {
+        let mut lost = leading.clone();
+        tokio::select! {
+            _ = self.post(cache, leading) => {}
+            _ = lost.wait_for(|l| !*l) => tracing::warn!("leadership lost while posting; post abandoned"),
+        }
+    }
+
     /// Post the pending pods (or, with none, a heartbeat), in parts if they
     /// do not fit in one body.
     async fn post(&mut self, cache: &Cache, leading: &signal::Receiver<bool>) {
@@ -360,10 +369,8 @@ pub async fn run(agent: Agent, mut shutdown: signal::Receiver<bool>) -> anyhow::
             _ = tokio::time::sleep_until(deadline.unwrap_or_else(|| Instant::now() + far)), if deadline.is_some() => {
                 window.reset();
                 if *leading.borrow() {
-                    let mut lost = leading.clone();
                     tokio::select! {
-                        _ = poster.post(&cache, &leading) => {}
-                        _ = lost.wait_for(|l| !*l) => tracing::warn!("leadership lost while posting; post abandoned"),
+                        _ = poster.post_while_leading(&cache, &leading) => {}
                         _ = shutdown.changed() => break,
                     }
                     heartbeat.reset();
@@ -371,10 +378,8 @@ pub async fn run(agent: Agent, mut shutdown: signal::Receiver<bool>) -> anyhow::
             }
             _ = heartbeat.tick() => {
                 if *leading.borrow() {
-                    let mut lost = leading.clone();
                     tokio::select! {
-                        _ = poster.post(&cache, &leading) => {}
-                        _ = lost.wait_for(|l| !*l) => tracing::warn!("leadership lost while posting; post abandoned"),
+                        _ = poster.post_while_leading(&cache, &leading) => {}
                         _ = shutdown.changed() => break,
                     }
                 }
