@@ -20,6 +20,7 @@
 
 mod pod_view;
 mod pools;
+mod rebalance;
 mod repack;
 mod topology;
 mod typeset;
@@ -592,7 +593,7 @@ fn schedule_with(
         queue = waiting;
     }
 
-    run.repack(!state.overlays.is_empty());
+    run.repack(!state.overlays.is_empty(), &relax);
     (
         run.into_plan(queue.into_iter().collect(), errors, warnings),
         limited_heavier,

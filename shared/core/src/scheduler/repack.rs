@@ -48,7 +48,8 @@ use crate::labels;
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
-use super::{Claim, Run, TypeSet, ZonePin};
+use super::{Claim, Relaxation, Run, TypeSet, ZonePin};
+use crate::catalog::CapacityType;
 
 /// Re-valuation rounds per starting value (see `Run::repack_group`).
 const ROUNDS: usize = 4;
@@ -98,17 +99,45 @@ impl Bin {
     }
 }
 
+/// A NodeClaim's right-sized content: requests, types, their maxima and
+/// its price.
+type Sized = std::rc::Rc<(Resources, TypeSet, Resources, Resources, f64)>;
+
+/// A new packing of a group's pods (see [`Run::pack_pods`]).
+pub(super) struct Packing {
+    /// Its price: per node, the offering a fleet would take.
+    pub(super) cost: f64,
+    /// Pod classes: requests, pods, most per node.
+    classes: Vec<(Resources, Vec<usize>, usize)>,
+    bins: Vec<Bin>,
+    sized: Vec<Sized>,
+}
+
+/// NodeClaims the repack may replace: one NodePool, one set of
+/// requirements (hostname aside).
+pub(super) struct Group {
+    pub(super) pool: usize,
+    pub(super) reqs: Requirements,
+    /// The NodeClaims, in creation order.
+    pub(super) members: Vec<usize>,
+    /// Their pods (sorted); the zone moves change this.
+    pub(super) pods: Vec<usize>,
+    /// What the members cost as planned.
+    pub(super) old: f64,
+}
+
 impl Run<'_> {
-    /// See the module documentation.
-    pub(super) fn repack(&mut self, overlays: bool) {
+    /// See the module documentation. `relax` is each pod's relaxation as
+    /// scheduled.
+    pub(super) fn repack(&mut self, overlays: bool, relax: &[Relaxation]) {
         if overlays || self.claims.is_empty() {
             return;
         }
         // Topology allowed: required pod anti-affinity on the hostname
         // (checked per group below: self anti-affinity only) and topology
         // spread on the zone (pods are only moved between NodeClaims pinned
-        // to the same zone, so every zone's counts stay as they are), and
-        // nothing else.
+        // to a zone, and between zones only as `rebalance_zones` allows),
+        // and nothing else.
         let hostname_anti_only = self.pods.iter().all(|p| {
             p.topology_spread
                 .iter()
@@ -126,7 +155,7 @@ impl Run<'_> {
         // Groups of eligible NodeClaims: (pool, requirements without
         // hostname) → claim indices, in creation order.
         let mut index: std::collections::HashMap<(usize, Requirements), usize> = Default::default();
-        let mut groups: Vec<((usize, Requirements), Vec<usize>)> = Vec::new();
+        let mut groups: Vec<Group> = Vec::new();
         'claims: for (c, claim) in self.claims.iter().enumerate() {
             let pool = &self.pools[claim.pool];
             if claim.reservation.is_some() || pool.remaining.is_some() || claim.pods.is_empty() {
@@ -148,18 +177,50 @@ impl Run<'_> {
             let mut key = claim.requirements.clone();
             key.remove(labels::HOSTNAME);
             let g = *index.entry((claim.pool, key.clone())).or_insert_with(|| {
-                groups.push(((claim.pool, key), vec![]));
+                groups.push(Group {
+                    pool: claim.pool,
+                    reqs: key,
+                    members: vec![],
+                    pods: vec![],
+                    old: 0.0,
+                });
                 groups.len() - 1
             });
-            groups[g].1.push(c);
+            groups[g].members.push(c);
+        }
+        for g in &mut groups {
+            let filter = self.pools[g.pool].filter(&g.reqs);
+            g.old = g
+                .members
+                .iter()
+                .map(|&c| self.set_price(g.pool, &filter, self.claims[c].types.iter()))
+                .sum();
+            g.pods = g
+                .members
+                .iter()
+                .flat_map(|&c| self.claims[c].pods.iter().copied())
+                .collect();
+            g.pods.sort_unstable();
+        }
+        // Pods moved between zones where that packs cheaper: those groups
+        // are replaced whatever their own price.
+        let mut packed: Vec<Option<Packing>> = groups.iter().map(|_| None).collect();
+        let mut moved = vec![false; groups.len()];
+        if self.topology.is_active() {
+            self.rebalance_zones(&mut groups, &mut packed, &mut moved, relax);
         }
         let mut replaced: Vec<(Vec<usize>, Vec<Claim>)> = Vec::new();
-        for ((pi, reqs), members) in groups {
-            if members.is_empty() {
+        for (gi, g) in groups.iter().enumerate() {
+            let packing = match packed[gi].take() {
+                Some(p) => Some(p),
+                None => self.pack_pods(g.pool, &g.reqs, &g.pods),
+            };
+            let Some(packing) = packing else {
                 continue;
-            }
-            if let Some(new) = self.repack_group(pi, &reqs, &members) {
-                replaced.push((members, new));
+            };
+            if moved[gi] || packing.cost < g.old - 1e-9 {
+                let new = self.build_claims(g.pool, &g.reqs, &g.members, packing);
+                replaced.push((g.members.clone(), new));
             }
         }
         if replaced.is_empty() {
@@ -180,6 +241,37 @@ impl Run<'_> {
             extra.extend(new);
         }
         self.claims = slots.into_iter().flatten().chain(extra).collect();
+    }
+
+    /// The price of the offering a fleet would take for a NodeClaim of pool
+    /// `pi` allowed `filter` and `types` (in the pool's price order): the
+    /// first by capacity type, then price, as `offer_summary` picks it.
+    /// Infinite when no offering is allowed.
+    pub(super) fn set_price(
+        &self,
+        pi: usize,
+        filter: &super::pools::OfferingFilter,
+        types: impl Iterator<Item = usize>,
+    ) -> f64 {
+        let pool = &self.pools[pi];
+        let mut best: Option<(CapacityType, f64)> = None;
+        for t in types {
+            let ty = &pool.types[t];
+            // Types come cheapest first by their own preferred offering:
+            // past the best price, only a better capacity type could win,
+            // and nothing beats spot outside a reservation.
+            if let Some((ct, p)) = best {
+                if ty.price >= p && ct <= CapacityType::Spot {
+                    break;
+                }
+            }
+            for o in ty.offerings.iter().filter(|o| filter.allows(o)) {
+                if best.is_none_or(|b| (o.capacity_type, o.price) < b) {
+                    best = Some((o.capacity_type, o.price));
+                }
+            }
+        }
+        best.map_or(f64::INFINITY, |(_, p)| p)
     }
 
     /// Each pod's anti-affinity class (0: none; else one per distinct
@@ -235,22 +327,26 @@ impl Run<'_> {
         Some((anti, self_anti))
     }
 
-    /// Packs the pods of `members` again; `Some` with the new NodeClaims
-    /// when they cost less.
-    fn repack_group(
-        &mut self,
+    /// Packs `pods` (sorted) onto new nodes of pool `pi` with `reqs`, as
+    /// the module documentation says; `None` when some pod fits no type or
+    /// the anti-affinity cannot be expressed.
+    pub(super) fn pack_pods(
+        &self,
         pi: usize,
         reqs: &Requirements,
-        members: &[usize],
-    ) -> Option<Vec<Claim>> {
+        pods: &[usize],
+    ) -> Option<Packing> {
         let pool = &self.pools[pi];
+        if pods.is_empty() {
+            return Some(Packing {
+                cost: 0.0,
+                classes: vec![],
+                bins: vec![],
+                sized: vec![],
+            });
+        }
+        let (anti, self_anti) = self.anti_classes(pods)?;
         // Pod classes by requests, largest first (as the first pass orders).
-        let mut pods: Vec<usize> = members
-            .iter()
-            .flat_map(|&c| self.claims[c].pods.iter().copied())
-            .collect();
-        pods.sort_unstable();
-        let (anti, self_anti) = self.anti_classes(&pods)?;
         let mut class_of: BTreeMap<(usize, usize), usize> = BTreeMap::new();
         let mut classes: Vec<(Resources, Vec<usize>, usize)> = Vec::new();
         for (i, &p) in pods.iter().enumerate() {
@@ -287,16 +383,20 @@ impl Run<'_> {
         // Candidate types: room after the daemonset overhead; dominated
         // types (no cheaper and no larger in any dimension than another)
         // dropped.
+        // Prices are those of the offerings `reqs` allow (a zone's own).
         let compatible = self.compatible_types(pi, reqs);
+        let filter = pool.filter(reqs);
         let mut cands: Vec<(usize, f64, Vec<i64>)> = compatible
             .iter()
             .map(|&t| {
                 let ty = &pool.types[t];
                 let room = ty.allocatable.minus(&pool.daemon_overhead);
                 let cap: Vec<i64> = dims.iter().map(|d| room.get(d).millis()).collect();
-                (t, ty.price, cap)
+                (t, self.set_price(pi, &filter, std::iter::once(t)), cap)
             })
-            .filter(|(t, _, _)| pool.daemon_overhead.fits_in(&pool.types[*t].allocatable))
+            .filter(|(t, price, _)| {
+                price.is_finite() && pool.daemon_overhead.fits_in(&pool.types[*t].allocatable)
+            })
             .collect();
         let dominated = |a: &(usize, f64, Vec<i64>), b: &(usize, f64, Vec<i64>)| {
             b.1 <= a.1 && b.2.iter().zip(&a.2).all(|(x, y)| x >= y)
@@ -471,18 +571,12 @@ impl Run<'_> {
             bins[i].fill = merged(&bins[i].fill, &bins[j].fill);
             bins.remove(j);
         }
-        // Right-size every bin and price both packings alike: the cheapest
-        // type that holds a NodeClaim's pods.
-        let old: f64 = members
-            .iter()
-            .filter_map(|&c| self.claims[c].types.first())
-            .map(|t| pool.types[t].price)
-            .sum();
+        // Right-size every bin and price it as the old NodeClaims are: the
+        // offering a fleet would take among the types that hold its pods.
         // Bins of one fill share their requests, types and maxima.
-        type Sized = std::rc::Rc<(Resources, TypeSet, Resources, Resources)>;
         let mut by_fill: std::collections::HashMap<&[(usize, usize)], Sized> = Default::default();
         let mut sized: Vec<Sized> = Vec::with_capacity(bins.len());
-        let mut new_cost = 0.0;
+        let mut cost = 0.0;
         for b in &bins {
             let entry = match by_fill.get(b.fill.as_slice()) {
                 Some(e) => e.clone(),
@@ -506,22 +600,47 @@ impl Run<'_> {
                         max_allocatable.max_assign(&pool.types[t].allocatable);
                         max_capacity.max_assign(&pool.types[t].capacity);
                     }
-                    let e = std::rc::Rc::new((requests, types, max_allocatable, max_capacity));
+                    let price = self.set_price(pi, &filter, types.iter());
+                    let e =
+                        std::rc::Rc::new((requests, types, max_allocatable, max_capacity, price));
                     by_fill.insert(b.fill.as_slice(), e.clone());
                     e
                 }
             };
-            new_cost += pool.types[entry.1.first()?].price;
+            if !entry.4.is_finite() {
+                return None;
+            }
+            cost += entry.4;
             sized.push(entry);
         }
-        if new_cost >= old - 1e-9 {
-            return None;
-        }
-        // Build the NodeClaims: the old names first, then new ones.
+        Some(Packing {
+            cost,
+            classes,
+            bins,
+            sized,
+        })
+    }
+
+    /// The NodeClaims of `packing` for the group of `members` (pool `pi`,
+    /// `reqs`): the old names first, then new ones.
+    fn build_claims(
+        &mut self,
+        pi: usize,
+        reqs: &Requirements,
+        members: &[usize],
+        packing: Packing,
+    ) -> Vec<Claim> {
+        let Packing {
+            classes,
+            bins,
+            sized,
+            ..
+        } = packing;
+        let pool = &self.pools[pi];
         let mut next: Vec<usize> = classes.iter().map(|_| 0).collect();
         let mut out = Vec::with_capacity(bins.len());
         for (i, (b, entry)) in bins.iter().zip(sized).enumerate() {
-            let (requests, types, max_allocatable, max_capacity) = (*entry).clone();
+            let (requests, types, max_allocatable, max_capacity, _) = (*entry).clone();
             let name = match members.get(i) {
                 Some(&c) => self.claims[c].name.clone(),
                 None => {
@@ -556,7 +675,7 @@ impl Run<'_> {
                 memo_yes: false,
             });
         }
-        Some(out)
+        out
     }
 }
 

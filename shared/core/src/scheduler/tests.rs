@@ -1781,3 +1781,189 @@ fn repacked_zone_spread_pods_keep_their_zones_counts() {
         );
     }
 }
+
+/// Pods per zone of the plan, per app (the pod name's first letter).
+fn apps_per_zone(p: &Plan) -> BTreeMap<(String, String), usize> {
+    let mut counts = BTreeMap::new();
+    for c in &p.node_claims {
+        assert_eq!(c.zones.len(), 1, "{}: {:?}", c.name, c.zones);
+        for pod in &c.pods {
+            let app = pod.trim_start_matches("default/")[..1].to_string();
+            *counts.entry((app, c.zones[0].clone())).or_default() += 1;
+        }
+    }
+    counts
+}
+
+/// `n` replicas of app `app` (pods named `{app}-{i}`) spread over the
+/// zones with maxSkew 1.
+fn spread_replicas(app: &str, cpu: &str, mem: &str, n: usize) -> Vec<Pod> {
+    (0..n)
+        .map(|i| {
+            let mut p = labeled(pod(&format!("{app}-{i}"), cpu, mem), "app", app);
+            p.topology_spread = vec![spread(
+                labels::ZONE,
+                1,
+                WhenUnsatisfiable::DoNotSchedule,
+                selector("app", app),
+            )];
+            p
+        })
+        .collect()
+}
+
+#[test]
+fn zone_spread_replicas_beyond_an_even_share_go_where_they_pack_cheapest() {
+    // Four replicas that each fill a node, over three zones with maxSkew 1:
+    // one zone gets two. The first pass gives the extra one to the first
+    // zone; every offering in test-1c costs half, so it moves there.
+    let mut cat = catalog();
+    for e in &mut cat.entries {
+        for o in &mut e.offerings {
+            if o.zone == "test-1c" {
+                o.price *= 0.5;
+            }
+        }
+    }
+    let s = state(
+        spread_replicas("w", "1500m", "3Gi", 4),
+        vec![default_pool()],
+    );
+    let p = schedule(&s, &cat, &SchedulerOptions::default());
+    assert_eq!(p.summary.scheduled, 4);
+    let counts = apps_per_zone(&p);
+    let per_zone: Vec<usize> = ZONES
+        .iter()
+        .map(|z| {
+            counts
+                .get(&("w".into(), z.to_string()))
+                .copied()
+                .unwrap_or(0)
+        })
+        .collect();
+    assert_eq!(per_zone, vec![1, 1, 2], "{:#?}", p.node_claims);
+    // One m6g.large spot (the cheapest node) per replica, at half price
+    // for the two in test-1c.
+    let m6g = 0.077 * 0.4;
+    assert!(
+        (p.summary.hourly_price - 3.0 * m6g).abs() < 1e-6,
+        "{}",
+        p.summary.hourly_price
+    );
+}
+
+#[test]
+fn zone_moves_pair_deployments_whose_extras_share_a_node() {
+    // Two Deployments of four over three zones, two of them fitting a node
+    // (m6g.large, the cheapest). An existing (tainted, full) node in
+    // test-1a runs one pod of b, so the first pass gives a's extra replica
+    // to test-1a and b's to test-1b: five nodes. a's extra moved to test-1b
+    // meets b's (a stays within maxSkew, b is untouched): four.
+    let mut old = labeled(pod("b-old", "100m", "128Mi"), "app", "b");
+    old.node_name = Some("n1".into());
+    let node = Node {
+        name: "n1".into(),
+        labels: [(labels::ZONE.to_string(), "test-1a".to_string())].into(),
+        taints: vec![Taint {
+            key: "dedicated".into(),
+            value: String::new(),
+            effect: TaintEffect::NoSchedule,
+        }],
+        allocatable: Resources::new()
+            .with("cpu", q("100m"))
+            .with("memory", q("128Mi"))
+            .with("pods", q("1")),
+        unschedulable: false,
+        pods: vec![old],
+    };
+    let mut pods = spread_replicas("a", "900m", "3Gi", 4);
+    pods.extend(spread_replicas("b", "900m", "3Gi", 4));
+    let mut s = state(pods, vec![default_pool()]);
+    s.nodes = vec![node];
+    let p = plan(&s);
+    assert_eq!(p.summary.scheduled, 8);
+    let counts = apps_per_zone(&p);
+    let per_zone = |app: &str| -> Vec<usize> {
+        ZONES
+            .iter()
+            .map(|z| {
+                counts
+                    .get(&(app.into(), z.to_string()))
+                    .copied()
+                    .unwrap_or(0)
+            })
+            .collect()
+    };
+    assert_eq!(per_zone("a"), vec![1, 2, 1], "{:#?}", p.node_claims);
+    assert_eq!(per_zone("b"), vec![1, 2, 1], "{:#?}", p.node_claims);
+    assert_eq!(p.node_claims.len(), 4, "{:#?}", p.node_claims);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Whatever the zones' prices and the Deployments, zone moves keep
+    /// every Deployment within its maxSkew (counting an existing pod).
+    #[test]
+    fn zone_moves_keep_every_deployment_within_its_skew(
+        apps in proptest::collection::vec((0usize..4, 1usize..8, 1u32..3), 1..5),
+        factors in proptest::collection::vec(1u32..5, 3),
+        existing_app in proptest::option::of(0usize..4),
+    ) {
+        let mut cat = catalog();
+        for e in &mut cat.entries {
+            for o in &mut e.offerings {
+                if let Some(z) = ZONES.iter().position(|z| *z == o.zone) {
+                    o.price *= f64::from(factors[z]) / 4.0;
+                }
+            }
+        }
+        let sizes = [("1500m", "3Gi"), ("900m", "3Gi"), ("500m", "1Gi"), ("200m", "256Mi")];
+        let mut pods = Vec::new();
+        for (i, &(size, n, skew)) in apps.iter().enumerate() {
+            let app = ["a", "b", "c", "d", "e"][i];
+            for mut p in spread_replicas(app, sizes[size].0, sizes[size].1, n) {
+                p.topology_spread[0].max_skew = skew;
+                pods.push(p);
+            }
+        }
+        let mut s = state(pods, vec![default_pool()]);
+        let mut before: BTreeMap<(String, String), usize> = BTreeMap::new();
+        if let Some(e) = existing_app.filter(|e| *e < apps.len()) {
+            let app = ["a", "b", "c", "d", "e"][e];
+            let mut old = labeled(pod(&format!("{app}-old"), "100m", "128Mi"), "app", app);
+            old.node_name = Some("n1".into());
+            s.nodes = vec![Node {
+                name: "n1".into(),
+                labels: [(labels::ZONE.to_string(), ZONES[1].to_string())].into(),
+                taints: vec![],
+                allocatable: Resources::new()
+                    .with("cpu", q("100m"))
+                    .with("memory", q("128Mi"))
+                    .with("pods", q("1")),
+                unschedulable: false,
+                pods: vec![old],
+            }];
+            before.insert((app.to_string(), ZONES[1].to_string()), 1);
+        }
+        let p = schedule(&s, &cat, &SchedulerOptions::default());
+        let total: usize = apps.iter().map(|a| a.1).sum();
+        proptest::prop_assert_eq!(p.summary.scheduled, total);
+        let mut counts = apps_per_zone(&p);
+        for (k, n) in before {
+            *counts.entry(k).or_default() += n;
+        }
+        for (i, &(_, _, skew)) in apps.iter().enumerate() {
+            let app = ["a", "b", "c", "d", "e"][i];
+            let per_zone: Vec<usize> = ZONES
+                .iter()
+                .map(|z| counts.get(&(app.into(), z.to_string())).copied().unwrap_or(0))
+                .collect();
+            let (lo, hi) = (per_zone.iter().min().copied(), per_zone.iter().max().copied());
+            proptest::prop_assert!(
+                hi.zip(lo).is_some_and(|(h, l)| h - l <= skew as usize),
+                "{}: {:?} (maxSkew {})", app, per_zone, skew
+            );
+        }
+    }
+}

@@ -79,6 +79,14 @@ impl Group {
     }
 }
 
+/// See [`Topology::spread_view`].
+pub struct SpreadView<'a> {
+    pub counts: &'a BTreeMap<String, u32>,
+    pub max_skew: u32,
+    pub min_domains: Option<u32>,
+    pub honor_affinity: bool,
+}
+
 /// Which groups a pending pod owns, parallel to its constraint lists.
 #[derive(Debug, Clone, Default)]
 pub struct PodGroups {
@@ -442,6 +450,44 @@ impl Topology {
             }
         }
         Requirement::does_not_exist(key)
+    }
+
+    /// Spread groups on `key` whose selector matches `pod` (the groups that
+    /// count it), ascending.
+    pub fn spread_selecting(&self, key: &str, pod: &Pod) -> Vec<usize> {
+        let by_label = &self.by_label;
+        let mut out: Vec<usize> = self
+            .unindexed
+            .iter()
+            .chain(
+                pod.labels
+                    .iter()
+                    .filter_map(|(k, v)| by_label.get(k).and_then(|m| m.get(v)))
+                    .flatten(),
+            )
+            .copied()
+            .filter(|&gi| {
+                let g = &self.groups[gi];
+                g.id.kind == Kind::Spread
+                    && g.id.key == key
+                    && g.selects(&pod.namespace, &pod.labels)
+            })
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// A spread group's pods per domain, `maxSkew`, `minDomains` and
+    /// whether the owners' node affinity limits its domains.
+    pub fn spread_view(&self, gi: usize) -> SpreadView<'_> {
+        let g = &self.groups[gi];
+        SpreadView {
+            counts: &g.counts,
+            max_skew: g.id.max_skew,
+            min_domains: g.id.min_domains,
+            honor_affinity: g.id.honor_affinity,
+        }
     }
 
     /// Records a pod placed with final node requirements `reqs`.
