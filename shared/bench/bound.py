@@ -784,6 +784,147 @@ def ilp_optimum(sc, keep, m, time_limit, threads, spread=(), origin=None):
     return status, obj, dual, len(z), secs
 
 
+def weights_apply(sc):
+    """Whether NodePool weights or limits can matter: more than one pool
+    with different weights, or a pool with limits."""
+    pools = sc.get("pools") or []
+    return (len({p["weight"] for p in pools}) > 1
+            or any(p.get("limits") for p in pools))
+
+
+def pool_slots(sc, j, ts, most):
+    """The NodeClaims pool j's limits admit, in launch order (see the module
+    doc): per slot, the types of `ts` whose limitCapacity fits what is left;
+    each slot is charged the most of them per limited resource."""
+    types = sc["types"]
+    left = dict(sc["pools"][j]["limits"])
+    slots = []
+    while len(slots) < most:
+        adm = [t for t in ts
+               if all(types[t]["limitCapacity"][k] <= left[k] for k in left)]
+        if not adm:
+            break
+        slots.append(adm)
+        for k in left:
+            left[k] -= max(types[t]["limitCapacity"][k] for t in adm)
+    return slots
+
+
+def prune_within(sc, m, ts):
+    """ts without the types another type of ts dominates (module doc)."""
+    sub = dict(sc, types=[sc["types"][t] for t in ts],
+               classes=[dict(c, types=[i for i, t in enumerate(ts) if t in set(c["types"])])
+                        for c in sc["classes"]])
+    sm = {(ci, i): m.get((ci, t), 0) for ci in range(len(sc["classes"]))
+          for i, t in enumerate(ts)}
+    return [ts[i] for i in prune_dominated(sub, sm)]
+
+
+def ilp_weighted(sc, m, time_limit, threads):
+    """The exact optimum under NodePool weights and limits (module doc)."""
+    types, classes, pools = sc["types"], sc["classes"], sc["pools"]
+    ub = sc.get("upperBound")
+    npods = sum(c["count"] for c in classes)
+    nres = len(sc["resources"])
+    by_pool = {}
+    for t, ty in enumerate(types):
+        if any(m.get((ci, t), 0) > 0 for ci in range(len(classes))):
+            by_pool.setdefault(ty.get("poolIndex"), []).append(t)
+    cost, lower, upper, integer = [], [], [], []
+
+    def var(c, lo, hi):
+        cost.append(float(c))
+        lower.append(float(lo))
+        upper.append(float(hi))
+        integer.append(True)
+        return len(cost) - 1
+
+    rows = Rows()
+    place = {ci: [] for ci in range(len(classes))}
+    in_pool = {}
+    last_slot = {}
+    nbins = 0
+    for j in sorted(by_pool, key=lambda j: (j is None, j or 0)):
+        ts = by_pool[j]
+        limits = None if j is None else pools[j].get("limits")
+        if not limits:
+            for t in prune_within(sc, m, ts):
+                on = [ci for ci in range(len(classes)) if m.get((ci, t), 0) > 0]
+                nb = sum(classes[ci]["count"] for ci in on)
+                if types[t].get("maxCount") is not None:
+                    nb = min(nb, types[t]["maxCount"])
+                p = types[t]["price"]
+                if ub is not None and p > 0:
+                    nb = min(nb, int(math.floor(ub * (1 + 1e-6) / p + 1e-6)))
+                prev = None
+                for _ in range(nb):
+                    z = var(p, 0, 1)
+                    nbins += 1
+                    if prev is not None:
+                        rows.add([(z, 1.0), (prev, -1.0)], -INF, 0.0)
+                    prev = z
+                    ws = {}
+                    for ci in on:
+                        w = var(0, 0, min(classes[ci]["count"], m[ci, t]))
+                        rows.add([(w, 1.0), (z, -m[ci, t])], -INF, 0.0)
+                        ws[ci] = w
+                        place[ci].append(w)
+                        in_pool.setdefault((ci, j), []).append(w)
+                    for r in range(nres):
+                        coefs = [(ws[ci], classes[ci]["requests"][r]) for ci in on
+                                 if classes[ci]["requests"][r] > 0]
+                        if coefs:
+                            rows.add(coefs + [(z, -types[t]["capacity"][r])], -INF, 0.0)
+            continue
+        prev = None
+        for adm in pool_slots(sc, j, ts, npods):
+            xs = {t: var(types[t]["price"], 0, 1) for t in adm}
+            u = var(0, 0, 1)
+            nbins += 1
+            rows.add([(x, 1.0) for x in xs.values()] + [(u, -1.0)], 0.0, 0.0)
+            if prev is not None:
+                rows.add([(u, 1.0), (prev, -1.0)], -INF, 0.0)
+            prev = u
+            ws = {}
+            for ci, c in enumerate(classes):
+                fit = [t for t in adm if m.get((ci, t), 0) > 0]
+                if not fit:
+                    continue
+                w = var(0, 0, c["count"])
+                rows.add([(w, 1.0)] + [(xs[t], -m[ci, t]) for t in fit], -INF, 0.0)
+                ws[ci] = w
+                place[ci].append(w)
+                in_pool.setdefault((ci, j), []).append(w)
+                last_slot[j, ci] = u
+            for r in range(nres):
+                coefs = [(w, classes[ci]["requests"][r]) for ci, w in ws.items()
+                         if classes[ci]["requests"][r] > 0]
+                if coefs:
+                    rows.add(coefs + [(xs[t], -types[t]["capacity"][r]) for t in adm],
+                             -INF, 0.0)
+    for ci, c in enumerate(classes):
+        if not place[ci]:
+            return "infeasible", None, None, 0, 0.0
+        rows.add([(w, 1.0) for w in place[ci]], c["count"], c["count"])
+    # Weights: a class in pool j only when every heavier pool it may use is
+    # out of NodeClaims for it (limits), never past an unlimited one.
+    for ci, c in enumerate(classes):
+        mine = sorted(j for (k, j) in in_pool if k == ci and j is not None)
+        for j in mine:
+            heavier = [h for h in mine if pools[h]["weight"] > pools[j]["weight"]]
+            if not heavier:
+                continue
+            y = var(0, 0, 1)
+            rows.add([(w, 1.0) for w in in_pool[ci, j]] + [(y, -c["count"])], -INF, 0.0)
+            for h in heavier:
+                if (h, ci) in last_slot:
+                    rows.add([(y, 1.0), (last_slot[h, ci], -1.0)], -INF, 0.0)
+                else:
+                    rows.add([(y, 1.0)], -INF, 0.0)
+    status, obj, dual, secs = solve(cost, lower, upper, rows, integer, time_limit, threads)
+    return status, obj, dual, nbins, secs
+
+
 def bound(path, args):
     with open(path) as f:
         sc = json.load(f)
@@ -835,18 +976,23 @@ def bound(path, args):
             isc, origin = zone_expand(sc, spread)
             im = fit_counts(isc)
             ikeep = prune_dominated(isc, im)
-        out["ilpModels"] = ["resources", "maxPerNode"] + (["zoneSpread"] if spread else [])
+        weighted = weights_apply(sc) and not spread
+        out["ilpModels"] = (["resources", "maxPerNode"] + (["zoneSpread"] if spread else [])
+                            + (["poolWeights", "poolLimits"] if weighted else []))
         if skipped:
             out["ilpSkippedSpread"] = skipped
-        st, obj, dual, nbins, secs = ilp_optimum(isc, ikeep, im, args.time_limit,
-                                                 args.threads, spread, origin)
+
+        def run(s):
+            if weighted:
+                return ilp_weighted(s, m, args.time_limit, args.threads)
+            return ilp_optimum(s, ikeep, im, args.time_limit, args.threads, spread, origin)
+        st, obj, dual, nbins, secs = run(isc)
         if st != "optimal" and isc.get("upperBound") is not None:
             # A wrong upper bound could cut off every solution: retry without.
             sc2 = dict(isc)
             sc2.pop("upperBound")
             if st == "Infeasible":
-                st, obj, dual, nbins, secs = ilp_optimum(
-                    sc2, ikeep, im, args.time_limit, args.threads, spread, origin)
+                st, obj, dual, nbins, secs = run(sc2)
         out["ilpStatus"] = st
         out["ilpBins"] = nbins
         out["ilpSeconds"] = round(secs, 3)
@@ -857,6 +1003,9 @@ def bound(path, args):
             out["ilpDualBound"] = (None if dual is None or not math.isfinite(dual)
                                    else round(dual, 6))
     opt = out["ilpOptimum"]
+    if out.get("ilpModels") and "poolWeights" in out["ilpModels"]:
+        # Weights restrict plans: the LP relaxations ignore them.
+        opt = None
     if lp is not None and opt is not None and lp > opt + 1e-6 * max(1.0, opt):
         print(f"warning: {out['file']}: pattern LP bound {lp} is above the ILP "
               f"optimum {opt}", file=sys.stderr)

@@ -21,6 +21,12 @@
 //!   NodeOverlays are ignored (a relaxation). Self hostname anti-affinity is
 //!   kept as `maxPerNode: 1` (each such class is one anti-affinity group).
 //!
+//! For the exact ILP of small scenarios, NodePool weights and limits are
+//! described too: `pools` lists every NodePool (heaviest first, then by
+//! name) with its `weight` and `limits` (export units, null when none);
+//! each type carries its `poolIndex` and, for a NodePool with limits, its
+//! `limitCapacity` (capacity in the limited resources, as limits charge it).
+//!
 //! For the exact ILP of small scenarios, topology spread is described as
 //! well (the LP bound ignores it): `zones` lists the zones NodePools can
 //! launch in plus existing nodes' zones (the scheduler's domains for
@@ -85,6 +91,19 @@ fn capacity_units(resource: &str, q: Quantity) -> i64 {
     }
 }
 
+/// `r` in export units for the resources NodePool `np` limits (`null`
+/// without limits).
+fn limited_units(np: Option<&NodePool>, r: &Resources) -> Value {
+    match np.and_then(|np| np.limits.as_ref()) {
+        None => Value::Null,
+        Some(limits) => limits
+            .iter()
+            .map(|(k, _)| (k.to_string(), json!(capacity_units(k, r.get(k)))))
+            .collect::<serde_json::Map<String, Value>>()
+            .into(),
+    }
+}
+
 /// One launchable (NodePool, instance type) or one existing node.
 struct ExportType {
     pool: Option<String>,
@@ -98,6 +117,8 @@ struct ExportType {
     /// plus zone / capacity type over the allowed offerings).
     pool_index: Option<usize>,
     requirements: Requirements,
+    /// Capacity as NodePool limits charge it (pool types).
+    limit_capacity: Resources,
     /// For existing nodes: the node's labels and taints.
     node: Option<usize>,
 }
@@ -282,6 +303,7 @@ pub fn export(state: &ClusterState, catalog: &Catalog) -> Value {
                 max_count: None,
                 pool_index: Some(pi),
                 requirements: reqs,
+                limit_capacity: nr.capacity.clone(),
                 node: None,
             });
         }
@@ -308,6 +330,7 @@ pub fn export(state: &ClusterState, catalog: &Catalog) -> Value {
             max_count: Some(1),
             pool_index: None,
             requirements: Requirements::new(),
+            limit_capacity: Resources::new(),
             node: Some(ni),
         });
     }
@@ -430,6 +453,8 @@ pub fn export(state: &ClusterState, catalog: &Catalog) -> Value {
             "price": t.price,
             "zonePrices": t.zone_prices,
             "maxCount": t.max_count,
+            "poolIndex": t.pool_index,
+            "limitCapacity": limited_units(t.pool_index.map(|pi| pools[pi].np), &t.limit_capacity),
         }));
     }
     let mut out_classes: Vec<(Vec<i64>, Value)> = classes
@@ -473,6 +498,14 @@ pub fn export(state: &ClusterState, catalog: &Catalog) -> Value {
         "unplaceable": unplaceable,
         "types": out_types,
         "classes": out_classes.into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
+        "pools": pools
+            .iter()
+            .map(|p| json!({
+                "name": p.np.name,
+                "weight": p.np.weight,
+                "limits": limited_units(Some(p.np), p.np.limits.as_ref().unwrap_or(&Resources::new())),
+            }))
+            .collect::<Vec<_>>(),
         "zones": universe,
         "spreadGroups": spread_groups
             .iter()

@@ -18,6 +18,7 @@
 //! instance type a NodeClaim can *still* become (Karpenter charges the
 //! largest it could be at creation and never gives it back).
 
+mod chain;
 mod pod_view;
 mod pools;
 mod rebalance;
@@ -594,6 +595,7 @@ fn schedule_with(
     }
 
     run.repack(!state.overlays.is_empty(), &relax);
+    run.repack_chain(!state.overlays.is_empty());
     (
         run.into_plan(queue.into_iter().collect(), errors, warnings),
         limited_heavier,
