@@ -230,6 +230,9 @@ struct Run<'a> {
     solo_cache: Vec<Option<Option<f64>>>,
     /// Types of a pool compatible with requirements (hostname excluded).
     compat_cache: CompatCache,
+    /// Repack candidates per (pool, requirements, dimensions), see
+    /// `Run::candidates`.
+    cand_cache: CandCache,
     /// (pool, requirements without hostname) → why no type is compatible.
     no_type_reasons: std::cell::RefCell<std::collections::HashMap<(usize, Requirements), String>>,
     /// (pool, shape) → best price per pod slot (see `best_slot_price`).
@@ -312,6 +315,13 @@ struct Reservations<'a> {
 }
 
 /// (pool, requirements without hostname) → compatible type indices.
+type CandCache = std::cell::RefCell<
+    std::collections::HashMap<
+        (usize, Requirements, Vec<String>),
+        std::rc::Rc<Vec<(usize, f64, Vec<i64>)>>,
+    >,
+>;
+
 type CompatCache =
     std::cell::RefCell<std::collections::HashMap<(usize, Requirements), std::rc::Rc<Vec<usize>>>>;
 
@@ -534,6 +544,7 @@ fn schedule_with(
         claim_hint: vec![0; n_shapes],
         solo_cache: vec![None; n_shapes],
         compat_cache: Default::default(),
+        cand_cache: Default::default(),
         slot_cache: Default::default(),
         no_type_reasons: Default::default(),
         res,

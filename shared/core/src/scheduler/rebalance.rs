@@ -39,7 +39,7 @@ const FAMILY_PODS: usize = 400;
 const FAMILY_CLASSES: usize = 32;
 
 /// Most packings priced per family.
-const EVALUATIONS: usize = 4_000;
+const EVALUATIONS: usize = 1_000;
 
 /// Most ways to spread every class tried one by one (see `exhaustive`).
 const EXACT_WAYS: usize = 20_000;

@@ -243,6 +243,54 @@ impl Run<'_> {
         self.claims = slots.into_iter().flatten().chain(extra).collect();
     }
 
+    /// Candidate types for a group of pool `pi` with `reqs`, as (type,
+    /// price, room per dimension of `dims`): room after the daemonset
+    /// overhead, the price of the offerings `reqs` allow (a zone's own);
+    /// dominated types (no cheaper and no larger in any dimension than
+    /// another) dropped. Cached: the zone moves pack one group many times.
+    fn candidates(
+        &self,
+        pi: usize,
+        reqs: &Requirements,
+        dims: &[String],
+    ) -> std::rc::Rc<Vec<(usize, f64, Vec<i64>)>> {
+        let key = (pi, reqs.clone(), dims.to_vec());
+        if let Some(hit) = self.cand_cache.borrow().get(&key) {
+            return hit.clone();
+        }
+        let pool = &self.pools[pi];
+        let compatible = self.compatible_types(pi, reqs);
+        let filter = pool.filter(reqs);
+        let cands: Vec<(usize, f64, Vec<i64>)> = compatible
+            .iter()
+            .map(|&t| {
+                let ty = &pool.types[t];
+                let room = ty.allocatable.minus(&pool.daemon_overhead);
+                let cap: Vec<i64> = dims.iter().map(|d| room.get(d).millis()).collect();
+                (t, self.set_price(pi, &filter, std::iter::once(t)), cap)
+            })
+            .filter(|(t, price, _)| {
+                price.is_finite() && pool.daemon_overhead.fits_in(&pool.types[*t].allocatable)
+            })
+            .collect();
+        let dominated = |a: &(usize, f64, Vec<i64>), b: &(usize, f64, Vec<i64>)| {
+            b.1 <= a.1 && b.2.iter().zip(&a.2).all(|(x, y)| x >= y)
+        };
+        let mut kept: Vec<(usize, f64, Vec<i64>)> = Vec::new();
+        for (i, a) in cands.iter().enumerate() {
+            let beaten = cands
+                .iter()
+                .enumerate()
+                .any(|(j, b)| j != i && dominated(a, b) && (!dominated(b, a) || j < i));
+            if !beaten {
+                kept.push(a.clone());
+            }
+        }
+        let kept = std::rc::Rc::new(kept);
+        self.cand_cache.borrow_mut().insert(key, kept.clone());
+        kept
+    }
+
     /// The price of the offering a fleet would take for a NodeClaim of pool
     /// `pi` allowed `filter` and `types` (in the pool's price order): the
     /// first by capacity type, then price, as `offer_summary` picks it.
@@ -380,38 +428,9 @@ impl Run<'_> {
             .iter()
             .map(|(r, _, _)| dims.iter().map(|d| r.get(d).millis()).collect())
             .collect();
-        // Candidate types: room after the daemonset overhead; dominated
-        // types (no cheaper and no larger in any dimension than another)
-        // dropped.
-        // Prices are those of the offerings `reqs` allow (a zone's own).
+        let cands = self.candidates(pi, reqs, &dims);
         let compatible = self.compatible_types(pi, reqs);
         let filter = pool.filter(reqs);
-        let mut cands: Vec<(usize, f64, Vec<i64>)> = compatible
-            .iter()
-            .map(|&t| {
-                let ty = &pool.types[t];
-                let room = ty.allocatable.minus(&pool.daemon_overhead);
-                let cap: Vec<i64> = dims.iter().map(|d| room.get(d).millis()).collect();
-                (t, self.set_price(pi, &filter, std::iter::once(t)), cap)
-            })
-            .filter(|(t, price, _)| {
-                price.is_finite() && pool.daemon_overhead.fits_in(&pool.types[*t].allocatable)
-            })
-            .collect();
-        let dominated = |a: &(usize, f64, Vec<i64>), b: &(usize, f64, Vec<i64>)| {
-            b.1 <= a.1 && b.2.iter().zip(&a.2).all(|(x, y)| x >= y)
-        };
-        let mut kept: Vec<(usize, f64, Vec<i64>)> = Vec::new();
-        for (i, a) in cands.iter().enumerate() {
-            let beaten = cands
-                .iter()
-                .enumerate()
-                .any(|(j, b)| j != i && dominated(a, b) && (!dominated(b, a) || j < i));
-            if !beaten {
-                kept.push(a.clone());
-            }
-        }
-        cands = kept;
         let fits = copies;
         // Value of a pod of each class, three ways (the cheapest packing
         // wins): the best price per slot any type offers for it; and with
