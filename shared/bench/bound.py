@@ -86,7 +86,8 @@ are capped by the pods that may use it and, when the scenario carries a
 feasible `upperBound` price, by floor(upperBound / price). If the time limit
 hits, ilpOptimum is null and ilpDualBound (a valid lower bound) and
 ilpIncumbent are reported. ilpModels lists what the ILP modelled:
-"resources" and "maxPerNode" always, "zoneSpread" as below.
+"resources" and "maxPerNode" always, "zoneSpread", "poolWeights" and
+"poolLimits" as below.
 
 Zone spread (ILP only): a spread group g of the scenario's `spreadGroups`
 is modelled when its topologyKey is topology.kubernetes.io/zone, it is
@@ -106,6 +107,24 @@ over E, and every such placement can be reached pod by pod (least-loaded
 zone first). Groups not modelled are listed in ilpSkippedSpread with the
 reason; for them the ILP stays a relaxation. The LP bounds ignore spread:
 they stay valid, only looser.
+
+NodePool weights and limits (ILP only, "poolWeights", "poolLimits"): when
+the scenario's `pools` differ in weight or have limits (and no spread group
+is modelled), the ILP is built per pool instead. Existing nodes and pools
+without limits keep bins per type (dominance only within a pool). A pool j
+with limits L gets slots s = 0, 1, ...: slot s may use the pool's types t
+with limitCapacity[t] <= L - charged_s in every limited resource, and is
+charged the most of them per resource (charged_{s+1} = charged_s + that);
+the slots end when no type fits (Karpenter charges a NodeClaim the largest
+type it could become, and so does the scheduler). Slot s has one binary
+x[s,t] per type and u[s] = sum_t x[s,t] <= u[s-1], pods w[c,s] with
+sum_c req[c,r] w[c,s] <= sum_t cap[t,r] x[s,t] and w[c,s] <= sum_t m[c,t]
+x[s,t]. Weights: with y[c,j] = 1 when class c has pods in pool j, a pool
+with no heavier pool that c may use is free; otherwise, for every heavier
+pool h that c may use, y[c,j] <= u[h, last slot of h that can hold a pod of
+c], and y[c,j] = 0 when h has no limits: a lighter pool only gets pods the
+heavier ones cannot launch another NodeClaim for. The LP bounds ignore
+weights and limits (valid, looser), so no LP-above-ILP warning is given.
 """
 
 import argparse

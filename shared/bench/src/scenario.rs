@@ -860,4 +860,37 @@ mod tests {
         assert_eq!(classes[0]["maxPerNode"], json!(1));
         assert_eq!(classes[0]["types"].as_array().unwrap().len(), types.len());
     }
+
+    #[test]
+    fn pools_carry_weights_limits_and_what_limits_charge() {
+        let mut heavy = pool("heavy", vec![]);
+        heavy.weight = 10;
+        heavy.limits = Some(Resources::new().with("cpu", q("8")));
+        let light = pool("light", vec![]);
+        let state = ClusterState {
+            node_pools: vec![light, heavy],
+            pending_pods: vec![pod("a", "500m", "1Gi")],
+            ..Default::default()
+        };
+        let v = export(&state, &catalog());
+        // Heaviest first; limits in export units (millicores).
+        assert_eq!(
+            v["pools"],
+            json!([
+                {"name": "heavy", "weight": 10, "limits": {"cpu": 8000}},
+                {"name": "light", "weight": 0, "limits": null},
+            ])
+        );
+        let types = v["types"].as_array().unwrap();
+        let large = types
+            .iter()
+            .find(|t| t["pool"] == "heavy" && t["name"] == "m5.large")
+            .unwrap();
+        // The whole 2 vCPU count against the limit, not the allocatable.
+        assert_eq!(large["poolIndex"], json!(0));
+        assert_eq!(large["limitCapacity"], json!({"cpu": 2000}));
+        let light = types.iter().find(|t| t["pool"] == "light").unwrap();
+        assert_eq!(light["poolIndex"], json!(1));
+        assert_eq!(light["limitCapacity"], Value::Null);
+    }
 }
