@@ -27,6 +27,7 @@ use crate::model::untolerated;
 use crate::requirements::Requirement;
 use crate::resources::Resources;
 
+use super::repack::CountTable;
 use super::{Claim, Run, TypeSet, ZonePin};
 
 /// Most pods the exact chain packing takes on.
@@ -296,39 +297,12 @@ fn chain_dp(
     if pairs.checked_mul(slots.len() + 1)? > CHAIN_WORK {
         return None;
     }
-    let mut stride = vec![1usize; k];
-    for c in 1..k {
-        stride[c] = stride[c - 1] * (counts[c - 1] + 1);
-    }
-    let decode = |mut i: usize, out: &mut [usize]| {
-        for c in 0..k {
-            out[c] = i % (counts[c] + 1);
-            i /= counts[c] + 1;
-        }
-    };
-    let dims = need.first().map_or(0, Vec::len);
+    let table = CountTable::new(counts)?;
+    let stride = &table.stride;
+    let decode = |i: usize, out: &mut [usize]| table.decode(i, out);
+    let unlimited = vec![usize::MAX; k];
     // Price of one node of a slot holding each vector.
-    let node_prices = |s: &Slot| -> Vec<f64> {
-        let mut out = vec![f64::INFINITY; states];
-        let mut v = vec![0usize; k];
-        let mut total = vec![0i64; dims];
-        for (i, slot) in out.iter_mut().enumerate().skip(1) {
-            decode(i, &mut v);
-            total.iter_mut().for_each(|t| *t = 0);
-            for (c, &n) in v.iter().enumerate() {
-                for (t, q) in total.iter_mut().zip(&need[c]) {
-                    *t += q * n as i64;
-                }
-            }
-            *slot = s
-                .cands
-                .iter()
-                .filter(|(_, _, cap)| cap.iter().zip(&total).all(|(c, r)| c >= r))
-                .map(|(_, price, _)| *price)
-                .fold(f64::INFINITY, f64::min);
-        }
-        out
-    };
+    let node_prices = |s: &Slot| table.node_prices(&s.cands, need, &unlimited);
     // Every u <= v (u != 0), as indices, for the vector of index `i`.
     let subsets = |i: usize, v: &mut Vec<usize>, u: &mut Vec<usize>, out: &mut Vec<usize>| {
         out.clear();
@@ -347,7 +321,7 @@ fn chain_dp(
             if c == k {
                 break;
             }
-            out.push(u.iter().zip(&stride).map(|(a, s)| a * s).sum());
+            out.push(u.iter().zip(stride).map(|(a, s)| a * s).sum());
         }
     };
     let (mut v, mut u, mut subs) = (vec![0usize; k], vec![0usize; k], Vec::new());

@@ -825,6 +825,72 @@ fn single_class(
     Some((best[n], bins))
 }
 
+/// Vectors of pods per class (`0..=counts[c]` of class `c`), numbered in
+/// mixed radix: index = Σ v[c] · stride[c].
+pub(super) struct CountTable {
+    counts: Vec<usize>,
+    pub(super) stride: Vec<usize>,
+    pub(super) states: usize,
+}
+
+impl CountTable {
+    /// `None` when the number of vectors overflows.
+    pub(super) fn new(counts: &[usize]) -> Option<CountTable> {
+        let mut stride = Vec::with_capacity(counts.len());
+        let mut states: usize = 1;
+        for &n in counts {
+            stride.push(states);
+            states = states.checked_mul(n + 1)?;
+        }
+        Some(CountTable {
+            counts: counts.to_vec(),
+            stride,
+            states,
+        })
+    }
+
+    /// The vector of index `i`.
+    pub(super) fn decode(&self, mut i: usize, out: &mut [usize]) {
+        for (o, n) in out.iter_mut().zip(&self.counts) {
+            *o = i % (n + 1);
+            i /= n + 1;
+        }
+    }
+
+    /// Per vector, the price of one node holding it: the cheapest of
+    /// `cands` that does (pods of class `c` needing `need[c]`, at most
+    /// `per_node[c]` of them); infinite when none does.
+    pub(super) fn node_prices(
+        &self,
+        cands: &[(usize, f64, Vec<i64>)],
+        need: &[Vec<i64>],
+        per_node: &[usize],
+    ) -> Vec<f64> {
+        let dims = need.first().map_or(0, Vec::len);
+        let mut out = vec![f64::INFINITY; self.states];
+        let mut v = vec![0usize; self.counts.len()];
+        let mut total = vec![0i64; dims];
+        for (i, slot) in out.iter_mut().enumerate().skip(1) {
+            self.decode(i, &mut v);
+            if v.iter().zip(per_node).any(|(n, most)| n > most) {
+                continue;
+            }
+            total.iter_mut().for_each(|t| *t = 0);
+            for (c, &n) in v.iter().enumerate() {
+                for (t, q) in total.iter_mut().zip(&need[c]) {
+                    *t += q * n as i64;
+                }
+            }
+            *slot = cands
+                .iter()
+                .filter(|(_, _, cap)| cap.iter().zip(&total).all(|(c, r)| c >= r))
+                .map(|(_, price, _)| *price)
+                .fold(f64::INFINITY, f64::min);
+        }
+        out
+    }
+}
+
 /// The cheapest packing of `counts[c]` pods of each class `c` onto
 /// `cands`, exactly, when the table is small (see `FEW_CLASSES_WORK`):
 /// `best[v]`, for every vector `v` of pods left per class, is the least
@@ -848,39 +914,12 @@ fn few_classes(
         return None;
     }
     let k = counts.len();
-    // Mixed radix: index = sum v[c] * stride[c].
-    let mut stride = vec![1usize; k];
-    for c in 1..k {
-        stride[c] = stride[c - 1] * (counts[c - 1] + 1);
-    }
-    let decode = |mut i: usize, out: &mut [usize]| {
-        for c in 0..k {
-            out[c] = i % (counts[c] + 1);
-            i /= counts[c] + 1;
-        }
-    };
-    // Price of one node holding each vector: the cheapest type that does.
-    let dims = need.first().map_or(0, Vec::len);
-    let mut node_price = vec![f64::INFINITY; states];
+    let table = CountTable::new(counts)?;
+    let (stride, decode) = (&table.stride, |i: usize, out: &mut [usize]| {
+        table.decode(i, out)
+    });
+    let node_price = table.node_prices(cands, need, per_node);
     let mut v = vec![0usize; k];
-    let mut total = vec![0i64; dims];
-    for (i, slot) in node_price.iter_mut().enumerate().skip(1) {
-        decode(i, &mut v);
-        if v.iter().zip(per_node).any(|(n, most)| n > most) {
-            continue;
-        }
-        total.iter_mut().for_each(|t| *t = 0);
-        for (c, &n) in v.iter().enumerate() {
-            for (t, q) in total.iter_mut().zip(&need[c]) {
-                *t += q * n as i64;
-            }
-        }
-        *slot = cands
-            .iter()
-            .filter(|(_, _, cap)| cap.iter().zip(&total).all(|(c, r)| c >= r))
-            .map(|(_, price, _)| *price)
-            .fold(f64::INFINITY, f64::min);
-    }
     let mut best = vec![f64::INFINITY; states];
     let mut choice = vec![0usize; states];
     best[0] = 0.0;
@@ -894,7 +933,7 @@ fn few_classes(
         u.iter_mut().for_each(|x| *x = 0);
         u[first] = 1;
         loop {
-            let ui: usize = u.iter().zip(&stride).map(|(a, s)| a * s).sum();
+            let ui: usize = u.iter().zip(stride).map(|(a, s)| a * s).sum();
             let p = node_price[ui];
             if p.is_finite() {
                 let c = p + best[i - ui];

@@ -364,25 +364,35 @@ fn zone_spread_balances_across_zones() {
     );
 }
 
+/// Node `n1` in `zone` running `pod`, with allocatable (cpu, memory,
+/// pods) `room`; tainted `dedicated:NoSchedule` when `tainted`.
+fn existing_node(zone: &str, room: [&str; 3], tainted: bool, pod: Pod) -> Node {
+    Node {
+        name: "n1".into(),
+        labels: [(labels::ZONE.to_string(), zone.to_string())].into(),
+        taints: if tainted {
+            vec![Taint {
+                key: "dedicated".into(),
+                value: String::new(),
+                effect: TaintEffect::NoSchedule,
+            }]
+        } else {
+            vec![]
+        },
+        allocatable: Resources::new()
+            .with("cpu", q(room[0]))
+            .with("memory", q(room[1]))
+            .with("pods", q(room[2])),
+        unschedulable: false,
+        pods: vec![pod],
+    }
+}
+
 #[test]
 fn zone_spread_counts_existing_pods() {
     let mut existing = labeled(pod("old", "100m", "128Mi"), "app", "web");
     existing.node_name = Some("n1".into());
-    let node = Node {
-        name: "n1".into(),
-        labels: [(labels::ZONE.to_string(), "test-1a".to_string())].into(),
-        taints: vec![Taint {
-            key: "dedicated".into(),
-            value: String::new(),
-            effect: TaintEffect::NoSchedule,
-        }],
-        allocatable: Resources::new()
-            .with("cpu", q("4"))
-            .with("memory", q("8Gi"))
-            .with("pods", q("10")),
-        unschedulable: false,
-        pods: vec![existing],
-    };
+    let node = existing_node("test-1a", ["4", "8Gi", "10"], true, existing);
     let pods: Vec<Pod> = (0..2)
         .map(|i| {
             let mut p = labeled(pod(&format!("w{i}"), "100m", "128Mi"), "app", "web");
@@ -1855,21 +1865,7 @@ fn zone_moves_pair_deployments_whose_extras_share_a_node() {
     // meets b's (a stays within maxSkew, b is untouched): four.
     let mut old = labeled(pod("b-old", "100m", "128Mi"), "app", "b");
     old.node_name = Some("n1".into());
-    let node = Node {
-        name: "n1".into(),
-        labels: [(labels::ZONE.to_string(), "test-1a".to_string())].into(),
-        taints: vec![Taint {
-            key: "dedicated".into(),
-            value: String::new(),
-            effect: TaintEffect::NoSchedule,
-        }],
-        allocatable: Resources::new()
-            .with("cpu", q("100m"))
-            .with("memory", q("128Mi"))
-            .with("pods", q("1")),
-        unschedulable: false,
-        pods: vec![old],
-    };
+    let node = existing_node("test-1a", ["100m", "128Mi", "1"], true, old);
     let mut pods = spread_replicas("a", "900m", "3Gi", 4);
     pods.extend(spread_replicas("b", "900m", "3Gi", 4));
     let mut s = state(pods, vec![default_pool()]);
@@ -1927,17 +1923,7 @@ proptest::proptest! {
             let app = ["a", "b", "c", "d", "e"][e];
             let mut old = labeled(pod(&format!("{app}-old"), "100m", "128Mi"), "app", app);
             old.node_name = Some("n1".into());
-            s.nodes = vec![Node {
-                name: "n1".into(),
-                labels: [(labels::ZONE.to_string(), ZONES[1].to_string())].into(),
-                taints: vec![],
-                allocatable: Resources::new()
-                    .with("cpu", q("100m"))
-                    .with("memory", q("128Mi"))
-                    .with("pods", q("1")),
-                unschedulable: false,
-                pods: vec![old],
-            }];
+            s.nodes = vec![existing_node(ZONES[1], ["100m", "128Mi", "1"], false, old)];
             before.insert((app.to_string(), ZONES[1].to_string()), 1);
         }
         let p = schedule(&s, &cat, &SchedulerOptions::default());
