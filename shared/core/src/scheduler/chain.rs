@@ -166,8 +166,9 @@ impl Run<'_> {
                     });
                 }
                 Some(lim) => {
+                    // A NodePool never needs more NodeClaims than pods.
                     let mut charged = Resources::new();
-                    while slots.len() <= pods.len() * chain.len() {
+                    for _ in 0..pods.len() {
                         let admitted: Vec<(usize, f64, Vec<i64>)> = compatible
                             .iter()
                             .filter(|&&t| lim.admits(&pool.types[t].capacity, &charged))
@@ -294,7 +295,19 @@ fn chain_dp(
         states = states.checked_mul(n + 1)?;
         pairs = pairs.checked_mul((n + 1) * (n + 2) / 2)?;
     }
-    if pairs.checked_mul(slots.len() + 1)? > CHAIN_WORK {
+    // The table's work, and that of pricing every vector on every slot.
+    let most_cands = slots
+        .iter()
+        .chain(open)
+        .map(|s| s.cands.len())
+        .max()
+        .unwrap_or(0);
+    if pairs.checked_mul(slots.len() + 1)? > CHAIN_WORK
+        || states
+            .checked_mul(slots.len() + 1)?
+            .checked_mul(most_cands.max(1))?
+            > CHAIN_WORK * 4
+    {
         return None;
     }
     let table = CountTable::new(counts)?;
