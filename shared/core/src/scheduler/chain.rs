@@ -22,13 +22,11 @@
 
 use std::collections::BTreeMap;
 
-use crate::labels;
 use crate::model::untolerated;
-use crate::requirements::Requirement;
 use crate::resources::Resources;
 
-use super::repack::CountTable;
-use super::{Claim, Run, TypeSet, ZonePin};
+use super::repack::{type_maxima, CountTable, Packed};
+use super::{Claim, Run, TypeSet};
 
 /// Most pods the exact chain packing takes on.
 const CHAIN_PODS: usize = 64;
@@ -237,40 +235,25 @@ impl Run<'_> {
             if types.first().is_none() {
                 return;
             }
-            let mut max_allocatable = Resources::new();
-            let mut max_capacity = Resources::new();
-            for t in types.iter() {
-                max_allocatable.max_assign(&pool.types[t].allocatable);
-                max_capacity.max_assign(&pool.types[t].capacity);
-            }
+            let (max_allocatable, max_capacity) = type_maxima(pool, &types);
             let name = match names.get_mut(&pi).and_then(Vec::pop) {
                 Some(n) => n,
-                None => {
-                    let n = self.claim_counter.entry(pi).or_default();
-                    *n += 1;
-                    format!("{}-{}", pool.np.name, n)
-                }
+                None => self.new_claim_name(pi),
             };
-            let mut requirements = pool.requirements.clone();
-            requirements.add(Requirement::in_values(labels::HOSTNAME, [name.as_str()]));
-            out.push(Claim {
-                pool: pi,
-                zone_pin: ZonePin::of(&requirements, &pool.zones),
+            let pool = &self.pools[pi];
+            out.push(Claim::packed(
+                pi,
+                &pool.zones,
+                &pool.requirements,
                 name,
-                requirements,
-                types,
-                requests,
-                pods: claim_pods,
-                host_ports: Default::default(),
-                max_allocatable,
-                max_capacity,
-                size: None,
-                used: true,
-                reservation: None,
-                version: 0,
-                memo: None,
-                memo_yes: false,
-            });
+                Packed {
+                    types,
+                    requests,
+                    pods: claim_pods,
+                    max_allocatable,
+                    max_capacity,
+                },
+            ));
         }
         self.claims = out;
     }

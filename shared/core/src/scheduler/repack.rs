@@ -99,6 +99,61 @@ impl Bin {
     }
 }
 
+/// Component-wise maxima of allocatable and capacity over `types`.
+pub(super) fn type_maxima(pool: &super::Pool, types: &TypeSet) -> (Resources, Resources) {
+    let mut max_allocatable = Resources::new();
+    let mut max_capacity = Resources::new();
+    for t in types.iter() {
+        max_allocatable.max_assign(&pool.types[t].allocatable);
+        max_capacity.max_assign(&pool.types[t].capacity);
+    }
+    (max_allocatable, max_capacity)
+}
+
+/// What a NodeClaim of a new packing holds (see [`Claim::packed`]).
+pub(super) struct Packed {
+    pub(super) types: TypeSet,
+    /// Its pods' requests plus the daemonset overhead.
+    pub(super) requests: Resources,
+    pub(super) pods: Vec<usize>,
+    /// Component-wise maxima over `types`.
+    pub(super) max_allocatable: Resources,
+    pub(super) max_capacity: Resources,
+}
+
+impl Claim {
+    /// A NodeClaim of a new packing (the repack, the chain packing) of pool
+    /// `pi` named `name`: `reqs` plus its hostname, holding `packed`.
+    pub(super) fn packed(
+        pi: usize,
+        zones: &[String],
+        reqs: &Requirements,
+        name: String,
+        packed: Packed,
+    ) -> Claim {
+        let mut requirements = reqs.clone();
+        requirements.add(Requirement::in_values(labels::HOSTNAME, [name.as_str()]));
+        Claim {
+            pool: pi,
+            zone_pin: ZonePin::of(&requirements, zones),
+            name,
+            requirements,
+            types: packed.types,
+            requests: packed.requests,
+            pods: packed.pods,
+            host_ports: Default::default(),
+            max_allocatable: packed.max_allocatable,
+            max_capacity: packed.max_capacity,
+            size: None,
+            used: true,
+            reservation: None,
+            version: 0,
+            memo: None,
+            memo_yes: false,
+        }
+    }
+}
+
 /// A NodeClaim's right-sized content: requests, types, their maxima and
 /// its price.
 type Sized = std::rc::Rc<(Resources, TypeSet, Resources, Resources, f64)>;
@@ -289,6 +344,13 @@ impl Run<'_> {
         let kept = std::rc::Rc::new(kept);
         self.cand_cache.borrow_mut().insert(key, kept.clone());
         kept
+    }
+
+    /// The next name of a NodeClaim of pool `pi` (`<NodePool>-<n>`).
+    pub(super) fn new_claim_name(&mut self, pi: usize) -> String {
+        let n = self.claim_counter.entry(pi).or_default();
+        *n += 1;
+        format!("{}-{}", self.pools[pi].np.name, n)
     }
 
     /// The price of the offering a fleet would take for a NodeClaim of pool
@@ -613,12 +675,7 @@ impl Run<'_> {
                             .filter(|&t| requests.fits_in(&pool.types[t].allocatable)),
                         pool.types.len(),
                     );
-                    let mut max_allocatable = Resources::new();
-                    let mut max_capacity = Resources::new();
-                    for t in types.iter() {
-                        max_allocatable.max_assign(&pool.types[t].allocatable);
-                        max_capacity.max_assign(&pool.types[t].capacity);
-                    }
+                    let (max_allocatable, max_capacity) = type_maxima(pool, &types);
                     let price = self.set_price(pi, &filter, types.iter());
                     let e =
                         std::rc::Rc::new((requests, types, max_allocatable, max_capacity, price));
@@ -655,44 +712,33 @@ impl Run<'_> {
             sized,
             ..
         } = packing;
-        let pool = &self.pools[pi];
+        let zones = self.pools[pi].zones.clone();
         let mut next: Vec<usize> = classes.iter().map(|_| 0).collect();
         let mut out = Vec::with_capacity(bins.len());
         for (i, (b, entry)) in bins.iter().zip(sized).enumerate() {
             let (requests, types, max_allocatable, max_capacity, _) = (*entry).clone();
             let name = match members.get(i) {
                 Some(&c) => self.claims[c].name.clone(),
-                None => {
-                    let n = self.claim_counter.entry(pi).or_default();
-                    *n += 1;
-                    format!("{}-{}", pool.np.name, n)
-                }
+                None => self.new_claim_name(pi),
             };
             let mut pods = Vec::new();
             for &(k, c) in &b.fill {
                 pods.extend_from_slice(&classes[k].1[next[k]..next[k] + c]);
                 next[k] += c;
             }
-            let mut requirements = reqs.clone();
-            requirements.add(Requirement::in_values(labels::HOSTNAME, [name.as_str()]));
-            out.push(Claim {
-                pool: pi,
-                zone_pin: ZonePin::of(&requirements, &pool.zones),
+            out.push(Claim::packed(
+                pi,
+                &zones,
+                reqs,
                 name,
-                requirements,
-                types,
-                requests,
-                pods,
-                host_ports: Default::default(),
-                max_allocatable,
-                max_capacity,
-                size: None,
-                used: true,
-                reservation: None,
-                version: 0,
-                memo: None,
-                memo_yes: false,
-            });
+                Packed {
+                    types,
+                    requests,
+                    pods,
+                    max_allocatable,
+                    max_capacity,
+                },
+            ));
         }
         out
     }
