@@ -141,21 +141,7 @@ impl Run<'_> {
             let pool = &self.pools[pi];
             let compatible = self.compatible_types(pi, &pool.requirements);
             let filter = pool.filter(&pool.requirements);
-            let cand = |t: usize| -> Option<(usize, f64, Vec<i64>)> {
-                let ty = &pool.types[t];
-                if !pool.daemon_overhead.fits_in(&ty.allocatable) {
-                    return None;
-                }
-                let price = self.set_price(pi, &filter, std::iter::once(t));
-                let room = ty.allocatable.minus(&pool.daemon_overhead);
-                price.is_finite().then(|| {
-                    (
-                        t,
-                        price,
-                        dims.iter().map(|d| room.get(d).millis()).collect(),
-                    )
-                })
-            };
+            let cand = |t: usize| self.candidate(pi, &filter, t, &dims);
             match &pool.remaining {
                 None => {
                     open = Some(Slot {
@@ -191,14 +177,7 @@ impl Run<'_> {
         let Some((cost, fills)) = chain_dp(&slots, open.as_ref(), &need, &counts) else {
             return;
         };
-        let old: f64 = self
-            .claims
-            .iter()
-            .map(|c| {
-                let filter = self.pools[c.pool].filter(&c.requirements);
-                self.set_price(c.pool, &filter, c.types.iter())
-            })
-            .sum();
+        let old: f64 = self.claims.iter().map(|c| self.claim_price(c)).sum();
         if cost >= old - 1e-9 {
             return;
         }

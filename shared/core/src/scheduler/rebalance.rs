@@ -296,11 +296,7 @@ impl Run<'_> {
             for (k, c) in classes.iter().enumerate() {
                 for (zi, z) in zones.iter().enumerate() {
                     let d = best[zi][k] as i64 - held[zi][k] as i64;
-                    for g in &c.counted_by {
-                        if let Some(s) = spreads.get_mut(g) {
-                            *s.counts.entry(z.to_string()).or_default() += d;
-                        }
-                    }
+                    shift(&mut spreads, c, z, d);
                 }
             }
             counts = best;
@@ -360,14 +356,8 @@ impl Run<'_> {
                 break;
             };
             for &(k, a, b) in &steps[si] {
-                let delta = [(zones[a], -1), (zones[b], 1)];
-                for g in &classes[k].counted_by {
-                    if let Some(s) = spreads.get_mut(g) {
-                        for (z, d) in delta {
-                            *s.counts.entry(z.to_string()).or_default() += d;
-                        }
-                    }
-                }
+                shift(&mut spreads, &classes[k], zones[a], -1);
+                shift(&mut spreads, &classes[k], zones[b], 1);
             }
             counts = after;
             for (zi, cur) in current.iter_mut().enumerate() {
@@ -603,6 +593,16 @@ fn compose(n: usize, allowed: &[usize], way: &mut Vec<usize>, i: usize, out: &mu
         compose(n - take, allowed, way, i + 1, out);
     }
     way[allowed[i]] = 0;
+}
+
+/// Moves `d` pods of `class` into (or, negative, out of) `zone` in every
+/// spread group that counts them.
+fn shift(spreads: &mut BTreeMap<usize, Spread>, class: &Class, zone: &str, d: i64) {
+    for g in &class.counted_by {
+        if let Some(s) = spreads.get_mut(g) {
+            *s.counts.entry(zone.to_string()).or_default() += d;
+        }
+    }
 }
 
 /// Pods standing for `counts[k]` pods of each class `k` (its first ones:

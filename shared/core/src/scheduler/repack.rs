@@ -51,7 +51,7 @@ use crate::resources::Resources;
 use super::{Claim, Relaxation, Run, TypeSet, ZonePin};
 use crate::catalog::CapacityType;
 
-/// Re-valuation rounds per starting value (see `Run::repack_group`).
+/// Re-valuation rounds per starting value (see `Run::pack_pods`).
 const ROUNDS: usize = 4;
 
 /// How many of the last nodes of a packing are tried for merging.
@@ -244,11 +244,10 @@ impl Run<'_> {
             groups[g].members.push(c);
         }
         for g in &mut groups {
-            let filter = self.pools[g.pool].filter(&g.reqs);
             g.old = g
                 .members
                 .iter()
-                .map(|&c| self.set_price(g.pool, &filter, self.claims[c].types.iter()))
+                .map(|&c| self.claim_price(&self.claims[c]))
                 .sum();
             g.pods = g
                 .members
@@ -318,15 +317,7 @@ impl Run<'_> {
         let filter = pool.filter(reqs);
         let cands: Vec<(usize, f64, Vec<i64>)> = compatible
             .iter()
-            .map(|&t| {
-                let ty = &pool.types[t];
-                let room = ty.allocatable.minus(&pool.daemon_overhead);
-                let cap: Vec<i64> = dims.iter().map(|d| room.get(d).millis()).collect();
-                (t, self.set_price(pi, &filter, std::iter::once(t)), cap)
-            })
-            .filter(|(t, price, _)| {
-                price.is_finite() && pool.daemon_overhead.fits_in(&pool.types[*t].allocatable)
-            })
+            .filter_map(|&t| self.candidate(pi, &filter, t, dims))
             .collect();
         let dominated = |a: &(usize, f64, Vec<i64>), b: &(usize, f64, Vec<i64>)| {
             b.1 <= a.1 && b.2.iter().zip(&a.2).all(|(x, y)| x >= y)
@@ -344,6 +335,39 @@ impl Run<'_> {
         let kept = std::rc::Rc::new(kept);
         self.cand_cache.borrow_mut().insert(key, kept.clone());
         kept
+    }
+
+    /// Type `t` of pool `pi` as a packing candidate: (type, price of the
+    /// offering `filter` allows, room after the daemonset overhead per
+    /// dimension of `dims`); `None` when no offering is allowed or the
+    /// overhead alone does not fit.
+    pub(super) fn candidate(
+        &self,
+        pi: usize,
+        filter: &super::pools::OfferingFilter,
+        t: usize,
+        dims: &[String],
+    ) -> Option<(usize, f64, Vec<i64>)> {
+        let pool = &self.pools[pi];
+        let ty = &pool.types[t];
+        if !pool.daemon_overhead.fits_in(&ty.allocatable) {
+            return None;
+        }
+        let price = self.set_price(pi, filter, std::iter::once(t));
+        let room = ty.allocatable.minus(&pool.daemon_overhead);
+        price.is_finite().then(|| {
+            (
+                t,
+                price,
+                dims.iter().map(|d| room.get(d).millis()).collect(),
+            )
+        })
+    }
+
+    /// What NodeClaim `claim` costs as planned (see [`Run::set_price`]).
+    pub(super) fn claim_price(&self, claim: &Claim) -> f64 {
+        let filter = self.pools[claim.pool].filter(&claim.requirements);
+        self.set_price(claim.pool, &filter, claim.types.iter())
     }
 
     /// The next name of a NodeClaim of pool `pi` (`<NodePool>-<n>`).
@@ -552,11 +576,7 @@ impl Run<'_> {
                     *r += q * c as i64;
                 }
             }
-            let p = cands
-                .iter()
-                .filter(|(_, _, cap)| cap.iter().zip(&total).all(|(c, r)| c >= r))
-                .map(|(_, price, _)| *price)
-                .fold(f64::INFINITY, f64::min);
+            let p = cheapest_holding(&cands, &total);
             fill_price.insert(fill.to_vec(), p);
             p
         };
@@ -744,7 +764,7 @@ impl Run<'_> {
     }
 }
 
-/// The greedy of [`Run::repack_group`]: nodes chosen one after another by
+/// The greedy of [`Run::pack_pods`]: nodes chosen one after another by
 /// price per value packed; `None` if some pod fits no candidate. A chosen
 /// fill is repeated for as long as the counts left allow the same fill of
 /// the same type (the other types are compared again when it changes), so
@@ -927,14 +947,20 @@ impl CountTable {
                     *t += q * n as i64;
                 }
             }
-            *slot = cands
-                .iter()
-                .filter(|(_, _, cap)| cap.iter().zip(&total).all(|(c, r)| c >= r))
-                .map(|(_, price, _)| *price)
-                .fold(f64::INFINITY, f64::min);
+            *slot = cheapest_holding(cands, &total);
         }
         out
     }
+}
+
+/// The price of the cheapest of `cands` with room for `total` in every
+/// dimension; infinite when none has.
+fn cheapest_holding(cands: &[(usize, f64, Vec<i64>)], total: &[i64]) -> f64 {
+    cands
+        .iter()
+        .filter(|(_, _, cap)| cap.iter().zip(total).all(|(c, r)| c >= r))
+        .map(|(_, price, _)| *price)
+        .fold(f64::INFINITY, f64::min)
 }
 
 /// The cheapest packing of `counts[c]` pods of each class `c` onto
