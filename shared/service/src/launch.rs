@@ -19,11 +19,11 @@ use flotilla_core::launch::{
 };
 use flotilla_core::model::ClusterState;
 use flotilla_ports::events::{FlotillaEvent, NodeClaimsPlanned, PodsUnschedulable};
-use flotilla_ports::{Bus, Clock, Condition, Ec2, Filter, Item, PortError, Store, Write};
+use flotilla_ports::{Bus, Clock, Condition, Ec2, Filter, Item, Store, Write};
 use serde::Serialize;
 
 use crate::records::{LaunchContext, LaunchedInstanceRecord, NodeClaimRecord, NodeClaimState};
-use crate::schedule::{node_claim_item, update_claim};
+use crate::schedule::{node_claim_item, update_claim, update_claim_releasing};
 use crate::{codec, keys, offerings, Config, Result, ServiceError};
 
 /// CreateFleet calls per NodeClaim per invocation (ICE retries and the
@@ -372,10 +372,10 @@ async fn fail<S: Store, B: Bus, C: Clock>(
     record.lease_until = None;
     record.reason = Some(reason.to_string());
     record.updated_at = clock.now_millis();
-    if !update_claim(store, item, record).await? {
+    let release = record.reservation.clone();
+    if !update_claim_releasing(store, item, record, release.as_deref()).await? {
         return Ok(());
     }
-    release_reservation(store, record).await?;
     let ev = FlotillaEvent::PodsUnschedulable(PodsUnschedulable {
         cluster_id: cluster.to_string(),
         node_claim: record.name.clone(),
@@ -386,25 +386,6 @@ async fn fail<S: Store, B: Bus, C: Clock>(
         .map_err(ServiceError::port("put PodsUnschedulable"))?;
     tracing::warn!(cluster = %cluster, node_claim = %record.name, reason = %reason, "launch failed");
     Ok(())
-}
-
-/// Give back the reservation slot a NodeClaim held (never below zero).
-pub async fn release_reservation<S: Store>(store: &S, record: &NodeClaimRecord) -> Result<()> {
-    let Some(res) = &record.reservation else {
-        return Ok(());
-    };
-    match store
-        .write(Write::Add {
-            key: keys::reservation(res),
-            delta: -1,
-            min: 0,
-            max: i64::MAX,
-        })
-        .await
-    {
-        Ok(()) | Err(PortError::ConditionFailed(_)) => Ok(()),
-        Err(e) => Err(ServiceError::port("release reservation")(e)),
-    }
 }
 
 /// Instances already carrying this NodeClaim's tag.

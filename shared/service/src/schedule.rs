@@ -324,22 +324,73 @@ pub async fn update_claim<S: Store>(
     item: &Item,
     record: &NodeClaimRecord,
 ) -> Result<bool> {
+    update_claim_releasing(store, item, record, None).await
+}
+
+/// [`update_claim`], giving back the reservation slot `release` in the same
+/// transaction: the NodeClaim ends (or its slot is freed) and the counter
+/// drops together or not at all, so a write that times out after taking
+/// effect, or a handler that dies between two writes, can never leave an
+/// ended NodeClaim's slot taken (its redelivery sees the NodeClaim ended
+/// and does nothing more). `Ok(false)`: the NodeClaim changed meanwhile.
+pub async fn update_claim_releasing<S: Store>(
+    store: &S,
+    item: &Item,
+    record: &NodeClaimRecord,
+    release: Option<&str>,
+) -> Result<bool> {
     let mut next = Item::new(item.key.clone(), codec::to_json(record));
     next.version = item.version + 1;
     next.expires_at = item.expires_at;
-    match store
-        .write(Write::Put {
-            item: next,
-            condition: Condition::Version(item.version),
-        })
-        .await
-    {
+    let put = Write::Put {
+        item: next.clone(),
+        condition: Condition::Version(item.version),
+    };
+    let written = match release {
+        Some(res) => {
+            store
+                .transact(vec![
+                    put,
+                    Write::Add {
+                        key: keys::reservation(res),
+                        delta: -1,
+                        min: 0,
+                        max: i64::MAX,
+                    },
+                ])
+                .await
+        }
+        None => store.write(put).await,
+    };
+    let failed = |e| ServiceError::port(format!("update NodeClaim {}", record.name))(e);
+    match written {
         Ok(()) => Ok(true),
-        Err(PortError::ConditionFailed(_)) => Ok(false),
-        Err(e) => Err(ServiceError::port(format!(
-            "update NodeClaim {}",
-            record.name
-        ))(e)),
+        Err(PortError::ConditionFailed(_)) => {
+            // The SDK may have retried a write that had taken effect (its
+            // own success fails the condition): look.
+            let now = store.get(&item.key).await.map_err(failed)?;
+            match now {
+                Some(cur) if cur.version == next.version && cur.body == next.body => Ok(true),
+                Some(cur) if cur.version == item.version && release.is_some() => {
+                    // Unchanged: only the counter refused (already at zero,
+                    // which no holder should see). End the NodeClaim anyway.
+                    tracing::warn!(node_claim = %record.name, reservation = ?release, "reservation counter already at zero");
+                    match store
+                        .write(Write::Put {
+                            item: next,
+                            condition: Condition::Version(item.version),
+                        })
+                        .await
+                    {
+                        Ok(()) => Ok(true),
+                        Err(PortError::ConditionFailed(_)) => Ok(false),
+                        Err(e) => Err(failed(e)),
+                    }
+                }
+                _ => Ok(false),
+            }
+        }
+        Err(e) => Err(failed(e)),
     }
 }
 

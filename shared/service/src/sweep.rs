@@ -24,9 +24,8 @@ use flotilla_ports::events::{FlotillaEvent, NodeClaimsPlanned, NODE_CLAIMS_PER_E
 use flotilla_ports::{Bus, Clock, Condition, Ec2, Filter, Instance, Item, PortError, Store, Write};
 use serde::{Deserialize, Serialize};
 
-use crate::launch::release_reservation;
 use crate::records::{NodeClaimRecord, NodeClaimState, SchedulerPointer};
-use crate::schedule::{node_claims, update_claim};
+use crate::schedule::{node_claims, update_claim, update_claim_releasing};
 use crate::{codec, keys, Config, Result, ServiceError};
 
 /// Tag naming the Flotilla cluster id on everything Flotilla launches (so
@@ -137,11 +136,8 @@ async fn end_claim<S: Store>(
     record.lease_until = None;
     let mut ended = item.clone();
     ended.expires_at = Some(now / 1000 + retention_secs);
-    if !update_claim(store, &ended, record).await? {
-        return Ok(false);
-    }
-    release_reservation(store, record).await?;
-    Ok(true)
+    let release = record.reservation.clone();
+    update_claim_releasing(store, &ended, record, release.as_deref()).await
 }
 
 pub async fn sweep<S: Store, E: Ec2, B: Bus, C: Clock>(
@@ -377,17 +373,14 @@ async fn sweep_cluster<S: Store, E: Ec2, B: Bus, C: Clock>(
                 else {
                     continue;
                 };
-                if record.reservation.is_none() {
+                let Some(freed) = record.reservation.take() else {
                     continue;
-                }
-                let freed = record.clone();
-                record.reservation = None;
+                };
                 record
                     .notes
                     .insert("reservationFreed".into(), a.reason.clone());
                 record.updated_at = now;
-                if update_claim(store, item, record).await? {
-                    release_reservation(store, &freed).await?;
+                if update_claim_releasing(store, item, record, Some(&freed)).await? {
                     report.reservations_freed.push(record.name.clone());
                 }
             } else {

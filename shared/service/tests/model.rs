@@ -779,3 +779,24 @@ fn found_a_takeover_after_a_partial_persist_lost_a_pod() {
     ])
     .expect("settled");
 }
+
+/// An instance in the reservation ends outside Flotilla; the sweep ends its
+/// NodeClaim with a write that times out after taking effect. The slot used
+/// to go back in a second write, which the failed sweep never made, and the
+/// next sweep found the NodeClaim ended already: the slot leaked. The end
+/// and the release are one transaction now.
+#[test]
+fn found_an_ended_claim_kept_its_reservation_slot() {
+    run(&[
+        Op::Post {
+            cluster: 0,
+            new_pods: 1,
+        },
+        Op::Deliver { pick: 0, copies: 1 },
+        Op::Deliver { pick: 0, copies: 1 },
+        Op::Terminate { pick: 0 },
+        Op::Fault { op: 2, kind: 2 },
+        Op::Sweep,
+    ])
+    .expect("settled");
+}
