@@ -332,7 +332,9 @@ pub async fn update_claim<S: Store>(
 /// drops together or not at all, so a write that times out after taking
 /// effect, or a handler that dies between two writes, can never leave an
 /// ended NodeClaim's slot taken (its redelivery sees the NodeClaim ended
-/// and does nothing more). `Ok(false)`: the NodeClaim changed meanwhile.
+/// and does nothing more). `Ok(false)`: the NodeClaim changed meanwhile
+/// (an end finding exactly its own bytes there counts as written: the SDK
+/// retried it after it took effect, or a concurrent writer ended it alike).
 pub async fn update_claim_releasing<S: Store>(
     store: &S,
     item: &Item,
@@ -367,10 +369,16 @@ pub async fn update_claim_releasing<S: Store>(
         Ok(()) => Ok(true),
         Err(PortError::ConditionFailed(_)) => {
             // The SDK may have retried a write that had taken effect (its
-            // own success fails the condition): look.
+            // own success fails the condition): look. Only for ends, where
+            // a concurrent writer of the same bytes did the same thing; a
+            // take (`Pending → Launching`) written twice with the same
+            // bytes by two launchers must still have one loser.
+            let end = release.is_some() || !record.state.is_live();
             let now = store.get(&item.key).await.map_err(failed)?;
             match now {
-                Some(cur) if cur.version == next.version && cur.body == next.body => Ok(true),
+                Some(cur) if end && cur.version == next.version && cur.body == next.body => {
+                    Ok(true)
+                }
                 Some(cur) if cur.version == item.version && release.is_some() => {
                     // Unchanged: only the counter refused (already at zero,
                     // which no holder should see). End the NodeClaim anyway.
@@ -853,6 +861,91 @@ mod tests {
             last_completed: None,
             rearms: 0,
         }
+    }
+
+    /// A NodeClaim holding a slot of reservation `cr-1` (counter at 1).
+    fn held_claim() -> (flotilla_sim::MemStore, Item, NodeClaimRecord) {
+        let record: NodeClaimRecord = serde_json::from_value(serde_json::json!({
+            "name": "default-ab12cd34", "clusterId": "c", "batchId": "b",
+            "state": "Launched", "nodeClass": "default", "reservation": "cr-1",
+            "createdAt": 0, "updatedAt": 0,
+            "plan": {
+                "name": "default-ab12cd34", "nodePool": "default",
+                "instanceTypes": ["m5.large"], "capacityTypes": ["reserved"],
+                "zones": ["us-west-2a"], "requirements": [], "labels": {}, "taints": [],
+                "resources": {"requests": {}, "allocatable": {}},
+                "pods": ["default/p"],
+                "price": {"min": 0.0, "instanceType": "m5.large", "zone": "us-west-2a", "capacityType": "reserved"}
+            }
+        }))
+        .expect("record");
+        let store = flotilla_sim::MemStore::new();
+        let item = Item::new(keys::node_claim("c", &record.name), codec::to_json(&record));
+        store.insert(item.clone());
+        let mut counter = Item::new(keys::reservation("cr-1"), Vec::new());
+        counter.counter = 1;
+        store.insert(counter);
+        (store, item, record)
+    }
+
+    #[test]
+    fn an_end_gives_its_slot_back_once_even_when_the_write_is_retried_after_success() {
+        use flotilla_sim::{block_on, ops, Phase};
+        let (store, item, mut record) = held_claim();
+        record.state = NodeClaimState::Deleted;
+        store.faults().script(
+            ops::STORE_TRANSACT,
+            Phase::AfterEffect,
+            PortError::ConditionFailed("retried after success".into()),
+        );
+        let ended = block_on(update_claim_releasing(&store, &item, &record, Some("cr-1")));
+        assert!(matches!(ended, Ok(true)), "{ended:?}");
+        let counter =
+            |s: &flotilla_sim::MemStore| s.peek(&keys::reservation("cr-1")).map(|i| i.counter);
+        assert_eq!(counter(&store), Some(0));
+        // A second writer from the same read ends it alike: no second release.
+        let again = block_on(update_claim_releasing(&store, &item, &record, Some("cr-1")));
+        assert!(matches!(again, Ok(true)), "{again:?}");
+        assert_eq!(counter(&store), Some(0));
+
+        // A timeout after the effect: the write and the release both landed.
+        let (store, item, _) = held_claim();
+        store.faults().script(
+            ops::STORE_TRANSACT,
+            Phase::AfterEffect,
+            PortError::Unavailable("timeout".into()),
+        );
+        assert!(block_on(update_claim_releasing(&store, &item, &record, Some("cr-1"))).is_err());
+        assert_eq!(counter(&store), Some(0));
+        let stored = store.peek(&item.key).expect("record");
+        assert_eq!(stored.version, item.version + 1);
+
+        // The counter at zero (never with a holder): the NodeClaim still ends.
+        let (store, item, _) = held_claim();
+        let mut zero = Item::new(keys::reservation("cr-1"), Vec::new());
+        zero.counter = 0;
+        store.insert(zero);
+        assert!(matches!(
+            block_on(update_claim_releasing(&store, &item, &record, Some("cr-1"))),
+            Ok(true)
+        ));
+        assert_eq!(counter(&store), Some(0));
+    }
+
+    #[test]
+    fn two_takes_of_the_same_bytes_have_one_loser() {
+        use flotilla_sim::block_on;
+        let (store, item, mut record) = held_claim();
+        record.state = NodeClaimState::Launching;
+        record.lease_until = Some(1);
+        assert!(matches!(
+            block_on(update_claim(&store, &item, &record)),
+            Ok(true)
+        ));
+        assert!(matches!(
+            block_on(update_claim(&store, &item, &record)),
+            Ok(false)
+        ));
     }
 
     #[test]
