@@ -302,6 +302,11 @@ async fn launch_one<S: Store, E: Ec2, B: Bus, C: Clock>(
         report.skipped.push(name.to_string());
         return Ok(());
     };
+    if record.state == NodeClaimState::Failed && record.unannounced {
+        // An earlier delivery failed it and could not say so.
+        report.skipped.push(name.to_string());
+        return announce_failure(store, bus, cluster, &item, &mut record).await;
+    }
     let now = clock.now_millis();
     let held =
         record.state == NodeClaimState::Launching && record.lease_until.is_some_and(|t| t > now);
@@ -372,10 +377,33 @@ async fn fail<S: Store, B: Bus, C: Clock>(
     record.lease_until = None;
     record.reason = Some(reason.to_string());
     record.updated_at = clock.now_millis();
+    record.unannounced = true;
     let release = record.reservation.clone();
     if !update_claim_releasing(store, item, record, release.as_deref()).await? {
         return Ok(());
     }
+    tracing::warn!(cluster = %cluster, node_claim = %record.name, reason = %reason, "launch failed");
+    let item = Item {
+        version: item.version + 1,
+        body: codec::to_json(record),
+        ..item.clone()
+    };
+    announce_failure(store, bus, cluster, &item, record).await
+}
+
+/// Put a failed NodeClaim's `PodsUnschedulable` (the schedule stage plans
+/// its pods again), then note it put. The failure is written first, so the
+/// re-planning never finds the NodeClaim still carrying the pods; a put
+/// that fails leaves the note unwritten for the launch's redelivery or the
+/// sweep, and one put twice re-plans once more (idempotent).
+pub async fn announce_failure<S: Store, B: Bus>(
+    store: &S,
+    bus: &B,
+    cluster: &str,
+    item: &Item,
+    record: &mut NodeClaimRecord,
+) -> Result<()> {
+    let reason = record.reason.as_deref().unwrap_or("launch failed");
     let ev = FlotillaEvent::PodsUnschedulable(PodsUnschedulable {
         cluster_id: cluster.to_string(),
         node_claim: record.name.clone(),
@@ -384,7 +412,8 @@ async fn fail<S: Store, B: Bus, C: Clock>(
     bus.put(vec![ev.to_event()])
         .await
         .map_err(ServiceError::port("put PodsUnschedulable"))?;
-    tracing::warn!(cluster = %cluster, node_claim = %record.name, reason = %reason, "launch failed");
+    record.unannounced = false;
+    update_claim(store, item, record).await?;
     Ok(())
 }
 

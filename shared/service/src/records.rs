@@ -187,6 +187,10 @@ pub struct NodeClaimRecord {
     /// Free-form annotations (e.g. the interruption notice that ended it).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub notes: BTreeMap<String, String>,
+    /// `Failed`, and its `PodsUnschedulable` (which has the batch scheduled
+    /// again) not put yet: the launch's redelivery or the sweep puts it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unannounced: bool,
 }
 
 /// Label put on every node Flotilla launches, naming its NodeClaim, so the

@@ -786,6 +786,7 @@ async fn persist<S: Store>(
             reason: None,
             attempts: 0,
             notes: BTreeMap::new(),
+            unannounced: false,
             plan: plan_copy,
         };
         let key = keys::node_claim(cluster, &name);

@@ -10,6 +10,7 @@
 //! - instances tagged for a cluster with no live NodeClaim are terminated
 //!   (leaks: a launch that lost its record);
 //! - every end frees the NodeClaim's reservation slot, once;
+//! - failed NodeClaims whose `PodsUnschedulable` was not put get it put;
 //! - the capacity-reservation expiry policy
 //!   (`flotilla_core::reservations::expiry_actions`) turns into stored
 //!   actions for the cluster agent (cordon, drain, relabel);
@@ -24,6 +25,7 @@ use flotilla_ports::events::{FlotillaEvent, NodeClaimsPlanned, NODE_CLAIMS_PER_E
 use flotilla_ports::{Bus, Clock, Condition, Ec2, Filter, Instance, Item, PortError, Store, Write};
 use serde::{Deserialize, Serialize};
 
+use crate::launch::announce_failure;
 use crate::records::{NodeClaimRecord, NodeClaimState, SchedulerPointer};
 use crate::schedule::{node_claims, update_claim, update_claim_releasing};
 use crate::{codec, keys, Config, Result, ServiceError};
@@ -53,6 +55,9 @@ pub struct SweepReport {
     pub deleted: Vec<String>,
     pub leaked_terminated: Vec<String>,
     pub reservations_freed: Vec<String>,
+    /// Failed NodeClaims whose `PodsUnschedulable` the launch could not
+    /// put, put now.
+    pub announced: Vec<String>,
     pub actions: usize,
     pub templates_deleted: Vec<String>,
 }
@@ -299,6 +304,12 @@ async fn sweep_cluster<S: Store, E: Ec2, B: Bus, C: Clock>(
                         ultraserver: false,
                     });
                 }
+            }
+            NodeClaimState::Failed if record.unannounced => {
+                // The launch failed it and could not say so.
+                announce_failure(store, bus, cluster, &item, &mut record).await?;
+                report.announced.push(name.clone());
+                continue;
             }
             NodeClaimState::Failed | NodeClaimState::Deleted if item.expires_at.is_none() => {
                 let mut expiring = item.clone();

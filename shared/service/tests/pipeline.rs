@@ -419,3 +419,46 @@ async fn a_failed_schedule_run_is_taken_over_by_the_redelivery() {
     assert_eq!(pointer.last_completed, Some(accepted.batch_id));
     assert_eq!(pointer.running, None);
 }
+
+#[tokio::test]
+async fn a_failure_notice_the_launch_could_not_put_is_put_by_the_sweep() {
+    // No subnets: every launch fails. The bus refuses the first notice.
+    let faults = flotilla_sim::Faults::new();
+    let mut p = world_with(|b| b.without_defaults());
+    p.bus = std::sync::Arc::new(flotilla_sim::MemBus::with_faults(faults.clone()));
+    let mut docs = node_pool_and_class();
+    docs.extend(pods("web", 1, "1", "2Gi"));
+    post(&p, &batch(docs)).await;
+    let accepted = p.bus.take();
+    for e in &accepted {
+        deliver(&p, e).await.expect("scheduled");
+    }
+    let planned = p.bus.take();
+    assert_eq!(planned.len(), 1);
+    faults.script(
+        ops::BUS_PUT,
+        flotilla_sim::Phase::BeforeEffect,
+        PortError::Unavailable("injected".into()),
+    );
+    assert!(deliver(&p, &planned[0]).await.is_err());
+    let failed = claims_in(&p, NodeClaimState::Failed).await;
+    assert_eq!(failed.len(), 1);
+    assert!(failed[0].unannounced, "{failed:?}");
+    assert!(p.bus.take().is_empty());
+
+    // EventBridge gave up on the launch event: the sweep says it.
+    let report = sweep(&p).await;
+    assert_eq!(report.announced, vec![failed[0].name.clone()]);
+    let notices = p.bus.take();
+    assert!(
+        notices
+            .iter()
+            .any(|e| e.detail_type == "PodsUnschedulable" && e.detail.contains(&failed[0].name)),
+        "{notices:?}"
+    );
+    assert!(claims(&p).await.iter().all(|c| !c.unannounced));
+    assert!(sweep(&p).await.announced.is_empty());
+    // A late redelivery of the launch event says nothing twice.
+    deliver(&p, &planned[0]).await.expect("redelivered");
+    assert!(p.bus.take().is_empty());
+}
