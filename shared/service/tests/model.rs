@@ -54,6 +54,8 @@ const CLUSTERS: usize = 3;
 const MAX_PODS: usize = 7;
 /// The region's zones (all of them: a launch fails only when every pool is
 /// dry).
+/// The instance types the reserved clusters (`c0`, `c1`) may launch.
+const RESERVED_TYPES: [&str; 2] = ["m5.xlarge", "m5.2xlarge"];
 const ZONES: [&str; 4] = ["us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d"];
 
 /// Port operations faults are scripted on.
@@ -121,6 +123,9 @@ enum Op {
         zone: usize,
         n: u32,
     },
+    /// Every on-demand pool the reserved clusters can use runs dry: their
+    /// launches beyond the reservation fail.
+    Drought,
     /// An instance ends outside Flotilla (spot reclaim, a user).
     Terminate {
         pick: usize,
@@ -140,8 +145,9 @@ fn op() -> impl Strategy<Value = Op> {
         2 => prop_oneof![Just(1i64), Just(5), Just(30), Just(61), Just(200), Just(400)]
             .prop_map(|secs| Op::Advance { secs }),
         2 => Just(Op::Sweep),
-        1 => (0..2usize, 0..ZONES.len(), 0..3u32).prop_map(|(ty, zone, n)| Op::Limit { ty, zone, n }),
+        1 => (0..RESERVED_TYPES.len(), 0..ZONES.len(), 0..3u32).prop_map(|(ty, zone, n)| Op::Limit { ty, zone, n }),
         1 => any::<usize>().prop_map(|pick| Op::Terminate { pick }),
+        1 => Just(Op::Drought),
     ]
 }
 
@@ -209,7 +215,7 @@ fn body(c: usize, pods: usize) -> Vec<u8> {
         serde_json::json!([
             {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
             {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["reserved", "on-demand"]},
-            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.xlarge", "m5.2xlarge"]}
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": RESERVED_TYPES}
         ])
     } else {
         serde_json::json!([
@@ -478,11 +484,18 @@ impl World {
                 self.sweep();
             }
             Op::Limit { ty, zone, n } => {
-                let ty = ["m5.xlarge", "m5.2xlarge"][*ty];
+                let ty = RESERVED_TYPES[*ty];
                 let zone = ZONES[*zone];
                 self.p
                     .ec2
                     .set_capacity(ty, zone, CapacityType::OnDemand, *n);
+            }
+            Op::Drought => {
+                for ty in RESERVED_TYPES {
+                    for zone in ZONES {
+                        self.p.ec2.set_capacity(ty, zone, CapacityType::OnDemand, 0);
+                    }
+                }
             }
             Op::Terminate { pick } => {
                 let live = self.p.ec2.live_instances();
@@ -836,12 +849,7 @@ fn found_an_ended_claim_kept_its_reservation_slot() {
 /// region's four zones, so no launch ever failed there.)
 #[test]
 fn found_a_failed_launch_that_could_not_say_so_lost_its_pod() {
-    let mut ops = Vec::new();
-    for ty in 0..2 {
-        for zone in 0..ZONES.len() {
-            ops.push(Op::Limit { ty, zone, n: 0 });
-        }
-    }
+    let mut ops = vec![Op::Drought];
     ops.push(Op::Post {
         cluster: 1,
         new_pods: 2,
