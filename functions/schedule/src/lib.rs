@@ -66,9 +66,14 @@ where
             }
         }
         FlotillaEvent::PodsUnschedulable(ev) => {
-            let rearmed =
-                schedule::on_pods_unschedulable(&ports.store, &ports.bus, &ports.clock, &ev)
-                    .await?;
+            let rearmed = schedule::on_pods_unschedulable(
+                &ports.store,
+                &ports.bus,
+                &ports.clock,
+                &ports.config,
+                &ev,
+            )
+            .await?;
             Ok(serde_json::json!({ "rescheduled": rearmed }))
         }
         other => {

@@ -34,7 +34,7 @@ pub async fn dispatch<S: Store, E: Ec2, B: Bus, C: Clock>(
                 .map(|_| ())
         }
         FlotillaEvent::PodsUnschedulable(ev) => {
-            schedule::on_pods_unschedulable(&p.store, &p.bus, &p.clock, &ev)
+            schedule::on_pods_unschedulable(&p.store, &p.bus, &p.clock, &p.config, &ev)
                 .await
                 .map(|_| ())
         }

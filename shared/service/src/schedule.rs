@@ -168,29 +168,50 @@ pub async fn on_batch_accepted<S: Store, E: Ec2, B: Bus, C: Clock>(
     report.map(ScheduleOutcome::Scheduled)
 }
 
+/// Ended NodeClaims of one run carrying the same pods that [`persist`]
+/// names a new one apart from (a taken-over run re-planning pods whose
+/// NodeClaim's launch failed).
+const MAX_NAMESAKES: u32 = 16;
+
 /// Re-schedules of one batch after failed launches.
 pub const MAX_REARMS: u32 = 3;
 
-/// On `PodsUnschedulable` (a launch gave up): schedule the cluster's last
-/// batch again, so its pods are re-planned (the failed NodeClaim no longer
+/// On `PodsUnschedulable` (a launch gave up): schedule the cluster's
+/// newest batch again, so its pods are re-planned (the failed NodeClaim no longer
 /// carries them and its offerings are in the ICE cache) without waiting for
-/// the agent's next post. Does nothing when a newer batch is pending.
+/// the agent's next post. Does nothing when a newer batch is pending. Past
+/// [`MAX_REARMS`] re-schedules, the NodeClaim's pods are reported
+/// unschedulable in its batch's result, with the launch's reason (the
+/// agent's next post tries them again).
 pub async fn on_pods_unschedulable<S: Store, B: Bus, C: Clock>(
     store: &S,
     bus: &B,
     clock: &C,
+    config: &Config,
     event: &flotilla_ports::events::PodsUnschedulable,
 ) -> Result<Option<String>> {
     let cluster = &event.cluster_id;
     let now = clock.now_millis();
+    let mut exhausted = false;
     let rearmed = update_pointer(store, cluster, clock.now_secs(), |p| {
+        exhausted = false;
         if p.pending.is_some() {
             return (false, None);
         }
-        let Some(last) = p.last_completed.clone() else {
+        // The newest batch: one being scheduled (it may have read the
+        // NodeClaim as in flight before its launch failed: it runs again
+        // once done), else the last one done. Never an older batch than
+        // the one running: it would supersede it.
+        let Some(last) = p
+            .running
+            .as_ref()
+            .map(|r| r.batch_id.clone())
+            .or_else(|| p.last_completed.clone())
+        else {
             return (false, None);
         };
         if p.rearms >= MAX_REARMS {
+            exhausted = true;
             return (false, None);
         }
         p.rearms += 1;
@@ -206,8 +227,95 @@ pub async fn on_pods_unschedulable<S: Store, B: Bus, C: Clock>(
     if let Some(batch) = &rearmed {
         crate::intake::put_accepted(bus, cluster, batch).await?;
         tracing::info!(cluster = %cluster, batch = %batch, node_claim = %event.node_claim, "re-scheduling after a failed launch");
+    } else if exhausted {
+        report_launch_failure(store, clock, config, event).await?;
     }
     Ok(rearmed)
+}
+
+/// Add a failed NodeClaim's pods to its batch's result as unschedulable
+/// (version-checked: a concurrent run's result wins, and this retries).
+async fn report_launch_failure<S: Store, C: Clock>(
+    store: &S,
+    clock: &C,
+    config: &Config,
+    event: &flotilla_ports::events::PodsUnschedulable,
+) -> Result<()> {
+    let cluster = &event.cluster_id;
+    let Some((_, record)) = node_claim_item(store, cluster, &event.node_claim).await? else {
+        return Ok(());
+    };
+    let reason = format!(
+        "launch failed {} times in a row, retried with the next batch: {}",
+        MAX_REARMS + 1,
+        event.reason
+    );
+    let key = keys::result(cluster, &record.batch_id);
+    for _ in 0..8 {
+        let now_secs = clock.now_secs();
+        let existing = store
+            .get(&key)
+            .await
+            .map_err(ServiceError::port("read batch result"))?
+            .filter(|i| i.is_live(now_secs));
+        let (mut result, condition, version, expires_at) = match &existing {
+            Some(item) => (
+                codec::from_json::<BatchResult>(&key.to_string(), &item.body)?,
+                Condition::Version(item.version),
+                item.version + 1,
+                item.expires_at,
+            ),
+            None => (
+                BatchResult {
+                    batch_id: record.batch_id.clone(),
+                    finished_at: clock.now_millis(),
+                    pending_pods: 0,
+                    node_claims: Vec::new(),
+                    unschedulable: Vec::new(),
+                    unschedulable_total: 0,
+                    warnings: Vec::new(),
+                },
+                Condition::Absent { now_secs },
+                0,
+                Some(now_secs + config.retention_secs),
+            ),
+        };
+        let listed: BTreeSet<String> = result
+            .unschedulable
+            .iter()
+            .map(|(p, _)| p.clone())
+            .collect();
+        let new: Vec<&String> = record
+            .plan
+            .pods
+            .iter()
+            .filter(|p| !listed.contains(*p))
+            .collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        result.unschedulable_total += new.len();
+        for pod in new {
+            if result.unschedulable.len() < BatchResult::MAX_LISTED {
+                result.unschedulable.push((pod.clone(), reason.clone()));
+            }
+        }
+        result.unschedulable.sort();
+        let mut item = Item::new(key.clone(), codec::to_json(&result));
+        item.version = version;
+        item.expires_at = expires_at;
+        match store.write(Write::Put { item, condition }).await {
+            Ok(()) => {
+                tracing::warn!(cluster = %cluster, node_claim = %record.name, pods = record.plan.pods.len(), "launch retries exhausted: pods reported unschedulable");
+                return Ok(());
+            }
+            Err(PortError::ConditionFailed(_)) => continue,
+            Err(e) => return Err(ServiceError::port("store batch result")(e)),
+        }
+    }
+    Err(ServiceError::port("store batch result")(
+        PortError::Throttled("the batch result kept changing".into()),
+    ))
 }
 
 /// Load a stored batch.
@@ -762,84 +870,107 @@ async fn persist<S: Store>(
         .collect();
     let mut out = Persisted::default();
     for planned in &plan.node_claims {
-        let name = claim_name(&planned.name, run_id, &planned.pods);
-        let mut plan_copy: NodeClaimPlan = planned.clone();
-        plan_copy.name = name.clone();
-        plan_copy
-            .labels
-            .insert(NODECLAIM_LABEL.to_string(), name.clone());
-        let reservation = plan_copy.labels.get(RESERVATION_ID_LABEL).cloned();
-        let record = NodeClaimRecord {
-            name: name.clone(),
-            cluster_id: cluster.to_string(),
-            batch_id: batch.to_string(),
-            state: NodeClaimState::Pending,
-            node_class: node_class_of
-                .get(planned.node_pool.as_str())
-                .map(|s| s.to_string())
-                .unwrap_or_default(),
-            reservation: reservation.clone(),
-            created_at: now,
-            updated_at: now,
-            lease_until: None,
-            instance: None,
-            reason: None,
-            attempts: 0,
-            notes: BTreeMap::new(),
-            unannounced: false,
-            plan: plan_copy,
-        };
-        let key = keys::node_claim(cluster, &name);
-        let put = Write::Put {
-            item: Item::new(key.clone(), codec::to_json(&record)),
-            condition: Condition::Absent { now_secs },
-        };
-        let written = match &reservation {
-            Some(res) => {
-                let max = totals.get(res).copied().unwrap_or(0);
-                store
-                    .transact(vec![
-                        put,
-                        Write::Add {
-                            key: keys::reservation(res),
-                            delta: 1,
-                            min: 0,
-                            max,
-                        },
-                    ])
-                    .await
-            }
-            None => store.write(put).await,
-        };
-        match written {
-            Ok(()) => {
-                out.names.push(name.clone());
-                out.announce.push(name);
-                out.hourly += planned.price.min;
-            }
-            Err(PortError::ConditionFailed(_)) => {
-                // Either a redelivery wrote it already, or the reservation
-                // is full.
-                let existing = store
-                    .get(&key)
-                    .await
-                    .map_err(ServiceError::port("read NodeClaim"))?;
-                match existing {
-                    Some(item) => {
-                        let r: NodeClaimRecord = codec::from_json(&key.to_string(), &item.body)?;
-                        out.names.push(name.clone());
-                        out.hourly += planned.price.min;
-                        if r.state == NodeClaimState::Pending {
-                            out.announce.push(name);
-                        }
-                    }
-                    None => out.lost_reservation.push((
-                        reservation.clone().unwrap_or_default(),
-                        planned.pods.clone(),
-                    )),
+        let reservation = planned.labels.get(RESERVATION_ID_LABEL).cloned();
+        // A NodeClaim of the same name that ended (a taken-over run with
+        // this run id planned it, and its launch failed or its instance
+        // went) carries none of these pods any more: name this one apart.
+        for namesake in 0..=MAX_NAMESAKES {
+            let run = if namesake == 0 {
+                run_id.to_string()
+            } else {
+                format!("{run_id}#{namesake}")
+            };
+            let name = claim_name(&planned.name, &run, &planned.pods);
+            let mut plan_copy: NodeClaimPlan = planned.clone();
+            plan_copy.name = name.clone();
+            plan_copy
+                .labels
+                .insert(NODECLAIM_LABEL.to_string(), name.clone());
+            let record = NodeClaimRecord {
+                name: name.clone(),
+                cluster_id: cluster.to_string(),
+                batch_id: batch.to_string(),
+                state: NodeClaimState::Pending,
+                node_class: node_class_of
+                    .get(planned.node_pool.as_str())
+                    .map(|s| s.to_string())
+                    .unwrap_or_default(),
+                reservation: reservation.clone(),
+                created_at: now,
+                updated_at: now,
+                lease_until: None,
+                instance: None,
+                reason: None,
+                attempts: 0,
+                notes: BTreeMap::new(),
+                unannounced: false,
+                plan: plan_copy,
+            };
+            let key = keys::node_claim(cluster, &name);
+            let put = Write::Put {
+                item: Item::new(key.clone(), codec::to_json(&record)),
+                condition: Condition::Absent { now_secs },
+            };
+            let written = match &reservation {
+                Some(res) => {
+                    let max = totals.get(res).copied().unwrap_or(0);
+                    store
+                        .transact(vec![
+                            put,
+                            Write::Add {
+                                key: keys::reservation(res),
+                                delta: 1,
+                                min: 0,
+                                max,
+                            },
+                        ])
+                        .await
                 }
+                None => store.write(put).await,
+            };
+            match written {
+                Ok(()) => {
+                    out.names.push(name.clone());
+                    out.announce.push(name);
+                    out.hourly += planned.price.min;
+                }
+                Err(PortError::ConditionFailed(_)) => {
+                    // Either a redelivery wrote it already, or the
+                    // reservation is full.
+                    let existing = store
+                        .get(&key)
+                        .await
+                        .map_err(ServiceError::port("read NodeClaim"))?;
+                    match existing.filter(|i| i.is_live(now_secs)) {
+                        Some(item) => {
+                            let r: NodeClaimRecord =
+                                codec::from_json(&key.to_string(), &item.body)?;
+                            if !r.state.is_live() {
+                                if namesake < MAX_NAMESAKES {
+                                    continue;
+                                }
+                                return Err(ServiceError::Corrupt {
+                                    key: key.to_string(),
+                                    reason: format!(
+                                        "{MAX_NAMESAKES} ended NodeClaims of this run carry the same pods"
+                                    ),
+                                });
+                            }
+                            out.names.push(name.clone());
+                            out.hourly += planned.price.min;
+                            if r.state == NodeClaimState::Pending {
+                                out.announce.push(name);
+                            }
+                        }
+                        None => out.lost_reservation.push((
+                            reservation.clone().unwrap_or_default(),
+                            planned.pods.clone(),
+                        )),
+                    }
+                }
+                Err(e) => return Err(ServiceError::port(format!("persist NodeClaim {name}"))(e)),
             }
-            Err(e) => return Err(ServiceError::port(format!("persist NodeClaim {name}"))(e)),
+            break;
         }
     }
     Ok(out)

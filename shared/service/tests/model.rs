@@ -873,3 +873,168 @@ fn found_a_failed_launch_that_could_not_say_so_lost_its_pod() {
     }
     run(&ops).expect("settled");
 }
+
+/// A scheduling run dies after persisting its NodeClaim; the NodeClaim's
+/// launch fails (every pool dry); the sweep re-announces the batch and the
+/// takeover, planning under the dead run's id, named the pod's new
+/// NodeClaim exactly like the failed one and took the failed one for it:
+/// the pod was lost.
+#[test]
+fn found_a_takeover_took_a_failed_namesake_for_its_node_claim() {
+    run(&[
+        Op::Post {
+            cluster: 1,
+            new_pods: 2,
+        },
+        Op::Deliver { pick: 0, copies: 1 },
+        Op::Post {
+            cluster: 0,
+            new_pods: 1,
+        },
+        Op::Post {
+            cluster: 1,
+            new_pods: 1,
+        },
+        Op::Crash {
+            pick: 4_536_544_849_410_296_476,
+            calls: 12,
+        },
+        Op::Drought,
+    ])
+    .expect("settled");
+}
+
+/// Every pool dry: the batch's launches fail, and each failure schedules
+/// the batch again, [`flotilla_service::schedule::MAX_REARMS`] times; the
+/// last failed NodeClaims' pods were then neither planned nor reported
+/// (until the agent's next post). They are reported unschedulable in the
+/// batch's result now, with the launch's reason.
+#[test]
+fn found_pods_of_the_last_failed_launch_went_unreported() {
+    run(&[
+        Op::Drought,
+        Op::Post {
+            cluster: 1,
+            new_pods: 1,
+        },
+        Op::Deliver { pick: 0, copies: 1 },
+        Op::Deliver { pick: 0, copies: 1 },
+        Op::Terminate { pick: 0 },
+        Op::Post {
+            cluster: 1,
+            new_pods: 2,
+        },
+        Op::Fault { op: 3, kind: 2 },
+        Op::Deliver { pick: 0, copies: 1 },
+        Op::Sweep,
+    ])
+    .expect("settled");
+}
+
+/// A launch dies after a CreateFleet call that found no capacity (its
+/// offerings went into the ICE cache); the takeover, numbering its attempts
+/// from the last one recorded, sent a different request under the same
+/// client token and EC2 refused it (`IdempotentParameterMismatch`): the
+/// NodeClaim could never launch. The token covers the request now.
+#[test]
+fn found_a_takeover_reused_a_client_token_for_another_request() {
+    run(&[
+        Op::Post {
+            cluster: 0,
+            new_pods: 1,
+        },
+        Op::Drought,
+        Op::Post {
+            cluster: 0,
+            new_pods: 1,
+        },
+        Op::Advance { secs: 200 },
+        Op::Post {
+            cluster: 1,
+            new_pods: 3,
+        },
+        Op::Sweep,
+        Op::Sweep,
+        Op::Crash {
+            pick: 242_149_793_190_951_703,
+            calls: 21,
+        },
+        Op::Deliver {
+            pick: 13_804_000_135_290_845_567,
+            copies: 1,
+        },
+        Op::Crash {
+            pick: 511_469_439_473_173_285,
+            calls: 0,
+        },
+        Op::Post {
+            cluster: 0,
+            new_pods: 1,
+        },
+        Op::Crash {
+            pick: 4_523_915_939_633_549_943,
+            calls: 27,
+        },
+    ])
+    .expect("settled");
+}
+
+/// A newer batch's run dies holding the lease; meanwhile an older batch's
+/// NodeClaim fails to launch, and the re-schedule armed that older batch as
+/// pending: when the lease lapsed, the newer batch counted as superseded by
+/// it, and its new pod was never planned. The re-schedule arms the batch
+/// being run now.
+#[test]
+fn found_a_reschedule_superseded_a_newer_batch_with_an_older_one() {
+    run(&[
+        Op::Drought,
+        Op::Post {
+            cluster: 0,
+            new_pods: 1,
+        },
+        Op::Post {
+            cluster: 0,
+            new_pods: 1,
+        },
+        Op::Post {
+            cluster: 1,
+            new_pods: 3,
+        },
+        Op::Deliver {
+            pick: 15_212_206_922_315_847_283,
+            copies: 1,
+        },
+        Op::Crash {
+            pick: 3_990_808_212_510_422_484,
+            calls: 1,
+        },
+        Op::Post {
+            cluster: 0,
+            new_pods: 1,
+        },
+        Op::Crash {
+            pick: 17_087_072_507_695_661_418,
+            calls: 16,
+        },
+        Op::Crash {
+            pick: 7_409_666_040_381_120_196,
+            calls: 0,
+        },
+        Op::Deliver {
+            pick: 14_886_506_806_434_340_696,
+            copies: 1,
+        },
+        Op::Post {
+            cluster: 1,
+            new_pods: 1,
+        },
+        Op::Advance { secs: 200 },
+        Op::Sweep,
+        Op::Sweep,
+        Op::Crash {
+            pick: 11_356_445_916_744_133_688,
+            calls: 2,
+        },
+    ])
+    .expect("settled");
+}

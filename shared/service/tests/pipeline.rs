@@ -389,6 +389,24 @@ async fn launches_that_can_never_succeed_fail_a_bounded_number_of_times() {
         "{runs:?}"
     );
     assert_eq!(p.ec2.create_fleet_calls(), 0);
+    // The last failures are reported: every pod unschedulable, with why.
+    let results = p
+        .store
+        .dump()
+        .into_iter()
+        .filter(|i| i.key.sk.starts_with("RESULT#"))
+        .map(|i| {
+            serde_json::from_slice::<flotilla_service::records::BatchResult>(&i.body)
+                .expect("result")
+        })
+        .collect::<Vec<_>>();
+    let reported: BTreeSet<&str> = results
+        .iter()
+        .flat_map(|r| r.unschedulable.iter())
+        .filter(|(_, why)| why.contains("launch failed") && why.contains("subnet"))
+        .map(|(pod, _)| pod.as_str())
+        .collect();
+    assert_eq!(reported.len(), 3, "{results:?}");
 }
 
 #[tokio::test]

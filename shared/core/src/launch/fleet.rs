@@ -236,10 +236,17 @@ pub struct Tag {
     pub value: String,
 }
 
-/// The idempotency token of one CreateFleet attempt: stable for
-/// (cluster, NodeClaim, attempt), 25 characters (AWS allows 64).
-pub fn client_token(cluster: &str, node_claim: &str, attempt: u32) -> String {
-    let key = format!("{}:{cluster}/{node_claim}/{attempt}", cluster.len());
+/// The idempotency token of one CreateFleet request: stable for (cluster,
+/// NodeClaim, attempt, the request's content), 25 characters (AWS allows
+/// 64). The content is part of it because EC2 refuses a token reused with
+/// a different request (`IdempotentParameterMismatch`): a launch taken over
+/// after a crash numbers its attempts from the last one recorded, and its
+/// request for that attempt may differ (the ICE cache moved on).
+pub fn client_token(cluster: &str, node_claim: &str, attempt: u32, request_digest: u64) -> String {
+    let key = format!(
+        "{}:{cluster}/{node_claim}/{attempt}/{request_digest:016x}",
+        cluster.len()
+    );
     format!("flotilla-{:016x}", fnv1a64(key.as_bytes()))
 }
 
@@ -461,8 +468,8 @@ pub fn build_fleet_request(input: &FleetInput) -> Result<FleetRequest, LaunchErr
             .collect()
     };
 
-    Ok(FleetRequest {
-        client_token: client_token(&input.cluster_name, &input.node_claim_name, input.attempt),
+    let mut request = FleetRequest {
+        client_token: String::new(),
         fleet_type: FleetType::Instant,
         target_capacity_specification: TargetCapacitySpecification {
             total_target_capacity: input.target_count,
@@ -472,7 +479,17 @@ pub fn build_fleet_request(input: &FleetInput) -> Result<FleetRequest, LaunchErr
         on_demand_options,
         launch_template_configs: configs,
         tag_specifications,
-    })
+    };
+    // Serializing plain structs, vectors and BTreeMaps cannot fail; the
+    // digest is of the request as sent, token aside.
+    let digest = fnv1a64(&serde_json::to_vec(&request).unwrap_or_default());
+    request.client_token = client_token(
+        &input.cluster_name,
+        &input.node_claim_name,
+        input.attempt,
+        digest,
+    );
+    Ok(request)
 }
 
 #[cfg(test)]
@@ -907,12 +924,29 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn client_token_is_stable_short_and_per_attempt() {
-        let a = client_token("prod", "default-1", 0);
-        assert_eq!(a, client_token("prod", "default-1", 0));
+    fn the_same_attempt_with_another_request_gets_another_token() {
+        let both = vec![
+            offering("m5.large", "amd64", "us-east-1a", SPOT, 0.04),
+            offering("m5.large", "amd64", "us-east-1b", SPOT, 0.05),
+        ];
+        let token =
+            |offs: Vec<CandidateOffering>| build_fleet_request(&input(offs)).unwrap().client_token;
+        assert_eq!(token(both.clone()), token(both.clone()));
+        // A takeover's attempt 0 after us-east-1a went into the ICE cache.
+        assert_ne!(token(both.clone()), token(both[1..].to_vec()));
+    }
+
+    #[test]
+    fn client_token_is_stable_short_and_per_attempt_and_request() {
+        let a = client_token("prod", "default-1", 0, 7);
+        assert_eq!(a, client_token("prod", "default-1", 0, 7));
         assert!(a.len() <= 64);
-        assert_ne!(a, client_token("prod", "default-1", 1));
-        assert_ne!(a, client_token("prod", "default-2", 0));
-        assert_ne!(client_token("a", "b/c", 0), client_token("a/b", "c", 0));
+        assert_ne!(a, client_token("prod", "default-1", 1, 7));
+        assert_ne!(a, client_token("prod", "default-2", 0, 7));
+        assert_ne!(a, client_token("prod", "default-1", 0, 8));
+        assert_ne!(
+            client_token("a", "b/c", 0, 7),
+            client_token("a/b", "c", 0, 7)
+        );
     }
 }
