@@ -7,10 +7,10 @@
 //! once, duplicated, out of order, or by several threads at once, port
 //! faults (DynamoDB condition failures after the effect, throttling, EC2
 //! 5xx, timeouts before and after the effect, partial CreateFleet fills
-//! from limited capacity pools), handler crashes between any two side
-//! effects (`Faults::crash_after`: nothing after the n-th port call takes
-//! effect, clean-up included), clock jumps, sweeps and external
-//! terminations.
+//! from limited capacity pools, pools run dry so that launches fail),
+//! handler crashes between any two side effects (`Faults::crash_after`:
+//! nothing after the n-th port call takes effect, clean-up included),
+//! clock jumps, sweeps and external terminations.
 //!
 //! After every operation the safety invariants hold (no NodeClaim with two
 //! live instances, reservation counters within `[0, count]` and never below
