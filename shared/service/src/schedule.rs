@@ -456,57 +456,85 @@ pub async fn update_claim_releasing<S: Store>(
         item: next.clone(),
         condition: Condition::Version(item.version),
     };
-    let written = match release {
-        Some(res) => {
+    let failed = |e| ServiceError::port(format!("update NodeClaim {}", record.name))(e);
+    // Only for ends: a concurrent writer of the same bytes did the same
+    // thing; a take (`Pending → Launching`) written twice with the same
+    // bytes by two launchers must still have one loser.
+    let end = release.is_some() || !record.state.is_live();
+    let mut release = release;
+    loop {
+        let slot = release.map(SlotChange::release);
+        match put_counting(store, put.clone(), slot).await {
+            Ok(()) => return Ok(true),
+            Err(PortError::ConditionFailed(_)) => {
+                // The SDK may have retried a write that had taken effect
+                // (its own success fails the condition): look.
+                match store.get(&item.key).await.map_err(failed)? {
+                    Some(cur) if end && cur.version == next.version && cur.body == next.body => {
+                        return Ok(true)
+                    }
+                    Some(cur) if cur.version == item.version && release.is_some() => {
+                        // Unchanged: only the counter refused (already at
+                        // zero, which no holder should see). End the
+                        // NodeClaim anyway.
+                        tracing::warn!(node_claim = %record.name, reservation = ?release, "reservation counter already at zero");
+                        release = None;
+                    }
+                    _ => return Ok(false),
+                }
+            }
+            Err(e) => return Err(failed(e)),
+        }
+    }
+}
+
+/// A reservation slot taken (`+1`, up to the reservation's size) or given
+/// back (`-1`, never below zero) with a NodeClaim write.
+struct SlotChange<'a> {
+    reservation: &'a str,
+    delta: i64,
+    max: i64,
+}
+
+impl<'a> SlotChange<'a> {
+    fn take(reservation: &'a str, size: i64) -> Self {
+        SlotChange {
+            reservation,
+            delta: 1,
+            max: size,
+        }
+    }
+
+    fn release(reservation: &'a str) -> Self {
+        SlotChange {
+            reservation,
+            delta: -1,
+            max: i64::MAX,
+        }
+    }
+}
+
+/// `put`, and the slot change with it in one transaction (both or neither).
+async fn put_counting<S: Store>(
+    store: &S,
+    put: Write,
+    slot: Option<SlotChange<'_>>,
+) -> std::result::Result<(), PortError> {
+    match slot {
+        Some(c) => {
             store
                 .transact(vec![
                     put,
                     Write::Add {
-                        key: keys::reservation(res),
-                        delta: -1,
+                        key: keys::reservation(c.reservation),
+                        delta: c.delta,
                         min: 0,
-                        max: i64::MAX,
+                        max: c.max,
                     },
                 ])
                 .await
         }
         None => store.write(put).await,
-    };
-    let failed = |e| ServiceError::port(format!("update NodeClaim {}", record.name))(e);
-    match written {
-        Ok(()) => Ok(true),
-        Err(PortError::ConditionFailed(_)) => {
-            // The SDK may have retried a write that had taken effect (its
-            // own success fails the condition): look. Only for ends, where
-            // a concurrent writer of the same bytes did the same thing; a
-            // take (`Pending → Launching`) written twice with the same
-            // bytes by two launchers must still have one loser.
-            let end = release.is_some() || !record.state.is_live();
-            let now = store.get(&item.key).await.map_err(failed)?;
-            match now {
-                Some(cur) if end && cur.version == next.version && cur.body == next.body => {
-                    Ok(true)
-                }
-                Some(cur) if cur.version == item.version && release.is_some() => {
-                    // Unchanged: only the counter refused (already at zero,
-                    // which no holder should see). End the NodeClaim anyway.
-                    tracing::warn!(node_claim = %record.name, reservation = ?release, "reservation counter already at zero");
-                    match store
-                        .write(Write::Put {
-                            item: next,
-                            condition: Condition::Version(item.version),
-                        })
-                        .await
-                    {
-                        Ok(()) => Ok(true),
-                        Err(PortError::ConditionFailed(_)) => Ok(false),
-                        Err(e) => Err(failed(e)),
-                    }
-                }
-                _ => Ok(false),
-            }
-        }
-        Err(e) => Err(failed(e)),
     }
 }
 
@@ -851,6 +879,38 @@ struct Persisted {
     hourly: f64,
 }
 
+/// A planned NodeClaim as first stored (`Pending`), under `name`.
+fn new_record(
+    cluster: &str,
+    batch: &str,
+    name: &str,
+    planned: &NodeClaimPlan,
+    node_class: Option<&str>,
+    now: i64,
+) -> NodeClaimRecord {
+    let mut plan = planned.clone();
+    plan.name = name.to_string();
+    plan.labels
+        .insert(NODECLAIM_LABEL.to_string(), name.to_string());
+    NodeClaimRecord {
+        name: name.to_string(),
+        cluster_id: cluster.to_string(),
+        batch_id: batch.to_string(),
+        state: NodeClaimState::Pending,
+        node_class: node_class.unwrap_or_default().to_string(),
+        reservation: plan.labels.get(RESERVATION_ID_LABEL).cloned(),
+        created_at: now,
+        updated_at: now,
+        lease_until: None,
+        instance: None,
+        reason: None,
+        attempts: 0,
+        notes: BTreeMap::new(),
+        unannounced: false,
+        plan,
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn persist<S: Store>(
     store: &S,
@@ -871,6 +931,11 @@ async fn persist<S: Store>(
     let mut out = Persisted::default();
     for planned in &plan.node_claims {
         let reservation = planned.labels.get(RESERVATION_ID_LABEL).cloned();
+        let slot = || {
+            reservation
+                .as_deref()
+                .map(|res| SlotChange::take(res, totals.get(res).copied().unwrap_or(0)))
+        };
         // A NodeClaim of the same name that ended (a taken-over run with
         // this run id planned it, and its launch failed or its instance
         // went) carries none of these pods any more: name this one apart.
@@ -881,91 +946,50 @@ async fn persist<S: Store>(
                 format!("{run_id}#{namesake}")
             };
             let name = claim_name(&planned.name, &run, &planned.pods);
-            let mut plan_copy: NodeClaimPlan = planned.clone();
-            plan_copy.name = name.clone();
-            plan_copy
-                .labels
-                .insert(NODECLAIM_LABEL.to_string(), name.clone());
-            let record = NodeClaimRecord {
-                name: name.clone(),
-                cluster_id: cluster.to_string(),
-                batch_id: batch.to_string(),
-                state: NodeClaimState::Pending,
-                node_class: node_class_of
-                    .get(planned.node_pool.as_str())
-                    .map(|s| s.to_string())
-                    .unwrap_or_default(),
-                reservation: reservation.clone(),
-                created_at: now,
-                updated_at: now,
-                lease_until: None,
-                instance: None,
-                reason: None,
-                attempts: 0,
-                notes: BTreeMap::new(),
-                unannounced: false,
-                plan: plan_copy,
-            };
+            let node_class = node_class_of.get(planned.node_pool.as_str()).copied();
+            let record = new_record(cluster, batch, &name, planned, node_class, now);
             let key = keys::node_claim(cluster, &name);
             let put = Write::Put {
                 item: Item::new(key.clone(), codec::to_json(&record)),
                 condition: Condition::Absent { now_secs },
             };
-            let written = match &reservation {
-                Some(res) => {
-                    let max = totals.get(res).copied().unwrap_or(0);
-                    store
-                        .transact(vec![
-                            put,
-                            Write::Add {
-                                key: keys::reservation(res),
-                                delta: 1,
-                                min: 0,
-                                max,
-                            },
-                        ])
-                        .await
-                }
-                None => store.write(put).await,
-            };
-            match written {
+            match put_counting(store, put, slot()).await {
                 Ok(()) => {
                     out.names.push(name.clone());
                     out.announce.push(name);
                     out.hourly += planned.price.min;
                 }
                 Err(PortError::ConditionFailed(_)) => {
-                    // Either a redelivery wrote it already, or the
-                    // reservation is full.
+                    // A redelivery wrote it already, an ended namesake
+                    // holds the name, or the reservation is full.
                     let existing = store
                         .get(&key)
                         .await
-                        .map_err(ServiceError::port("read NodeClaim"))?;
-                    match existing.filter(|i| i.is_live(now_secs)) {
-                        Some(item) => {
-                            let r: NodeClaimRecord =
-                                codec::from_json(&key.to_string(), &item.body)?;
-                            if !r.state.is_live() {
-                                if namesake < MAX_NAMESAKES {
-                                    continue;
-                                }
-                                return Err(ServiceError::Corrupt {
-                                    key: key.to_string(),
-                                    reason: format!(
-                                        "{MAX_NAMESAKES} ended NodeClaims of this run carry the same pods"
-                                    ),
-                                });
-                            }
-                            out.names.push(name.clone());
-                            out.hourly += planned.price.min;
-                            if r.state == NodeClaimState::Pending {
-                                out.announce.push(name);
-                            }
-                        }
-                        None => out.lost_reservation.push((
+                        .map_err(ServiceError::port("read NodeClaim"))?
+                        .filter(|i| i.is_live(now_secs));
+                    let Some(item) = existing else {
+                        out.lost_reservation.push((
                             reservation.clone().unwrap_or_default(),
                             planned.pods.clone(),
-                        )),
+                        ));
+                        break;
+                    };
+                    let r: NodeClaimRecord = codec::from_json(&key.to_string(), &item.body)?;
+                    if !r.state.is_live() {
+                        if namesake < MAX_NAMESAKES {
+                            continue;
+                        }
+                        return Err(ServiceError::Corrupt {
+                            key: key.to_string(),
+                            reason: format!(
+                                "{MAX_NAMESAKES} ended NodeClaims of this run carry the same pods"
+                            ),
+                        });
+                    }
+                    out.names.push(name.clone());
+                    out.hourly += planned.price.min;
+                    if r.state == NodeClaimState::Pending {
+                        out.announce.push(name);
                     }
                 }
                 Err(e) => return Err(ServiceError::port(format!("persist NodeClaim {name}"))(e)),
