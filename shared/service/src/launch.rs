@@ -23,7 +23,7 @@ use flotilla_ports::{Bus, Clock, Condition, Ec2, Filter, Item, Store, Write};
 use serde::Serialize;
 
 use crate::records::{LaunchContext, LaunchedInstanceRecord, NodeClaimRecord, NodeClaimState};
-use crate::schedule::{node_claim_item, update_claim, update_claim_releasing};
+use crate::schedule::{claim_written, node_claim_item, update_claim, update_claim_releasing};
 use crate::{codec, keys, offerings, Config, Result, ServiceError};
 
 /// CreateFleet calls per NodeClaim per invocation (ICE retries and the
@@ -326,11 +326,7 @@ async fn launch_one<S: Store, E: Ec2, B: Bus, C: Clock>(
         report.skipped.push(name.to_string());
         return Ok(());
     }
-    let item = Item {
-        version: item.version + 1,
-        body: codec::to_json(&record),
-        ..item
-    };
+    let item = claim_written(&item, &record);
 
     match launch_taken(store, ec2, clock, config, env, cluster, &mut record, report).await {
         Ok(Ok(instance)) => {
@@ -383,11 +379,7 @@ async fn fail<S: Store, B: Bus, C: Clock>(
         return Ok(());
     }
     tracing::warn!(cluster = %cluster, node_claim = %record.name, reason = %reason, "launch failed");
-    let item = Item {
-        version: item.version + 1,
-        body: codec::to_json(record),
-        ..item.clone()
-    };
+    let item = claim_written(item, record);
     announce_failure(store, bus, cluster, &item, record).await
 }
 

@@ -425,6 +425,16 @@ pub async fn node_claim_item<S: Store>(
     }
 }
 
+/// The item [`update_claim`] writes for `record` over `item` (the next
+/// version; what a caller holds once the write succeeded).
+pub fn claim_written(item: &Item, record: &NodeClaimRecord) -> Item {
+    Item {
+        version: item.version + 1,
+        body: codec::to_json(record),
+        ..item.clone()
+    }
+}
+
 /// Write a NodeClaim record over `item` (version-checked). `Ok(false)`: lost
 /// the race.
 pub async fn update_claim<S: Store>(
@@ -449,9 +459,7 @@ pub async fn update_claim_releasing<S: Store>(
     record: &NodeClaimRecord,
     release: Option<&str>,
 ) -> Result<bool> {
-    let mut next = Item::new(item.key.clone(), codec::to_json(record));
-    next.version = item.version + 1;
-    next.expires_at = item.expires_at;
+    let next = claim_written(item, record);
     let put = Write::Put {
         item: next.clone(),
         condition: Condition::Version(item.version),
