@@ -10,6 +10,12 @@
 //! go to moto's server (DynamoDB table and EventBridge bus created first),
 //! so the first invocation includes real HTTP round trips on loopback.
 //!
+//! With `--arm64`, the binaries are the arm64 bootstraps `cargo xtask
+//! sam-build` left in `.aws-sam/build/<Function>/bootstrap` (what Lambda
+//! runs), started under qemu-user (`qemu-aarch64`, Debian's `qemu-user`, with
+//! the arm64 glibc of `libc6-arm64-cross` as its `-L` root). Emulation makes
+//! these figures an upper bound: each instruction is translated on x86_64.
+//!
 //! The emulator speaks just enough of the Runtime API
 //! (<https://docs.aws.amazon.com/lambda/latest/dg/runtimes-api.html>):
 //! `next` (the event once, then held open), `response`, `error`,
@@ -158,7 +164,31 @@ impl Drop for Killed {
 }
 
 /// One cold start: (init, first invoke, outcome).
+/// How to start a function binary: directly, or under qemu-user.
+#[derive(Clone, Copy)]
+enum Launcher {
+    Native,
+    Qemu,
+}
+
+/// Where Debian's `libc6-arm64-cross` puts the arm64 glibc qemu-user loads.
+const ARM64_SYSROOT: &str = "/usr/aarch64-linux-gnu";
+
+impl Launcher {
+    fn command(self, binary: &Path) -> Command {
+        match self {
+            Launcher::Native => Command::new(binary),
+            Launcher::Qemu => {
+                let mut c = Command::new("qemu-aarch64");
+                c.arg("-L").arg(ARM64_SYSROOT).arg(binary);
+                c
+            }
+        }
+    }
+}
+
 fn one_run(
+    launcher: Launcher,
     binary: &Path,
     event: &[u8],
     env: &[(String, String)],
@@ -175,7 +205,8 @@ fn one_run(
     });
     let start = Instant::now();
     let _child = Killed(
-        Command::new(binary)
+        launcher
+            .command(binary)
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env("AWS_LAMBDA_RUNTIME_API", api.to_string())
             .stdin(Stdio::null())
@@ -262,6 +293,7 @@ pub fn coldstart(
     venv_bin: &Path,
 ) -> Result<()> {
     let mut runs = 5usize;
+    let mut launcher = Launcher::Native;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -272,14 +304,24 @@ pub fn coldstart(
                     .filter(|n| *n > 0)
                     .context("--runs takes a positive number")?;
             }
-            other => bail!("coldstart: unknown argument {other:?} (usage: coldstart [--runs N])"),
+            "--arm64" => launcher = Launcher::Qemu,
+            other => bail!(
+                "coldstart: unknown argument {other:?} (usage: coldstart [--runs N] [--arm64])"
+            ),
         }
     }
-    cargo.args(["build", "--release"]);
-    for (_, package, _) in FUNCTIONS {
-        cargo.args(["-p", package]);
+    if let Launcher::Native = launcher {
+        cargo.args(["build", "--release"]);
+        for (_, package, _) in FUNCTIONS {
+            cargo.args(["-p", package]);
+        }
+        crate::run("coldstart: release build of the four functions", cargo)?;
+    } else if !Path::new(ARM64_SYSROOT).join("lib").is_dir() {
+        bail!(
+            "coldstart --arm64 needs qemu-user and the arm64 glibc: \
+             apt-get install qemu-user libc6-arm64-cross libgcc-s1-arm64-cross"
+        );
     }
-    crate::run("coldstart: release build of the four functions", cargo)?;
     let (_moto, port) = moto(venv_bin)?;
     let env: Vec<(String, String)> = [
         ("AWS_REGION", "us-east-1".to_string()),
@@ -302,7 +344,10 @@ pub fn coldstart(
     crate::banner("coldstart: runs against the Runtime API emulator");
     let mut rows = Vec::new();
     for (name, _, sample) in FUNCTIONS {
-        let binary: PathBuf = target.join("release").join(name);
+        let binary: PathBuf = match launcher {
+            Launcher::Native => target.join("release").join(name),
+            Launcher::Qemu => sam_bootstrap(root, name),
+        };
         let bytes = std::fs::metadata(&binary)
             .with_context(|| format!("{} missing after the build", binary.display()))?
             .len();
@@ -315,7 +360,7 @@ pub fn coldstart(
         ));
         let (mut inits, mut firsts, mut outcome) = (Vec::new(), Vec::new(), String::new());
         for _ in 0..runs {
-            let (init, first, o) = one_run(&binary, text.as_bytes(), &env)?;
+            let (init, first, o) = one_run(launcher, &binary, text.as_bytes(), &env)?;
             inits.push(init);
             firsts.push(first);
             outcome = o;
@@ -335,7 +380,10 @@ pub fn coldstart(
         rows.push(row);
     }
     let report = serde_json::json!({
-        "arch": std::env::consts::ARCH,
+        "arch": match launcher {
+            Launcher::Native => std::env::consts::ARCH,
+            Launcher::Qemu => "aarch64 (qemu-user on x86_64)",
+        },
         "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         "coldstart": rows,
     });
@@ -344,4 +392,17 @@ pub fn coldstart(
         serde_json::to_string_pretty(&report).unwrap_or_default()
     );
     Ok(())
+}
+
+/// `.aws-sam/build/<Function>/bootstrap` of function `name` (`intake` ->
+/// `Intake`), as `cargo xtask sam-build` leaves it.
+fn sam_bootstrap(root: &Path, name: &str) -> PathBuf {
+    let mut logical = name.to_string();
+    if let Some(first) = logical.get_mut(0..1) {
+        first.make_ascii_uppercase();
+    }
+    root.join(".aws-sam")
+        .join("build")
+        .join(logical)
+        .join("bootstrap")
 }

@@ -7,6 +7,10 @@
 //! * `demo`    – `flotilla demo` from a release build.
 //! * `catalog` – regenerates the embedded instance-type catalog
 //!   (`shared/core/data/generate_catalog.py`).
+//! * `sam-build` – `sam build -t infra/template.yaml --beta-features`, the
+//!   README's command, through SAM's own `rust-cargolambda` builder (SAM CLI,
+//!   cargo-lambda and zig from PyPI, into the venv); checks the four arm64
+//!   bootstraps and prints their sizes.
 //! * `lambda-build` – `cargo lambda build --release --arm64` of the four
 //!   functions (cargo-lambda and zig from PyPI, into the venv), with sizes.
 //! * `coldstart` – cold start of each function binary against a local
@@ -35,12 +39,16 @@ commands:
   catalog   regenerate the embedded instance-type catalog (shared/core/data/generate_catalog.py)
   bench     speed/memory per workload mix, then plan price against the HiGHS lower bound
             (installs highspy into ~/.cache/flotilla/venv); args go to the speed runner
+  sam-build `sam build -t infra/template.yaml --beta-features` as the README documents it
+            (installs aws-sam-cli, cargo-lambda and zig from PyPI into the venv); checks
+            and prints the four arm64 bootstraps in .aws-sam/build/
   lambda-build
             `cargo lambda build --release --arm64` of the four functions (installs
             cargo-lambda and zig from PyPI into the venv); prints the bootstrap sizes
-  coldstart [--runs N]
+  coldstart [--runs N] [--arm64]
             cold start (init, first invoke) of each function's release binary against
-            a local Lambda Runtime API emulator and moto; JSON on stdout
+            a local Lambda Runtime API emulator and moto; JSON on stdout. --arm64: the
+            sam-build bootstraps under qemu-user (apt-get install qemu-user libc6-arm64-cross)
 ";
 
 fn main() -> ExitCode {
@@ -51,6 +59,7 @@ fn main() -> ExitCode {
         Some("catalog") => catalog(&args[1..]),
         Some("bench") => bench(&args[1..]),
         Some("lambda-build") => lambda_build(&args[1..]),
+        Some("sam-build") => sam_build(&args[1..]),
         Some("coldstart") => {
             let venv = venv_with("coldstart", "moto[server]==5.2.5", "moto.server");
             venv.and_then(|bin| {
@@ -437,13 +446,21 @@ const FUNCTION_PACKAGES: [(&str, &str); 4] = [
     ("flotilla-fn-sweep", "sweep"),
 ];
 
-/// `cargo lambda build --release --arm64` of the four functions, as
-/// `sam build` does for each (`BuildMethod: rust-cargolambda`).
-fn lambda_build(args: &[String]) -> Result<()> {
+/// The venv's `bin` with cargo-lambda and zig (and, with `sam`, the SAM
+/// CLI) installed from PyPI, and a `PATH` that puts it first: cargo-lambda
+/// finds zig (`python -m ziglang`) and SAM finds cargo-lambda there.
+fn lambda_tools(step: &str, sam: bool) -> Result<(PathBuf, std::ffi::OsString)> {
     let venv = cache_dir().join("venv").join("bin");
+    let mut wanted: Vec<&str> = Vec::new();
     if !venv.join("cargo-lambda").exists() || !probe(venv.join("python"), ["-c", "import ziglang"])
     {
-        venv_with("lambda-build", "pip", "pip")?;
+        wanted.extend(["cargo-lambda", "ziglang"]);
+    }
+    if sam && !probe(venv.join("sam"), ["--version"]) {
+        wanted.push("aws-sam-cli");
+    }
+    if !wanted.is_empty() {
+        venv_with(step, "pip", "pip")?;
         let mut pip = Command::new(venv.join("python"));
         pip.args([
             "-m",
@@ -451,17 +468,23 @@ fn lambda_build(args: &[String]) -> Result<()> {
             "install",
             "--quiet",
             "--disable-pip-version-check",
-            "cargo-lambda",
-            "ziglang",
-        ]);
-        run("lambda-build: pip install cargo-lambda ziglang", pip)?;
+        ])
+        .args(&wanted);
+        run(&format!("{step}: pip install {}", wanted.join(" ")), pip)?;
     }
-    // cargo-lambda finds zig (python -m ziglang) and itself on PATH.
     let path = env::join_paths(
         std::iter::once(venv.clone())
             .chain(env::split_paths(&env::var_os("PATH").unwrap_or_default())),
     )
     .context("PATH")?;
+    Ok((venv, path))
+}
+
+/// `cargo lambda build --release --arm64` of the four functions in one
+/// cargo invocation (`-p` each). Faster than `sam build`, which builds them
+/// one by one; `sam-build` is the proof that SAM's own builder works.
+fn lambda_build(args: &[String]) -> Result<()> {
+    let (_, path) = lambda_tools("lambda-build", false)?;
     let mut c = cargo();
     c.env("PATH", path)
         .args(["lambda", "build", "--release", "--arm64"]);
@@ -472,15 +495,51 @@ fn lambda_build(args: &[String]) -> Result<()> {
     run("lambda-build", c)?;
     for (_, bin) in FUNCTION_PACKAGES {
         let bootstrap = target_dir().join("lambda").join(bin).join("bootstrap");
-        let bytes = std::fs::metadata(&bootstrap)
-            .with_context(|| format!("{} missing after the build", bootstrap.display()))?
-            .len();
-        println!(
-            "    {bin}: {} ({:.1} MiB)",
-            bootstrap.display(),
-            bytes as f64 / 1048576.0
-        );
+        report_bootstrap(bin, &bootstrap)?;
     }
+    Ok(())
+}
+
+/// `sam build -t infra/template.yaml --beta-features`, exactly as the README
+/// documents it, with the SAM CLI and cargo-lambda from PyPI: SAM's
+/// `rust-cargolambda` builder runs `cargo lambda build --release --arm64
+/// --bin <Binary>` in each function's `CodeUri`. Then each artifact in
+/// `.aws-sam/build/<Function>/bootstrap` must exist and be an arm64 ELF.
+fn sam_build(args: &[String]) -> Result<()> {
+    let (venv, path) = lambda_tools("sam-build", true)?;
+    let mut c = Command::new(venv.join("sam"));
+    c.current_dir(root())
+        .env("PATH", path)
+        .env("CARGO_TARGET_DIR", target_dir())
+        .env("SAM_CLI_TELEMETRY", "0")
+        .args(["build", "-t", "infra/template.yaml", "--beta-features"])
+        .args(args);
+    run("sam-build", c)?;
+    let build = root().join(".aws-sam").join("build");
+    for function in SAM_FUNCTIONS {
+        report_bootstrap(function, &build.join(function).join("bootstrap"))?;
+    }
+    Ok(())
+}
+
+/// The template's logical ids of the four functions.
+const SAM_FUNCTIONS: [&str; 4] = ["Intake", "Schedule", "Launch", "Sweep"];
+
+/// Prints a built bootstrap's size; fails unless it is an arm64 ELF
+/// executable (what `Architectures: [arm64]` runs).
+fn report_bootstrap(name: &str, bootstrap: &Path) -> Result<()> {
+    let bytes = std::fs::read(bootstrap)
+        .with_context(|| format!("{} missing after the build", bootstrap.display()))?;
+    // ELF magic, then e_machine (little-endian u16 at offset 18): 0xB7 = AArch64.
+    let arm64 = bytes.starts_with(b"\x7fELF") && bytes.get(18..20) == Some(&[0xB7, 0x00][..]);
+    if !arm64 {
+        bail!("{} is not an arm64 ELF executable", bootstrap.display());
+    }
+    println!(
+        "    {name}: {} ({:.1} MiB, arm64)",
+        bootstrap.display(),
+        bytes.len() as f64 / 1048576.0
+    );
     Ok(())
 }
 
@@ -514,6 +573,29 @@ fn catalog(args: &[String]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_arm64_elf_bootstraps_pass() {
+        let dir = env::temp_dir().join(format!("xtask-elf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let header = |machine: u8| {
+            let mut h = b"\x7fELF".to_vec();
+            h.resize(18, 0);
+            h.extend([machine, 0, 1, 0]);
+            h
+        };
+        for (name, bytes, ok) in [
+            ("arm64", header(0xB7), true),
+            ("x86_64", header(0x3E), false),
+            ("text", b"#!/bin/sh".to_vec(), false),
+        ] {
+            let p = dir.join(name);
+            std::fs::write(&p, bytes).unwrap();
+            assert_eq!(report_bootstrap(name, &p).is_ok(), ok, "{name}");
+        }
+        assert!(report_bootstrap("missing", &dir.join("missing")).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn libtest_summaries_add_up() {
