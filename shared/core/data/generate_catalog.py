@@ -6,24 +6,28 @@ Sources (public data, facts only):
     DescribeInstanceTypes output (a dict keyed by type); instance_type_offerings/
     availability-zone/<region>.json.gz is real DescribeInstanceTypeOfferings output
     (a list of {InstanceType, Location}).
-  * On-demand Linux prices per hour: the Karpenter AWS provider's generated pricing table
-    (aws/karpenter-provider-aws pkg/providers/pricing), us-east-1, generated 2026-07-20 from
-    the AWS Pricing API, shipped at /work/shared/data/ec2-on-demand-prices-us-east-1.json.
-    Regions without their own table (--prices-for) are ASSUMED to have us-east-1 prices.
+  * On-demand Linux prices per hour: on-demand-prices.json.gz beside this script (region ->
+    type -> USD/h, with its source commit and date), extracted by extract_prices.py from the
+    Karpenter AWS provider's generated pricing table (aws/karpenter-provider-aws
+    pkg/providers/pricing, from the AWS Pricing API). That table has us-east-1 only; a region
+    without its own table (there or via --prices-for) is ASSUMED to have us-east-1 prices, and
+    the catalog says so per region (pricesAssumed, priceSource).
 
 Output (gzip'd JSON, sorted keys, gzip mtime 0: identical inputs give identical bytes):
   _generated      marker: this file is generated, do not edit
   meta            sources, moto version, price table and date, the price assumption
   instanceTypes   one object per type, in the shape of Rust's `InstanceTypeInfo` (camelCase),
                   fields equal to their default (0, false, "", null) omitted
-  regions         per region: zones (sorted), offerings (type -> indices into zones),
-                  prices (type -> on-demand USD/h), priceSource, pricesAssumed
+  regions         per region: zones (sorted), offerings (type -> bit mask over zones: bit i
+                  set = offered in zones[i]), prices (type -> on-demand USD/h; absent when
+                  pricesFrom names the region whose prices it uses), pricesFrom, priceSource,
+                  pricesAssumed
   describeSample  raw DescribeInstanceTypes entries for a few types, so a Rust test checks
                   that shared/core/src/catalog/describe.rs maps the raw AWS shape exactly as
                   `to_info` below does (the two mappings must stay in step)
 
-Usage: python3 generate_catalog.py [--moto-dir DIR] [--prices FILE] [--prices-date DATE]
-           [--prices-for REGION=FILE ...] [--regions us-east-1,us-east-2,us-west-2] [--out FILE]
+Usage: python3 generate_catalog.py [--moto-dir DIR] [--prices FILE]
+           [--prices-for REGION=FILE ...] [--regions all|R1,R2,...] [--out FILE]
 Without --moto-dir, moto==MOTO_VERSION is installed into a venv at
 ~/.cache/flotilla/venv-catalog.
 """
@@ -41,19 +45,18 @@ import venv
 
 MOTO_VERSION = "5.2.5"
 HERE = os.path.dirname(os.path.abspath(__file__))
-# shared/core/data -> ../../../../shared/data (the reference data next to the checkout).
-DEFAULT_PRICES = os.path.normpath(
-    os.path.join(HERE, "..", "..", "..", "..", "shared", "data", "ec2-on-demand-prices-us-east-1.json"))
-DEFAULT_PRICES_DATE = "2026-07-20"
-PRICES_SOURCE = "aws/karpenter-provider-aws pkg/providers/pricing generated table (AWS Pricing API), us-east-1"
-DEFAULT_REGIONS = "us-east-1,us-east-2,us-west-2"
+DEFAULT_PRICES = os.path.join(HERE, "on-demand-prices.json.gz")
+BASE_REGION = "us-east-1"
+# Commercial (aws partition) regions only: GovCloud, China and ISO regions are left out.
+NON_COMMERCIAL = re.compile(r"^(us-gov-|cn-|us-iso)")
 # Types whose raw DescribeInstanceTypes entry is embedded as `describeSample` (see above).
 SAMPLE = ["m5.large", "m6g.large", "m5d.large", "p4d.24xlarge", "p5.48xlarge", "inf1.xlarge",
           "inf2.xlarge", "trn1.32xlarge", "g6.xlarge", "t3.micro", "c4.large", "dl2q.24xlarge"]
-ASSUMPTION = ("Only us-east-1 has a real price table; every other region without --prices-for "
-              "is ASSUMED to cost the same as us-east-1 (true for most, not all, types in "
-              "us-east-2 and us-west-2). Spot prices are not data: they are modelled in "
-              "shared/core/src/catalog/pricing.rs.")
+ASSUMPTION = ("A region without a price table of its own is ASSUMED to cost the same as "
+              "us-east-1 (true for most types in us-east-2 and us-west-2, not in most other "
+              "regions, which cost 5-30% more). The deployed functions price from the AWS Price "
+              "List API instead (cached), and fall back to this table. Spot prices are not data: "
+              "they are modelled in shared/core/src/catalog/pricing.rs.")
 
 
 def moto_from_venv():
@@ -179,16 +182,74 @@ def supported(name, it):
     return hvm and architecture(it) is not None
 
 
+def load_price_file(path):
+    """on-demand-prices.json.gz (extract_prices.py): ({region: {type: price}}, source dict)."""
+    doc = load_gz(path)
+    return doc["regions"], doc["source"]
+
+
+def own_tables(args):
+    """{region: (prices, description)} from the price file and --prices-for overrides."""
+    tables, source = load_price_file(args.prices)
+    date = source.get("generatedAt", "unknown")[:10]
+    desc = (f"{source['repository']} {source['path']} at {source['commit'][:12]} "
+            f"(AWS Pricing API, generated {date})")
+    own = {r: (p, desc) for r, p in tables.items()}
+    for spec in args.prices_for:
+        region, sep, path = spec.partition("=")
+        if not sep or not region or not path:
+            sys.exit(f"--prices-for expects REGION=FILE, got {spec!r}")
+        with open(path) as f:
+            own[region] = (json.load(f), f"given table for {region}: {os.path.basename(path)}")
+    if BASE_REGION not in own:
+        sys.exit(f"no {BASE_REGION} price table: every assumed region needs it")
+    return own, source, desc
+
+
+def region_list(arg, offerings_dir):
+    if arg != "all":
+        return sorted({r.strip() for r in arg.split(",") if r.strip()})
+    names = (f[: -len(".json.gz")] for f in os.listdir(offerings_dir) if f.endswith(".json.gz"))
+    return sorted(n for n in names if not NON_COMMERCIAL.match(n))
+
+
+def region_entry(region, offers, candidates, own):
+    """One region: zones, offerings as zone bit masks, prices (or pricesFrom) and their source."""
+    has_own = region in own
+    prices, desc = own[region] if has_own else own[BASE_REGION]
+    zones = sorted({o["Location"] for o in offers})
+    index = {z: i for i, z in enumerate(zones)}
+    masks = {}
+    for o in offers:
+        t = o["InstanceType"]
+        if t in candidates and t in prices:
+            masks[t] = masks.get(t, 0) | (1 << index[o["Location"]])
+    entry = {
+        "zones": zones,
+        "offerings": dict(sorted(masks.items())),
+        "priceSource": desc if has_own else f"{desc}, {BASE_REGION}'s prices ASSUMED",
+        "pricesAssumed": not has_own,
+    }
+    if has_own:
+        entry["prices"] = {t: prices[t] for t in sorted(masks)}
+    else:
+        # The types this region offers are priced from BASE_REGION's entry,
+        # which therefore lists them too (see main).
+        entry["pricesFrom"] = BASE_REGION
+    return entry
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--moto-dir", help="an installed moto package directory (skips the venv)")
     ap.add_argument("--prices", default=DEFAULT_PRICES,
-                    help="base on-demand price table {type: USD/h} (us-east-1; default: %(default)s)")
-    ap.add_argument("--prices-date", default=DEFAULT_PRICES_DATE, help="date the --prices table was generated")
+                    help="on-demand price file from extract_prices.py (default: %(default)s)")
     ap.add_argument("--prices-for", action="append", default=[], metavar="REGION=FILE",
-                    help="a region's own on-demand price table, same shape (AWS Pricing API export or a "
-                         "newer Karpenter table); repeatable")
-    ap.add_argument("--regions", default=DEFAULT_REGIONS, help="comma-separated (default: %(default)s)")
+                    help="a region's own on-demand price table {type: USD/h} (an AWS Pricing API "
+                         "export or a newer Karpenter table); repeatable; overrides --prices")
+    ap.add_argument("--regions", default="all",
+                    help="comma-separated, or `all`: every commercial region moto has offerings for "
+                         "(default: %(default)s)")
     ap.add_argument("--out", default=os.path.join(HERE, "catalog.json.gz"))
     args = ap.parse_args()
 
@@ -197,55 +258,41 @@ def main():
     else:
         moto_dir, moto_version = moto_from_venv()
     res = os.path.join(moto_dir, "ec2", "resources")
+    offerings_dir = os.path.join(res, "instance_type_offerings", "availability-zone")
     types = load_gz(os.path.join(res, "instance_types.json.gz"))
+    own, source, desc = own_tables(args)
 
-    with open(args.prices) as f:
-        base_prices = json.load(f)
-    region_prices = {}
-    for spec in args.prices_for:
-        region, sep, path = spec.partition("=")
-        if not sep or not region or not path:
-            sys.exit(f"--prices-for expects REGION=FILE, got {spec!r}")
-        with open(path) as f:
-            region_prices[region] = json.load(f)
-
-    regions_list = sorted({r.strip() for r in args.regions.split(",") if r.strip()})
     candidates = {n for n, it in types.items() if supported(n, it)}
     regions = {}
-    for region in regions_list:
-        offers = load_gz(os.path.join(res, "instance_type_offerings", "availability-zone", f"{region}.json.gz"))
-        prices = region_prices.get(region, base_prices)
-        zones = sorted({o["Location"] for o in offers})
-        index = {z: i for i, z in enumerate(zones)}
-        by_type = {}
-        for o in offers:
-            t = o["InstanceType"]
-            if t in candidates and t in prices:
-                by_type.setdefault(t, set()).add(index[o["Location"]])
-        own = region in region_prices
-        regions[region] = {
-            "zones": zones,
-            "offerings": {t: sorted(z) for t, z in sorted(by_type.items())},
-            "prices": {t: prices[t] for t in sorted(by_type)},
-            "priceSource": (f"given table for {region}: {os.path.basename(spec_path(args, region))}"
-                            if own else f"{PRICES_SOURCE}, {args.prices_date}"),
-            "pricesAssumed": not own and region != "us-east-1",
-        }
+    for region in region_list(args.regions, offerings_dir):
+        offers = load_gz(os.path.join(offerings_dir, f"{region}.json.gz"))
+        regions[region] = region_entry(region, offers, candidates, own)
+    # The base region's price list covers every type an assuming region uses
+    # (the base region may not offer them all itself).
+    base = regions.get(BASE_REGION)
+    assuming = [r for r in regions.values() if r.get("pricesFrom") == BASE_REGION]
+    if assuming:
+        if base is None:
+            sys.exit(f"regions assuming {BASE_REGION}'s prices need {BASE_REGION} in --regions")
+        used = set(base["prices"]).union(*(set(r["offerings"]) for r in assuming))
+        base_prices = own[BASE_REGION][0]
+        base["prices"] = {t: base_prices[t] for t in sorted(used)}
     # Types with a price somewhere are kept even when none of the regions offers
     # them: a describe-instance-types document (Catalog::from_infos) may name them.
-    priced = set(base_prices).union(*(set(p) for p in region_prices.values()))
+    priced = set().union(*(set(p) for p, _ in own.values()))
     kept = sorted(n for n in candidates if n in priced)
 
     doc = {
         "_generated": "GENERATED by shared/core/data/generate_catalog.py; do not edit. Refresh: cargo xtask catalog",
         "meta": {
             "motoVersion": moto_version,
-            "pricesDate": args.prices_date,
+            "pricesDate": source.get("generatedAt", "unknown")[:10],
+            "pricesCommit": source.get("commit", ""),
             "assumption": ASSUMPTION,
             "sources": {
                 "instanceTypes": f"PyPI moto {moto_version}: ec2/resources/instance_types.json.gz (DescribeInstanceTypes)",
                 "offerings": f"PyPI moto {moto_version}: ec2/resources/instance_type_offerings/availability-zone (DescribeInstanceTypeOfferings)",
-                "onDemandPrices": f"{PRICES_SOURCE}, generated {args.prices_date}",
+                "onDemandPrices": desc,
                 "spotPrices": "model: shared/core/src/catalog/pricing.rs (no live prices embedded)",
             },
         },
@@ -259,16 +306,10 @@ def main():
         gz.write(raw)
     with open(args.out, "wb") as f:
         f.write(buf.getvalue())
-    print(f"{len(kept)} instance types, regions {', '.join(regions)}: "
-          f"{len(raw)} bytes JSON, {len(buf.getvalue())} bytes gzip -> {args.out}", file=sys.stderr)
-
-
-def spec_path(args, region):
-    for spec in args.prices_for:
-        r, _, path = spec.partition("=")
-        if r == region:
-            return path
-    return ""
+    own_regions = sorted(r for r, e in regions.items() if not e["pricesAssumed"])
+    print(f"{len(kept)} instance types, {len(regions)} regions ({', '.join(regions)}; own prices: "
+          f"{', '.join(own_regions)}): {len(raw)} bytes JSON, {len(buf.getvalue())} bytes gzip -> {args.out}",
+          file=sys.stderr)
 
 
 if __name__ == "__main__":

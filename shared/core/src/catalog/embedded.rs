@@ -41,6 +41,8 @@ struct Meta {
     #[serde(default)]
     prices_date: String,
     #[serde(default)]
+    prices_commit: String,
+    #[serde(default)]
     assumption: String,
 }
 
@@ -122,14 +124,26 @@ impl From<TypeRow> for InstanceTypeInfo {
 struct RegionData {
     /// Sorted.
     zones: Vec<String>,
-    /// Type → indices into `zones`.
-    offerings: BTreeMap<String, Vec<usize>>,
-    /// Type → on-demand USD/hour.
+    /// Type → bit mask over `zones` (bit i set: offered in `zones[i]`).
+    offerings: BTreeMap<String, u64>,
+    /// Type → on-demand USD/hour; empty when `prices_from` is set.
+    #[serde(default)]
     prices: BTreeMap<String, f64>,
+    /// The region whose price table this one uses (it has none of its own).
+    #[serde(default)]
+    prices_from: Option<String>,
     price_source: String,
     /// True when the region has no price table of its own and uses
     /// us-east-1's.
     prices_assumed: bool,
+}
+
+impl RegionData {
+    /// Indices into `zones` of the zones a type is offered in, ascending.
+    fn zone_indices(&self, t: &str) -> Option<Vec<usize>> {
+        let mask = *self.offerings.get(t)?;
+        Some((0..self.zones.len().min(64)).filter(|i| mask & (1u64 << i) != 0).collect())
+    }
 }
 
 struct Embedded {
@@ -143,17 +157,20 @@ fn corrupt(e: impl std::fmt::Display) -> CatalogError {
     CatalogError::Corrupt(e.to_string())
 }
 
-fn decompress() -> Result<Vec<u8>, CatalogError> {
+fn decompress(gz: &[u8]) -> Result<Vec<u8>, CatalogError> {
     let mut raw = Vec::with_capacity(1 << 20);
-    flate2::read::GzDecoder::new(GZ)
+    flate2::read::GzDecoder::new(gz)
         .read_to_end(&mut raw)
         .map_err(corrupt)?;
     Ok(raw)
 }
 
 fn parse() -> Result<Embedded, CatalogError> {
-    let raw = decompress()?;
-    let doc: Doc = serde_json::from_slice(&raw).map_err(corrupt)?;
+    parse_json(&decompress(GZ)?)
+}
+
+fn parse_json(raw: &[u8]) -> Result<Embedded, CatalogError> {
+    let doc: Doc = serde_json::from_slice(raw).map_err(corrupt)?;
     if !doc.generated.starts_with("GENERATED") {
         return Err(corrupt("missing the _generated header"));
     }
@@ -165,20 +182,31 @@ fn parse() -> Result<Embedded, CatalogError> {
     types.sort_by(|a, b| a.name.cmp(&b.name));
     types.dedup_by(|a, b| a.name == b.name);
     for (name, r) in &doc.regions {
-        if let Some((t, _)) = r
-            .offerings
-            .iter()
-            .find(|(_, idx)| idx.iter().any(|i| *i >= r.zones.len()))
-        {
-            return Err(corrupt(format!(
-                "{name}: {t} names a zone index out of range"
-            )));
+        let valid = if r.zones.len() >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << r.zones.len()) - 1
+        };
+        if let Some((t, _)) = r.offerings.iter().find(|(_, m)| **m & !valid != 0) {
+            return Err(corrupt(format!("{name}: {t} names a zone out of range")));
+        }
+        if let Some(from) = &r.prices_from {
+            let ok = doc
+                .regions
+                .get(from)
+                .is_some_and(|f| f.prices_from.is_none());
+            if !ok {
+                return Err(corrupt(format!(
+                    "{name}: prices from {from}, which has no price table"
+                )));
+            }
         }
     }
     let mut sources = doc.meta.sources;
     for (k, v) in [
         ("motoVersion", doc.meta.moto_version),
         ("pricesDate", doc.meta.prices_date),
+        ("pricesCommit", doc.meta.prices_commit),
         ("assumption", doc.meta.assumption),
     ] {
         if !v.is_empty() {
@@ -223,6 +251,15 @@ fn region(name: &str) -> Result<&'static RegionData, CatalogError> {
     })
 }
 
+/// The on-demand price table a region uses: its own, or that of the region
+/// named by `prices_from` (checked to exist when parsed).
+fn prices_of(d: &'static Embedded, r: &'static RegionData) -> &'static BTreeMap<String, f64> {
+    match r.prices_from.as_ref().and_then(|f| d.regions.get(f)) {
+        Some(from) => &from.prices,
+        None => &r.prices,
+    }
+}
+
 /// Offerings of one type: per zone (in the given, sorted, order) a spot
 /// offering at the modelled spot price if the type supports spot, and an
 /// on-demand one at `on_demand` if it supports on-demand.
@@ -251,7 +288,13 @@ fn entry(info: InstanceTypeInfo, zones: &[&String], on_demand: f64) -> CatalogEn
     CatalogEntry { info, offerings }
 }
 
-fn build<I>(region_name: &str, r: &RegionData, infos: I, source: String) -> Catalog
+fn build<I>(
+    region_name: &str,
+    r: &RegionData,
+    prices: &BTreeMap<String, f64>,
+    infos: I,
+    source: String,
+) -> Catalog
 where
     I: IntoIterator<Item = InstanceTypeInfo>,
 {
@@ -260,15 +303,12 @@ where
     let mut entries: Vec<CatalogEntry> = infos
         .into_iter()
         .filter_map(|info| {
-            let Some(&price) = r.prices.get(&info.name) else {
+            let Some(&price) = prices.get(&info.name) else {
                 unpriced.push(info.name);
                 return None;
             };
-            let entry = match r.offerings.get(&info.name) {
+            let entry = match r.zone_indices(&info.name) {
                 Some(idx) => {
-                    let mut idx = idx.clone();
-                    idx.sort_unstable();
-                    idx.dedup();
                     let zones: Vec<&String> = idx.iter().filter_map(|i| r.zones.get(*i)).collect();
                     entry(info, &zones, price)
                 }
@@ -299,20 +339,39 @@ where
 
 fn source_line(r: &RegionData) -> String {
     format!(
-        "embedded catalog (moto DescribeInstanceTypes/offerings; on-demand: {}{}; spot: modelled)",
-        r.price_source,
-        if r.prices_assumed {
-            ", ASSUMED equal to us-east-1"
-        } else {
-            ""
-        }
+        "embedded catalog (moto DescribeInstanceTypes/offerings; on-demand: {}; spot: modelled)",
+        r.price_source
     )
 }
 
 /// The embedded on-demand price table of `region`: instance type → USD/hour
-/// (what [`Catalog::from_live`] prices live offerings with).
+/// (what [`Catalog::from_live`] prices live offerings with when the Price
+/// List API cannot be reached). For a region without a table of its own
+/// this is us-east-1's ([`embedded_price_source`] says which).
 pub fn on_demand_prices(region: &str) -> Result<&'static BTreeMap<String, f64>, CatalogError> {
-    Ok(&self::region(region)?.prices)
+    Ok(prices_of(data()?, self::region(region)?))
+}
+
+/// Where the embedded on-demand prices of a region come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmbeddedPriceSource {
+    /// The table, its commit and date (and "ASSUMED" when borrowed).
+    pub description: String,
+    /// The date the table was generated (`YYYY-MM-DD`).
+    pub date: String,
+    /// True when the region has no table of its own and uses us-east-1's.
+    pub assumed: bool,
+}
+
+/// The source of `region`'s embedded on-demand prices.
+pub fn embedded_price_source(region: &str) -> Result<EmbeddedPriceSource, CatalogError> {
+    let d = data()?;
+    let r = self::region(region)?;
+    Ok(EmbeddedPriceSource {
+        description: r.price_source.clone(),
+        date: d.sources.get("pricesDate").cloned().unwrap_or_default(),
+        assumed: r.prices_assumed,
+    })
 }
 
 impl Catalog {
@@ -327,7 +386,7 @@ impl Catalog {
             .iter()
             .filter(|t| r.offerings.contains_key(&t.name))
             .cloned();
-        Ok(build(region, r, infos, source_line(r)))
+        Ok(build(region, r, prices_of(d, r), infos, source_line(r)))
     }
 
     /// A catalog of the given types (e.g. from a describe-instance-types
@@ -340,6 +399,7 @@ impl Catalog {
         Ok(build(
             region,
             r,
+            prices_of(data()?, r),
             infos,
             format!("describe-instance-types document; {}", source_line(r)),
         ))
@@ -387,6 +447,95 @@ mod tests {
         let e = Catalog::embedded("mars-1").unwrap_err();
         assert!(matches!(e, CatalogError::UnknownRegion(..)));
         assert!(e.to_string().contains("us-west-2"), "{e}");
+    }
+
+    /// Every commercial region moto 5.2.5 has offerings for.
+    const COMMERCIAL: [&str; 30] = [
+        "af-south-1", "ap-east-1", "ap-northeast-1", "ap-northeast-2", "ap-northeast-3",
+        "ap-south-1", "ap-south-2", "ap-southeast-1", "ap-southeast-2", "ap-southeast-3",
+        "ap-southeast-4", "ap-southeast-5", "ca-central-1", "ca-west-1", "eu-central-1",
+        "eu-central-2", "eu-north-1", "eu-south-1", "eu-south-2", "eu-west-1", "eu-west-2",
+        "eu-west-3", "il-central-1", "me-central-1", "me-south-1", "sa-east-1", "us-east-1",
+        "us-east-2", "us-west-1", "us-west-2",
+    ];
+
+    #[test]
+    fn every_commercial_region_loads_with_its_price_source() {
+        assert_eq!(embedded_regions(), COMMERCIAL.map(String::from));
+        for r in COMMERCIAL {
+            let c = Catalog::embedded(r).unwrap();
+            assert!(c.entries.len() > 100, "{r}: {}", c.entries.len());
+            assert!(c.zones.iter().all(|z| z.starts_with(r)), "{r}: {:?}", c.zones);
+            assert!(c.get("m5.large").is_some() || c.get("m6i.large").is_some(), "{r}");
+            let src = embedded_price_source(r).unwrap();
+            assert_eq!(src.assumed, r != "us-east-1", "{r}");
+            assert_eq!(src.date, "2026-07-20");
+            assert!(src.description.contains("karpenter-provider-aws"), "{src:?}");
+            assert_eq!(src.description.contains("ASSUMED"), src.assumed, "{src:?}");
+            // The table covers every type the region offers.
+            let prices = on_demand_prices(r).unwrap();
+            assert!(c.entries.iter().all(|e| prices.contains_key(&e.info.name)));
+        }
+        assert!(embedded_regions().iter().all(|r| !r.starts_with("us-gov-") && !r.starts_with("cn-")));
+        // Zones come from moto's offerings: Frankfurt has three, Tokyo's
+        // ap-northeast-1b is not offered to new accounts.
+        let f = Catalog::embedded("eu-central-1").unwrap();
+        assert_eq!(f.zones, ["eu-central-1a", "eu-central-1b", "eu-central-1c"]);
+        let t = Catalog::embedded("ap-northeast-1").unwrap();
+        assert!(!t.zones.contains(&"ap-northeast-1b".to_string()), "{:?}", t.zones);
+    }
+
+    /// A document with a region priced from its own table and one borrowing
+    /// another's: each region's catalog carries its own table's prices.
+    #[test]
+    fn regions_with_their_own_table_use_it() {
+        let doc = serde_json::json!({
+            "_generated": "GENERATED for a test",
+            "meta": {"pricesDate": "2026-07-20"},
+            "instanceTypes": [
+                {"name": "m5.large", "architecture": "amd64", "vcpu": 2, "memoryMib": 8192,
+                 "supportsSpot": true, "supportsOnDemand": true}
+            ],
+            "regions": {
+                "us-east-1": {"zones": ["us-east-1a", "us-east-1b"], "offerings": {"m5.large": 3},
+                    "prices": {"m5.large": 0.096}, "priceSource": "t", "pricesAssumed": false},
+                "eu-west-1": {"zones": ["eu-west-1a", "eu-west-1b"], "offerings": {"m5.large": 2},
+                    "prices": {"m5.large": 0.107}, "priceSource": "t", "pricesAssumed": false},
+                "eu-west-3": {"zones": ["eu-west-3a"], "offerings": {"m5.large": 1},
+                    "pricesFrom": "us-east-1", "priceSource": "t ASSUMED", "pricesAssumed": true}
+            }
+        });
+        let d = parse_json(doc.to_string().as_bytes()).unwrap();
+        let d: &'static Embedded = Box::leak(Box::new(d));
+        let price_in = |r: &str| prices_of(d, &d.regions[r])["m5.large"];
+        assert_eq!(
+            (price_in("us-east-1"), price_in("eu-west-1"), price_in("eu-west-3")),
+            (0.096, 0.107, 0.096)
+        );
+        assert_eq!(d.regions["eu-west-1"].zone_indices("m5.large"), Some(vec![1]));
+        assert_eq!(d.regions["us-east-1"].zone_indices("m5.large"), Some(vec![0, 1]));
+        let ireland = build(
+            "eu-west-1",
+            &d.regions["eu-west-1"],
+            prices_of(d, &d.regions["eu-west-1"]),
+            d.types.clone(),
+            "t".into(),
+        );
+        let m5 = ireland.get("m5.large").unwrap();
+        assert_eq!(od(m5, "eu-west-1b"), 0.107);
+        assert!(m5.offerings.iter().all(|o| o.zone == "eu-west-1b"));
+
+        // Damaged documents are refused: a zone bit out of range, a
+        // borrowed table that does not exist.
+        let mut bad = doc.clone();
+        bad["regions"]["eu-west-1"]["offerings"]["m5.large"] = 4.into();
+        assert!(parse_json(bad.to_string().as_bytes()).is_err());
+        let mut bad = doc.clone();
+        bad["regions"]["eu-west-3"]["pricesFrom"] = "mars-1".into();
+        assert!(parse_json(bad.to_string().as_bytes()).is_err());
+        let mut bad = doc;
+        bad["_generated"] = "hand-made".into();
+        assert!(parse_json(bad.to_string().as_bytes()).is_err());
     }
 
     #[test]
@@ -487,7 +636,12 @@ mod tests {
         if let Some(t) = d
             .types
             .iter()
-            .find(|t| !r.offerings.contains_key(&t.name) && r.prices.contains_key(&t.name))
+            .find(|t| {
+                !r.offerings.contains_key(&t.name)
+                    && on_demand_prices("us-west-2")
+                        .unwrap()
+                        .contains_key(&t.name)
+            })
         {
             let cat = Catalog::from_infos("us-west-2", vec![t.clone()]).unwrap();
             let zones: std::collections::BTreeSet<&str> = cat.entries[0]
@@ -503,7 +657,7 @@ mod tests {
     fn describe_parser_agrees_with_the_generator() {
         // The generator embeds raw DescribeInstanceTypes entries for a few
         // types; the Rust mapping of those must equal the generator's.
-        let raw = decompress().unwrap();
+        let raw = decompress(GZ).unwrap();
         let doc: serde_json::Value = serde_json::from_slice(&raw).unwrap();
         let parsed =
             super::super::describe::parse_describe_instance_types(&doc["describeSample"]).unwrap();

@@ -4,8 +4,10 @@
 //! [`Catalog::from_live`] combines DescribeInstanceTypes (facts),
 //! DescribeInstanceTypeOfferings (which zones offer a type),
 //! DescribeSpotPriceHistory (the latest spot price per type and zone) and
-//! the embedded on-demand price table ([`super::embedded::on_demand_prices`];
-//! EC2 has no on-demand price API, the Pricing API is a separate service).
+//! an on-demand price table (EC2 has no on-demand price call: the service
+//! passes the AWS Price List API's prices, with the embedded table
+//! [`super::embedded::on_demand_prices`] for what it lacks; see
+//! [`super::pricelist`]).
 //! A type without an on-demand price is skipped, and listed with the reason;
 //! a (type, zone) without a live spot price gets the modelled one
 //! ([`pricing::spot_price`]).
@@ -52,9 +54,9 @@ impl Catalog {
     /// A catalog of `region` from live EC2 answers: `types`
     /// (DescribeInstanceTypes), `offerings` ((type, zone) pairs of
     /// DescribeInstanceTypeOfferings), `spot` (spot price history; the
-    /// latest entry per (type, zone) counts) and `on_demand`, the embedded
-    /// on-demand table for the region
-    /// ([`embedded::on_demand_prices`](super::embedded::on_demand_prices)).
+    /// latest entry per (type, zone) counts) and `on_demand`, the region's
+    /// on-demand table (type → USD/hour: the Price List API's and/or the
+    /// embedded one, [`OnDemandPrices::usd`](super::pricelist::OnDemandPrices::usd)).
     ///
     /// Per offered zone a type gets a spot offering (if it supports spot;
     /// live price, else modelled from the on-demand price) and an on-demand
@@ -104,9 +106,7 @@ impl Catalog {
                 .get(&info.name)
                 .filter(|p| p.is_finite() && **p > 0.0)
             else {
-                skipped.push(skip(format!(
-                    "no on-demand price in the embedded table for {region}"
-                )));
+                skipped.push(skip(format!("no on-demand price for {region}")));
                 continue;
             };
             let Some(zones) = zones_of.get(info.name.as_str()) else {
@@ -168,7 +168,7 @@ impl Catalog {
                 zones,
                 entries,
                 source: format!(
-                    "live EC2 (DescribeInstanceTypes, DescribeInstanceTypeOfferings; spot: {live} live / {modelled} modelled prices; on-demand: embedded table)"
+                    "live EC2 (DescribeInstanceTypes, DescribeInstanceTypeOfferings; spot: {live} live / {modelled} modelled prices)"
                 ),
             },
             skipped,
@@ -342,11 +342,11 @@ mod tests {
             [
                 SkippedType {
                     instance_type: "x9.large".into(),
-                    reason: "no on-demand price in the embedded table for us-west-2".into()
+                    reason: "no on-demand price for us-west-2".into()
                 },
                 SkippedType {
                     instance_type: "z1.large".into(),
-                    reason: "no on-demand price in the embedded table for us-west-2".into()
+                    reason: "no on-demand price for us-west-2".into()
                 },
             ]
         );

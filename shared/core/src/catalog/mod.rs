@@ -9,6 +9,7 @@
 pub mod describe;
 pub mod embedded;
 pub mod live;
+pub mod pricelist;
 pub mod pricing;
 
 pub use live::{LiveCatalog, OfferingSnapshot, SkippedType};
