@@ -11,13 +11,16 @@ use tokio::time::Instant;
 pub const DEFAULT_MAX_BODY_BYTES: usize = 6 * 1024 * 1024 - 64 * 1024;
 
 /// Karpenter-style batching window: fire once no change arrived for
-/// `idle`, or once the first change of the window is `max` old.
+/// `idle`, or once the first change of the window is `max` old. A post
+/// that failed schedules its retry ([`Window::retry_at`]): the pending pods
+/// wait for it, not for the next change or heartbeat.
 #[derive(Debug, Clone)]
 pub struct Window {
     idle: Duration,
     max: Duration,
     first: Option<Instant>,
     last: Option<Instant>,
+    retry: Option<Instant>,
 }
 
 impl Window {
@@ -27,6 +30,7 @@ impl Window {
             max,
             first: None,
             last: None,
+            retry: None,
         }
     }
 
@@ -36,10 +40,22 @@ impl Window {
         self.last = Some(now);
     }
 
+    /// Fire at `at` at the earliest (a failed post's retry): changes
+    /// arriving before then wait for it too.
+    pub fn retry_at(&mut self, at: Instant) {
+        self.retry = Some(at);
+    }
+
     /// When the window closes, if it is open.
     pub fn deadline(&self) -> Option<Instant> {
-        let (first, last) = (self.first?, self.last?);
-        Some((last + self.idle).min(first + self.max))
+        let window = match (self.first, self.last) {
+            (Some(first), Some(last)) => Some((last + self.idle).min(first + self.max)),
+            _ => None,
+        };
+        match (window, self.retry) {
+            (Some(w), Some(r)) => Some(w.max(r)),
+            (w, r) => w.or(r),
+        }
     }
 
     pub fn is_due(&self, now: Instant) -> bool {
@@ -47,14 +63,24 @@ impl Window {
     }
 
     pub fn is_open(&self) -> bool {
-        self.first.is_some()
+        self.first.is_some() || self.retry.is_some()
     }
 
     /// Close the window (the batch was taken).
     pub fn reset(&mut self) {
         self.first = None;
         self.last = None;
+        self.retry = None;
     }
+}
+
+/// How long to wait before posting again after `failures` failed posts in
+/// a row: `min`, doubling, at most `cap`.
+pub fn retry_delay(failures: u32, min: Duration, cap: Duration) -> Duration {
+    let factor = 1u32
+        .checked_shl(failures.saturating_sub(1))
+        .unwrap_or(u32::MAX);
+    min.saturating_mul(factor).min(cap)
 }
 
 /// A serialized pending pod.
@@ -188,6 +214,44 @@ mod tests {
         w.observe(t0 + Duration::from_secs(20));
         assert!(!w.is_due(t0 + Duration::from_millis(20_999)));
         assert!(w.is_due(t0 + Duration::from_millis(21_000)));
+    }
+
+    #[test]
+    fn a_failed_post_is_retried_with_backoff_whatever_changes_arrive() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut w = Window::new(s(1), s(10));
+        // A retry alone opens the window.
+        w.retry_at(t0 + s(4));
+        assert!(w.is_open());
+        assert_eq!(w.deadline(), Some(t0 + s(4)));
+        // A change before it does not post sooner; one after it is normal.
+        w.observe(t0 + s(1));
+        assert_eq!(w.deadline(), Some(t0 + s(4)));
+        w.observe(t0 + s(5));
+        assert_eq!(w.deadline(), Some(t0 + s(6)));
+        w.reset();
+        assert!(!w.is_open());
+        assert_eq!(w.deadline(), None);
+
+        let (min, cap) = (Duration::from_millis(500), s(60));
+        let delays: Vec<Duration> = [1, 2, 3, 8, 9, 40, u32::MAX]
+            .iter()
+            .map(|&f| retry_delay(f, min, cap))
+            .collect();
+        assert_eq!(
+            delays,
+            [
+                Duration::from_millis(500),
+                s(1),
+                s(2),
+                s(60),
+                s(60),
+                s(60),
+                s(60)
+            ]
+        );
+        assert_eq!(retry_delay(0, min, cap), min);
     }
 
     fn pod(key: &str, size: usize) -> PendingDoc {

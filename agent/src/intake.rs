@@ -85,6 +85,33 @@ impl IntakeError {
             _ => None,
         }
     }
+
+    /// Intake (or the Function URL in front of it) refused the caller.
+    pub fn is_forbidden(&self) -> bool {
+        self.status() == Some(403)
+    }
+}
+
+/// What to fix when intake answers 403, from the refusal's message. Two
+/// refusals look alike: the Function URL's IAM check (Lambda answers before
+/// intake runs), and intake's own mapping of principals to clusters.
+pub fn forbidden_hint(message: &str) -> String {
+    let lower = message.to_ascii_lowercase();
+    if lower.contains("may not act for") || lower.contains("clusterprincipals") {
+        return "intake does not map this IAM principal to the cluster: add the agent's role \
+                ARN under the cluster id in the stack's ClusterPrincipals parameter"
+            .into();
+    }
+    if lower.contains("signature") {
+        return "the Function URL refused the SigV4 signature: check the agent's region \
+                (the intake function's region) and the node's clock"
+            .into();
+    }
+    "the Function URL refused the agent's IAM principal: since October 2025 a caller \
+     needs both lambda:InvokeFunctionUrl and lambda:InvokeFunction on the intake function; \
+     set the stack's AgentPrincipalArn parameter to the agent's role (the stack grants both), \
+     or attach infra/agent/iam-policy.json (both actions) to that role"
+        .into()
 }
 
 /// `POST /batches` → 202.
@@ -201,7 +228,7 @@ impl IntakeClient {
             .with_max_delay(self.retry.max_delay)
             .with_max_times(self.retry.max_times)
             .with_jitter();
-        (|| self.send_once(method, path, gz_body))
+        let out = (|| self.send_once(method, path, gz_body))
             .retry(policy)
             .sleep(tokio::time::sleep)
             .when(IntakeError::is_retryable)
@@ -211,7 +238,26 @@ impl IntakeClient {
                 }
                 tracing::warn!(error = %e, retry_in_ms = after.as_millis() as u64, "intake request failed; retrying");
             })
-            .await
+            .await;
+        if let Err(IntakeError::Status {
+            status: 403,
+            message,
+            ..
+        }) = &out
+        {
+            if let Some(m) = &self.metrics {
+                m.intake_forbidden.inc();
+            }
+            tracing::error!(
+                method,
+                path,
+                status = 403,
+                message = %message,
+                fix = %forbidden_hint(message),
+                "intake refused the agent (HTTP 403)"
+            );
+        }
+        out
     }
 
     async fn send_once(
@@ -325,6 +371,36 @@ mod tests {
             message: String::new()
         }
         .is_retryable());
+    }
+
+    #[test]
+    fn a_403_names_what_to_fix() {
+        // The Function URL's own refusal (Lambda's body).
+        let url = forbidden_hint(r#"{"Message":"Forbidden"}"#);
+        for needle in [
+            "lambda:InvokeFunctionUrl",
+            "lambda:InvokeFunction ",
+            "AgentPrincipalArn",
+            "infra/agent/iam-policy.json",
+        ] {
+            assert!(url.contains(needle), "{needle} missing from {url}");
+        }
+        // Intake's refusal of a principal for a cluster.
+        let mapping = forbidden_hint(
+            "forbidden: arn:aws:sts::1:assumed-role/agent/x may not act for cluster \"demo\"",
+        );
+        assert!(mapping.contains("ClusterPrincipals"), "{mapping}");
+        assert!(!mapping.contains("InvokeFunctionUrl"), "{mapping}");
+        let sig = forbidden_hint("The request signature we calculated does not match");
+        assert!(sig.contains("region") && sig.contains("clock"), "{sig}");
+
+        let e = IntakeError::Status {
+            method: "POST",
+            path: "/batches".into(),
+            status: 403,
+            message: String::new(),
+        };
+        assert!(e.is_forbidden() && !e.is_retryable());
     }
 
     #[test]

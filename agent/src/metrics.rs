@@ -34,7 +34,9 @@ pub struct KindLabel {
 /// The agent's metrics.
 pub struct Metrics {
     registry: Registry,
-    /// Batches posted, by outcome (`accepted`, `rejected`, `failed`).
+    /// Batches posted, by outcome (`accepted`, `forbidden` (403: the
+    /// agent's IAM permission or cluster mapping), `rejected` (other 4xx),
+    /// `failed`).
     pub batches: Family<OutcomeLabel, Counter>,
     /// Pods pending (unschedulable) right now.
     pub pods_pending: Gauge,
@@ -42,6 +44,8 @@ pub struct Metrics {
     pub batch_bytes: Histogram,
     /// Retried intake requests.
     pub retries: Counter,
+    /// Intake requests refused with 403, any route.
+    pub intake_forbidden: Counter,
     /// Actions applied, by kind and outcome.
     pub actions: Family<ActionLabel, Counter>,
     /// Seconds from an action's creation to its acknowledgement.
@@ -85,6 +89,12 @@ impl Metrics {
         );
         let retries = Counter::default();
         registry.register("intake_retries", "Intake requests retried", retries.clone());
+        let intake_forbidden = Counter::default();
+        registry.register(
+            "intake_forbidden",
+            "Intake requests refused with 403 (the agent's IAM permissions or cluster mapping)",
+            intake_forbidden.clone(),
+        );
         let actions = Family::<ActionLabel, Counter>::default();
         registry.register("actions_applied", "Actions acknowledged", actions.clone());
         let action_latency = Family::<KindLabel, Histogram>::new_with_constructor(|| {
@@ -115,6 +125,7 @@ impl Metrics {
             pods_pending,
             batch_bytes,
             retries,
+            intake_forbidden,
             actions,
             action_latency,
             evictions_blocked,

@@ -6,6 +6,10 @@
 //! the main loop, and a batch that had to be cut in parts (body limit)
 //! waits for the result of each part before the next, since intake lets a
 //! newer pending batch supersede an older one.
+//!
+//! A post that fails (refused with 403 included) keeps its pods: they are
+//! posted again after a backoff (the batching idle time, doubling, at most
+//! the heartbeat), not dropped until the next change or heartbeat.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -113,26 +117,53 @@ struct Poster {
     /// When each pending pod was last posted (pods left out of a part go
     /// first next time).
     last_sent: HashMap<String, Instant>,
+    /// Posts failed in a row (the next try backs off).
+    failures: u32,
 }
 
 impl Poster {
-    /// [`Self::post`], abandoned as soon as leadership is lost.
-    async fn post_while_leading(&mut self, cache: &Cache, leading: &signal::Receiver<bool>) {
+    /// [`Self::post`], abandoned as soon as leadership is lost. Returns when
+    /// to try again if the post failed (its pods were kept).
+    async fn post_while_leading(
+        &mut self,
+        cache: &Cache,
+        leading: &signal::Receiver<bool>,
+    ) -> Option<Instant> {
         let mut lost = leading.clone();
-        tokio::select! {
-            _ = self.post(cache, leading) => {}
-            _ = lost.wait_for(|l| !*l) => tracing::warn!("leadership lost while posting; post abandoned"),
+        let delivered = tokio::select! {
+            d = self.post(cache, leading) => d,
+            _ = lost.wait_for(|l| !*l) => {
+                tracing::warn!("leadership lost while posting; post abandoned");
+                return None;
+            }
+        };
+        if delivered {
+            self.failures = 0;
+            return None;
         }
+        self.failures = self.failures.saturating_add(1);
+        let delay = batch::retry_delay(
+            self.failures,
+            self.settings.idle.max(Duration::from_millis(100)),
+            self.settings.heartbeat,
+        );
+        tracing::warn!(
+            failures = self.failures,
+            retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            "pending pods kept for the next post"
+        );
+        Some(Instant::now() + delay)
     }
 
     /// Post the pending pods (or, with none, a heartbeat), in parts if they
-    /// do not fit in one body.
-    async fn post(&mut self, cache: &Cache, leading: &signal::Receiver<bool>) {
+    /// do not fit in one body. False when a part was not delivered: its
+    /// pods stay pending (never marked sent) for the next try.
+    async fn post(&mut self, cache: &Cache, leading: &signal::Receiver<bool>) -> bool {
         let mut sent: HashSet<String> = HashSet::new();
         let mut part = 0usize;
         loop {
             if !*leading.borrow() {
-                return;
+                return true;
             }
             let snap = cache.snapshot();
             let current: HashSet<&str> = snap.pending.iter().map(|p| p.key.as_str()).collect();
@@ -144,7 +175,7 @@ impl Poster {
                 .cloned()
                 .collect();
             if part > 0 && pending.is_empty() {
-                return;
+                return true;
             }
             batch::order_pending(&mut pending, &self.last_sent);
             let assembled = match batch::assemble(
@@ -158,7 +189,7 @@ impl Poster {
                 Err(e) => {
                     self.metrics.batch("rejected");
                     tracing::error!(error = %e, "cannot build a batch");
-                    return;
+                    return false;
                 }
             };
             self.metrics
@@ -183,14 +214,14 @@ impl Poster {
                         sent.insert(k.clone());
                     }
                     if assembled.deferred == 0 {
-                        return;
+                        return true;
                     }
                     if assembled.included.is_empty() {
                         tracing::error!(
                             left = assembled.deferred,
                             "pending pods too large for any batch with the cluster state"
                         );
-                        return;
+                        return true;
                     }
                     if !accepted.batch_id.is_empty() {
                         self.wait_result(&accepted.batch_id).await;
@@ -201,10 +232,15 @@ impl Poster {
                     let rejected = e
                         .status()
                         .is_some_and(|s| (400..500).contains(&s) && s != 429);
-                    self.metrics
-                        .batch(if rejected { "rejected" } else { "failed" });
-                    tracing::error!(error = %e, "batch not posted");
-                    return;
+                    self.metrics.batch(if e.is_forbidden() {
+                        "forbidden"
+                    } else if rejected {
+                        "rejected"
+                    } else {
+                        "failed"
+                    });
+                    tracing::error!(error = %e, pods = assembled.included.len(), "batch not posted");
+                    return false;
                 }
             }
         }
@@ -325,6 +361,7 @@ pub async fn run(agent: Agent, mut shutdown: signal::Receiver<bool>) -> anyhow::
         intake: intake.clone().with_metrics(metrics.clone()),
         metrics: metrics.clone(),
         last_sent: HashMap::new(),
+        failures: 0,
     };
     let applier = Applier::new(client.clone());
     let mut runner = ActionRunner::new();
@@ -370,7 +407,11 @@ pub async fn run(agent: Agent, mut shutdown: signal::Receiver<bool>) -> anyhow::
                 window.reset();
                 if *leading.borrow() {
                     tokio::select! {
-                        _ = poster.post_while_leading(&cache, &leading) => {}
+                        retry = poster.post_while_leading(&cache, &leading) => {
+                            if let Some(at) = retry {
+                                window.retry_at(at);
+                            }
+                        }
                         _ = shutdown.changed() => break,
                     }
                     heartbeat.reset();
@@ -379,7 +420,11 @@ pub async fn run(agent: Agent, mut shutdown: signal::Receiver<bool>) -> anyhow::
             _ = heartbeat.tick() => {
                 if *leading.borrow() {
                     tokio::select! {
-                        _ = poster.post_while_leading(&cache, &leading) => {}
+                        retry = poster.post_while_leading(&cache, &leading) => {
+                            if let Some(at) = retry {
+                                window.retry_at(at);
+                            }
+                        }
                         _ = shutdown.changed() => break,
                     }
                 }

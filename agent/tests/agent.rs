@@ -292,6 +292,45 @@ async fn pending_pods_are_watched_batched_and_posted_signed_and_gzipped() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_403_is_counted_and_its_pods_go_out_with_the_next_post() {
+    let api = FakeApi::start().await;
+    let intake = FakeIntake::start(empty_view()).await;
+    cluster(&api);
+    api.put("pods", pending_pod("web-0"));
+    api.put("pods", pending_pod("web-1"));
+    // The Function URL refuses the first post (a missing permission,
+    // fixed meanwhile); nothing changes in the cluster afterwards, and the
+    // heartbeat (30 s) is far off.
+    intake.fail_next_batches(&[403]);
+    let agent = start(&api, &intake, "agent-a", settings());
+
+    eventually(10, "the post after the refusal", || {
+        (!intake.batches().is_empty()).then_some(())
+    })
+    .await;
+    let posts = intake
+        .log()
+        .iter()
+        .filter(|l| *l == "POST /batches")
+        .count();
+    assert_eq!(posts, 2, "{:?}", intake.log());
+    // The next successful post carries the refused post's pods.
+    assert_eq!(intake.pending_counts(), [2]);
+    let text = agent.metrics.encode();
+    for line in [
+        "flotilla_agent_batches_posted_total{outcome=\"forbidden\"} 1",
+        "flotilla_agent_batches_posted_total{outcome=\"accepted\"} 1",
+        "flotilla_agent_intake_forbidden_total 1",
+        // 403 is final for the request: not retried within it.
+        "flotilla_agent_intake_retries_total 0",
+    ] {
+        assert!(text.contains(line), "{line} missing:\n{text}");
+    }
+    assert!(intake.problems().is_empty(), "{:?}", intake.problems());
+    agent.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn intake_5xx_and_throttling_are_retried_and_4xx_is_not() {
     let intake = FakeIntake::start(empty_view()).await;
     let metrics = Arc::new(Metrics::new());
