@@ -14,9 +14,10 @@
 //!   recorded calls' actions (an action the code no longer uses fails, and
 //!   so does a call the template does not allow);
 //! - the only other actions are writing its own log group and its own DLQ;
-//! - `Resource: "*"` only for EC2 Describe* calls (no resource-level
-//!   permissions exist for them); the table, the bus and the node role are
-//!   named; EC2 ARNs are region-scoped;
+//! - `Resource: "*"` only for EC2 Describe* calls and the Price List's
+//!   `pricing:GetProducts` (no resource-level permissions exist for them);
+//!   the table, the bus and the node role are named; EC2 ARNs are
+//!   region-scoped;
 //! - `ec2:CreateFleet` / `ec2:RunInstances` on instances, volumes and fleets
 //!   only with request-tag conditions, launch templates only with the
 //!   cluster's resource tag; CreateLaunchTemplate with request tags;
@@ -41,12 +42,12 @@ use flotilla_core::catalog::{CapacityType, InstanceTypeInfo};
 use flotilla_core::launch::{FleetRequest, FleetResponse, LaunchTemplateConfig};
 use flotilla_core::model::CapacityReservation;
 use flotilla_ports::{
-    Bus, Ec2, Event, Filter, Image, Instance, InstanceState, Item, Key, PortResult, SecurityGroup,
-    SpotPrice, Store, Subnet, Write,
+    Bus, Ec2, Event, Filter, Image, Instance, InstanceState, Item, Key, PortResult, PriceList,
+    SecurityGroup, SpotPrice, Store, Subnet, Write,
 };
 use flotilla_service::intake::Access;
 use flotilla_service::records::NodeClaimState;
-use flotilla_service::{Config, Ports};
+use flotilla_service::{keys, Config, Ports};
 use flotilla_sim::{Ec2Sim, ManualClock, MemBus, MemStore};
 use serde_json::{json, Value};
 use serde_yaml_ng::Value as Yaml;
@@ -133,6 +134,18 @@ impl<B: Bus> Bus for Rec<B> {
     fn put(&self, events: Vec<Event>) -> impl Future<Output = PortResult<()>> + Send {
         self.calls.note(PortCall::BusPut, Location::caller());
         self.inner.put(events)
+    }
+}
+
+impl<P: PriceList> PriceList for Rec<P> {
+    #[track_caller]
+    fn on_demand_prices(
+        &self,
+        region: &str,
+    ) -> impl Future<Output = PortResult<BTreeMap<String, f64>>> + Send {
+        self.calls
+            .note(PortCall::PricingGetProducts, Location::caller());
+        self.inner.on_demand_prices(region)
     }
 }
 
@@ -616,6 +629,15 @@ async fn scenario(w: &World) {
     let mut full = before.clone();
     full.available_instance_count = 0;
     w.ec2.add_capacity_reservation(full);
+    // Launch prices offerings too: with the price cache gone (expired) it
+    // asks the Price List API itself.
+    w.store
+        .write(Write::Delete {
+            key: keys::prices("us-west-2"),
+            condition: flotilla_ports::Condition::Always,
+        })
+        .await
+        .expect("price cache dropped");
     for e in &planned {
         w.deliver("launch", &World::flotilla_event(e)).await;
     }
@@ -754,6 +776,7 @@ fn static_call_sites() -> BTreeMap<String, PortCall> {
                 let method = match (call.ec2_method(), call) {
                     (Some(m), _) => m,
                     (None, PortCall::BusPut) => "put",
+                    (None, PortCall::PricingGetProducts) => "on_demand_prices",
                     _ => continue,
                 };
                 let pat = format!(".{method}(");
@@ -1082,7 +1105,7 @@ async fn each_role_holds_exactly_the_actions_its_code_calls() {
             .map(str::to_string)
             .collect();
         let service = |a: &str| {
-            ["dynamodb:", "events:", "ec2:", "iam:"]
+            ["dynamodb:", "events:", "ec2:", "iam:", "pricing:"]
                 .iter()
                 .any(|p| a.starts_with(p))
         };
@@ -1140,12 +1163,15 @@ async fn each_role_holds_exactly_the_actions_its_code_calls() {
                 continue;
             }
             // 4. Resources.
-            let describe_only = s.actions.iter().all(|a| a.starts_with("ec2:Describe"));
+            let describe_only = s
+                .actions
+                .iter()
+                .all(|a| a.starts_with("ec2:Describe") || a == "pricing:GetProducts");
             for r in &s.resources {
                 if r == "*" {
                     assert!(
                         describe_only,
-                        "{}: Resource \"*\" for {:?}: only EC2 Describe* calls lack resource-level permissions",
+                        "{}: Resource \"*\" for {:?}: only EC2 Describe* calls and pricing:GetProducts lack resource-level permissions",
                         s.policy, s.actions
                     );
                     continue;

@@ -25,11 +25,12 @@ use flotilla_core::launch::ice::{
 };
 use flotilla_core::launch::LaunchTemplateConfig;
 use flotilla_core::model::{CapacityReservation, ReservationType};
-use flotilla_ports::{Ec2, PortError, PortResult};
+use flotilla_ports::{Ec2, PortError, PortResult, PriceList};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use crate::error::{classify, code};
+use crate::pricing::PriceListClient;
 
 /// TerminateInstances takes at most this many ids per call.
 const TERMINATE_BATCH: usize = 1000;
@@ -38,6 +39,8 @@ const TERMINATE_BATCH: usize = 1000;
 #[derive(Debug, Clone)]
 pub struct Ec2Client {
     client: Client,
+    /// The on-demand price list EC2 itself lacks (see [`crate::pricing`]).
+    prices: Option<PriceListClient>,
 }
 
 /// The AWS wire string of a core enum (its serde name).
@@ -683,14 +686,23 @@ fn image(i: &sdk::Image, now: i64) -> Option<Image> {
 // ---------------------------------------------------------------------------
 
 impl Ec2Client {
+    /// EC2 in the configuration's region, with the Price List API (pinned
+    /// to [`PRICE_LIST_REGION`](crate::pricing::PRICE_LIST_REGION)) for
+    /// on-demand prices.
     pub fn new(config: &aws_config::SdkConfig) -> Self {
         Ec2Client {
             client: Client::new(config),
+            prices: Some(PriceListClient::new(config)),
         }
     }
 
+    /// EC2 through `client`, without a price list: [`PriceList`] calls are
+    /// rejected (the services fall back to the embedded table).
     pub fn from_client(client: Client) -> Self {
-        Ec2Client { client }
+        Ec2Client {
+            client,
+            prices: None,
+        }
     }
 
     pub async fn from_env() -> Self {
@@ -731,6 +743,17 @@ impl Ec2Client {
                 Ok(())
             }
             Err(e) => Err(classify(&what, &e)),
+        }
+    }
+}
+
+impl PriceList for Ec2Client {
+    async fn on_demand_prices(&self, region: &str) -> PortResult<BTreeMap<String, f64>> {
+        match &self.prices {
+            Some(p) => p.on_demand_prices(region).await,
+            None => Err(PortError::Rejected(
+                "Pricing GetProducts: this EC2 client has no Price List client".into(),
+            )),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The IAM actions behind each port call, as these adapters make it.
 //!
 //! [`PortCall`] names one kind of call through the ports ([`Store`],
-//! [`Bus`], [`Ec2`]); [`PortCall::sdk_operations`] lists the API operations
+//! [`Bus`], [`Ec2`] and its [`PriceList`]); [`PortCall::sdk_operations`] lists the API operations
 //! the adapter sends for it and [`PortCall::iam_actions`] the IAM actions
 //! those operations need. `infra/template.yaml` grants each function the
 //! actions of the calls its code makes, and `tests/least_privilege.rs`
@@ -13,6 +13,7 @@
 //! [`Store`]: flotilla_ports::Store
 //! [`Bus`]: flotilla_ports::Bus
 //! [`Ec2`]: flotilla_ports::Ec2
+//! [`PriceList`]: flotilla_ports::PriceList
 
 use std::collections::BTreeSet;
 
@@ -42,10 +43,11 @@ pub enum PortCall {
     Ec2CreateFleet,
     Ec2DescribeInstances,
     Ec2TerminateInstances,
+    PricingGetProducts,
 }
 
 impl PortCall {
-    pub const ALL: [PortCall; 19] = [
+    pub const ALL: [PortCall; 20] = [
         PortCall::StoreGet,
         PortCall::StoreQuery,
         PortCall::StorePut,
@@ -65,6 +67,7 @@ impl PortCall {
         PortCall::Ec2CreateFleet,
         PortCall::Ec2DescribeInstances,
         PortCall::Ec2TerminateInstances,
+        PortCall::PricingGetProducts,
     ];
 
     /// The port method (`Store::write` kinds as `write(Put)` etc.).
@@ -89,6 +92,7 @@ impl PortCall {
             PortCall::Ec2CreateFleet => "Ec2::create_fleet",
             PortCall::Ec2DescribeInstances => "Ec2::describe_instances",
             PortCall::Ec2TerminateInstances => "Ec2::terminate_instances",
+            PortCall::PricingGetProducts => "PriceList::on_demand_prices",
         }
     }
 
@@ -123,6 +127,7 @@ impl PortCall {
             PortCall::Ec2CreateFleet => &["CreateFleet"],
             PortCall::Ec2DescribeInstances => &["DescribeInstances"],
             PortCall::Ec2TerminateInstances => &["TerminateInstances"],
+            PortCall::PricingGetProducts => &["GetProducts"],
         }
     }
 
@@ -163,6 +168,8 @@ impl PortCall {
             ],
             PortCall::Ec2DescribeInstances => &["ec2:DescribeInstances"],
             PortCall::Ec2TerminateInstances => &["ec2:TerminateInstances"],
+            // The Price List API has no resource-level permissions.
+            PortCall::PricingGetProducts => &["pricing:GetProducts"],
         }
     }
 
@@ -230,6 +237,7 @@ mod tests {
             include_str!("dynamo.rs"),
             include_str!("ec2.rs"),
             include_str!("eventbridge.rs"),
+            include_str!("pricing.rs"),
         ]
         .iter()
         .flat_map(|s| sdk_calls(s))
@@ -270,6 +278,7 @@ mod tests {
             let service = match c.method().split("::").next() {
                 Some("Store") => "dynamodb:",
                 Some("Bus") => "events:",
+                Some("PriceList") => "pricing:",
                 _ => "ec2:",
             };
             assert!(c.iam_actions()[0].starts_with(service), "{c:?}");

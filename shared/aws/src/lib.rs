@@ -3,7 +3,9 @@
 //! - [`DynamoStore`]: the [`Store`](flotilla_ports::Store) port on one
 //!   DynamoDB table (`pk`/`sk` keys, TTL attribute `expiresAt`);
 //! - [`EventBridgeBus`]: the [`Bus`](flotilla_ports::Bus) port (PutEvents);
-//! - [`Ec2Client`]: the [`Ec2`](flotilla_ports::Ec2) port;
+//! - [`Ec2Client`]: the [`Ec2`](flotilla_ports::Ec2) port, with
+//!   [`PriceListClient`] (the AWS Price List API, pinned to us-east-1) as
+//!   its [`PriceList`](flotilla_ports::PriceList);
 //! - [`iam`]: the IAM actions each port call needs through these adapters
 //!   (what `infra/template.yaml` grants, checked by `tests/least_privilege.rs`).
 //!
@@ -22,12 +24,14 @@ mod ec2;
 mod error;
 mod eventbridge;
 pub mod iam;
+pub mod pricing;
 
 pub use aws_config::SdkConfig;
 pub use dynamo::DynamoStore;
 pub use ec2::Ec2Client;
 pub use error::{classify, ErrorKind};
 pub use eventbridge::EventBridgeBus;
+pub use pricing::PriceListClient;
 
 /// The SDK configuration from the environment (region, credentials,
 /// `AWS_ENDPOINT_URL`, ...), as the Lambdas and the CLI use it.

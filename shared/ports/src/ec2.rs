@@ -17,9 +17,12 @@ pub use flotilla_core::ec2::{
 use flotilla_core::launch::{FleetRequest, FleetResponse, LaunchTemplateConfig};
 use flotilla_core::model::CapacityReservation;
 
-use crate::PortResult;
+use crate::{PortResult, PriceList};
 
-pub trait Ec2: Send + Sync {
+/// EC2, with the on-demand price list its offerings are priced from
+/// ([`PriceList`]: a separate AWS service, required here because EC2 has no
+/// on-demand price call).
+pub trait Ec2: PriceList + Send + Sync {
     /// Every instance type of the region, as the catalog models it.
     fn describe_instance_types(
         &self,

@@ -2,7 +2,8 @@
 //!
 //! Each port is a small trait with plain-data arguments. Three families of
 //! implementations exist:
-//! - `flotilla-aws`: DynamoDB, EC2 and EventBridge through the AWS SDK;
+//! - `flotilla-aws`: DynamoDB, EC2 (with the Price List API) and
+//!   EventBridge through the AWS SDK;
 //! - `flotilla-sim`: in-memory store and bus, and an EC2 simulator that
 //!   honours `ClientToken`, injects capacity errors and faults;
 //! - test fakes built on the simulator.
@@ -17,10 +18,12 @@
 
 pub mod ec2;
 pub mod events;
+pub mod pricing;
 pub mod store;
 
 pub use ec2::{Ec2, Filter, Image, Instance, InstanceState, SecurityGroup, SpotPrice, Subnet};
 pub use events::{Bus, Event};
+pub use pricing::PriceList;
 pub use store::{Condition, Item, Key, Store, Write, MAX_BODY_BYTES, MAX_TRANSACT_WRITES};
 
 /// What a port call can fail with. Adapters map their SDK errors onto these

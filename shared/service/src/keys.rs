@@ -13,6 +13,7 @@
 //! | `REGION#<r>` | `OFFERINGS` | offering-cache head (generation, chunk count) | — |
 //! | `REGION#<r>` | `OFFERINGS#<gen>#<nnnn>` | offering-cache chunk | 1 day |
 //! | `REGION#<r>` | `ICE#<type>#<zone>#<capacity-type>` | unavailable offering | 45 s |
+//! | `REGION#<r>` | `PRICES` | on-demand prices from the AWS Price List API (or the last failure) | 2 days |
 //! | `RESERVATION#<id>` | `COUNT` | NodeClaims holding the reservation (counter, bounded by its size) | — |
 //! | `LAUNCHTEMPLATE#<region>` | `<name>` | last use of a Flotilla launch template (for GC) | — |
 
@@ -70,6 +71,10 @@ pub fn offerings_head(region: &str) -> Key {
 
 pub fn offerings_chunk(region: &str, generation: &str, i: usize) -> Key {
     Key::new(region_pk(region), format!("OFFERINGS#{generation}#{i:04}"))
+}
+
+pub fn prices(region: &str) -> Key {
+    Key::new(region_pk(region), "PRICES")
 }
 
 pub const ICE_PREFIX: &str = "ICE#";

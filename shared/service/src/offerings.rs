@@ -1,10 +1,18 @@
-//! The catalog a run plans against, and the offering cache.
+//! The catalog a run plans against, the offering cache and the price cache.
 //!
 //! Order of precedence: an `InstanceTypes` document in the batch (the
 //! agent's own `describe-instance-types`), then (with `live_offerings`) the
 //! region's offering snapshot from EC2 (DescribeInstanceTypes,
 //! DescribeInstanceTypeOfferings, DescribeSpotPriceHistory) cached in the
 //! table for [`MAX_AGE_SECS`], then the embedded catalog of the region.
+//!
+//! A live catalog's on-demand prices come from the AWS Price List API
+//! ([`PriceList`]), cached in the table (`REGION#<r> / PRICES`) for
+//! [`PRICES_MAX_AGE_SECS`]; types it lacks, and every type while it fails
+//! (a failure is cached for [`PRICES_RETRY_SECS`]), are priced from the
+//! embedded table. The catalog's `source` says how many prices came from
+//! where ([`OnDemandPrices::summary`]). A region the embedded catalog does
+//! not cover works as long as EC2 and the Price List answer.
 //!
 //! The cache is a head item (`REGION#<r> / OFFERINGS`: generation, chunk
 //! count, fetch time) and gzip'd chunks under `OFFERINGS#<gen>#<n>`, each
@@ -13,11 +21,14 @@
 //! a snapshot, and concurrent refreshes simply both succeed or one loses
 //! the head race (its chunks expire).
 
-use flotilla_core::catalog::embedded::on_demand_prices;
+use std::collections::BTreeMap;
+
+use flotilla_core::catalog::embedded::{embedded_price_source, on_demand_prices};
 use flotilla_core::catalog::live::{OfferingSnapshot, DYNAMODB_CHUNK_BYTES};
+use flotilla_core::catalog::pricelist::OnDemandPrices;
 use flotilla_core::catalog::Catalog;
 use flotilla_core::model::ClusterState;
-use flotilla_ports::{Clock, Condition, Ec2, Item, PortError, Store, Write};
+use flotilla_ports::{Clock, Condition, Ec2, Item, PortError, PriceList, Store, Write};
 use serde::{Deserialize, Serialize};
 
 use crate::{codec, keys, Config, Result, ServiceError};
@@ -26,6 +37,28 @@ use crate::{codec, keys, Config, Result, ServiceError};
 pub const MAX_AGE_SECS: i64 = 15 * 60;
 /// Chunks outlive their generation by this much (readers of the old head).
 pub const CHUNK_TTL_SECS: i64 = MAX_AGE_SECS + 3600;
+/// How long Price List prices are used before the API is asked again
+/// (AWS changes on-demand prices rarely).
+pub const PRICES_MAX_AGE_SECS: i64 = 24 * 3600;
+/// After a failed (or empty) Price List answer, how long the embedded table
+/// is used before the API is asked again.
+pub const PRICES_RETRY_SECS: i64 = 15 * 60;
+/// The price cache item expires this long after it was written.
+pub const PRICES_TTL_SECS: i64 = 2 * PRICES_MAX_AGE_SECS;
+
+/// The cached answer of the Price List API for a region.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PriceCache {
+    fetched_at: i64,
+    /// Type → USD/hour; empty when the call failed.
+    #[serde(default)]
+    prices: BTreeMap<String, f64>,
+    /// Why the call gave no prices (then the embedded table is used until
+    /// `fetched_at + PRICES_RETRY_SECS`).
+    #[serde(default)]
+    error: Option<String>,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -53,15 +86,124 @@ pub async fn catalog<S: Store, E: Ec2, C: Clock>(
         return Catalog::embedded(&config.region).map_err(catalog_error);
     }
     let snapshot = snapshot(store, ec2, clock, &config.region).await?;
-    let on_demand = on_demand_prices(&config.region).map_err(catalog_error)?;
-    let live = snapshot.catalog(on_demand);
+    let prices = on_demand(store, ec2, clock, &config.region).await?;
+    let mut live = snapshot.catalog(&prices.usd());
     if !live.skipped.is_empty() {
         tracing::debug!(
             skipped = live.skipped.len(),
             "instance types without an on-demand price left out"
         );
     }
+    live.catalog.source = format!("{}; on-demand: {}", live.catalog.source, prices.summary());
     Ok(live.catalog)
+}
+
+/// The on-demand prices of `region`: the Price List API's (cached), with
+/// the embedded table for the types it lacks, or for all while it fails.
+/// Without an embedded table for the region a Price List failure is the
+/// error (a retryable one fails the invocation, so the platform retries).
+pub async fn on_demand<S: Store, P: PriceList, C: Clock>(
+    store: &S,
+    prices: &P,
+    clock: &C,
+    region: &str,
+) -> Result<OnDemandPrices> {
+    let now = clock.now_secs();
+    let embedded = on_demand_prices(region)
+        .ok()
+        .zip(embedded_price_source(region).ok());
+    let cached = read_price_cache(store, region).await;
+    let cache = match cached {
+        Some(c) if c.error.is_none() && now.saturating_sub(c.fetched_at) <= PRICES_MAX_AGE_SECS => {
+            c
+        }
+        Some(c)
+            if c.error.is_some()
+                && embedded.is_some()
+                && now.saturating_sub(c.fetched_at) <= PRICES_RETRY_SECS =>
+        {
+            c
+        }
+        _ => fetch_prices(store, prices, region, now, embedded.is_some()).await?,
+    };
+    let live = cache
+        .error
+        .is_none()
+        .then_some((&cache.prices, cache.fetched_at));
+    let table = embedded.as_ref().map(|(t, s)| (*t, s.description.as_str()));
+    let merged = OnDemandPrices::merge(region, live, table);
+    if merged.prices.is_empty() {
+        return Err(ServiceError::BadRequest(format!(
+            "catalog: no on-demand prices for {region}: the Price List API gave none ({}) and \
+             the embedded catalog does not cover the region",
+            cache.error.as_deref().unwrap_or("empty answer")
+        )));
+    }
+    Ok(merged)
+}
+
+async fn read_price_cache<S: Store>(store: &S, region: &str) -> Option<PriceCache> {
+    let key = keys::prices(region);
+    match store.get(&key).await {
+        Ok(Some(item)) => match codec::from_json(&key.to_string(), &item.body) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(error = %e, "price cache unreadable; asking the Price List API");
+                None
+            }
+        },
+        Ok(None) => None,
+        Err(e) => {
+            tracing::warn!(error = %e, "price cache unavailable; asking the Price List API");
+            None
+        }
+    }
+}
+
+/// Asks the Price List API and caches the answer, or the failure when the
+/// embedded table can stand in (`fallback`); without one the failure is
+/// returned.
+async fn fetch_prices<S: Store, P: PriceList>(
+    store: &S,
+    prices: &P,
+    region: &str,
+    now: i64,
+    fallback: bool,
+) -> Result<PriceCache> {
+    let cache = match prices.on_demand_prices(region).await {
+        Ok(p) if !p.is_empty() => PriceCache {
+            fetched_at: now,
+            prices: p,
+            error: None,
+        },
+        Ok(_) => PriceCache {
+            fetched_at: now,
+            prices: BTreeMap::new(),
+            error: Some(format!("no products for regionCode {region}")),
+        },
+        Err(e) if !fallback => return Err(ServiceError::port("Pricing GetProducts")(e)),
+        Err(e) => PriceCache {
+            fetched_at: now,
+            prices: BTreeMap::new(),
+            error: Some(e.to_string()),
+        },
+    };
+    match &cache.error {
+        None => tracing::info!(region, prices = cache.prices.len(), "price cache refreshed"),
+        Some(e) => {
+            tracing::warn!(region, error = %e, "Price List API gave no prices; using the embedded table")
+        }
+    }
+    let mut item = Item::new(keys::prices(region), codec::to_json(&cache));
+    item.expires_at = Some(now.saturating_add(PRICES_TTL_SECS));
+    let put = Write::Put {
+        item,
+        condition: Condition::Always,
+    };
+    if let Err(e) = store.write(put).await {
+        tracing::warn!(error = %e, "price cache not written");
+    }
+    Ok(cache)
 }
 
 /// The cached snapshot if fresh, else a new one from EC2 (stored).

@@ -39,6 +39,7 @@ pub mod ops {
     pub const EC2_CREATE_FLEET: &str = "ec2.create_fleet";
     pub const EC2_DESCRIBE_INSTANCES: &str = "ec2.describe_instances";
     pub const EC2_TERMINATE_INSTANCES: &str = "ec2.terminate_instances";
+    pub const PRICING_GET_PRODUCTS: &str = "pricing.get_products";
 }
 
 /// When a scripted fault strikes.

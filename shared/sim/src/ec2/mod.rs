@@ -15,12 +15,15 @@
 //! - capacity reservations (ODCRs and capacity blocks) that launches take
 //!   from and terminations give back to, `ReservationCapacityExceeded`;
 //! - spot prices from the catalog, timestamped by the clock;
+//! - the AWS Price List API's on-demand prices ([`PriceList`](flotilla_ports::PriceList),
+//!   `pricing` module), from the catalog unless a test sets others;
 //! - [`Faults`] before and after the effect of every call.
 //!
 //! Everything is deterministic for a given seed and call sequence.
 
 mod filter;
 mod fleet;
+mod pricing;
 mod seed;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -95,6 +98,9 @@ pub(crate) struct State {
     fleets: BTreeMap<String, (FleetRequest, FleetResponse)>,
     /// Every CreateFleet request that reached the simulator, in order.
     fleet_requests: Vec<FleetRequest>,
+    /// Price List prices set by tests (see `pricing`).
+    on_demand_prices: BTreeMap<String, f64>,
+    price_list_calls: usize,
 }
 
 struct Inner {
@@ -247,6 +253,8 @@ impl Ec2SimBuilder {
             spot_prices: BTreeMap::new(),
             fleets: BTreeMap::new(),
             fleet_requests: Vec::new(),
+            on_demand_prices: BTreeMap::new(),
+            price_list_calls: 0,
         };
         let mut subnets = Vec::new();
         let mut groups = Vec::new();

@@ -1160,3 +1160,39 @@ fn round_trip_with_the_core_launch_logic() {
     ));
     assert_eq!(resp.instances[0].lifecycle, "on-demand");
 }
+
+#[test]
+fn price_list_answers_catalog_prices_per_region() {
+    use flotilla_ports::PriceList;
+    let s = Ec2Sim::new(REGION).unwrap();
+    let prices = block_on(s.on_demand_prices(REGION)).unwrap();
+    let m5 = s.catalog().get("m5.large").unwrap();
+    let od = m5
+        .offerings
+        .iter()
+        .find(|o| o.capacity_type == CapacityType::OnDemand)
+        .unwrap()
+        .price;
+    assert_eq!(prices["m5.large"], od);
+    assert_eq!(prices.len(), s.catalog().entries.len());
+    // Another region's products: none (as the API answers).
+    assert!(block_on(s.on_demand_prices("eu-west-1"))
+        .unwrap()
+        .is_empty());
+
+    s.set_on_demand_price("m5.large", 0.5);
+    s.set_on_demand_price("c5.large", -1.0);
+    s.set_on_demand_price("zz9.large", 2.0);
+    let prices = block_on(s.on_demand_prices(REGION)).unwrap();
+    assert_eq!(prices["m5.large"], 0.5);
+    assert_eq!(prices["zz9.large"], 2.0);
+    assert!(!prices.contains_key("c5.large"), "left out of the list");
+    assert_eq!(s.price_list_calls(), 3);
+
+    s.faults().fail_next(
+        ops::PRICING_GET_PRODUCTS,
+        PortError::Unavailable("pricing down".into()),
+    );
+    assert!(block_on(s.on_demand_prices(REGION)).is_err());
+    assert!(block_on(s.on_demand_prices(REGION)).is_ok());
+}
