@@ -506,3 +506,54 @@ fn plan_shows_reservation_use() {
         .iter()
         .all(|c| c["price"]["capacityType"] == "on-demand"));
 }
+
+/// Every commercial region of the embedded catalog plans offline, in its
+/// own zones; `catalog` names the price source (its own table for
+/// us-east-1, us-east-1's ASSUMED elsewhere).
+#[test]
+fn plans_offline_in_every_embedded_region() {
+    let o = flotilla(&["regions"]);
+    assert_exit(&o, 0);
+    let listed: Vec<String> = stdout(&o).lines().map(|l| l.trim().to_string()).collect();
+    for r in [
+        "eu-central-1",
+        "ap-southeast-2",
+        "sa-east-1",
+        "il-central-1",
+        "ca-west-1",
+    ] {
+        assert!(listed.contains(&r.to_string()), "{r} not in {listed:?}");
+    }
+    assert!(listed
+        .iter()
+        .all(|r| !r.starts_with("us-gov-") && !r.starts_with("cn-")));
+
+    for r in ["eu-central-1", "ap-northeast-1", "sa-east-1"] {
+        let plan = json(&flotilla(&[
+            "plan", "-f", BASIC, "--region", r, "-o", "json",
+        ]));
+        assert_eq!(plan["summary"]["scheduled"], 3, "{r}: {plan:#}");
+        for nc in plan["nodeClaims"].as_array().unwrap() {
+            let zone = nc["price"]["zone"].as_str().unwrap();
+            assert!(zone.starts_with(r), "{r}: planned in {zone}");
+        }
+        let cat = json(&flotilla(&["catalog", "--region", r, "-o", "json"]));
+        let source = cat["source"].as_str().unwrap();
+        assert!(
+            source.contains("us-east-1's prices ASSUMED"),
+            "{r}: {source}"
+        );
+    }
+    let cat = json(&flotilla(&[
+        "catalog",
+        "--region",
+        "us-east-1",
+        "-o",
+        "json",
+    ]));
+    let source = cat["source"].as_str().unwrap();
+    assert!(
+        source.contains("karpenter-provider-aws") && !source.contains("ASSUMED"),
+        "{source}"
+    );
+}

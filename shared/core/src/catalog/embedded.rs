@@ -142,7 +142,11 @@ impl RegionData {
     /// Indices into `zones` of the zones a type is offered in, ascending.
     fn zone_indices(&self, t: &str) -> Option<Vec<usize>> {
         let mask = *self.offerings.get(t)?;
-        Some((0..self.zones.len().min(64)).filter(|i| mask & (1u64 << i) != 0).collect())
+        Some(
+            (0..self.zones.len().min(64))
+                .filter(|i| mask & (1u64 << i) != 0)
+                .collect(),
+        )
     }
 }
 
@@ -451,12 +455,36 @@ mod tests {
 
     /// Every commercial region moto 5.2.5 has offerings for.
     const COMMERCIAL: [&str; 30] = [
-        "af-south-1", "ap-east-1", "ap-northeast-1", "ap-northeast-2", "ap-northeast-3",
-        "ap-south-1", "ap-south-2", "ap-southeast-1", "ap-southeast-2", "ap-southeast-3",
-        "ap-southeast-4", "ap-southeast-5", "ca-central-1", "ca-west-1", "eu-central-1",
-        "eu-central-2", "eu-north-1", "eu-south-1", "eu-south-2", "eu-west-1", "eu-west-2",
-        "eu-west-3", "il-central-1", "me-central-1", "me-south-1", "sa-east-1", "us-east-1",
-        "us-east-2", "us-west-1", "us-west-2",
+        "af-south-1",
+        "ap-east-1",
+        "ap-northeast-1",
+        "ap-northeast-2",
+        "ap-northeast-3",
+        "ap-south-1",
+        "ap-south-2",
+        "ap-southeast-1",
+        "ap-southeast-2",
+        "ap-southeast-3",
+        "ap-southeast-4",
+        "ap-southeast-5",
+        "ca-central-1",
+        "ca-west-1",
+        "eu-central-1",
+        "eu-central-2",
+        "eu-north-1",
+        "eu-south-1",
+        "eu-south-2",
+        "eu-west-1",
+        "eu-west-2",
+        "eu-west-3",
+        "il-central-1",
+        "me-central-1",
+        "me-south-1",
+        "sa-east-1",
+        "us-east-1",
+        "us-east-2",
+        "us-west-1",
+        "us-west-2",
     ];
 
     #[test]
@@ -465,24 +493,40 @@ mod tests {
         for r in COMMERCIAL {
             let c = Catalog::embedded(r).unwrap();
             assert!(c.entries.len() > 100, "{r}: {}", c.entries.len());
-            assert!(c.zones.iter().all(|z| z.starts_with(r)), "{r}: {:?}", c.zones);
-            assert!(c.get("m5.large").is_some() || c.get("m6i.large").is_some(), "{r}");
+            assert!(
+                c.zones.iter().all(|z| z.starts_with(r)),
+                "{r}: {:?}",
+                c.zones
+            );
+            assert!(
+                c.get("m5.large").is_some() || c.get("m6i.large").is_some(),
+                "{r}"
+            );
             let src = embedded_price_source(r).unwrap();
             assert_eq!(src.assumed, r != "us-east-1", "{r}");
             assert_eq!(src.date, "2026-07-20");
-            assert!(src.description.contains("karpenter-provider-aws"), "{src:?}");
+            assert!(
+                src.description.contains("karpenter-provider-aws"),
+                "{src:?}"
+            );
             assert_eq!(src.description.contains("ASSUMED"), src.assumed, "{src:?}");
             // The table covers every type the region offers.
             let prices = on_demand_prices(r).unwrap();
             assert!(c.entries.iter().all(|e| prices.contains_key(&e.info.name)));
         }
-        assert!(embedded_regions().iter().all(|r| !r.starts_with("us-gov-") && !r.starts_with("cn-")));
+        assert!(embedded_regions()
+            .iter()
+            .all(|r| !r.starts_with("us-gov-") && !r.starts_with("cn-")));
         // Zones come from moto's offerings: Frankfurt has three, Tokyo's
         // ap-northeast-1b is not offered to new accounts.
         let f = Catalog::embedded("eu-central-1").unwrap();
         assert_eq!(f.zones, ["eu-central-1a", "eu-central-1b", "eu-central-1c"]);
         let t = Catalog::embedded("ap-northeast-1").unwrap();
-        assert!(!t.zones.contains(&"ap-northeast-1b".to_string()), "{:?}", t.zones);
+        assert!(
+            !t.zones.contains(&"ap-northeast-1b".to_string()),
+            "{:?}",
+            t.zones
+        );
     }
 
     /// A document with a region priced from its own table and one borrowing
@@ -509,11 +553,21 @@ mod tests {
         let d: &'static Embedded = Box::leak(Box::new(d));
         let price_in = |r: &str| prices_of(d, &d.regions[r])["m5.large"];
         assert_eq!(
-            (price_in("us-east-1"), price_in("eu-west-1"), price_in("eu-west-3")),
+            (
+                price_in("us-east-1"),
+                price_in("eu-west-1"),
+                price_in("eu-west-3")
+            ),
             (0.096, 0.107, 0.096)
         );
-        assert_eq!(d.regions["eu-west-1"].zone_indices("m5.large"), Some(vec![1]));
-        assert_eq!(d.regions["us-east-1"].zone_indices("m5.large"), Some(vec![0, 1]));
+        assert_eq!(
+            d.regions["eu-west-1"].zone_indices("m5.large"),
+            Some(vec![1])
+        );
+        assert_eq!(
+            d.regions["us-east-1"].zone_indices("m5.large"),
+            Some(vec![0, 1])
+        );
         let ireland = build(
             "eu-west-1",
             &d.regions["eu-west-1"],
@@ -633,16 +687,10 @@ mod tests {
         // A priced type the region does not offer is offered in every zone.
         let d = data().unwrap();
         let r = region("us-west-2").unwrap();
-        if let Some(t) = d
-            .types
-            .iter()
-            .find(|t| {
-                !r.offerings.contains_key(&t.name)
-                    && on_demand_prices("us-west-2")
-                        .unwrap()
-                        .contains_key(&t.name)
-            })
-        {
+        if let Some(t) = d.types.iter().find(|t| {
+            !r.offerings.contains_key(&t.name)
+                && on_demand_prices("us-west-2").unwrap().contains_key(&t.name)
+        }) {
             let cat = Catalog::from_infos("us-west-2", vec![t.clone()]).unwrap();
             let zones: std::collections::BTreeSet<&str> = cat.entries[0]
                 .offerings

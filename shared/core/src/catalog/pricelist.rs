@@ -85,7 +85,10 @@ pub fn parse_product(doc: &str) -> Result<ProductPrice, PriceListError> {
             }
         }
     }
-    let region = attrs.get("regionCode").and_then(Value::as_str).unwrap_or("");
+    let region = attrs
+        .get("regionCode")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     Ok(ProductPrice {
         instance_type: instance_type.to_string(),
         region: region.to_string(),
@@ -189,7 +192,10 @@ impl OnDemandPrices {
 
     /// Instance type → USD/hour (what [`Catalog::from_live`](super::Catalog::from_live) takes).
     pub fn usd(&self) -> BTreeMap<String, f64> {
-        self.prices.iter().map(|(t, (p, _))| (t.clone(), *p)).collect()
+        self.prices
+            .iter()
+            .map(|(t, (p, _))| (t.clone(), *p))
+            .collect()
     }
 
     pub fn origin(&self, instance_type: &str) -> Option<PriceOrigin> {
@@ -291,8 +297,16 @@ mod tests {
             "c": {"unit": "Quantity", "pricePerUnit": {"USD": "0.001"}},
         });
         let cases: Vec<(&str, String, Result<ProductPrice, PriceListError>)> = vec![
-            ("plain", product(linux("m5.large"), hrs("0.1070000000")), ok(0.107)),
-            ("lowest hourly dimension", product(linux("m5.large"), two_dims), ok(0.107)),
+            (
+                "plain",
+                product(linux("m5.large"), hrs("0.1070000000")),
+                ok(0.107),
+            ),
+            (
+                "lowest hourly dimension",
+                product(linux("m5.large"), two_dims),
+                ok(0.107),
+            ),
             (
                 "windows",
                 product(with("operatingSystem", "Windows"), hrs("0.2")),
@@ -313,17 +327,36 @@ mod tests {
             ),
             (
                 "unused reservation",
-                product(with("capacitystatus", "UnusedCapacityReservation"), hrs("0.1")),
+                product(
+                    with("capacitystatus", "UnusedCapacityReservation"),
+                    hrs("0.1"),
+                ),
                 Err(PriceListError::OtherProduct {
                     attribute: "capacitystatus",
                     value: "UnusedCapacityReservation".into(),
                     wanted: "Used",
                 }),
             ),
-            ("zero", product(linux("m5.large"), hrs("0.0000000000")), Err(PriceListError::BadPrice("0.0000000000".into()))),
-            ("garbage price", product(linux("m5.large"), hrs("cheap")), Err(PriceListError::BadPrice("cheap".into()))),
-            ("nan", product(linux("m5.large"), hrs("NaN")), Err(PriceListError::BadPrice("NaN".into()))),
-            ("no dimensions", product(linux("m5.large"), json!({})), Err(PriceListError::NoHourlyPrice)),
+            (
+                "zero",
+                product(linux("m5.large"), hrs("0.0000000000")),
+                Err(PriceListError::BadPrice("0.0000000000".into())),
+            ),
+            (
+                "garbage price",
+                product(linux("m5.large"), hrs("cheap")),
+                Err(PriceListError::BadPrice("cheap".into())),
+            ),
+            (
+                "nan",
+                product(linux("m5.large"), hrs("NaN")),
+                Err(PriceListError::BadPrice("NaN".into())),
+            ),
+            (
+                "no dimensions",
+                product(linux("m5.large"), json!({})),
+                Err(PriceListError::NoHourlyPrice),
+            ),
             (
                 "no instance type",
                 product(json!({"operatingSystem": "Linux"}), hrs("0.1")),
@@ -334,23 +367,40 @@ mod tests {
                 product(json!({"instanceType": 5}), hrs("0.1")),
                 Err(PriceListError::Missing("product.attributes.instanceType")),
             ),
-            ("no product", json!({"terms": {}}).to_string(), Err(PriceListError::Missing("product.attributes"))),
-            ("no terms", json!({"product": {"attributes": linux("m5.large")}}).to_string(), Err(PriceListError::NoHourlyPrice)),
+            (
+                "no product",
+                json!({"terms": {}}).to_string(),
+                Err(PriceListError::Missing("product.attributes")),
+            ),
+            (
+                "no terms",
+                json!({"product": {"attributes": linux("m5.large")}}).to_string(),
+                Err(PriceListError::NoHourlyPrice),
+            ),
         ];
         for (name, doc, want) in cases {
             assert_eq!(parse_product(&doc), want, "{name}");
         }
-        assert!(matches!(parse_product("{"), Err(PriceListError::NotJson(_))));
+        assert!(matches!(
+            parse_product("{"),
+            Err(PriceListError::NotJson(_))
+        ));
         assert!(matches!(parse_product(""), Err(PriceListError::NotJson(_))));
         // No regionCode (older documents): the region is left empty.
         let mut a = linux("t3.micro");
         a.as_object_mut().unwrap().remove("regionCode");
-        assert_eq!(parse_product(&product(a, hrs("0.0104"))).unwrap().region, "");
+        assert_eq!(
+            parse_product(&product(a, hrs("0.0104"))).unwrap().region,
+            ""
+        );
     }
 
     #[test]
     fn merge_prefers_live_and_records_origin() {
-        let live = BTreeMap::from([("m5.large".to_string(), 0.107), ("bad.large".to_string(), f64::NAN)]);
+        let live = BTreeMap::from([
+            ("m5.large".to_string(), 0.107),
+            ("bad.large".to_string(), f64::NAN),
+        ]);
         let embedded = BTreeMap::from([
             ("m5.large".to_string(), 0.096),
             ("c5.large".to_string(), 0.085),
@@ -367,16 +417,28 @@ mod tests {
         assert_eq!(p.usd()["bad.large"], 0.5, "a NaN live price falls back");
         assert_eq!(p.origin("x.large"), None);
         let s = p.summary();
-        assert!(s.contains("1 from the AWS Price List API (fetched 2026-"), "{s}");
-        assert!(s.contains("2 from the embedded table (karpenter 2026-07-20, ASSUMED)"), "{s}");
+        assert!(
+            s.contains("1 from the AWS Price List API (fetched 2026-"),
+            "{s}"
+        );
+        assert!(
+            s.contains("2 from the embedded table (karpenter 2026-07-20, ASSUMED)"),
+            "{s}"
+        );
 
         let only_embedded = OnDemandPrices::merge("eu-west-1", None, Some((&embedded, "e")));
-        assert!(only_embedded.prices.values().all(|(_, o)| *o == PriceOrigin::Embedded));
+        assert!(only_embedded
+            .prices
+            .values()
+            .all(|(_, o)| *o == PriceOrigin::Embedded));
         assert_eq!(only_embedded.price_list_fetched_at, None);
         // The embedded table is not named when it priced nothing.
         let only_live = OnDemandPrices::merge("x", Some((&live, 1)), Some((&BTreeMap::new(), "e")));
         assert_eq!(only_live.embedded_source, None);
-        assert_eq!(OnDemandPrices::merge("x", None, None).summary(), "no on-demand prices");
+        assert_eq!(
+            OnDemandPrices::merge("x", None, None).summary(),
+            "no on-demand prices"
+        );
     }
 
     #[test]
