@@ -1,5 +1,10 @@
 //! The `intake` Lambda (Function URL, `AWS_IAM` auth).
 
+// The handler's future is deep (service → ports → SDK futures); a release
+// build computes its layout past rustc's default query depth of 128 (the
+// arm64 `sam build` of intake failed so: "queries overflow the depth limit").
+#![recursion_limit = "256"]
+
 use aws_lambda_events::event::lambda_function_urls::LambdaFunctionUrlRequest;
 use lambda_runtime::{service_fn, LambdaEvent};
 
