@@ -1130,7 +1130,8 @@ async fn each_role_holds_exactly_the_actions_its_code_calls() {
             for a in &s.actions {
                 assert!(!a.contains('*'), "{}: wildcard action {a}", s.policy);
             }
-            // 3. Platform actions: own log group, own DLQ only.
+            // 3. Platform actions: own log group, own DLQ only; X-Ray's
+            //    (active tracing), which has no resource-level permissions.
             let platform: Vec<&String> = s.actions.iter().filter(|a| !service(a)).collect();
             if !platform.is_empty() {
                 assert_eq!(
@@ -1156,6 +1157,9 @@ async fn each_role_holds_exactly_the_actions_its_code_calls() {
                                 "{}",
                                 s.policy
                             )
+                        }
+                        "xray:PutTraceSegments" | "xray:PutTelemetryRecords" => {
+                            assert_eq!(s.resources, vec!["*".to_string()], "{}", s.policy)
                         }
                         other => panic!("{}: unexpected action {other}", s.policy),
                     }

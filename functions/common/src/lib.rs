@@ -7,6 +7,8 @@
 //! `FLOTILLA_CLUSTER_PRINCIPALS` (JSON: cluster id → IAM principal ARNs
 //! allowed to post for it; unset means any signed caller).
 
+pub mod metrics;
+
 use anyhow::{Context, Result};
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use flotilla_aws::{DynamoStore, Ec2Client, EventBridgeBus};

@@ -17,6 +17,7 @@ use aws_lambda_events::event::lambda_function_urls::{
     LambdaFunctionUrlRequest, LambdaFunctionUrlResponse,
 };
 use base64::Engine;
+use flotilla_lambda::metrics::{self as m, Metrics, Stage};
 use flotilla_ports::{Bus, Clock, Ec2, Store};
 use flotilla_service::intake::{self, Caller};
 use flotilla_service::{Ports, ServiceError};
@@ -108,8 +109,81 @@ fn caller(req: &LambdaFunctionUrlRequest) -> Caller {
     }
 }
 
-/// Handle one Function URL request.
+/// Handle one Function URL request and print its metrics (EMF).
 pub async fn handle<S: Store, E: Ec2, B: Bus, C: Clock>(
+    ports: &Ports<S, E, B, C>,
+    req: &LambdaFunctionUrlRequest,
+) -> LambdaFunctionUrlResponse {
+    let (response, metrics) = handle_measured(ports, req).await;
+    metrics.emit(ports.clock.now_millis());
+    response
+}
+
+/// [`handle`], returning the metrics instead of printing them.
+pub async fn handle_measured<S: Store, E: Ec2, B: Bus, C: Clock>(
+    ports: &Ports<S, E, B, C>,
+    req: &LambdaFunctionUrlRequest,
+) -> (LambdaFunctionUrlResponse, Metrics) {
+    let started = ports.clock.now_millis();
+    let response = route(ports, req).await;
+    let mut metrics = Metrics::new(Stage::Intake);
+    record(&mut metrics, req, &response);
+    metrics.latency(ports.clock.now_millis().saturating_sub(started));
+    (response, metrics)
+}
+
+/// Batches accepted or refused (by reason), and 5xx answers as errors.
+fn record(
+    metrics: &mut Metrics,
+    req: &LambdaFunctionUrlRequest,
+    response: &LambdaFunctionUrlResponse,
+) {
+    let status = response.status_code;
+    metrics.count(m::ERRORS, usize::from(status >= 500));
+    let method = req.request_context.http.method.as_deref().unwrap_or("");
+    let path = req
+        .raw_path
+        .as_deref()
+        .or(req.request_context.http.path.as_deref())
+        .unwrap_or("/");
+    let batch_post =
+        method.eq_ignore_ascii_case("POST") && matches!(path.trim_matches('/'), "" | "batches");
+    if !batch_post {
+        return;
+    }
+    if (200..300).contains(&status) {
+        metrics.count(m::BATCHES_ACCEPTED, 1);
+        metrics.count(m::BATCHES_REFUSED, 0);
+        let body: serde_json::Value = response
+            .body
+            .as_deref()
+            .and_then(|b| serde_json::from_str(b).ok())
+            .unwrap_or_default();
+        for (key, field) in [(m::CLUSTER_ID, "clusterId"), (m::BATCH_ID, "batchId")] {
+            if let Some(v) = body.get(field).and_then(|v| v.as_str()) {
+                metrics.property(key, v);
+            }
+        }
+    } else {
+        metrics.count(m::BATCHES_ACCEPTED, 0);
+        metrics.count_reason(m::BATCHES_REFUSED, &refusal_reason(status), 1);
+    }
+}
+
+/// A refused batch's status as a reason code.
+pub fn refusal_reason(status: i64) -> String {
+    match status {
+        400 => "BadRequest".into(),
+        403 => "Forbidden".into(),
+        413 => "TooLarge".into(),
+        429 => "Throttled".into(),
+        500 => "Internal".into(),
+        503 => "Unavailable".into(),
+        other => format!("Http{other}"),
+    }
+}
+
+async fn route<S: Store, E: Ec2, B: Bus, C: Clock>(
     ports: &Ports<S, E, B, C>,
     req: &LambdaFunctionUrlRequest,
 ) -> LambdaFunctionUrlResponse {
@@ -148,8 +222,15 @@ pub async fn handle<S: Store, E: Ec2, B: Bus, C: Clock>(
             }
         }
         ("GET", ["clusters", id]) => {
-            match intake::cluster_view(&ports.store, &ports.clock, &ports.access, &caller(req), id)
-                .await
+            match intake::cluster_view(
+                &ports.store,
+                &ports.clock,
+                &ports.config,
+                &ports.access,
+                &caller(req),
+                id,
+            )
+            .await
             {
                 Ok(view) => response(200, &serde_json::to_value(&view).unwrap_or_default()),
                 Err(e) => service_error(&e),
@@ -262,5 +343,59 @@ mod tests {
                 .0,
             400
         );
+    }
+}
+
+#[cfg(test)]
+mod metrics_tests {
+    use super::*;
+
+    fn sample() -> LambdaFunctionUrlRequest {
+        serde_json::from_str(include_str!("../../../events/intake-post.json")).expect("parses")
+    }
+
+    #[test]
+    fn batch_posts_count_as_accepted_or_refused_by_reason() {
+        let req = sample();
+        let accepted = response(
+            202,
+            &serde_json::json!({"clusterId": "demo", "batchId": "b1", "pendingPods": 3}),
+        );
+        let mut mm = Metrics::new(Stage::Intake);
+        record(&mut mm, &req, &accepted);
+        assert_eq!(mm.get(m::BATCHES_ACCEPTED), Some(1.0));
+        assert_eq!(mm.get(m::BATCHES_REFUSED), Some(0.0));
+        assert_eq!(mm.get(m::ERRORS), Some(0.0));
+        let doc = &mm.documents(0)[0];
+        assert_eq!(doc["ClusterId"], "demo");
+        assert_eq!(doc["BatchId"], "b1");
+
+        for (status, reason, errors) in [
+            (400, "BadRequest", 0.0),
+            (403, "Forbidden", 0.0),
+            (413, "TooLarge", 0.0),
+            (503, "Unavailable", 1.0),
+            (500, "Internal", 1.0),
+            (418, "Http418", 0.0),
+        ] {
+            let mut mm = Metrics::new(Stage::Intake);
+            record(&mut mm, &req, &error(status, "no"));
+            assert_eq!(mm.get(m::BATCHES_ACCEPTED), Some(0.0), "{status}");
+            assert_eq!(
+                mm.get_reason(m::BATCHES_REFUSED, reason),
+                Some(1.0),
+                "{status}"
+            );
+            assert_eq!(mm.get(m::ERRORS), Some(errors), "{status}");
+        }
+
+        // Other routes: no batch counts, but a 5xx is an error.
+        let mut get = sample();
+        get.raw_path = Some("/clusters/demo".into());
+        get.request_context.http.method = Some("GET".into());
+        let mut mm = Metrics::new(Stage::Intake);
+        record(&mut mm, &get, &error(503, "later"));
+        assert_eq!(mm.get(m::BATCHES_ACCEPTED), None);
+        assert_eq!(mm.get(m::ERRORS), Some(1.0));
     }
 }

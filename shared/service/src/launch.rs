@@ -45,6 +45,8 @@ pub struct LaunchReport {
     pub skipped: Vec<String>,
     /// CreateFleet calls made.
     pub fleet_calls: u32,
+    /// Offerings CreateFleet reported out of capacity (ICE).
+    pub ice_hits: usize,
 }
 
 /// What launching needs besides the NodeClaim: the batch's NodePools,
@@ -140,6 +142,7 @@ pub async fn on_node_claims_planned<S: Store, E: Ec2, B: Bus, C: Clock>(
         report.failed.extend(r.failed);
         report.skipped.extend(r.skipped);
         report.fleet_calls += r.fleet_calls;
+        report.ice_hits += r.ice_hits;
         if let Err(e) = out {
             first_error.get_or_insert(e);
         }
@@ -518,6 +521,7 @@ async fn launch_taken<S: Store, E: Ec2, C: Clock>(
             | Outcome::Failed { unavailable, .. } => unavailable.clone(),
         };
         record_ice(store, clock, &config.region, &unavailable).await?;
+        report.ice_hits += unavailable.len();
         locked(&env.unavailable).extend(unavailable);
         match outcome {
             Outcome::Launched { mut instances, .. } => {

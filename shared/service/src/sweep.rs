@@ -60,6 +60,8 @@ pub struct SweepReport {
     pub announced: Vec<String>,
     pub actions: usize,
     pub templates_deleted: Vec<String>,
+    /// Capacity reservation slots held by live NodeClaims when swept.
+    pub reservation_slots_used: usize,
 }
 
 /// An action as stored for the agent (`ACTION#<id>`).
@@ -324,6 +326,10 @@ async fn sweep_cluster<S: Store, E: Ec2, B: Bus, C: Clock>(
         }
         by_name.insert(name, (item, record));
     }
+    report.reservation_slots_used += by_name
+        .values()
+        .filter(|(_, r)| r.state.is_live() && r.reservation.is_some())
+        .count();
 
     // Leaks: tagged for this cluster, no live NodeClaim, old enough.
     let leaked: Vec<String> = running
