@@ -58,6 +58,9 @@ pub async fn aws_ports() -> Result<AwsPorts> {
     let sdk = flotilla_aws::load_config().await;
     Ok(Ports {
         store: DynamoStore::new(&sdk, env("TABLE_NAME")?),
+        // EC2 in the function's region, with the AWS Price List API (its
+        // client pinned to us-east-1, where the API is served) for the
+        // on-demand prices of live catalogs (role: pricing:GetProducts).
         ec2: Ec2Client::new(&sdk),
         bus: EventBridgeBus::new(&sdk, env("EVENT_BUS_NAME")?),
         clock: SystemClock,
