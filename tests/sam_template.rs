@@ -109,6 +109,7 @@ fn resolve_bin(metadata: &Value, dir: &Path, bin: &str) -> Result<String, String
     };
     selected
         .iter()
+        .copied()
         .find(defines)
         .map(|p| p["name"].as_str().unwrap_or_default().to_string())
         .ok_or_else(|| {

@@ -139,7 +139,9 @@ impl PortCall {
     ///   (TagSpecifications), which needs `ec2:CreateTags`.
     /// - CreateFleet launches with `ec2:RunInstances` on the caller's behalf
     ///   and passes the node role through the launch template's instance
-    ///   profile (`iam:PassRole`).
+    ///   profile (`iam:PassRole`); the first spot launch of an account creates
+    ///   the `AWSServiceRoleForEC2Spot` service-linked role with the caller's
+    ///   `iam:CreateServiceLinkedRole`.
     pub fn iam_actions(self) -> &'static [&'static str] {
         match self {
             PortCall::StoreGet => &["dynamodb:GetItem"],
@@ -165,6 +167,7 @@ impl PortCall {
                 "ec2:RunInstances",
                 "ec2:CreateTags",
                 "iam:PassRole",
+                "iam:CreateServiceLinkedRole",
             ],
             PortCall::Ec2DescribeInstances => &["ec2:DescribeInstances"],
             PortCall::Ec2TerminateInstances => &["ec2:TerminateInstances"],
@@ -296,6 +299,7 @@ mod tests {
                 "ec2:CreateLaunchTemplate",
                 "ec2:CreateTags",
                 "ec2:RunInstances",
+                "iam:CreateServiceLinkedRole",
                 "iam:PassRole"
             ]
         );
