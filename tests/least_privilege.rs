@@ -343,7 +343,7 @@ impl World {
                     bus: Rec::new(bus.clone(), c.clone()),
                     clock: clock.clone(),
                     config: config.clone(),
-                    access: Access::default(),
+                    access: Access::default().allow(CLUSTER, flotilla_tests::SAMPLE_AGENT),
                 },
             );
             calls.insert(f, c);
@@ -706,6 +706,9 @@ async fn scenario(w: &World) {
     let mut orphans = w.orphan(CLUSTER, "ghost").await;
     orphans.extend(w.orphan("gone-cluster", "ghost").await);
     orphans.sort();
+    // The sweep first waits for an agent's report of the unknown
+    // cluster's nodes (none comes: it is collected 16 minutes later).
+    w.deliver("sweep", &sample("sweep-schedule.json")).await;
     let mut more = body.clone();
     more["documents"][0]["items"][2]["metadata"]["name"] = json!("web-late");
     w.post(&more).await;
@@ -1288,6 +1291,45 @@ async fn each_role_holds_exactly_the_actions_its_code_calls() {
                     s.policy
                 );
             }
+            // Isolation through IAM: every EC2 mutation that creates or
+            // touches a tagged resource requires this stack's cluster tag
+            // and stack tag on it, so no function of this stack can create,
+            // launch from, tag, terminate or delete another cluster's or
+            // another stack's instances and templates.
+            let launch = has("ec2:CreateFleet") || has("ec2:RunInstances");
+            let tag_kind = if has("ec2:TerminateInstances")
+                || has("ec2:DeleteLaunchTemplate")
+                || (launch && on("launch-template"))
+            {
+                Some("ResourceTag")
+            } else if has("ec2:CreateLaunchTemplate")
+                || has("ec2:CreateTags")
+                || (launch && (on("instance") || on("fleet") || on("volume")))
+            {
+                Some("RequestTag")
+            } else {
+                None
+            };
+            if let Some(kind) = tag_kind {
+                assert_eq!(
+                    cond(s, "StringEquals", &format!("aws:{kind}/{CLUSTER_TAG}")),
+                    Some(&json!("owned")),
+                    "{}: {:?} must be conditioned on aws:{kind}/{CLUSTER_TAG}",
+                    s.policy,
+                    s.actions
+                );
+                assert_eq!(
+                    cond(
+                        s,
+                        "StringEquals",
+                        &format!("aws:{kind}/{}", flotilla_service::sweep::STACK_TAG)
+                    ),
+                    Some(&json!("${AWS::StackId}")),
+                    "{}: {:?} must be conditioned on this stack's tag (aws:{kind}/flotilla.io/stack = ${{AWS::StackId}})",
+                    s.policy,
+                    s.actions
+                );
+            }
         }
     }
 
@@ -1306,6 +1348,18 @@ async fn each_role_holds_exactly_the_actions_its_code_calls() {
             .tags
             .contains_key(flotilla_core::launch::launch_template::TAG_NODEPOOL));
         assert!(i.tags.contains_key(flotilla_service::sweep::CLUSTER_ID_TAG));
+        assert_eq!(
+            i.tags.get(flotilla_service::sweep::STACK_TAG),
+            Some(&w.ports["launch"].config.stack_id),
+            "{i:?}"
+        );
+        assert_eq!(
+            i.tags
+                .get(flotilla_core::launch::launch_template::TAG_EKS_CLUSTER_NAME)
+                .map(String::as_str),
+            Some(CLUSTER),
+            "{i:?}"
+        );
     }
     for request in w.ec2.fleet_requests() {
         let kinds: BTreeSet<&str> = request
@@ -1324,6 +1378,8 @@ async fn each_role_holds_exactly_the_actions_its_code_calls() {
                 "karpenter.sh/nodepool",
                 "flotilla.io/cluster-id",
                 "kubernetes.io/cluster/demo",
+                "flotilla.io/stack",
+                "eks:eks-cluster-name",
             ] {
                 assert!(keys.contains(k), "{} tags lack {k}", spec.resource_type);
             }

@@ -19,7 +19,9 @@ use flotilla_aws::DynamoStore;
 use flotilla_ports::Store;
 use flotilla_service::records::NodeClaimState;
 use flotilla_sim::MemStore;
-use flotilla_tests::{bridge, sample_batch, sim_ports, unique_name, url_request, Moto, SimPorts};
+use flotilla_tests::{
+    bridge, sample_batch, sim_ports, unique_name, url_request, Moto, SimPorts, SAMPLE_AGENT,
+};
 
 const CLUSTERS: usize = 100;
 /// Subnets and security groups carry this discovery tag.
@@ -45,8 +47,12 @@ async fn load<S: Store + Send + Sync + 'static>(
     label: &str,
     pods_per_batch: usize,
 ) -> serde_json::Value {
-    let p: Arc<SimPorts<S>> = Arc::new(sim_ports(store, DISCOVERY));
     let clusters: Vec<String> = (0..CLUSTERS).map(|i| format!("load-{i:03}")).collect();
+    let mut ports = sim_ports(store, DISCOVERY);
+    for c in &clusters {
+        ports.access = ports.access.allow(c, SAMPLE_AGENT);
+    }
+    let p: Arc<SimPorts<S>> = Arc::new(ports);
 
     // Every cluster posts at once.
     let started = Instant::now();

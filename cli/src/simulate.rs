@@ -109,6 +109,14 @@ fn documents(inputs: &[Input]) -> Result<Vec<serde_json::Value>> {
     Ok(out)
 }
 
+/// The IAM principal `flotilla simulate` posts as, granted its cluster
+/// (intake denies clusters nobody was granted).
+const SIMULATED_AGENT: &str = "arn:aws:sts::000000000000:assumed-role/flotilla-agent/simulate";
+
+/// The instance profile the simulated deployment made for its node role
+/// (the default of AWSNodeTemplates without one, as in a deployed stack).
+const SIMULATED_PROFILE: &str = "flotilla-simulated";
+
 /// Subnets and security groups that the EC2NodeClasses' selector terms
 /// find, one subnet per zone, so any EC2NodeClass resolves in the
 /// simulator.
@@ -197,10 +205,10 @@ pub fn run(
             region: region.to_string(),
             reserved_capacity,
             node_role: role,
-            instance_profile: Some("flotilla-simulated".into()),
+            instance_profile: Some(SIMULATED_PROFILE.into()),
             ..Config::default()
         },
-        access: Access::default(),
+        access: Access::default().allow("simulated", SIMULATED_AGENT),
     };
     let body = serde_json::to_vec(&serde_json::json!({
         "clusterId": "simulated",
@@ -219,7 +227,9 @@ pub fn run(
         &ports.clock,
         &ports.config,
         &ports.access,
-        &Caller { principal: None },
+        &Caller {
+            principal: Some(SIMULATED_AGENT.into()),
+        },
         &body,
     ))?;
     if accepted.pending_pods == 0 {
@@ -292,8 +302,11 @@ pub fn run(
     let view = block_on(intake::cluster_view(
         &ports.store,
         &ports.clock,
+        &ports.config,
         &ports.access,
-        &Caller { principal: None },
+        &Caller {
+            principal: Some(SIMULATED_AGENT.into()),
+        },
         "simulated",
     ))?;
     if let Some(last) = view.last_result {

@@ -270,7 +270,12 @@ pub type SimPorts<S> = flotilla_service::Ports<
     std::sync::Arc<flotilla_sim::ManualClock>,
 >;
 
-/// See [`SimPorts`].
+/// The agent role whose sessions sign the sample requests of `events/`
+/// (`userArn` of `intake-post.json`): a `ClusterPrincipals` entry.
+pub const SAMPLE_AGENT: &str = "arn:aws:sts::123456789012:assumed-role/flotilla-agent/*";
+
+/// See [`SimPorts`]. `cluster` is granted to [`SAMPLE_AGENT`] (intake
+/// denies clusters nobody was granted).
 pub fn sim_ports<S>(store: S, cluster: &str) -> SimPorts<S> {
     use std::sync::Arc;
     let clock = Arc::new(flotilla_sim::ManualClock::at_millis(1_800_000_000_000));
@@ -290,6 +295,6 @@ pub fn sim_ports<S>(store: S, cluster: &str) -> SimPorts<S> {
             instance_profile: Some("flotilla-nodes".into()),
             ..flotilla_service::Config::default()
         },
-        access: flotilla_service::intake::Access::default(),
+        access: flotilla_service::intake::Access::default().allow(cluster, SAMPLE_AGENT),
     }
 }

@@ -5,7 +5,7 @@
 //! `EVENT_BUS_NAME`, `AWS_REGION`, `RUST_LOG`, and the `FLOTILLA_*` settings
 //! read by [`flotilla_service::Config::from_lookup`], plus
 //! `FLOTILLA_CLUSTER_PRINCIPALS` (JSON: cluster id → IAM principal ARNs
-//! allowed to post for it; unset means any signed caller).
+//! allowed to post for it; unset or empty: nobody, every cluster is refused).
 
 pub mod metrics;
 

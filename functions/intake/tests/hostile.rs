@@ -22,6 +22,11 @@ type SimPorts = Ports<Arc<MemStore>, Arc<Ec2Sim>, Arc<MemBus>, Arc<ManualClock>>
 const AGENT_A: &str = "arn:aws:sts::123456789012:assumed-role/agent-a/session";
 const AGENT_B: &str = "arn:aws:sts::123456789012:assumed-role/agent-b/session";
 
+/// `demo` granted to agent A (intake denies clusters nobody was granted).
+fn granted() -> Access {
+    Access::default().allow("demo", AGENT_A)
+}
+
 fn ports(access: Access) -> SimPorts {
     let clock = Arc::new(ManualClock::at_millis(1_800_000_000_000));
     let ec2 = Ec2Sim::builder("us-west-2")
@@ -171,7 +176,7 @@ fn assert_bad_request(r: &LambdaFunctionUrlResponse, mentions: &[&str]) {
 
 #[test]
 fn oversized_bodies_are_refused_before_parsing_or_inflating() {
-    let p = ports(Access::default());
+    let p = ports(granted());
     let limit = p.config.max_body_bytes;
     // Not even JSON: refused for its size (413), so it was never parsed.
     let r = post(&p, &vec![b'x'; limit + 1]);
@@ -196,7 +201,7 @@ fn oversized_bodies_are_refused_before_parsing_or_inflating() {
 
 #[test]
 fn deeply_nested_documents_are_a_clear_400() {
-    let p = ports(Access::default());
+    let p = ports(granted());
     let depth = 100_000;
     let mut body = String::from(r#"{"clusterId":"demo","cluster":"#);
     body.push_str(&cluster_meta().to_string());
@@ -232,7 +237,7 @@ fn deeply_nested_documents_are_a_clear_400() {
 
 #[test]
 fn invalid_utf8_and_non_json_are_clear_400s() {
-    let p = ports(Access::default());
+    let p = ports(granted());
     let mut body = good_batch("demo");
     let at = body.len() / 2;
     body[at] = 0xff;
@@ -244,7 +249,7 @@ fn invalid_utf8_and_non_json_are_clear_400s() {
 
 #[test]
 fn huge_counts_and_quantities_name_their_field() {
-    let p = ports(Access::default());
+    let p = ports(granted());
     let base = || vec![node_pool(serde_json::json!({})), node_class()];
     // A Deployment asking for two billion replicas.
     let mut docs = base();
@@ -270,7 +275,7 @@ fn huge_counts_and_quantities_name_their_field() {
     // API server does: accepted.
     let mut docs = base();
     docs.push(pod("q", serde_json::json!("1e-400")));
-    assert_eq!(post(&p, &batch("tiny", docs)).status_code, 202);
+    assert_eq!(post(&p, &batch("demo", docs)).status_code, 202);
     // A number literal too big for any integer type as a replica count.
     let mut docs = base();
     docs.push(serde_json::json!({
@@ -286,7 +291,7 @@ fn huge_counts_and_quantities_name_their_field() {
 
 #[test]
 fn label_values_that_could_inject_into_user_data_are_refused() {
-    let p = ports(Access::default());
+    let p = ports(granted());
     for value in [
         "a\nb",
         "x\"; reboot; \"",
@@ -333,7 +338,7 @@ fn drain(p: &SimPorts) {
 
 #[test]
 fn accepted_labels_reach_user_data_only_as_validated_values() {
-    let p = ports(Access::default());
+    let p = ports(granted());
     let docs = vec![
         node_pool(serde_json::json!({ "team": "payments-1.a_b" })),
         node_class(),
@@ -349,6 +354,44 @@ fn accepted_labels_reach_user_data_only_as_validated_values() {
         let user_data = &t.user_data;
         assert!(user_data.contains("team=payments-1.a_b"), "{user_data}");
     }
+}
+
+#[test]
+fn without_cluster_principals_every_cluster_is_refused_naming_the_parameter() {
+    let p = ports(Access::default());
+    let before = p.store.dump();
+    for r in [
+        post(&p, &good_batch("demo")),
+        block_on(flotilla_fn_intake::handle(
+            &p,
+            &request("GET", "/clusters/demo", b"", Some(AGENT_A)),
+        )),
+    ] {
+        assert_eq!(r.status_code, 403, "{}", error_of(&r));
+        let e = error_of(&r);
+        assert!(
+            e.contains("ClusterPrincipals") && e.contains("FLOTILLA_CLUSTER_PRINCIPALS"),
+            "{e}"
+        );
+    }
+    assert_eq!(p.store.dump(), before, "a refused post writes nothing");
+}
+
+#[test]
+fn a_batch_for_another_eks_cluster_is_a_400_naming_both() {
+    let mut p = ports(granted());
+    p.config.cluster_name = Some("prod".into());
+    let before = p.store.dump();
+    let r = post(&p, &good_batch("demo"));
+    assert_eq!(r.status_code, 400, "{}", error_of(&r));
+    let e = error_of(&r);
+    assert!(
+        e.contains("cluster.name") && e.contains("\"demo\"") && e.contains("\"prod\""),
+        "{e}"
+    );
+    assert_eq!(p.store.dump(), before, "a refused post writes nothing");
+    p.config.cluster_name = Some("demo".into());
+    assert_eq!(post(&p, &good_batch("demo")).status_code, 202);
 }
 
 #[test]
@@ -469,7 +512,7 @@ proptest! {
 
     #[test]
     fn arbitrary_bytes_get_a_4xx_never_a_panic(body in prop::collection::vec(any::<u8>(), 0..2048)) {
-        let p = ports(Access::default());
+        let p = ports(granted());
         let r = post(&p, &body);
         prop_assert!(matches!(r.status_code, 400 | 413), "{} {}", r.status_code, error_of(&r));
         prop_assert!(!error_of(&r).is_empty());
@@ -480,7 +523,7 @@ proptest! {
         docs in prop::collection::vec(json_value(), 0..6),
         with_pool in any::<bool>(),
     ) {
-        let p = ports(Access::default());
+        let p = ports(granted());
         let mut documents = Vec::new();
         if with_pool {
             documents.push(node_pool(serde_json::json!({})));
@@ -496,7 +539,7 @@ proptest! {
 
     #[test]
     fn arbitrary_envelopes_are_refused_with_a_reason(envelope in json_value()) {
-        let p = ports(Access::default());
+        let p = ports(granted());
         let body = serde_json::to_vec(&envelope).expect("json");
         let r = post(&p, &body);
         prop_assert_eq!(r.status_code, 400, "{}", error_of(&r));

@@ -35,8 +35,10 @@ pub struct Caller {
     pub principal: Option<String>,
 }
 
-/// Which principals may act for which cluster. Empty: no restriction
-/// (local use); otherwise a cluster absent from the map is forbidden.
+/// Which principals may act for which cluster. Deny by default: a cluster
+/// absent from the map is refused (empty map: every cluster), so a stack
+/// deployed without `ClusterPrincipals` lets nobody act until the operator
+/// binds each cluster id to its agent's principal.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 pub struct Access {
     /// cluster id → principal ARNs (a trailing `*` matches a prefix, e.g.
@@ -45,28 +47,95 @@ pub struct Access {
 }
 
 impl Access {
+    /// Also allow `principal` (an ARN, or a prefix ending in `*`) to act for
+    /// `cluster`.
+    #[must_use]
+    pub fn allow(mut self, cluster: &str, principal: &str) -> Access {
+        self.clusters
+            .entry(cluster.to_string())
+            .or_default()
+            .push(principal.to_string());
+        self
+    }
+
     pub fn check(&self, caller: &Caller, cluster: &str) -> Result<()> {
-        if self.clusters.is_empty() {
-            return Ok(());
-        }
+        let Some(allowed) = self.clusters.get(cluster) else {
+            return Err(ServiceError::Forbidden(format!(
+                "no IAM principal may act for cluster {cluster:?}: map it to the agent's principal \
+                 in the stack's ClusterPrincipals parameter (FLOTILLA_CLUSTER_PRINCIPALS), e.g. \
+                 {{\"{cluster}\": [\"arn:aws:iam::<account>:role/<agent role>\"]}}"
+            )));
+        };
         let Some(principal) = caller.principal.as_deref() else {
             return Err(ServiceError::Forbidden(
                 "request is not signed by an IAM principal".into(),
             ));
         };
-        let allowed = self.clusters.get(cluster).is_some_and(|list| {
-            list.iter().any(|p| match p.strip_suffix('*') {
-                Some(prefix) => principal.starts_with(prefix),
-                None => p == principal,
-            })
+        let ok = allowed.iter().any(|p| match p.strip_suffix('*') {
+            Some(prefix) => principal.starts_with(prefix),
+            None => p == principal,
         });
-        if allowed {
+        if ok {
             Ok(())
         } else {
             Err(ServiceError::Forbidden(format!(
-                "{principal} may not act for cluster {cluster:?}"
+                "{principal} may not act for cluster {cluster:?} (not among its principals in \
+                 ClusterPrincipals, FLOTILLA_CLUSTER_PRINCIPALS)"
             )))
         }
+    }
+}
+
+/// The cluster-name check: a deployment provisions one EKS cluster
+/// ([`Config::cluster_name`]); a batch naming another is refused here, not
+/// by IAM deep in launch (the launch role may only tag and launch for the
+/// stack's cluster).
+fn check_cluster_name(config: &Config, req: &BatchRequest) -> Result<()> {
+    match &config.cluster_name {
+        Some(ours) if *ours != req.cluster.name => Err(ServiceError::BadRequest(format!(
+            "cluster.name {:?} of cluster {:?}: this Flotilla stack provisions EKS cluster {ours:?} \
+             (its ClusterName parameter, FLOTILLA_CLUSTER_NAME); set the agent's \
+             FLOTILLA_CLUSTER_NAME to {ours:?} or post to the stack deployed for {:?}",
+            req.cluster.name, req.cluster_id, req.cluster.name
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The cluster registry entry (`CLUSTERS / <cluster>`): when the cluster
+/// was first seen and the EKS cluster its batches name. A cluster id is
+/// bound to that EKS cluster: `GET` refuses one registered for another EKS
+/// cluster than this stack's (a table restored into another stack).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterRegistration {
+    #[serde(default)]
+    pub first_seen: i64,
+    /// Absent in entries written before the name was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_name: Option<String>,
+}
+
+/// Refuse a cluster id registered for another EKS cluster than the stack's.
+async fn check_registration<S: Store>(store: &S, config: &Config, cluster: &str) -> Result<()> {
+    let Some(ours) = &config.cluster_name else {
+        return Ok(());
+    };
+    let key = keys::registry(cluster);
+    let Some(item) = store
+        .get(&key)
+        .await
+        .map_err(ServiceError::port("read cluster registry"))?
+    else {
+        return Ok(());
+    };
+    let reg: ClusterRegistration = codec::from_json(&key.to_string(), &item.body)?;
+    match reg.cluster_name {
+        Some(theirs) if theirs != *ours => Err(ServiceError::BadRequest(format!(
+            "cluster id {cluster:?} is registered for EKS cluster {theirs:?}; this Flotilla stack \
+             provisions EKS cluster {ours:?} (its ClusterName parameter, FLOTILLA_CLUSTER_NAME)"
+        ))),
+        _ => Ok(()),
     }
 }
 
@@ -284,6 +353,7 @@ pub async fn accept<S: Store, B: Bus, C: Clock>(
 ) -> Result<Accepted> {
     let (req, state) = parse_batch(body, config)?;
     access.check(caller, &req.cluster_id)?;
+    check_cluster_name(config, &req)?;
     let cluster = req.cluster_id.clone();
     let pending_pods = state.pending_pods.len();
     // Nodes carrying a NodeClaim's label have registered: record it now,
@@ -291,6 +361,7 @@ pub async fn accept<S: Store, B: Bus, C: Clock>(
     // the agent's heartbeat, and the sweep ends NodeClaims that never
     // register).
     let registered = mark_registered(store, clock, &cluster, &state.nodes).await?;
+    record_nodes(store, clock, &cluster, &state.nodes).await?;
     if pending_pods == 0 {
         return Ok(Accepted {
             cluster_id: cluster,
@@ -389,10 +460,11 @@ pub async fn accept<S: Store, B: Bus, C: Clock>(
     })
     .await?;
 
-    let mut reg = Item::new(
-        keys::registry(&cluster),
-        codec::to_json(&serde_json::json!({"firstSeen": now})),
-    );
+    let registration = ClusterRegistration {
+        first_seen: now,
+        cluster_name: Some(req.cluster.name.clone()),
+    };
+    let mut reg = Item::new(keys::registry(&cluster), codec::to_json(&registration));
     reg.expires_at = None;
     match store
         .write(Write::Put {
@@ -450,6 +522,91 @@ pub async fn mark_registered<S: Store, C: Clock>(
     Ok(n)
 }
 
+/// `CLUSTER#<c> / NODES`: the cluster's nodes that carry a NodeClaim's
+/// label, as the agent's newest post showed them. The sweep drains a
+/// leaked instance whose node is listed before terminating it, and takes a
+/// node missing from the list for gone from the cluster.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodesReport {
+    /// Unix ms of the post the list is from.
+    pub at: i64,
+    /// NodeClaim name → node name.
+    pub nodes: std::collections::BTreeMap<String, String>,
+    /// Written by the sweep, not the agent: when it first found this
+    /// stack's instances of a cluster the agent never reported on (the
+    /// sweep waits a while for the agent before collecting them).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub placeholder: bool,
+}
+
+/// The cluster's last [`NodesReport`]; `None` before the agent's first
+/// post.
+pub async fn nodes_report<S: Store>(store: &S, cluster: &str) -> Result<Option<NodesReport>> {
+    let key = keys::nodes(cluster);
+    let Some(item) = store
+        .get(&key)
+        .await
+        .map_err(ServiceError::port("read nodes report"))?
+    else {
+        return Ok(None);
+    };
+    let json = codec::gunzip(&key.to_string(), &item.body)?;
+    codec::from_json(&key.to_string(), &json).map(Some)
+}
+
+/// Record the posted nodes as the cluster's [`NodesReport`] (only when the
+/// list changed, never over a newer post's: version-checked).
+pub async fn record_nodes<S: Store, C: Clock>(
+    store: &S,
+    clock: &C,
+    cluster: &str,
+    nodes: &[flotilla_core::model::Node],
+) -> Result<()> {
+    let report = NodesReport {
+        at: clock.now_millis(),
+        nodes: nodes
+            .iter()
+            .filter_map(|n| {
+                n.labels
+                    .get(crate::records::NODECLAIM_LABEL)
+                    .map(|claim| (claim.clone(), n.name.clone()))
+            })
+            .collect(),
+        placeholder: false,
+    };
+    let key = keys::nodes(cluster);
+    for _ in 0..4 {
+        let current = store
+            .get(&key)
+            .await
+            .map_err(ServiceError::port("read nodes report"))?;
+        let condition = match &current {
+            Some(item) => {
+                let json = codec::gunzip(&key.to_string(), &item.body)?;
+                let old: NodesReport = codec::from_json(&key.to_string(), &json)?;
+                if old.at > report.at || (old.nodes == report.nodes && !old.placeholder) {
+                    return Ok(());
+                }
+                Condition::Version(item.version)
+            }
+            None => Condition::Absent {
+                now_secs: clock.now_secs(),
+            },
+        };
+        let mut item = Item::new(key.clone(), codec::gzip(&codec::to_json(&report)));
+        item.version = current.as_ref().map_or(1, |i| i.version + 1);
+        item.expires_at = None;
+        match store.write(Write::Put { item, condition }).await {
+            Ok(()) => return Ok(()),
+            Err(PortError::ConditionFailed(_)) => continue,
+            Err(e) => return Err(ServiceError::port("write nodes report")(e)),
+        }
+    }
+    // Lost to concurrent posts four times: theirs are as new.
+    Ok(())
+}
+
 /// Put `BatchAccepted` for a stored batch.
 pub(crate) async fn put_accepted<B: Bus>(bus: &B, cluster: &str, batch: &str) -> Result<()> {
     let event = FlotillaEvent::BatchAccepted(BatchAccepted {
@@ -502,6 +659,7 @@ pub struct ClusterView {
 pub async fn cluster_view<S: Store, C: Clock>(
     store: &S,
     clock: &C,
+    config: &Config,
     access: &Access,
     caller: &Caller,
     cluster: &str,
@@ -513,6 +671,7 @@ pub async fn cluster_view<S: Store, C: Clock>(
         )));
     }
     access.check(caller, cluster)?;
+    check_registration(store, config, cluster).await?;
     let now_secs = clock.now_secs();
     let pk = keys::cluster_pk(cluster);
     let claims = store
@@ -785,9 +944,12 @@ mod ack_tests {
                 .await
                 .expect("store");
             assert_eq!(n, 2);
-            let access = Access::default();
-            let caller = Caller { principal: None };
-            let view = cluster_view(&store, &clock, &access, &caller, "demo")
+            let agent = "arn:aws:sts::1:assumed-role/agent/x";
+            let access = Access::default().allow("demo", agent);
+            let caller = Caller {
+                principal: Some(agent.into()),
+            };
+            let view = cluster_view(&store, &clock, &Config::default(), &access, &caller, "demo")
                 .await
                 .expect("view");
             assert_eq!(view.actions.len(), 2);
@@ -820,7 +982,7 @@ mod ack_tests {
             .await
             .expect("ack again");
             assert_eq!((r.acknowledged, r.already), (0, 1));
-            let view = cluster_view(&store, &clock, &access, &caller, "demo")
+            let view = cluster_view(&store, &clock, &Config::default(), &access, &caller, "demo")
                 .await
                 .expect("view");
             assert_eq!(view.actions.len(), 1);
@@ -830,7 +992,7 @@ mod ack_tests {
                 .await
                 .expect("store");
             assert_eq!(n, 0);
-            let view = cluster_view(&store, &clock, &access, &caller, "demo")
+            let view = cluster_view(&store, &clock, &Config::default(), &access, &caller, "demo")
                 .await
                 .expect("view");
             assert_eq!(view.actions.len(), 1);

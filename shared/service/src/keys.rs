@@ -10,6 +10,7 @@
 //! | `CLUSTER#<c>` | `RESULT#<b>` | plan summary and unschedulable pods of a batch | retention |
 //! | `CLUSTER#<c>` | `NODECLAIM#<name>` | NodeClaim record (state machine) | after deletion |
 //! | `CLUSTER#<c>` | `ACTION#<id>` | an action for the agent (cordon, drain, relabel) | after done |
+//! | `CLUSTER#<c>` | `NODES` | the cluster's nodes of Flotilla NodeClaims, as the agent last posted them | — |
 //! | `REGION#<r>` | `OFFERINGS` | offering-cache head (generation, chunk count) | — |
 //! | `REGION#<r>` | `OFFERINGS#<gen>#<nnnn>` | offering-cache chunk | 1 day |
 //! | `REGION#<r>` | `ICE#<type>#<zone>#<capacity-type>` | unavailable offering | 45 s |
@@ -59,6 +60,11 @@ pub const ACTION_PREFIX: &str = "ACTION#";
 
 pub fn action(cluster: &str, id: &str) -> Key {
     Key::new(cluster_pk(cluster), format!("{ACTION_PREFIX}{id}"))
+}
+
+/// The nodes the agent last reported (see `intake::NodesReport`).
+pub fn nodes(cluster: &str) -> Key {
+    Key::new(cluster_pk(cluster), "NODES")
 }
 
 pub fn region_pk(region: &str) -> String {

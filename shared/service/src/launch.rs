@@ -412,21 +412,31 @@ pub async fn announce_failure<S: Store, B: Bus>(
     Ok(())
 }
 
-/// Instances already carrying this NodeClaim's tag.
+/// Instances of this stack already carrying this NodeClaim's tag
+/// (another stack's namesake is never adopted).
 pub async fn tagged_instances<E: Ec2>(
     ec2: &E,
     name: &str,
+    config: &Config,
 ) -> Result<Vec<flotilla_ports::Instance>> {
     let filters = [
         Filter::new(
             format!("tag:{}", launch::launch_template::TAG_NODECLAIM),
             [name],
         ),
+        Filter::new(
+            format!("tag:{}", crate::sweep::STACK_TAG),
+            [config.stack_id.as_str()],
+        ),
         Filter::new("instance-state-name", ["pending", "running"]),
     ];
-    ec2.describe_instances(&filters)
+    Ok(ec2
+        .describe_instances(&filters)
         .await
-        .map_err(ServiceError::port("DescribeInstances"))
+        .map_err(ServiceError::port("DescribeInstances"))?
+        .into_iter()
+        .filter(|i| crate::sweep::of_this_stack(i, config))
+        .collect())
 }
 
 /// The launch proper, with the NodeClaim held. `Ok(Err(reason))`: give up.
@@ -442,7 +452,7 @@ async fn launch_taken<S: Store, E: Ec2, C: Clock>(
     report: &mut LaunchReport,
 ) -> Result<std::result::Result<LaunchedInstanceRecord, String>> {
     // A previous attempt may have launched already.
-    if let Some(i) = tagged_instances(ec2, &record.name)
+    if let Some(i) = tagged_instances(ec2, &record.name, config)
         .await?
         .into_iter()
         .min_by(|a, b| a.id.cmp(&b.id))
@@ -508,6 +518,13 @@ async fn launch_taken<S: Store, E: Ec2, C: Clock>(
                 Err(e) if e.is_retryable() && tries < MAX_TRANSIENT_RETRIES => {
                     tries += 1;
                     tracing::warn!(node_claim = %record.name, error = %e, "CreateFleet failed; retrying with the same client token");
+                }
+                Err(flotilla_ports::PortError::Rejected(m))
+                    if launch::ice::spot_service_linked_role_hint(&m).is_some() =>
+                {
+                    // Refused as a whole: no retry can fix it, say how to.
+                    let hint = launch::ice::spot_service_linked_role_hint(&m).unwrap_or_default();
+                    return Ok(Err(format!("CreateFleet refused: {m} ({hint})")));
                 }
                 Err(e) => return Err(ServiceError::port("CreateFleet")(e)),
             }

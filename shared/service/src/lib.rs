@@ -62,7 +62,18 @@ pub struct Config {
     /// that profile (used for EC2NodeClasses that name `spec.role`).
     pub node_role: Option<String>,
     pub instance_profile: Option<String>,
+    /// The EKS cluster this deployment provisions for (`ClusterName`,
+    /// `FLOTILLA_CLUSTER_NAME`): intake refuses batches for another one.
+    /// `None` (local use): any cluster name.
+    pub cluster_name: Option<String>,
+    /// This deployment's identity (`FLOTILLA_STACK_ID`, the CloudFormation
+    /// stack id): launches tag everything `flotilla.io/stack` with it, and
+    /// the sweep collects only instances carrying it.
+    pub stack_id: String,
 }
+
+/// The default [`Config::stack_id`] (local use: `flotilla simulate`, tests).
+pub const LOCAL_STACK_ID: &str = "local";
 
 impl Default for Config {
     fn default() -> Self {
@@ -78,6 +89,8 @@ impl Default for Config {
             live_offerings: true,
             node_role: None,
             instance_profile: None,
+            cluster_name: None,
+            stack_id: LOCAL_STACK_ID.into(),
         }
     }
 }
@@ -175,9 +188,44 @@ impl Config {
         }
         c.node_role = get("FLOTILLA_NODE_ROLE").filter(|v| !v.is_empty());
         c.instance_profile = get("FLOTILLA_INSTANCE_PROFILE").filter(|v| !v.is_empty());
+        c.cluster_name = get("FLOTILLA_CLUSTER_NAME").filter(|v| !v.is_empty());
+        if let Some(v) = get("FLOTILLA_STACK_ID").filter(|v| !v.is_empty()) {
+            c.stack_id = v;
+        }
         if let Some(v) = get("FLOTILLA_LIVE_OFFERINGS") {
             c.live_offerings = parse("FLOTILLA_LIVE_OFFERINGS", &v.to_ascii_lowercase())?;
         }
         Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod config_tests {
+    use super::*;
+
+    #[test]
+    fn the_cluster_name_and_stack_id_come_from_the_environment() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(name, _)| *name == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let c = Config::from_lookup(env(&[
+            ("FLOTILLA_CLUSTER_NAME", "prod"),
+            (
+                "FLOTILLA_STACK_ID",
+                "arn:aws:cloudformation:us-west-2:1:stack/f/1",
+            ),
+        ]))
+        .expect("config");
+        assert_eq!(c.cluster_name.as_deref(), Some("prod"));
+        assert_eq!(c.stack_id, "arn:aws:cloudformation:us-west-2:1:stack/f/1");
+        // Unset or empty: local use.
+        let c = Config::from_lookup(env(&[("FLOTILLA_CLUSTER_NAME", "")])).expect("config");
+        assert_eq!(c.cluster_name, None);
+        assert_eq!(c.stack_id, LOCAL_STACK_ID);
     }
 }

@@ -3,21 +3,33 @@
 
 use flotilla_core::launch::nodeclass::ResolvedNodeClass;
 use flotilla_core::launch::prepare::{prepare_launch, PrepareInput, PreparedLaunch};
-use flotilla_core::launch::ClusterInfo;
+use flotilla_core::launch::{template_name, ClusterInfo};
 
 use crate::launch::LaunchEnv;
 use crate::records::NodeClaimRecord;
-use crate::sweep::CLUSTER_ID_TAG;
+use crate::sweep::{CLUSTER_ID_TAG, STACK_TAG};
 use crate::Config;
 
 /// The instance profile to launch with: the EC2NodeClass's
 /// `spec.instanceProfile`, or for `spec.role` the profile the deployment
 /// created for the node role (`FLOTILLA_INSTANCE_PROFILE` for
-/// `FLOTILLA_NODE_ROLE`). Flotilla holds no IAM permissions, so a role it
+/// `FLOTILLA_NODE_ROLE`), or for an AWSNodeTemplate without one that
+/// profile (the default instance profile). Flotilla holds no IAM permissions, so a role it
 /// has no profile for is an error naming the fix.
 fn instance_profile(resolved: &ResolvedNodeClass, config: &Config) -> Result<String, String> {
     if let Some(p) = &resolved.spec.instance_profile {
         return Ok(p.clone());
+    }
+    if resolved.spec.default_instance_profile {
+        // An AWSNodeTemplate without one: the deployment's node instance
+        // profile, as Karpenter's `aws.defaultInstanceProfile` was.
+        return config.instance_profile.clone().ok_or_else(|| {
+            format!(
+                "AWSNodeTemplate {:?} at spec.instanceProfile: required (no default instance \
+                 profile: FLOTILLA_INSTANCE_PROFILE is not set)",
+                resolved.name
+            )
+        });
     }
     let role = resolved.spec.role.clone().unwrap_or_default();
     let role_name = role.rsplit('/').next().unwrap_or(&role);
@@ -91,9 +103,23 @@ pub(crate) fn prepare(
         target_count: 1,
     };
     let mut prepared = prepare_launch(&input).map_err(|e| e.to_string())?;
-    prepared
-        .fleet
-        .tags
-        .insert(CLUSTER_ID_TAG.to_string(), cluster_id.to_string());
+    let tags = &mut prepared.fleet.tags;
+    tags.insert(CLUSTER_ID_TAG.to_string(), cluster_id.to_string());
+    tags.insert(STACK_TAG.to_string(), config.stack_id.clone());
+    // The stack tag goes on the templates too, and into their
+    // content-addressed names: two stacks in one region never share one.
+    let mut renamed = std::collections::BTreeMap::new();
+    for (name, template) in &mut prepared.launch_templates {
+        template
+            .tags
+            .insert(STACK_TAG.to_string(), config.stack_id.clone());
+        let new_name = template_name(template);
+        renamed.insert(std::mem::replace(name, new_name.clone()), new_name);
+    }
+    for name in prepared.fleet.launch_templates.values_mut() {
+        if let Some(new_name) = renamed.get(name) {
+            name.clone_from(new_name);
+        }
+    }
     Ok(prepared)
 }

@@ -7,8 +7,14 @@
 //! - `Launched` NodeClaims whose node has not registered after
 //!   [`REGISTRATION_TIMEOUT_MS`] are terminated;
 //! - NodeClaims whose instance is gone become `Deleted`;
-//! - instances tagged for a cluster with no live NodeClaim are terminated
-//!   (leaks: a launch that lost its record);
+//! - instances of this stack (tagged [`STACK_TAG`] with
+//!   [`Config::stack_id`]) tagged for a cluster with no live NodeClaim are
+//!   collected (leaks: a launch that lost its record): terminated at once
+//!   when their node is not in the cluster, else drained through the agent
+//!   first and terminated once the drain is acknowledged or the node is
+//!   gone ([`collect_leaks`]). Instances of other stacks and untagged ones
+//!   are never touched; a refused termination is reported
+//!   ([`SweepReport::termination_errors`]) and the sweep goes on;
 //! - every end frees the NodeClaim's reservation slot, once;
 //! - failed NodeClaims whose `PodsUnschedulable` was not put get it put;
 //! - the capacity-reservation expiry policy
@@ -35,12 +41,28 @@ use crate::{codec, keys, Config, Result, ServiceError};
 /// included, which share the `karpenter.sh/*` tags).
 pub const CLUSTER_ID_TAG: &str = "flotilla.io/cluster-id";
 
+/// Tag naming the deployment (CloudFormation stack id,
+/// [`Config::stack_id`]) that launched an instance, fleet or launch
+/// template. The sweep collects only instances carrying its own: another
+/// stack's (a replaced stack, a table restored under another name) and
+/// untagged instances are never touched.
+pub const STACK_TAG: &str = "flotilla.io/stack";
+
 pub const REDRIVE_AFTER_MS: i64 = 60_000;
 pub const REGISTRATION_TIMEOUT_MS: i64 = 15 * 60_000;
 /// Instances younger than this are never treated as leaked (their
 /// NodeClaim's write may be in flight).
 pub const LEAK_GRACE_SECS: i64 = 5 * 60;
 pub const TEMPLATE_GRACE_SECS: i64 = 24 * 3600;
+/// How long the agent has to drain a leaked instance's node (its drain
+/// action's deadline); the instance is terminated once the agent
+/// acknowledges the drain, whatever the outcome (as Karpenter's
+/// `terminationGracePeriod` ends a blocked drain).
+pub const LEAK_DRAIN_SECS: i64 = 10 * 60;
+/// How long the sweep waits for the agent's first report of a cluster's
+/// nodes (several heartbeats) before collecting the cluster's leaked
+/// instances without one (a cluster whose agent is gone for good).
+pub const NODES_REPORT_WAIT_MS: i64 = 10 * 60_000;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -54,6 +76,12 @@ pub struct SweepReport {
     pub registration_timeouts: Vec<String>,
     pub deleted: Vec<String>,
     pub leaked_terminated: Vec<String>,
+    /// Leaked instances whose node is in the cluster, waiting for the
+    /// agent's drain (`cluster/instance`).
+    pub leaked_draining: Vec<String>,
+    /// Terminations EC2 refused or that failed (`instance: error`): logged,
+    /// tried again by the next sweep; the rest of the sweep went on.
+    pub termination_errors: Vec<String>,
     pub reservations_freed: Vec<String>,
     /// Failed NodeClaims whose `PodsUnschedulable` the launch could not
     /// put, put now.
@@ -163,6 +191,7 @@ pub async fn sweep<S: Store, E: Ec2, B: Bus, C: Clock>(
         .map_err(ServiceError::port("list clusters"))?;
     let instances = ec2
         .describe_instances(&[
+            Filter::new(format!("tag:{STACK_TAG}"), [config.stack_id.as_str()]),
             Filter::new("tag-key", [CLUSTER_ID_TAG]),
             Filter::new(
                 "instance-state-name",
@@ -172,7 +201,9 @@ pub async fn sweep<S: Store, E: Ec2, B: Bus, C: Clock>(
         .await
         .map_err(ServiceError::port("DescribeInstances"))?;
     let mut by_cluster: BTreeMap<String, Vec<Instance>> = BTreeMap::new();
-    for i in instances {
+    // Checked again here: whatever the filter let through, only this
+    // stack's instances are ever collected.
+    for i in instances.into_iter().filter(|i| of_this_stack(i, config)) {
         if let Some(c) = i.tags.get(CLUSTER_ID_TAG) {
             by_cluster.entry(c.clone()).or_default().push(i);
         }
@@ -193,20 +224,21 @@ pub async fn sweep<S: Store, E: Ec2, B: Bus, C: Clock>(
         )
         .await?;
     }
-    // Instances of clusters we do not know at all (registry lost): leaks.
+    // Instances of clusters we do not know at all (registry lost): leaks,
+    // collected the same way (drained first if their node is in the
+    // cluster).
     for (cluster, list) in by_cluster {
-        let old: Vec<String> = list
-            .iter()
-            .filter(|i| now_secs - i.launch_time >= LEAK_GRACE_SECS)
-            .map(|i| i.id.clone())
-            .collect();
-        if !old.is_empty() {
-            tracing::warn!(cluster = %cluster, instances = ?old, "terminating instances of an unknown cluster");
-            ec2.terminate_instances(&old)
-                .await
-                .map_err(ServiceError::port("TerminateInstances"))?;
-            report.leaked_terminated.extend(old);
-        }
+        collect_leaks(
+            store,
+            ec2,
+            config,
+            &cluster,
+            &list,
+            &BTreeSet::new(),
+            now_secs,
+            &mut report,
+        )
+        .await?;
     }
     gc_templates(store, ec2, config, now_secs, &mut report).await?;
     let _ = now;
@@ -281,9 +313,11 @@ async fn sweep_cluster<S: Store, E: Ec2, B: Bus, C: Clock>(
                 if record.state == NodeClaimState::Launched
                     && now - inst.launched_at >= REGISTRATION_TIMEOUT_MS
                 {
-                    ec2.terminate_instances(std::slice::from_ref(&inst.instance_id))
-                        .await
-                        .map_err(ServiceError::port("TerminateInstances"))?;
+                    let ids = std::slice::from_ref(&inst.instance_id);
+                    if !terminate(ec2, ids, "node never registered", report).await {
+                        // Ended by the next sweep, once terminated.
+                        continue;
+                    }
                     if end_claim(
                         store,
                         &item,
@@ -331,25 +365,17 @@ async fn sweep_cluster<S: Store, E: Ec2, B: Bus, C: Clock>(
         .filter(|(_, r)| r.state.is_live() && r.reservation.is_some())
         .count();
 
-    // Leaks: tagged for this cluster, no live NodeClaim, old enough.
-    let leaked: Vec<String> = running
-        .iter()
-        .filter(|i| !i.state.is_gone())
-        .filter(|i| {
-            i.tags
-                .get(TAG_NODECLAIM)
-                .is_none_or(|n| !live_names.contains(n))
-        })
-        .filter(|i| now_secs - i.launch_time >= LEAK_GRACE_SECS)
-        .map(|i| i.id.clone())
-        .collect();
-    if !leaked.is_empty() {
-        tracing::warn!(cluster = %cluster, instances = ?leaked, "terminating instances without a live NodeClaim");
-        ec2.terminate_instances(&leaked)
-            .await
-            .map_err(ServiceError::port("TerminateInstances"))?;
-        report.leaked_terminated.extend(leaked);
-    }
+    collect_leaks(
+        store,
+        ec2,
+        config,
+        cluster,
+        running,
+        &live_names,
+        now_secs,
+        report,
+    )
+    .await?;
 
     // Re-announce stuck NodeClaims.
     let mut events = Vec::new();
@@ -408,6 +434,192 @@ async fn sweep_cluster<S: Store, E: Ec2, B: Bus, C: Clock>(
             store_actions(store, cluster, &for_agent, now_secs, config.retention_secs).await?;
     }
     Ok(())
+}
+
+/// Launched by this deployment: tagged [`STACK_TAG`] with its stack id.
+pub fn of_this_stack(i: &Instance, config: &Config) -> bool {
+    i.tags.get(STACK_TAG) == Some(&config.stack_id)
+}
+
+/// Terminate `ids` (one call each, so that one refused instance does not
+/// keep the others). A refusal or failure is logged and reported, never
+/// fatal: the next sweep tries again. True if every call succeeded.
+async fn terminate<E: Ec2>(ec2: &E, ids: &[String], why: &str, report: &mut SweepReport) -> bool {
+    let mut all = true;
+    for id in ids {
+        if let Err(e) = ec2.terminate_instances(std::slice::from_ref(id)).await {
+            tracing::warn!(instance = %id, error = %e, reason = why, "TerminateInstances failed; the next sweep tries again");
+            report.termination_errors.push(format!("{id}: {e}"));
+            all = false;
+        }
+    }
+    all
+}
+
+/// The id of the drain action of a leaked instance (one per instance, so
+/// every sweep finds the same one).
+fn leak_drain_id(instance_id: &str) -> String {
+    codec::content_hash(format!("leak-drain/{instance_id}").as_bytes())
+}
+
+/// Collect a cluster's leaked instances: this stack's instances (the
+/// caller passes only those) without a live NodeClaim, older than
+/// [`LEAK_GRACE_SECS`]. One whose node is not in the agent's last
+/// [`NodesReport`](crate::intake::NodesReport) (never registered, or gone)
+/// is terminated; one whose node is there gets a drain action for the
+/// agent and is terminated once the agent acknowledges it (or the node
+/// leaves the report). Without a report from the agent nothing is
+/// collected for [`NODES_REPORT_WAIT_MS`] from the first sweep that found
+/// the cluster's instances (a node we cannot see may be serving pods: a
+/// table replaced under a running cluster); after that the agent is taken
+/// for gone and the instances are collected.
+#[allow(clippy::too_many_arguments)]
+async fn collect_leaks<S: Store, E: Ec2>(
+    store: &S,
+    ec2: &E,
+    config: &Config,
+    cluster: &str,
+    running: &[Instance],
+    live_names: &BTreeSet<String>,
+    now_secs: i64,
+    report: &mut SweepReport,
+) -> Result<()> {
+    let unclaimed: Vec<&Instance> = running
+        .iter()
+        .filter(|i| of_this_stack(i, config) && !i.state.is_gone())
+        .filter(|i| {
+            i.tags
+                .get(TAG_NODECLAIM)
+                .is_none_or(|n| !live_names.contains(n))
+        })
+        .collect();
+    if unclaimed.is_empty() {
+        return Ok(());
+    }
+    let nodes = crate::intake::nodes_report(store, cluster).await?;
+    let waiting = match &nodes {
+        None => {
+            note_no_report(store, cluster, now_secs).await?;
+            true
+        }
+        Some(r) => r.placeholder && now_secs * 1000 - r.at < NODES_REPORT_WAIT_MS,
+    };
+    let leaked: Vec<&Instance> = unclaimed
+        .into_iter()
+        .filter(|i| now_secs - i.launch_time >= LEAK_GRACE_SECS)
+        .collect();
+    if waiting {
+        if !leaked.is_empty() {
+            tracing::warn!(cluster = %cluster, instances = leaked.len(), "leaked instances wait for the agent's first report of the cluster's nodes");
+        }
+        report
+            .leaked_draining
+            .extend(leaked.iter().map(|i| format!("{cluster}/{}", i.id)));
+        return Ok(());
+    }
+    let nodes = nodes.unwrap_or_default();
+    for i in leaked {
+        let node = i.tags.get(TAG_NODECLAIM).and_then(|c| nodes.nodes.get(c));
+        let Some(node) = node else {
+            tracing::warn!(cluster = %cluster, instance = %i.id, "terminating an instance without a live NodeClaim whose node is not in the cluster");
+            if terminate(ec2, std::slice::from_ref(&i.id), "leaked", report).await {
+                report.leaked_terminated.push(i.id.clone());
+            }
+            continue;
+        };
+        let key = keys::action(cluster, &leak_drain_id(&i.id));
+        let drain = store
+            .get(&key)
+            .await
+            .map_err(ServiceError::port("read drain action"))?
+            .filter(|a| a.is_live(now_secs));
+        let acknowledged = match &drain {
+            Some(item) => codec::from_json::<serde_json::Value>(&key.to_string(), &item.body)?
+                .get(crate::intake::ACK_FIELD)
+                .is_some(),
+            None => false,
+        };
+        if acknowledged {
+            tracing::warn!(cluster = %cluster, instance = %i.id, node = %node, "terminating a drained instance without a live NodeClaim");
+            if terminate(ec2, std::slice::from_ref(&i.id), "leaked, drained", report).await {
+                report.leaked_terminated.push(i.id.clone());
+            }
+            continue;
+        }
+        if drain.is_none() {
+            tracing::warn!(cluster = %cluster, instance = %i.id, node = %node, "draining the node of an instance without a live NodeClaim before terminating it");
+            report.actions += store_leak_drain(store, cluster, i, node, now_secs, config).await?;
+        }
+        report.leaked_draining.push(format!("{cluster}/{}", i.id));
+    }
+    Ok(())
+}
+
+/// Note (create-if-absent) that a cluster with this stack's instances has
+/// no nodes report: the sweep waits [`NODES_REPORT_WAIT_MS`] from here for
+/// the agent's.
+async fn note_no_report<S: Store>(store: &S, cluster: &str, now_secs: i64) -> Result<()> {
+    let placeholder = crate::intake::NodesReport {
+        at: now_secs * 1000,
+        nodes: BTreeMap::new(),
+        placeholder: true,
+    };
+    let item = Item::new(
+        keys::nodes(cluster),
+        codec::gzip(&codec::to_json(&placeholder)),
+    );
+    match store
+        .write(Write::Put {
+            item,
+            condition: Condition::Absent { now_secs },
+        })
+        .await
+    {
+        Ok(()) | Err(PortError::ConditionFailed(_)) => Ok(()),
+        Err(e) => Err(ServiceError::port("note missing nodes report")(e)),
+    }
+}
+
+/// Store the drain action of a leaked instance's node (create-if-absent).
+async fn store_leak_drain<S: Store>(
+    store: &S,
+    cluster: &str,
+    instance: &Instance,
+    node: &str,
+    now_secs: i64,
+    config: &Config,
+) -> Result<usize> {
+    let deadline = now_secs + LEAK_DRAIN_SECS;
+    let stored = StoredAction {
+        id: leak_drain_id(&instance.id),
+        action: Action {
+            kind: ActionKind::Drain,
+            node: node.to_string(),
+            node_claim: instance.tags.get(TAG_NODECLAIM).cloned(),
+            reservation_id: String::new(),
+            set_labels: BTreeMap::new(),
+            remove_labels: vec![],
+            deadline,
+            reason: format!(
+                "instance {} has no live NodeClaim (leaked): drained, then terminated",
+                instance.id
+            ),
+        },
+        created_at: now_secs,
+    };
+    let mut item = Item::new(keys::action(cluster, &stored.id), codec::to_json(&stored));
+    item.expires_at = Some(deadline + config.retention_secs);
+    match store
+        .write(Write::Put {
+            item,
+            condition: Condition::Absent { now_secs },
+        })
+        .await
+    {
+        Ok(()) => Ok(1),
+        Err(PortError::ConditionFailed(_)) => Ok(0),
+        Err(e) => Err(ServiceError::port("store drain action")(e)),
+    }
 }
 
 /// Re-announce a cluster's batch that nobody will schedule otherwise: the
@@ -571,6 +783,13 @@ pub async fn on_ec2_notice<S: Store, E: Ec2, B: Bus, C: Clock>(
     else {
         return Ok(report); // not ours
     };
+    if inst
+        .tags
+        .get(STACK_TAG)
+        .is_some_and(|s| *s != config.stack_id)
+    {
+        return Ok(report); // another stack's
+    }
     let now = clock.now_millis();
     let now_secs = clock.now_secs();
     let Some((item, mut record)) = crate::schedule::node_claim_item(store, cluster, claim).await?

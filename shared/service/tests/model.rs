@@ -10,12 +10,14 @@
 //! from limited capacity pools, pools run dry so that launches fail),
 //! handler crashes between any two side effects (`Faults::crash_after`:
 //! nothing after the n-th port call takes effect, clean-up included),
-//! clock jumps, sweeps and external terminations.
+//! clock jumps, sweeps and external terminations, and instances launched
+//! outside this deployment (another stack's, untagged ones).
 //!
 //! After every operation the safety invariants hold (no NodeClaim with two
 //! live instances, reservation counters within `[0, count]` and never below
 //! the NodeClaims holding them, never more instances in a reservation than
-//! it has). After the run the system settles (faults off, pending events
+//! it has, no instance of another stack or without a stack tag ever
+//! terminated by the pipeline). After the run the system settles (faults off, pending events
 //! redelivered as EventBridge would, sweeps run past every lease and grace
 //! period) and then: no duplicate instance, no leaked instance, no
 //! reservation slot leaked or overbooked, no NodeClaim stuck in flight, and
@@ -36,7 +38,7 @@ use flotilla_core::launch::launch_template::TAG_NODECLAIM;
 use flotilla_ports::{Event, InstanceState, Item, PortError};
 use flotilla_service::intake::{self, Access, Caller};
 use flotilla_service::records::{BatchResult, NodeClaimRecord, NodeClaimState};
-use flotilla_service::sweep::CLUSTER_ID_TAG;
+use flotilla_service::sweep::{CLUSTER_ID_TAG, STACK_TAG};
 use flotilla_service::{codec, keys, Config, Ports};
 use flotilla_sim::{block_on, ops, Ec2Sim, Faults, ManualClock, MemBus, MemStore, Phase};
 use proptest::prelude::*;
@@ -57,6 +59,11 @@ const MAX_PODS: usize = 7;
 /// The instance types the reserved clusters (`c0`, `c1`) may launch.
 const RESERVED_TYPES: [&str; 2] = ["m5.xlarge", "m5.2xlarge"];
 const ZONES: [&str; 4] = ["us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d"];
+/// This deployment's stack id, and another one's.
+const STACK: &str = "arn:aws:cloudformation:us-west-2:123456789012:stack/flotilla/model";
+const OTHER_STACK: &str = "arn:aws:cloudformation:us-west-2:123456789012:stack/flotilla/other";
+/// The agents' IAM principal, granted every cluster.
+const AGENT: &str = "arn:aws:sts::123456789012:assumed-role/flotilla-agent/model";
 
 /// Port operations faults are scripted on.
 const FAULT_OPS: &[&str] = &[
@@ -130,6 +137,13 @@ enum Op {
     Terminate {
         pick: usize,
     },
+    /// An instance launched outside this deployment for one of its
+    /// clusters: another stack's (kind 0), one without a stack tag (1), or
+    /// one without any tag (2). Nothing of the pipeline may terminate it.
+    Foreign {
+        cluster: usize,
+        kind: usize,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -148,6 +162,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..RESERVED_TYPES.len(), 0..ZONES.len(), 0..3u32).prop_map(|(ty, zone, n)| Op::Limit { ty, zone, n }),
         1 => any::<usize>().prop_map(|pick| Op::Terminate { pick }),
         1 => Just(Op::Drought),
+        1 => (0..CLUSTERS, 0..3usize).prop_map(|(cluster, kind)| Op::Foreign { cluster, kind }),
     ]
 }
 
@@ -164,6 +179,10 @@ struct World {
     /// Pods of the last batch intake accepted, per cluster.
     accepted: [usize; CLUSTERS],
     deliveries: u64,
+    /// Instances launched outside this deployment, and those of them
+    /// terminated by someone else than the pipeline.
+    foreign: BTreeSet<String>,
+    foreign_ended: BTreeSet<String>,
 }
 
 fn world() -> World {
@@ -191,9 +210,10 @@ fn world() -> World {
             reserved_capacity: true,
             node_role: Some("KarpenterNodeRole-demo".into()),
             instance_profile: Some("flotilla-nodes".into()),
+            stack_id: STACK.into(),
             ..Config::default()
         },
-        access: Access::default(),
+        access: (0..CLUSTERS).fold(Access::default(), |a, c| a.allow(&cluster_id(c), AGENT)),
     };
     World {
         p: Arc::new(p),
@@ -202,6 +222,8 @@ fn world() -> World {
         pods: [0; CLUSTERS],
         accepted: [0; CLUSTERS],
         deliveries: 0,
+        foreign: BTreeSet::new(),
+        foreign_ended: BTreeSet::new(),
     }
 }
 
@@ -290,7 +312,9 @@ impl World {
             &p.clock,
             &p.config,
             &p.access,
-            &Caller { principal: None },
+            &Caller {
+                principal: Some(AGENT.into()),
+            },
             &body,
         ));
         self.collect();
@@ -502,7 +526,24 @@ impl World {
                 if !live.is_empty() {
                     let id = &live[pick % live.len()].id;
                     self.p.ec2.set_instance_state(id, InstanceState::Terminated);
+                    if self.foreign.contains(id) {
+                        self.foreign_ended.insert(id.clone());
+                    }
                 }
+            }
+            Op::Foreign { cluster, kind } => {
+                let id = cluster_id(*cluster);
+                let mut tags = BTreeMap::new();
+                if *kind < 2 {
+                    tags.insert(CLUSTER_ID_TAG.to_string(), id.clone());
+                    tags.insert(TAG_NODECLAIM.to_string(), format!("{id}-foreign"));
+                    tags.insert(format!("kubernetes.io/cluster/{id}"), "owned".to_string());
+                }
+                if *kind == 0 {
+                    tags.insert(STACK_TAG.to_string(), OTHER_STACK.to_string());
+                }
+                let instance = self.p.ec2.run_instance("m5.large", ZONES[0], tags);
+                self.foreign.insert(instance);
             }
         }
     }
@@ -564,8 +605,15 @@ fn records(store: &MemStore) -> Vec<NodeClaimRecord> {
 /// Holds after every operation.
 fn check_safety(w: &World) -> Result<(), String> {
     let live = w.p.ec2.live_instances();
+    for id in w.foreign.difference(&w.foreign_ended) {
+        if !live.iter().any(|i| &i.id == id) {
+            return Err(format!(
+                "instance {id} of another stack (or untagged) was terminated"
+            ));
+        }
+    }
     let mut per_claim: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
-    for i in &live {
+    for i in live.iter().filter(|i| !w.foreign.contains(&i.id)) {
         if let (Some(c), Some(n)) = (i.tags.get(CLUSTER_ID_TAG), i.tags.get(TAG_NODECLAIM)) {
             per_claim
                 .entry((c.clone(), n.clone()))
@@ -619,8 +667,14 @@ fn check_settled(w: &World) -> Result<(), String> {
             return Err(format!("NodeClaim {} stuck in {:?}", r.name, r.state));
         }
     }
-    // Leaks: every live instance belongs to a launched NodeClaim.
-    for i in w.p.ec2.live_instances() {
+    // Leaks: every live instance of this stack belongs to a launched
+    // NodeClaim (the others are not ours to collect).
+    for i in
+        w.p.ec2
+            .live_instances()
+            .into_iter()
+            .filter(|i| !w.foreign.contains(&i.id))
+    {
         let key = (
             i.tags.get(CLUSTER_ID_TAG).cloned().unwrap_or_default(),
             i.tags.get(TAG_NODECLAIM).cloned().unwrap_or_default(),

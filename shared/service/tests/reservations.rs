@@ -66,7 +66,7 @@ async fn racing_clusters_never_overbook_a_reservation() {
             .expect("simulator"),
     );
     let store = Arc::new(MemStore::new());
-    let world = |_: usize| Ports {
+    let world = |i: usize| Ports {
         store: store.clone(),
         ec2: ec2.clone(),
         bus: Arc::new(MemBus::new()),
@@ -78,7 +78,7 @@ async fn racing_clusters_never_overbook_a_reservation() {
             instance_profile: Some("flotilla-nodes".into()),
             ..Config::default()
         },
-        access: Access::default(),
+        access: Access::default().allow(&format!("c{i}"), AGENT),
     };
     let worlds: Vec<Arc<SimPorts>> = (0..CLUSTERS).map(|i| Arc::new(world(i))).collect();
     for (i, p) in worlds.iter().enumerate() {
@@ -88,7 +88,9 @@ async fn racing_clusters_never_overbook_a_reservation() {
             &p.clock,
             &p.config,
             &p.access,
-            &Caller { principal: None },
+            &Caller {
+                principal: Some(AGENT.into()),
+            },
             &reserved_batch(&format!("c{i}"), 2),
         )
         .await
@@ -192,7 +194,7 @@ fn reserved_world(reservation: flotilla_core::model::CapacityReservation) -> Sim
             instance_profile: Some("flotilla-nodes".into()),
             ..Config::default()
         },
-        access: Access::default(),
+        access: Access::default().allow(CLUSTER, AGENT),
     }
 }
 
@@ -225,8 +227,11 @@ async fn actions(p: &SimPorts) -> Vec<serde_json::Value> {
     intake::cluster_view(
         &p.store,
         &p.clock,
-        &Access::default(),
-        &Caller { principal: None },
+        &p.config,
+        &p.access,
+        &Caller {
+            principal: Some(AGENT.into()),
+        },
         CLUSTER,
     )
     .await

@@ -34,6 +34,27 @@ pub fn is_capacity_error(code: &str) -> bool {
     CAPACITY_ERROR_CODES.contains(&code)
 }
 
+/// The error EC2 answers a spot launch with when the account has no spot
+/// service-linked role (`AWSServiceRoleForEC2Spot`) and the caller may not
+/// create it (`iam:CreateServiceLinkedRole` for `spot.amazonaws.com`).
+pub const SPOT_SERVICE_LINKED_ROLE_ERROR: &str =
+    "AuthFailure.ServiceLinkedRoleCreationNotPermitted";
+
+/// The command that creates the spot service-linked role.
+pub const SPOT_SERVICE_LINKED_ROLE_FIX: &str =
+    "aws iam create-service-linked-role --aws-service-name spot.amazonaws.com";
+
+/// What to tell the operator when an error (its code, or a message
+/// carrying it) is [`SPOT_SERVICE_LINKED_ROLE_ERROR`]; `None` otherwise.
+pub fn spot_service_linked_role_hint(error: &str) -> Option<String> {
+    error.contains(SPOT_SERVICE_LINKED_ROLE_ERROR).then(|| {
+        format!(
+            "the account has no spot service-linked role (AWSServiceRoleForEC2Spot) and the \
+             launch role may not create it; create it once with `{SPOT_SERVICE_LINKED_ROLE_FIX}`"
+        )
+    })
+}
+
 /// An offering that had no capacity.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -231,9 +252,15 @@ pub fn next_attempt(previous: &FleetInput, response: &FleetResponse) -> Outcome 
         };
     }
     if !other_errors.is_empty() {
+        let hint = response
+            .errors
+            .iter()
+            .find_map(|e| spot_service_linked_role_hint(&e.error_code))
+            .map(|h| format!(" ({h})"))
+            .unwrap_or_default();
         return Outcome::Failed {
             reason: format!(
-                "CreateFleet for NodeClaim {} failed: {}",
+                "CreateFleet for NodeClaim {} failed: {}{hint}",
                 previous.node_claim_name,
                 other_errors.join("; ")
             ),
@@ -520,6 +547,27 @@ mod tests {
         let Outcome::Failed { .. } = next_attempt(&spot_input(), &FleetResponse::default()) else {
             panic!("an empty response is a failure");
         };
+    }
+
+    #[test]
+    fn a_missing_spot_service_linked_role_names_the_fix() {
+        let resp = FleetResponse {
+            errors: vec![FleetError {
+                error_code: SPOT_SERVICE_LINKED_ROLE_ERROR.into(),
+                error_message: "The provided credentials do not have permission to create the \
+                    service-linked role for EC2 Spot Instances."
+                    .into(),
+                launch_template_and_overrides: None,
+            }],
+            ..Default::default()
+        };
+        let Outcome::Failed { reason, .. } = next_attempt(&spot_input(), &resp) else {
+            panic!("expected a failure");
+        };
+        assert!(reason.contains("AWSServiceRoleForEC2Spot"), "{reason}");
+        assert!(reason.contains(SPOT_SERVICE_LINKED_ROLE_FIX), "{reason}");
+        // Other failures carry no such hint.
+        assert_eq!(spot_service_linked_role_hint("UnauthorizedOperation"), None);
     }
 
     #[test]

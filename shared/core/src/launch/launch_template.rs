@@ -29,6 +29,8 @@ pub const NAME_PREFIX: &str = "flotilla/";
 pub const TAG_NODEPOOL: &str = "karpenter.sh/nodepool";
 pub const TAG_NODECLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
 pub const TAG_NODECLAIM: &str = "karpenter.sh/nodeclaim";
+/// The EKS cluster name, as Karpenter tags what it launches.
+pub const TAG_EKS_CLUSTER_NAME: &str = "eks:eks-cluster-name";
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
@@ -123,8 +125,9 @@ fn invalid(field: &str, reason: impl Into<String>) -> LaunchError {
 }
 
 /// Tags on the launch template (and, through it, on what it launches):
-/// NodePool, EC2NodeClass, cluster ownership, then `spec.tags` for keys
-/// Flotilla does not own.
+/// NodePool, EC2NodeClass, cluster ownership
+/// (`kubernetes.io/cluster/<name>=owned`, `eks:eks-cluster-name=<name>`),
+/// then `spec.tags` for keys Flotilla does not own.
 pub fn template_tags(
     cluster: &str,
     node_pool: &str,
@@ -143,6 +146,7 @@ pub fn template_tags(
     tags.insert(TAG_NODEPOOL.into(), node_pool.into());
     tags.insert(TAG_NODECLASS.into(), node_class.name.clone());
     tags.insert(format!("kubernetes.io/cluster/{cluster}"), "owned".into());
+    tags.insert(TAG_EKS_CLUSTER_NAME.into(), cluster.into());
     tags
 }
 
@@ -436,6 +440,7 @@ mod tests {
         assert_eq!(a.tags[TAG_NODEPOOL], "general");
         assert_eq!(a.tags[TAG_NODECLASS], "default");
         assert_eq!(a.tags["kubernetes.io/cluster/prod"], "owned");
+        assert_eq!(a.tags[TAG_EKS_CLUSTER_NAME], "prod");
         assert_eq!(a.tags["team"], "a");
         assert!(!a.tags.contains_key(TAG_NODECLAIM));
         let t = instance_tags("prod", "general", &nc, "general-1");

@@ -19,7 +19,11 @@
 //! `securityGroupSelector` / `amiSelector` maps become terms (`aws-ids` /
 //! `aws::ids` one `id` term each, `aws::name` + `aws::owners` AMI name
 //! terms, other keys one tag term), AL2 is the default family and
-//! `instanceProfile` is required; `launchTemplate` is refused.
+//! `launchTemplate` is refused. Without `instanceProfile` the spec names
+//! neither a role nor a profile and is marked
+//! [`default_instance_profile`](Ec2NodeClassSpec::default_instance_profile):
+//! the launch stage uses the deployment's node instance profile, as
+//! Karpenter's `aws.defaultInstanceProfile` setting did for v1alpha5.
 //!
 //! Queries: each selector term is one EC2 query (its filters are AND'ed),
 //! the results of all terms are unioned. AMI aliases (`al2023@latest`,
@@ -213,6 +217,12 @@ pub struct Ec2NodeClassSpec {
     pub instance_store_policy: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
+    /// An AWSNodeTemplate without `instanceProfile`: neither `role` nor
+    /// `instanceProfile` is set, and the launch stage uses the default
+    /// instance profile of the deployment (v1alpha5's
+    /// `aws.defaultInstanceProfile`). Never set for an EC2NodeClass.
+    #[serde(skip)]
+    pub default_instance_profile: bool,
 }
 
 /// An AMI alias, `<family>@<version>`.
@@ -469,13 +479,7 @@ impl AwsNodeTemplateSpec {
                 "user-managed launch templates are not supported",
             ));
         }
-        let Some(instance_profile) = self.instance_profile else {
-            return Err(field_err(
-                nc,
-                "spec.instanceProfile",
-                "required (the v1alpha1 default instance profile setting is not read)",
-            ));
-        };
+        let default_instance_profile = self.instance_profile.is_none();
         let (ids, tags) = split_ids(nc, "spec.subnetSelector", &self.subnet_selector)?;
         let subnet_selector_terms = if ids.is_empty() {
             vec![SubnetSelectorTerm { tags, id: None }]
@@ -550,7 +554,8 @@ impl AwsNodeTemplateSpec {
             security_group_selector_terms,
             ami_selector_terms,
             ami_family: Some(self.ami_family.unwrap_or_else(|| "AL2".into())),
-            instance_profile: Some(instance_profile),
+            instance_profile: self.instance_profile,
+            default_instance_profile,
             user_data: self.user_data,
             tags: self.tags,
             metadata_options: self.metadata_options,
@@ -763,6 +768,7 @@ impl Ec2NodeClassSpec {
         }
 
         match (&self.role, &self.instance_profile) {
+            (None, None) if self.default_instance_profile => {}
             (Some(r), None) if !r.is_empty() => {}
             (None, Some(p)) if !p.is_empty() => {}
             (Some(_), Some(_)) | (None, None) => {
@@ -1688,9 +1694,31 @@ mod tests {
         assert_eq!(q[1].owners, ["123456789012"]);
         assert_eq!(q[1].filters, [Filter::new("name", ["my-ami-*"])]);
 
+        // No instanceProfile: the deployment's default (v1alpha5's
+        // aws.defaultInstanceProfile), marked for the launch stage.
+        let s =
+            template(json!({"subnetSelector": {"a": "b"}, "securityGroupSelector": {"a": "b"}}))
+                .unwrap();
+        assert!(s.default_instance_profile);
+        assert_eq!(
+            (s.role.as_deref(), s.instance_profile.as_deref()),
+            (None, None)
+        );
+        let s = template(json!({"subnetSelector": {"a": "b"}, "securityGroupSelector": {"a": "b"}, "instanceProfile": "p"}))
+            .unwrap();
+        assert!(!s.default_instance_profile);
+        // An EC2NodeClass still needs exactly one of role / instanceProfile.
+        let e = parse_node_class(&nc(json!({
+            "subnetSelectorTerms": [{"tags": {"a": "b"}}],
+            "securityGroupSelectorTerms": [{"tags": {"a": "b"}}],
+            "amiSelectorTerms": [{"alias": "al2023@latest"}]
+        })))
+        .unwrap_err();
+        assert!(e.to_string().contains("exactly one of"), "{e}");
+
         for (spec, field) in [
             (
-                json!({"subnetSelector": {"a": "b"}, "securityGroupSelector": {"a": "b"}}),
+                json!({"subnetSelector": {"a": "b"}, "securityGroupSelector": {"a": "b"}, "instanceProfile": ""}),
                 "spec.instanceProfile",
             ),
             (

@@ -16,6 +16,9 @@ pub type SimPorts = Ports<Arc<MemStore>, Arc<Ec2Sim>, Arc<MemBus>, Arc<ManualClo
 
 pub const CLUSTER: &str = "demo";
 pub const START_MS: i64 = 1_800_000_000_000;
+/// The agent's IAM principal, mapped to [`CLUSTER`] (access is deny by
+/// default).
+pub const AGENT: &str = "arn:aws:sts::123456789012:assumed-role/flotilla-agent/session";
 
 pub fn world() -> SimPorts {
     world_with(|b| b)
@@ -42,7 +45,7 @@ pub fn world_with(
         bus: Arc::new(MemBus::new()),
         clock,
         config,
-        access: Access::default(),
+        access: Access::default().allow(CLUSTER, AGENT),
     }
 }
 
@@ -108,7 +111,9 @@ pub async fn post(p: &SimPorts, body: &[u8]) -> Accepted {
         &p.clock,
         &p.config,
         &p.access,
-        &Caller { principal: None },
+        &Caller {
+            principal: Some(AGENT.into()),
+        },
         body,
     )
     .await

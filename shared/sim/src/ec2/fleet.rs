@@ -338,7 +338,7 @@ fn take_pool(st: &mut State, ov: &FleetOverride, ct: CapacityType, want: u32) ->
     }
 }
 
-fn new_instance_id(st: &mut State) -> String {
+pub(super) fn new_instance_id(st: &mut State) -> String {
     loop {
         let id = seed::resource_id(&mut st.rng, "i");
         if !st.instances.contains_key(&id) {
@@ -445,6 +445,16 @@ pub(super) fn create_fleet(
     for p in plans {
         if remaining == 0 {
             break;
+        }
+        if market == Market::Spot && st.no_spot_role {
+            errors.push(fleet_error(
+                &p.ov,
+                flotilla_core::launch::ice::SPOT_SERVICE_LINKED_ROLE_ERROR,
+                "The provided credentials do not have permission to create the service-linked \
+                 role for EC2 Spot Instances."
+                    .into(),
+            ));
+            continue;
         }
         if !p.offered {
             errors.push(fleet_error(

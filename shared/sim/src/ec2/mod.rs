@@ -98,6 +98,9 @@ pub(crate) struct State {
     fleets: BTreeMap<String, (FleetRequest, FleetResponse)>,
     /// Every CreateFleet request that reached the simulator, in order.
     fleet_requests: Vec<FleetRequest>,
+    /// The account lacks the spot service-linked role (and the caller may
+    /// not create it): spot launches fail.
+    no_spot_role: bool,
     /// Price List prices set by tests (see `pricing`).
     on_demand_prices: BTreeMap<String, f64>,
     price_list_calls: usize,
@@ -253,6 +256,7 @@ impl Ec2SimBuilder {
             spot_prices: BTreeMap::new(),
             fleets: BTreeMap::new(),
             fleet_requests: Vec::new(),
+            no_spot_role: false,
             on_demand_prices: BTreeMap::new(),
             price_list_calls: 0,
         };
@@ -455,6 +459,57 @@ impl Ec2Sim {
             .pools
             .get(&(instance_type.into(), zone.into(), capacity_type))
             .copied()
+    }
+
+    /// Whether the account has the spot service-linked role
+    /// (`AWSServiceRoleForEC2Spot`; it has by default). Without it, every
+    /// spot CreateFleet fails with EC2's
+    /// `AuthFailure.ServiceLinkedRoleCreationNotPermitted` for each
+    /// override, launching nothing.
+    pub fn set_spot_service_linked_role(&self, present: bool) {
+        self.lock().no_spot_role = !present;
+    }
+
+    /// Launch an instance outside Flotilla (another stack, a user's
+    /// RunInstances) with `tags`, in the first subnet of `zone`. Returns
+    /// its id.
+    pub fn run_instance(
+        &self,
+        instance_type: &str,
+        zone: &str,
+        tags: BTreeMap<String, String>,
+    ) -> String {
+        let now = self.inner.clock.now_secs();
+        let mut st = self.lock();
+        let id = fleet::new_instance_id(&mut st);
+        let subnet_id = st
+            .subnets
+            .values()
+            .find(|s| s.zone == zone)
+            .map(|s| s.id.clone())
+            .unwrap_or_default();
+        st.instances.insert(
+            id.clone(),
+            InstanceRecord {
+                instance: Instance {
+                    id: id.clone(),
+                    instance_type: instance_type.to_string(),
+                    zone: zone.to_string(),
+                    state: InstanceState::Running,
+                    lifecycle: "on-demand".into(),
+                    launch_time: now,
+                    capacity_reservation_id: None,
+                    tags,
+                },
+                subnet_id,
+                vpc_id: self.inner.vpc_id.clone(),
+                image_id: String::new(),
+                launch_template: String::new(),
+                client_token: String::new(),
+                terminated_at: None,
+            },
+        );
+        id
     }
 
     /// Override the catalog's spot price of (instance type, zone).
