@@ -1187,6 +1187,9 @@ async fn each_role_holds_exactly_the_actions_its_code_calls() {
                     let ok = match a.split(':').next() {
                         Some("dynamodb") => r == "GetAtt:Table.Arn",
                         Some("events") => r == "GetAtt:Bus.Arn",
+                        Some("iam") if a == "iam:CreateServiceLinkedRole" => r.ends_with(
+                            ":role/aws-service-role/spot.amazonaws.com/AWSServiceRoleForEC2Spot",
+                        ),
                         Some("iam") => r.starts_with("If:") && r.contains("NodeRole"),
                         Some("ec2") => r.starts_with("arn:${AWS::Partition}:ec2:${AWS::Region}:"),
                         _ => false,
@@ -1210,6 +1213,20 @@ async fn each_role_holds_exactly_the_actions_its_code_calls() {
                     cond(s, "StringEquals", "iam:PassedToService")
                         .is_some_and(|v| v.as_str().is_some_and(|v| v.starts_with("ec2."))),
                     "{}: PassRole only to EC2",
+                    s.policy
+                );
+            }
+            if has("iam:CreateServiceLinkedRole") {
+                assert_eq!(
+                    s.actions,
+                    vec!["iam:CreateServiceLinkedRole"],
+                    "{}",
+                    s.policy
+                );
+                assert_eq!(
+                    cond(s, "StringEquals", "iam:AWSServiceName"),
+                    Some(&json!("spot.amazonaws.com")),
+                    "{}: only the spot service-linked role",
                     s.policy
                 );
             }
