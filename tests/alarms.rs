@@ -5,7 +5,6 @@
 //! `flotilla_lambda::metrics`, so renaming one breaks this test).
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
@@ -14,7 +13,10 @@ use flotilla_lambda::metrics::{self as m, dropped, Metrics};
 use flotilla_ports::{Clock, PortError};
 use flotilla_service::records::NodeClaimState;
 use flotilla_sim::{Faults, MemStore};
-use flotilla_tests::{bridge, events_dir, sample_batch, sim_ports, url_request, SimPorts};
+use flotilla_tests::{
+    bridge, events_dir, repo_root as root, sam_template as template, sample_batch, sim_ports,
+    url_request, yaml_get as get, SimPorts,
+};
 use serde_json::{json, Value};
 use serde_yaml_ng::Value as Yaml;
 
@@ -258,22 +260,6 @@ async fn events_that_are_dropped_or_fail_are_counted() {
 
 // ---------------------------------------------------------------------------
 // The template's alarms.
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default()
-}
-
-fn template() -> Yaml {
-    let text = std::fs::read_to_string(root().join("infra/template.yaml")).expect("template");
-    serde_yaml_ng::from_str(&text).expect("template is YAML")
-}
-
-fn get<'a>(v: &'a Yaml, key: &str) -> Option<&'a Yaml> {
-    v.as_mapping()?.get(Yaml::String(key.into()))
-}
 
 /// `!Ref X` as `Ref:X`, `!GetAtt X.Y` as `GetAtt:X.Y`, strings as they are.
 fn text(v: &Yaml) -> String {

@@ -31,7 +31,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::panic::Location;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -49,6 +48,7 @@ use flotilla_service::intake::Access;
 use flotilla_service::records::NodeClaimState;
 use flotilla_service::{keys, Config, Ports};
 use flotilla_sim::{Ec2Sim, ManualClock, MemBus, MemStore};
+use flotilla_tests::{repo_root as root, sam_template as template, yaml_get as get};
 use serde_json::{json, Value};
 use serde_yaml_ng::Value as Yaml;
 
@@ -290,13 +290,6 @@ struct World {
     clock: Arc<ManualClock>,
     ports: BTreeMap<&'static str, FnPorts>,
     calls: BTreeMap<&'static str, Arc<Calls>>,
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default()
 }
 
 fn sample(name: &str) -> Value {
@@ -795,19 +788,6 @@ fn static_call_sites() -> BTreeMap<String, PortCall> {
 
 // ---------------------------------------------------------------------------
 // The template.
-
-fn template() -> Yaml {
-    let path = root().join("infra").join("template.yaml");
-    let text = std::fs::read_to_string(&path).expect("infra/template.yaml");
-    serde_yaml_ng::from_str(&text).expect("template.yaml is YAML")
-}
-
-fn get<'a>(v: &'a Yaml, key: &str) -> Option<&'a Yaml> {
-    match v {
-        Yaml::Mapping(m) => m.get(Yaml::String(key.to_string())),
-        _ => None,
-    }
-}
 
 /// A CloudFormation value as text: plain strings as they are,
 /// `!GetAtt X.Arn` as `GetAtt:X.Arn`, `!Ref X` as `Ref:X`, `!Sub s` as `s`,

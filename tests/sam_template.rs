@@ -21,28 +21,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use flotilla_tests::{repo_root as root, sam_template as template, yaml_get as get};
 use serde_json::Value;
 use serde_yaml_ng::Value as Yaml;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default()
-}
-
-fn template() -> Yaml {
-    let path = root().join("infra").join("template.yaml");
-    let text = std::fs::read_to_string(&path).expect("infra/template.yaml");
-    serde_yaml_ng::from_str(&text).expect("template.yaml is YAML")
-}
-
-fn get<'a>(v: &'a Yaml, key: &str) -> Option<&'a Yaml> {
-    match v {
-        Yaml::Mapping(m) => m.get(Yaml::String(key.to_string())),
-        _ => None,
-    }
-}
 
 fn at<'a>(v: &'a Yaml, path: &[&str]) -> Option<&'a Yaml> {
     path.iter().try_fold(v, |v, k| get(v, k))

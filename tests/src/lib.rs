@@ -160,12 +160,31 @@ pub fn unique_name(prefix: &str) -> String {
     )
 }
 
-/// The `events/` folder of the repository.
-pub fn events_dir() -> PathBuf {
+/// The repository's root.
+pub fn repo_root() -> PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
-        .map(|p| p.join("events"))
+        .map(std::path::Path::to_path_buf)
         .unwrap_or_default()
+}
+
+/// The `events/` folder of the repository.
+pub fn events_dir() -> PathBuf {
+    repo_root().join("events")
+}
+
+/// `infra/template.yaml`, parsed (CloudFormation's short-form tags such as
+/// `!Ref` stay tagged values).
+pub fn sam_template() -> serde_yaml_ng::Value {
+    let path = repo_root().join("infra").join("template.yaml");
+    let text = std::fs::read_to_string(&path).expect("infra/template.yaml");
+    serde_yaml_ng::from_str(&text).expect("template.yaml is YAML")
+}
+
+/// The value at `key` of a YAML mapping.
+pub fn yaml_get<'a>(v: &'a serde_yaml_ng::Value, key: &str) -> Option<&'a serde_yaml_ng::Value> {
+    v.as_mapping()?
+        .get(serde_yaml_ng::Value::String(key.to_string()))
 }
 
 /// A batch for `cluster`: one NodePool (amd64, spot or on-demand), one
