@@ -783,12 +783,10 @@ pub async fn on_ec2_notice<S: Store, E: Ec2, B: Bus, C: Clock>(
     else {
         return Ok(report); // not ours
     };
-    if inst
-        .tags
-        .get(STACK_TAG)
-        .is_some_and(|s| *s != config.stack_id)
-    {
-        return Ok(report); // another stack's
+    if !of_this_stack(&inst, config) {
+        // Another stack's, or untagged (launched before the stack tag, or
+        // not by Flotilla): its NodeClaim name may be one of ours.
+        return Ok(report);
     }
     let now = clock.now_millis();
     let now_secs = clock.now_secs();
