@@ -4,7 +4,9 @@
 //! refused termination), intake refuses clusters nobody was granted and
 //! batches for another EKS cluster; the legacy AWSNodeTemplate launches with
 //! the deployment's instance profile; a missing spot service-linked role
-//! fails the NodeClaim with the command that fixes it.
+//! fails the NodeClaim with the command that fixes it. EC2 notices about
+//! another stack's or untagged instances change nothing; the agent's nodes
+//! report is never overwritten by an older post.
 
 mod common;
 
@@ -15,7 +17,10 @@ use flotilla_core::launch::launch_template::{TAG_EKS_CLUSTER_NAME, TAG_NODECLAIM
 use flotilla_ports::{InstanceState, PortError};
 use flotilla_service::intake::{self, Access, Caller};
 use flotilla_service::records::NodeClaimState;
-use flotilla_service::sweep::{of_this_stack, CLUSTER_ID_TAG, LEAK_GRACE_SECS, STACK_TAG};
+use flotilla_service::sweep::{
+    of_this_stack, on_ec2_notice, Ec2Notice, SweepReport, CLUSTER_ID_TAG, LEAK_GRACE_SECS,
+    STACK_TAG,
+};
 use flotilla_service::{ServiceError, LOCAL_STACK_ID};
 use flotilla_sim::{ops, Phase};
 
@@ -464,4 +469,145 @@ async fn without_the_agents_report_the_sweep_waits_before_collecting() {
     p.clock.advance_secs(6 * 60);
     assert_eq!(sweep(&p).await.leaked_terminated, vec![id.clone()]);
     assert!(!running(&p, &id));
+}
+
+/// Every per-instance notice the sweep acts on, about `id`.
+fn notices_about(id: &str) -> Vec<Ec2Notice> {
+    let i = || id.to_string();
+    vec![
+        Ec2Notice::SpotInterruption { instance_id: i() },
+        Ec2Notice::ReservationInterruption { instance_id: i() },
+        Ec2Notice::Rebalance { instance_id: i() },
+        Ec2Notice::StateChange {
+            instance_id: i(),
+            state: "shutting-down".into(),
+        },
+        Ec2Notice::StateChange {
+            instance_id: i(),
+            state: "terminated".into(),
+        },
+    ]
+}
+
+#[tokio::test]
+async fn ec2_notices_about_another_stacks_or_untagged_instances_change_nothing() {
+    let p = stack_world();
+    let mut docs = node_pool_and_class();
+    docs.extend(pods("web", 4, "2", "4Gi"));
+    post(&p, &batch(docs)).await;
+    drain(&p, 1).await;
+    let launched = claims_in(&p, NodeClaimState::Launched).await;
+    let ours = launched[0].clone();
+    // Instances naming this cluster and one of its live NodeClaims (a
+    // replaced stack or a restored table launched the same names), from
+    // another stack and without a stack tag.
+    let foreign = [
+        p.ec2.run_instance(
+            "m5.large",
+            "us-west-2a",
+            tags(&[
+                (STACK_TAG, OTHER_STACK),
+                (CLUSTER_ID_TAG, CLUSTER),
+                (TAG_NODECLAIM, &ours.name),
+            ]),
+        ),
+        p.ec2.run_instance(
+            "m5.large",
+            "us-west-2a",
+            tags(&[(CLUSTER_ID_TAG, CLUSTER), (TAG_NODECLAIM, &ours.name)]),
+        ),
+    ];
+    let table = p.store.dump();
+    let instances = p.ec2.live_instances();
+    for id in &foreign {
+        for notice in notices_about(id) {
+            let r = on_ec2_notice(&p.store, &p.ec2, &p.bus, &p.clock, &p.config, &notice)
+                .await
+                .expect("notice");
+            assert_eq!(r, SweepReport::default(), "{notice:?}");
+            // No action, no ICE entry, no NodeClaim ended: the table as it
+            // was; no instance terminated; nothing announced.
+            assert!(p.store.dump() == table, "{notice:?} wrote to the table");
+            assert_eq!(p.ec2.live_instances(), instances, "{notice:?}");
+            assert!(p.bus.take().is_empty(), "{notice:?}");
+        }
+    }
+    assert_eq!(
+        claims_in(&p, NodeClaimState::Launched).await.len(),
+        launched.len()
+    );
+    // The same notice about this stack's instance of that NodeClaim is
+    // acted on (cordon + drain).
+    let own = ours.instance.expect("instance").instance_id;
+    let r = on_ec2_notice(
+        &p.store,
+        &p.ec2,
+        &p.bus,
+        &p.clock,
+        &p.config,
+        &Ec2Notice::SpotInterruption { instance_id: own },
+    )
+    .await
+    .expect("notice");
+    assert_eq!(r.actions, 2, "{r:?}");
+}
+
+fn node(name: &str, claim: &str) -> flotilla_core::model::Node {
+    flotilla_core::model::Node {
+        name: name.into(),
+        labels: tags(&[("flotilla.io/nodeclaim", claim)]),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn an_older_nodes_report_never_overwrites_a_newer_one() {
+    let p = stack_world();
+    // A post read at START_MS, written after a later one (a slow
+    // invocation): its clock is behind.
+    let earlier = flotilla_sim::ManualClock::at_millis(START_MS);
+    p.clock.advance_secs(30);
+    let newer = [node("ip-a", "claim-a"), node("ip-b", "claim-b")];
+    intake::record_nodes(&p.store, &p.clock, CLUSTER, &newer)
+        .await
+        .expect("recorded");
+    let key = flotilla_service::keys::nodes(CLUSTER);
+    let stored = p.store.peek(&key).expect("a report");
+    let report = intake::nodes_report(&p.store, CLUSTER)
+        .await
+        .expect("read")
+        .expect("a report");
+    assert_eq!(report.at, START_MS + 30_000);
+    assert_eq!(report.nodes.len(), 2);
+
+    intake::record_nodes(&p.store, &earlier, CLUSTER, &newer[..1])
+        .await
+        .expect("recorded");
+    assert_eq!(
+        p.store.peek(&key),
+        Some(stored.clone()),
+        "an older post won"
+    );
+
+    // The same nodes again, later: not rewritten (the report keeps the
+    // post that first showed them).
+    p.clock.advance_secs(60);
+    intake::record_nodes(&p.store, &p.clock, CLUSTER, &newer)
+        .await
+        .expect("recorded");
+    assert_eq!(p.store.peek(&key), Some(stored.clone()), "rewritten");
+
+    // A newer post with other nodes replaces it.
+    intake::record_nodes(&p.store, &p.clock, CLUSTER, &newer[1..])
+        .await
+        .expect("recorded");
+    let report = intake::nodes_report(&p.store, CLUSTER)
+        .await
+        .expect("read")
+        .expect("a report");
+    assert_eq!(report.at, START_MS + 90_000);
+    assert_eq!(
+        report.nodes.into_iter().collect::<Vec<_>>(),
+        vec![("claim-b".to_string(), "ip-b".to_string())]
+    );
 }
