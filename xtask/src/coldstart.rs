@@ -42,7 +42,8 @@ const FUNCTIONS: [(&str, &str, &str); 4] = [
 #[derive(Debug)]
 enum Seen {
     Next(Instant),
-    Response(Instant),
+    /// The function's response; for a Function URL handler, its `statusCode`.
+    Response(Instant, Option<u64>),
     Error(Instant, String),
     InitError(String),
 }
@@ -134,7 +135,10 @@ fn serve(stream: TcpStream, event: std::sync::Arc<Vec<u8>>, tx: mpsc::Sender<See
                 );
             }
             ("POST", p) if p.ends_with("/response") => {
-                let _ = tx.send(Seen::Response(now));
+                let status = serde_json::from_str::<serde_json::Value>(&text)
+                    .ok()
+                    .and_then(|v| v["statusCode"].as_u64());
+                let _ = tx.send(Seen::Response(now, status));
                 reply(&mut w, "202 Accepted", &[], b"{}");
             }
             ("POST", p) if p.ends_with("/init/error") => {
@@ -225,7 +229,12 @@ fn one_run(
         other => bail!("{}: unexpected {other:?} before `next`", binary.display()),
     };
     let (done, outcome) = match wait("response")? {
-        Seen::Response(t) => (t, "response".to_string()),
+        Seen::Response(_, Some(status)) if status >= 400 => bail!(
+            "{}: the sample event was answered {status}: that is not the path to measure",
+            binary.display()
+        ),
+        Seen::Response(t, None) => (t, "response".to_string()),
+        Seen::Response(t, Some(status)) => (t, format!("response {status}")),
         Seen::Error(t, e) => (
             t,
             format!("error: {}", e.chars().take(200).collect::<String>()),
@@ -336,6 +345,12 @@ pub fn coldstart(
         ("EVENT_BUS_NAME", "flotilla".into()),
         ("FLOTILLA_BATCH_IDLE_SECONDS", "0".into()),
         ("FLOTILLA_BATCH_MAX_SECONDS", "0".into()),
+        // events/intake-post.json is cluster "demo", signed by this role:
+        // intake denies clusters nobody is mapped to.
+        (
+            "FLOTILLA_CLUSTER_PRINCIPALS",
+            r#"{"demo": ["arn:aws:sts::123456789012:assumed-role/flotilla-agent/*"]}"#.into(),
+        ),
         ("RUST_LOG", "warn".into()),
     ]
     .into_iter()
