@@ -10,15 +10,21 @@
 //! from limited capacity pools, pools run dry so that launches fail),
 //! handler crashes between any two side effects (`Faults::crash_after`:
 //! nothing after the n-th port call takes effect, clean-up included),
-//! clock jumps, sweeps and external terminations, and instances launched
-//! outside this deployment (another stack's, untagged ones).
+//! clock jumps, sweeps and external terminations, instances launched
+//! outside this deployment (another stack's, untagged ones), and leaked
+//! instances of this stack whose node registered (the agent reports the
+//! node, fetches the drain action, acknowledges it late or twice, or the
+//! node leaves the cluster).
 //!
 //! After every operation the safety invariants hold (no NodeClaim with two
 //! live instances, reservation counters within `[0, count]` and never below
 //! the NodeClaims holding them, never more instances in a reservation than
 //! it has, no instance of another stack or without a stack tag ever
-//! terminated by the pipeline). After the run the system settles (faults off, pending events
-//! redelivered as EventBridge would, sweeps run past every lease and grace
+//! terminated by the pipeline, no leaked instance of this stack whose node
+//! is in the agent's report terminated before the agent acknowledged its
+//! drain action or the node left the report). After the run the system
+//! settles (faults off, pending events redelivered as EventBridge would, the
+//! agents acknowledging their drains, sweeps run past every lease and grace
 //! period) and then: no duplicate instance, no leaked instance, no
 //! reservation slot leaked or overbooked, no NodeClaim stuck in flight, and
 //! every pod of each cluster's last accepted batch is on a launched
@@ -36,7 +42,7 @@ use std::sync::Arc;
 use flotilla_core::catalog::CapacityType;
 use flotilla_core::launch::launch_template::TAG_NODECLAIM;
 use flotilla_ports::{Event, InstanceState, Item, PortError};
-use flotilla_service::intake::{self, Access, Caller};
+use flotilla_service::intake::{self, Access, Caller, NodesReport};
 use flotilla_service::records::{BatchResult, NodeClaimRecord, NodeClaimState};
 use flotilla_service::sweep::{CLUSTER_ID_TAG, STACK_TAG};
 use flotilla_service::{codec, keys, Config, Ports};
@@ -144,6 +150,30 @@ enum Op {
         cluster: usize,
         kind: usize,
     },
+    /// A leaked instance of this stack (no NodeClaim) whose node registered:
+    /// the cluster's agent sees the node and posts. The sweep may terminate
+    /// it only once the agent acknowledged its drain action or the node
+    /// left the agent's report.
+    Leak {
+        cluster: usize,
+    },
+    /// The cluster's agent reads its actions and queues acknowledgements of
+    /// the drain actions of its nodes.
+    AgentFetch {
+        cluster: usize,
+    },
+    /// The agent sends one queued acknowledgement `copies` times; `keep`:
+    /// it is sent again later (a late duplicate).
+    AgentAck {
+        pick: usize,
+        copies: usize,
+        keep: bool,
+    },
+    /// A leaked instance's node leaves the cluster (deleted by hand); the
+    /// agent posts.
+    NodeGone {
+        pick: usize,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -163,6 +193,11 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<usize>().prop_map(|pick| Op::Terminate { pick }),
         1 => Just(Op::Drought),
         1 => (0..CLUSTERS, 0..3usize).prop_map(|(cluster, kind)| Op::Foreign { cluster, kind }),
+        2 => (0..CLUSTERS).prop_map(|cluster| Op::Leak { cluster }),
+        2 => (0..CLUSTERS).prop_map(|cluster| Op::AgentFetch { cluster }),
+        2 => (any::<usize>(), 1..3usize, any::<bool>())
+            .prop_map(|(pick, copies, keep)| Op::AgentAck { pick, copies, keep }),
+        1 => any::<usize>().prop_map(|pick| Op::NodeGone { pick }),
     ]
 }
 
@@ -183,6 +218,27 @@ struct World {
     /// terminated by someone else than the pipeline.
     foreign: BTreeSet<String>,
     foreign_ended: BTreeSet<String>,
+    /// Leaked instances of this stack whose node registered, by id.
+    leaks: BTreeMap<String, Leak>,
+    /// Leaked instances terminated by someone else than the pipeline, and
+    /// those a sweep terminated when it was allowed to.
+    leaks_ended: BTreeSet<String>,
+    leaks_collected: BTreeSet<String>,
+    /// NodeClaim name → (node, instance) of the nodes each agent sees.
+    nodes: [BTreeMap<String, (String, String)>; CLUSTERS],
+    /// Clusters whose agent's last post failed (it posts again).
+    unreported: [bool; CLUSTERS],
+    /// Acknowledgements the agents will send: (cluster, action id).
+    acks: Vec<(usize, String)>,
+    /// Leaked instances a sweep terminated too early.
+    violations: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+struct Leak {
+    cluster: usize,
+    claim: String,
+    node: String,
 }
 
 fn world() -> World {
@@ -224,6 +280,13 @@ fn world() -> World {
         deliveries: 0,
         foreign: BTreeSet::new(),
         foreign_ended: BTreeSet::new(),
+        leaks: BTreeMap::new(),
+        leaks_ended: BTreeSet::new(),
+        leaks_collected: BTreeSet::new(),
+        nodes: std::array::from_fn(|_| BTreeMap::new()),
+        unreported: [false; CLUSTERS],
+        acks: Vec::new(),
+        violations: Vec::new(),
     }
 }
 
@@ -231,7 +294,23 @@ fn cluster_id(c: usize) -> String {
     format!("c{c}")
 }
 
-fn body(c: usize, pods: usize) -> Vec<u8> {
+/// The nodes an agent posts: cordoned (the scheduler places no pod there),
+/// labelled with their NodeClaim.
+fn node_docs(nodes: &BTreeMap<String, (String, String)>) -> Vec<serde_json::Value> {
+    nodes
+        .iter()
+        .map(|(claim, (name, _))| {
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "labels": {"flotilla.io/nodeclaim": claim}},
+                "spec": {"unschedulable": true},
+                "status": {"allocatable": {"cpu": "2", "memory": "8Gi", "pods": "29"}}
+            })
+        })
+        .collect()
+}
+
+fn body(c: usize, pods: usize, nodes: Vec<serde_json::Value>) -> Vec<u8> {
     let reserved = c < 2;
     let requirements = if reserved {
         serde_json::json!([
@@ -284,6 +363,7 @@ fn body(c: usize, pods: usize) -> Vec<u8> {
                 "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}
         }));
     }
+    docs.extend(nodes);
     serde_json::to_vec(&serde_json::json!({
         "clusterId": cluster_id(c),
         "cluster": {
@@ -304,7 +384,16 @@ fn pod_name(c: usize, i: usize) -> String {
 
 impl World {
     fn post(&mut self, c: usize) -> bool {
-        let body = body(c, self.pods[c]);
+        // Nodes of terminated instances leave the cluster.
+        let live: BTreeSet<String> = self
+            .p
+            .ec2
+            .live_instances()
+            .into_iter()
+            .map(|i| i.id)
+            .collect();
+        self.nodes[c].retain(|_, (_, instance)| live.contains(instance));
+        let body = body(c, self.pods[c], node_docs(&self.nodes[c]));
         let p = &self.p;
         let r = block_on(intake::accept(
             &p.store,
@@ -321,10 +410,12 @@ impl World {
         match r {
             Ok(_) => {
                 self.accepted[c] = self.pods[c];
+                self.unreported[c] = false;
                 true
             }
             Err(e) => {
                 assert!(e.is_retryable(), "intake refused a valid batch: {e}");
+                self.unreported[c] = true;
                 false
             }
         }
@@ -406,11 +497,35 @@ impl World {
     }
 
     fn sweep(&mut self) -> bool {
+        let collectable = self.collectable_leaks();
         let p = &self.p;
         let r = block_on(flotilla_service::sweep::sweep(
             &p.store, &p.ec2, &p.bus, &p.clock, &p.config,
         ));
         self.collect();
+        let live: BTreeSet<String> = self
+            .p
+            .ec2
+            .live_instances()
+            .into_iter()
+            .map(|i| i.id)
+            .collect();
+        for id in self.leaks.keys() {
+            if live.contains(id)
+                || self.leaks_ended.contains(id)
+                || self.leaks_collected.contains(id)
+            {
+                continue;
+            }
+            if collectable.contains(id) {
+                self.leaks_collected.insert(id.clone());
+            } else {
+                self.violations.push(format!(
+                    "leaked instance {id} terminated while its node {:?} was in the agent's report and its drain unacknowledged",
+                    self.leaks[id]
+                ));
+            }
+        }
         match r {
             Ok(_) => true,
             Err(e) => {
@@ -418,6 +533,90 @@ impl World {
                 false
             }
         }
+    }
+
+    /// Live leaked instances the sweep may terminate now: their drain
+    /// action is acknowledged, or their node is not in the cluster's nodes
+    /// report (read as stored, without faults).
+    fn collectable_leaks(&self) -> BTreeSet<String> {
+        let live: BTreeSet<String> = self
+            .p
+            .ec2
+            .live_instances()
+            .into_iter()
+            .map(|i| i.id)
+            .collect();
+        let actions = items_with(&self.p.store, keys::ACTION_PREFIX);
+        self.leaks
+            .iter()
+            .filter(|(id, _)| live.contains(*id))
+            .filter(|(_, l)| {
+                let cluster = cluster_id(l.cluster);
+                let key = keys::nodes(&cluster);
+                let reported = self.p.store.peek(&key).is_some_and(|item| {
+                    let json = codec::gunzip(&key.to_string(), &item.body).expect("gzip");
+                    let r: NodesReport = codec::from_json(&key.to_string(), &json).expect("report");
+                    r.nodes.get(&l.claim) == Some(&l.node)
+                });
+                let acked = actions
+                    .iter()
+                    .filter(|a| a.key.pk == keys::cluster_pk(&cluster))
+                    .map(|a| {
+                        codec::from_json::<serde_json::Value>("action", &a.body).expect("action")
+                    })
+                    .any(|a| {
+                        a["kind"] == "drain"
+                            && a["node"] == l.node.as_str()
+                            && a.get(intake::ACK_FIELD).is_some()
+                    });
+                !reported || acked
+            })
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    fn agent_fetch(&mut self, c: usize) {
+        let p = &self.p;
+        let agent = Caller {
+            principal: Some(AGENT.into()),
+        };
+        let Ok(view) = block_on(intake::cluster_view(
+            &p.store,
+            &p.clock,
+            &p.config,
+            &p.access,
+            &agent,
+            &cluster_id(c),
+        )) else {
+            return; // fetched again later
+        };
+        let nodes: BTreeSet<&String> = self.nodes[c].values().map(|(n, _)| n).collect();
+        for a in &view.actions {
+            let ours = a["kind"] == "drain"
+                && a["node"]
+                    .as_str()
+                    .is_some_and(|n| nodes.contains(&n.to_string()));
+            if let (true, Some(id)) = (ours, a["id"].as_str()) {
+                self.acks.push((c, id.to_string()));
+            }
+        }
+    }
+
+    /// Send an acknowledgement; true if the intake took it.
+    fn agent_ack(&self, c: usize, id: &str) -> bool {
+        let p = &self.p;
+        let body = serde_json::json!({"acks": [{"id": id, "outcome": "done"}]});
+        block_on(intake::acknowledge(
+            &p.store,
+            &p.clock,
+            &p.access,
+            &Caller {
+                principal: Some(AGENT.into()),
+            },
+            &cluster_id(c),
+            body.to_string().as_bytes(),
+        ))
+        .is_ok()
     }
 
     fn apply(&mut self, op: &Op) {
@@ -529,6 +728,9 @@ impl World {
                     if self.foreign.contains(id) {
                         self.foreign_ended.insert(id.clone());
                     }
+                    if self.leaks.contains_key(id) {
+                        self.leaks_ended.insert(id.clone());
+                    }
                 }
             }
             Op::Foreign { cluster, kind } => {
@@ -545,6 +747,64 @@ impl World {
                 let instance = self.p.ec2.run_instance("m5.large", ZONES[0], tags);
                 self.foreign.insert(instance);
             }
+            Op::Leak { cluster } => {
+                let c = *cluster;
+                let id = cluster_id(c);
+                let claim = format!("{id}-leak-{}", self.leaks.len());
+                let tags: BTreeMap<String, String> = [
+                    (STACK_TAG, STACK),
+                    (CLUSTER_ID_TAG, id.as_str()),
+                    (TAG_NODECLAIM, claim.as_str()),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+                let instance = self.p.ec2.run_instance("m5.large", ZONES[0], tags);
+                let node = format!("ip-{instance}");
+                self.nodes[c].insert(claim.clone(), (node.clone(), instance.clone()));
+                self.leaks.insert(
+                    instance,
+                    Leak {
+                        cluster: c,
+                        claim,
+                        node,
+                    },
+                );
+                for _ in 0..3 {
+                    if self.post(c) {
+                        break;
+                    }
+                }
+            }
+            Op::AgentFetch { cluster } => self.agent_fetch(*cluster),
+            Op::AgentAck { pick, copies, keep } => {
+                if self.acks.is_empty() {
+                    return;
+                }
+                let (c, id) = self.acks.remove(pick % self.acks.len());
+                let mut sent = false;
+                for _ in 0..*copies {
+                    sent |= self.agent_ack(c, &id);
+                }
+                if !sent || *keep {
+                    self.acks.push((c, id));
+                }
+            }
+            Op::NodeGone { pick } => {
+                let all: Vec<(usize, String)> = (0..CLUSTERS)
+                    .flat_map(|c| self.nodes[c].keys().map(move |k| (c, k.clone())))
+                    .collect();
+                if all.is_empty() {
+                    return;
+                }
+                let (c, claim) = &all[pick % all.len()];
+                self.nodes[*c].remove(claim);
+                for _ in 0..3 {
+                    if self.post(*c) {
+                        break;
+                    }
+                }
+            }
         }
     }
 
@@ -554,7 +814,7 @@ impl World {
     fn settle(&mut self) -> Result<(), String> {
         self.faults.clear();
         for c in 0..CLUSTERS {
-            if self.accepted[c] != self.pods[c] && !self.post(c) {
+            if (self.accepted[c] != self.pods[c] || self.unreported[c]) && !self.post(c) {
                 return Err(format!("cluster {c}: intake failed without faults"));
             }
         }
@@ -569,6 +829,16 @@ impl World {
                     ));
                 }
                 self.deliver(e, 1);
+            }
+            // The agents acknowledge the drains of their nodes (late: after
+            // the sweep that stored them).
+            for c in 0..CLUSTERS {
+                self.agent_fetch(c);
+            }
+            for (c, id) in std::mem::take(&mut self.acks) {
+                if !self.agent_ack(c, &id) {
+                    return Err(format!("acknowledgement {id} failed without faults"));
+                }
             }
             self.p.clock.advance_secs(61);
             if !self.sweep() {
@@ -604,7 +874,16 @@ fn records(store: &MemStore) -> Vec<NodeClaimRecord> {
 
 /// Holds after every operation.
 fn check_safety(w: &World) -> Result<(), String> {
+    if let Some(v) = w.violations.first() {
+        return Err(v.clone());
+    }
     let live = w.p.ec2.live_instances();
+    for id in w.leaks.keys() {
+        let gone = !live.iter().any(|i| &i.id == id);
+        if gone && !w.leaks_ended.contains(id) && !w.leaks_collected.contains(id) {
+            return Err(format!("leaked instance {id} terminated outside a sweep"));
+        }
+    }
     for id in w.foreign.difference(&w.foreign_ended) {
         if !live.iter().any(|i| &i.id == id) {
             return Err(format!(
@@ -1091,4 +1370,61 @@ fn found_a_reschedule_superseded_a_newer_batch_with_an_older_one() {
         },
     ])
     .expect("settled");
+}
+
+/// A leaked instance of this stack whose node registered waits for the
+/// agent: drained first (the drain acknowledged late and twice, once after
+/// the instance is gone), or collected once its node left the agent's
+/// report.
+#[test]
+fn a_registered_leak_goes_only_through_its_drain() {
+    let mut w = world();
+    let step = |w: &mut World, op: Op| {
+        w.apply(&op);
+        check_safety(w).unwrap_or_else(|e| panic!("after {op:?}: {e}"));
+    };
+    let live = |w: &World, id: &str| w.p.ec2.live_instances().iter().any(|i| i.id == id);
+    step(
+        &mut w,
+        Op::Post {
+            cluster: 2,
+            new_pods: 1,
+        },
+    );
+    step(&mut w, Op::Leak { cluster: 2 });
+    let first = w.leaks.keys().next().cloned().expect("a leak");
+    step(&mut w, Op::Advance { secs: 400 });
+    step(&mut w, Op::Sweep);
+    step(&mut w, Op::Sweep);
+    assert!(live(&w, &first), "terminated before its drain");
+    step(&mut w, Op::AgentFetch { cluster: 2 });
+    assert_eq!(w.acks.len(), 1, "the agent sees one drain action");
+    step(&mut w, Op::Advance { secs: 61 });
+    step(&mut w, Op::Sweep);
+    assert!(live(&w, &first), "terminated before the agent acknowledged");
+    let ack = |keep| Op::AgentAck {
+        pick: 0,
+        copies: 2,
+        keep,
+    };
+    step(&mut w, ack(true));
+    step(&mut w, Op::Sweep);
+    assert!(!live(&w, &first) && w.leaks_collected.contains(&first));
+    // The duplicate, after the instance is gone.
+    step(&mut w, ack(false));
+    step(&mut w, Op::Leak { cluster: 0 });
+    let second = w
+        .leaks
+        .keys()
+        .find(|k| **k != first)
+        .cloned()
+        .expect("a leak");
+    step(&mut w, Op::Advance { secs: 400 });
+    step(&mut w, Op::Sweep);
+    assert!(live(&w, &second), "terminated before its drain");
+    step(&mut w, Op::NodeGone { pick: 0 });
+    step(&mut w, Op::Sweep);
+    assert!(!live(&w, &second) && w.leaks_collected.contains(&second));
+    w.settle().expect("settled");
+    check_settled(&w).expect("settled");
 }
