@@ -441,6 +441,14 @@ pub fn of_this_stack(i: &Instance, config: &Config) -> bool {
     i.tags.get(STACK_TAG) == Some(&config.stack_id)
 }
 
+/// Whether `instance_id` is the instance the NodeClaim `record` launched.
+fn launched_by(record: &NodeClaimRecord, instance_id: &str) -> bool {
+    record
+        .instance
+        .as_ref()
+        .is_some_and(|i| i.instance_id == instance_id)
+}
+
 /// Terminate `ids` (one call each, so that one refused instance does not
 /// keep the others). A refusal or failure is logged and reported, never
 /// fatal: the next sweep tries again. True if every call succeeded.
@@ -783,10 +791,8 @@ pub async fn on_ec2_notice<S: Store, E: Ec2, B: Bus, C: Clock>(
     else {
         return Ok(report); // not ours
     };
-    if !of_this_stack(&inst, config) {
-        // Another stack's, or untagged (launched before the stack tag, or
-        // not by Flotilla): its NodeClaim name may be one of ours.
-        return Ok(report);
+    if inst.tags.contains_key(STACK_TAG) && !of_this_stack(&inst, config) {
+        return Ok(report); // another stack's, whatever NodeClaim name it carries
     }
     let now = clock.now_millis();
     let now_secs = clock.now_secs();
@@ -794,6 +800,13 @@ pub async fn on_ec2_notice<S: Store, E: Ec2, B: Bus, C: Clock>(
     else {
         return Ok(report);
     };
+    if !of_this_stack(&inst, config) && !launched_by(&record, &inst.id) {
+        // Untagged and not the instance this NodeClaim launched: not ours,
+        // though it names one of our NodeClaims. (An untagged instance that
+        // is exactly the NodeClaim's own was launched before the stack tag
+        // existed: its interruption is handled like any other.)
+        return Ok(report);
+    }
     if spot {
         // Karpenter marks the interrupted offering unavailable too.
         let mut ice = Item::new(

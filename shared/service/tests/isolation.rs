@@ -552,6 +552,35 @@ async fn ec2_notices_about_another_stacks_or_untagged_instances_change_nothing()
     assert_eq!(r.actions, 2, "{r:?}");
 }
 
+/// An instance launched before the stack tag existed is still handled when
+/// it is exactly the instance its NodeClaim recorded: upgrading a stack
+/// does not cost its running nodes their interruption handling.
+#[tokio::test]
+async fn a_notice_about_a_nodeclaims_own_instance_without_the_stack_tag_is_acted_on() {
+    let p = stack_world();
+    let mut docs = node_pool_and_class();
+    docs.extend(pods("web", 4, "2", "4Gi"));
+    post(&p, &batch(docs)).await;
+    drain(&p, 1).await;
+    let ours = claims_in(&p, NodeClaimState::Launched).await[0].clone();
+    let own = ours.instance.expect("instance").instance_id;
+    assert!(p.ec2.remove_tag(&own, STACK_TAG));
+    let r = on_ec2_notice(
+        &p.store,
+        &p.ec2,
+        &p.bus,
+        &p.clock,
+        &p.config,
+        &Ec2Notice::SpotInterruption { instance_id: own },
+    )
+    .await
+    .expect("notice");
+    assert_eq!(
+        r.actions, 2,
+        "cordon + drain of the NodeClaim's own node: {r:?}"
+    );
+}
+
 fn node(name: &str, claim: &str) -> flotilla_core::model::Node {
     flotilla_core::model::Node {
         name: name.into(),

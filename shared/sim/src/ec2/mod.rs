@@ -587,6 +587,19 @@ impl Ec2Sim {
         }
     }
 
+    /// DeleteTags of `key` on instance `id` (e.g. to stand for an instance
+    /// launched before a tag existed). False when there is no such instance.
+    pub fn remove_tag(&self, id: &str, key: &str) -> bool {
+        let mut st = self.lock();
+        match st.instances.get_mut(id) {
+            Some(rec) => {
+                rec.instance.tags.remove(key);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Every instance ever launched (terminated ones included), by id.
     pub fn instances(&self) -> Vec<Instance> {
         self.lock()
