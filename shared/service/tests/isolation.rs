@@ -16,7 +16,7 @@ use common::*;
 use flotilla_core::launch::launch_template::{TAG_EKS_CLUSTER_NAME, TAG_NODECLAIM};
 use flotilla_ports::{InstanceState, PortError};
 use flotilla_service::intake::{self, Access, Caller};
-use flotilla_service::records::NodeClaimState;
+use flotilla_service::records::{NodeClaimRecord, NodeClaimState};
 use flotilla_service::sweep::{
     of_this_stack, on_ec2_notice, Ec2Notice, SweepReport, CLUSTER_ID_TAG, LEAK_GRACE_SECS,
     STACK_TAG,
@@ -489,14 +489,35 @@ fn notices_about(id: &str) -> Vec<Ec2Notice> {
     ]
 }
 
-#[tokio::test]
-async fn ec2_notices_about_another_stacks_or_untagged_instances_change_nothing() {
+/// A stack world with one batch planned and launched: the world and its
+/// NodeClaims in `Launched`.
+async fn launched_world() -> (SimPorts, Vec<NodeClaimRecord>) {
     let p = stack_world();
     let mut docs = node_pool_and_class();
     docs.extend(pods("web", 4, "2", "4Gi"));
     post(&p, &batch(docs)).await;
     drain(&p, 1).await;
     let launched = claims_in(&p, NodeClaimState::Launched).await;
+    (p, launched)
+}
+
+/// The sweep's answer to a spot interruption notice about `instance_id`.
+async fn spot_interruption(p: &SimPorts, instance_id: String) -> SweepReport {
+    on_ec2_notice(
+        &p.store,
+        &p.ec2,
+        &p.bus,
+        &p.clock,
+        &p.config,
+        &Ec2Notice::SpotInterruption { instance_id },
+    )
+    .await
+    .expect("notice")
+}
+
+#[tokio::test]
+async fn ec2_notices_about_another_stacks_or_untagged_instances_change_nothing() {
+    let (p, launched) = launched_world().await;
     let ours = launched[0].clone();
     // Instances naming this cluster and one of its live NodeClaims (a
     // replaced stack or a restored table launched the same names), from
@@ -539,16 +560,7 @@ async fn ec2_notices_about_another_stacks_or_untagged_instances_change_nothing()
     // The same notice about this stack's instance of that NodeClaim is
     // acted on (cordon + drain).
     let own = ours.instance.expect("instance").instance_id;
-    let r = on_ec2_notice(
-        &p.store,
-        &p.ec2,
-        &p.bus,
-        &p.clock,
-        &p.config,
-        &Ec2Notice::SpotInterruption { instance_id: own },
-    )
-    .await
-    .expect("notice");
+    let r = spot_interruption(&p, own).await;
     assert_eq!(r.actions, 2, "{r:?}");
 }
 
@@ -557,24 +569,10 @@ async fn ec2_notices_about_another_stacks_or_untagged_instances_change_nothing()
 /// does not cost its running nodes their interruption handling.
 #[tokio::test]
 async fn a_notice_about_a_nodeclaims_own_instance_without_the_stack_tag_is_acted_on() {
-    let p = stack_world();
-    let mut docs = node_pool_and_class();
-    docs.extend(pods("web", 4, "2", "4Gi"));
-    post(&p, &batch(docs)).await;
-    drain(&p, 1).await;
-    let ours = claims_in(&p, NodeClaimState::Launched).await[0].clone();
-    let own = ours.instance.expect("instance").instance_id;
+    let (p, launched) = launched_world().await;
+    let own = launched[0].instance.clone().expect("instance").instance_id;
     assert!(p.ec2.remove_tag(&own, STACK_TAG));
-    let r = on_ec2_notice(
-        &p.store,
-        &p.ec2,
-        &p.bus,
-        &p.clock,
-        &p.config,
-        &Ec2Notice::SpotInterruption { instance_id: own },
-    )
-    .await
-    .expect("notice");
+    let r = spot_interruption(&p, own).await;
     assert_eq!(
         r.actions, 2,
         "cordon + drain of the NodeClaim's own node: {r:?}"
