@@ -322,7 +322,7 @@ async fn sweep_cluster<S: Store, E: Ec2, B: Bus, C: Clock>(
                         store,
                         &item,
                         &mut record,
-                        "node did not register within 15 minutes",
+                        REGISTRATION_TIMEOUT_REASON,
                         now,
                         config.retention_secs,
                     )
@@ -437,6 +437,14 @@ async fn sweep_cluster<S: Store, E: Ec2, B: Bus, C: Clock>(
 }
 
 /// Launched by this deployment: tagged [`STACK_TAG`] with its stack id.
+/// Why a NodeClaim whose node never registered was ended: the usual cause
+/// first (kubelet refused because the node role is not mapped into the
+/// cluster), so the operator reading the NodeClaim knows what to check.
+pub const REGISTRATION_TIMEOUT_REASON: &str = "node did not register within 15 minutes: if \
+     kubelet was refused, map the node role into the cluster (an EKS access entry of type \
+     EC2_LINUX, the stack's NodeAccessEntry parameter, or an aws-auth mapRoles entry; see \
+     infra/README.md, \"Before the first node\"); else check that the node reaches the API server";
+
 pub fn of_this_stack(i: &Instance, config: &Config) -> bool {
     i.tags.get(STACK_TAG) == Some(&config.stack_id)
 }

@@ -208,9 +208,17 @@ async fn sweep_ends_unregistered_and_vanished_instances_and_leaks() {
     let r = sweep(&p).await;
     assert_eq!(r.registration_timeouts.len(), launched.len() - 1);
     assert!(p.ec2.live_instances().is_empty());
-    assert_eq!(
-        claims_in(&p, NodeClaimState::Deleted).await.len(),
-        launched.len()
+    let deleted = claims_in(&p, NodeClaimState::Deleted).await;
+    assert_eq!(deleted.len(), launched.len());
+    // A timed-out NodeClaim says what to check first: the node role mapping.
+    let timed_out = deleted
+        .iter()
+        .find(|c| c.name != launched[0].name)
+        .expect("a timed-out NodeClaim");
+    let reason = timed_out.reason.as_deref().unwrap_or_default();
+    assert!(
+        reason.contains("access entry") && reason.contains("aws-auth"),
+        "{reason}"
     );
 }
 
