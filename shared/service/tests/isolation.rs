@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use common::*;
 use flotilla_core::launch::launch_template::{TAG_EKS_CLUSTER_NAME, TAG_NODECLAIM};
 use flotilla_ports::{InstanceState, PortError};
-use flotilla_service::intake::{self, Access, Caller};
+use flotilla_service::intake::{self, Access};
 use flotilla_service::records::{NodeClaimRecord, NodeClaimState};
 use flotilla_service::sweep::{
     of_this_stack, on_ec2_notice, Ec2Notice, SweepReport, CLUSTER_ID_TAG, LEAK_GRACE_SECS,
@@ -211,12 +211,7 @@ async fn a_leaked_instance_whose_node_registered_is_drained_first() {
     let r = sweep(&p).await;
     assert_eq!((r.actions, r.leaked_draining.len()), (0, 2), "{r:?}");
 
-    let agent = Caller {
-        principal: Some(AGENT.into()),
-    };
-    let view = intake::cluster_view(&p.store, &p.clock, &p.config, &p.access, &agent, CLUSTER)
-        .await
-        .expect("view");
+    let view = try_view(&p, CLUSTER).await.expect("view");
     let drain_of = |node: &str| {
         view.actions
             .iter()
@@ -231,7 +226,7 @@ async fn a_leaked_instance_whose_node_registered_is_drained_first() {
         &p.store,
         &p.clock,
         &p.access,
-        &agent,
+        &agent(),
         CLUSTER,
         body.to_string().as_bytes(),
     )
@@ -290,19 +285,7 @@ async fn clusters_nobody_was_granted_are_refused_naming_the_parameter() {
     p.access = Access::default();
     let mut docs = node_pool_and_class();
     docs.extend(pods("web", 1, "1", "1Gi"));
-    let e = intake::accept(
-        &p.store,
-        &p.bus,
-        &p.clock,
-        &p.config,
-        &p.access,
-        &Caller {
-            principal: Some(AGENT.into()),
-        },
-        &batch(docs),
-    )
-    .await
-    .unwrap_err();
+    let e = try_post(&p, &batch(docs)).await.unwrap_err();
     let ServiceError::Forbidden(m) = &e else {
         panic!("{e}");
     };
@@ -311,18 +294,7 @@ async fn clusters_nobody_was_granted_are_refused_naming_the_parameter() {
     }
     // A mapped cluster, another principal: refused too.
     p.access = Access::default().allow(CLUSTER, "arn:aws:iam::123456789012:role/someone-else");
-    let e = intake::cluster_view(
-        &p.store,
-        &p.clock,
-        &p.config,
-        &p.access,
-        &Caller {
-            principal: Some(AGENT.into()),
-        },
-        CLUSTER,
-    )
-    .await
-    .unwrap_err();
+    let e = try_view(&p, CLUSTER).await.unwrap_err();
     assert!(matches!(e, ServiceError::Forbidden(_)), "{e}");
 }
 
@@ -334,20 +306,7 @@ async fn a_batch_for_another_eks_cluster_is_refused_at_intake() {
     // Registered for EKS cluster "demo" while the stack had no name set.
     post(&p, &batch(docs.clone())).await;
     p.config.cluster_name = Some("prod".into());
-    let agent = Caller {
-        principal: Some(AGENT.into()),
-    };
-    let e = intake::accept(
-        &p.store,
-        &p.bus,
-        &p.clock,
-        &p.config,
-        &p.access,
-        &agent,
-        &batch(docs.clone()),
-    )
-    .await
-    .unwrap_err();
+    let e = try_post(&p, &batch(docs.clone())).await.unwrap_err();
     let ServiceError::BadRequest(m) = &e else {
         panic!("{e}");
     };
@@ -355,9 +314,7 @@ async fn a_batch_for_another_eks_cluster_is_refused_at_intake() {
         assert!(m.contains(part), "{m}");
     }
     // GET for the cluster id bound to "demo" is refused as well.
-    let e = intake::cluster_view(&p.store, &p.clock, &p.config, &p.access, &agent, CLUSTER)
-        .await
-        .unwrap_err();
+    let e = try_view(&p, CLUSTER).await.unwrap_err();
     let ServiceError::BadRequest(m) = &e else {
         panic!("{e}");
     };
@@ -365,9 +322,7 @@ async fn a_batch_for_another_eks_cluster_is_refused_at_intake() {
     // The stack's own cluster name is accepted.
     p.config.cluster_name = Some(CLUSTER.into());
     post(&p, &batch(docs)).await;
-    intake::cluster_view(&p.store, &p.clock, &p.config, &p.access, &agent, CLUSTER)
-        .await
-        .expect("view");
+    try_view(&p, CLUSTER).await.expect("view");
 }
 
 fn legacy_docs() -> Vec<serde_json::Value> {

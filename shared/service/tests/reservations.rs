@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use flotilla_service::intake::{self, Access, Caller};
+use flotilla_service::intake::Access;
 use flotilla_service::records::NodeClaimState;
 use flotilla_service::{Config, Ports};
 use flotilla_sim::{Ec2Sim, ManualClock, MemBus, MemStore};
@@ -82,19 +82,9 @@ async fn racing_clusters_never_overbook_a_reservation() {
     };
     let worlds: Vec<Arc<SimPorts>> = (0..CLUSTERS).map(|i| Arc::new(world(i))).collect();
     for (i, p) in worlds.iter().enumerate() {
-        intake::accept(
-            &p.store,
-            &p.bus,
-            &p.clock,
-            &p.config,
-            &p.access,
-            &Caller {
-                principal: Some(AGENT.into()),
-            },
-            &reserved_batch(&format!("c{i}"), 2),
-        )
-        .await
-        .expect("accepted");
+        try_post(p, &reserved_batch(&format!("c{i}"), 2))
+            .await
+            .expect("accepted");
     }
     // Every cluster schedules at the same moment.
     clock.advance_millis(20_000);
@@ -224,19 +214,7 @@ async fn launched_and_registered(p: &SimPorts, n: usize) -> Vec<String> {
 }
 
 async fn actions(p: &SimPorts) -> Vec<serde_json::Value> {
-    intake::cluster_view(
-        &p.store,
-        &p.clock,
-        &p.config,
-        &p.access,
-        &Caller {
-            principal: Some(AGENT.into()),
-        },
-        CLUSTER,
-    )
-    .await
-    .expect("view")
-    .actions
+    try_view(p, CLUSTER).await.expect("view").actions
 }
 
 async fn reservation_counter(p: &SimPorts) -> i64 {

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use flotilla_ports::Event;
-use flotilla_service::intake::{self, Accepted, Access, Caller};
+use flotilla_service::intake::{self, Accepted, Access, Caller, ClusterView};
 use flotilla_service::records::{NodeClaimRecord, NodeClaimState};
 use flotilla_service::schedule;
 use flotilla_service::{sweep, Config, Ports};
@@ -104,20 +104,34 @@ pub fn batch(documents: Vec<serde_json::Value>) -> Vec<u8> {
     .expect("json")
 }
 
-pub async fn post(p: &SimPorts, body: &[u8]) -> Accepted {
+/// The agent's signed identity ([`AGENT`]).
+pub fn agent() -> Caller {
+    Caller {
+        principal: Some(AGENT.into()),
+    }
+}
+
+/// Intake's answer to the agent posting `body`.
+pub async fn try_post(p: &SimPorts, body: &[u8]) -> flotilla_service::Result<Accepted> {
     intake::accept(
         &p.store,
         &p.bus,
         &p.clock,
         &p.config,
         &p.access,
-        &Caller {
-            principal: Some(AGENT.into()),
-        },
+        &agent(),
         body,
     )
     .await
-    .expect("accepted")
+}
+
+pub async fn post(p: &SimPorts, body: &[u8]) -> Accepted {
+    try_post(p, body).await.expect("accepted")
+}
+
+/// Intake's answer to the agent's `GET /clusters/<cluster>`.
+pub async fn try_view(p: &SimPorts, cluster: &str) -> flotilla_service::Result<ClusterView> {
+    intake::cluster_view(&p.store, &p.clock, &p.config, &p.access, &agent(), cluster).await
 }
 
 /// Deliver one event to its stage, as the Lambdas would (the schedule
