@@ -383,15 +383,19 @@ fn pod_name(c: usize, i: usize) -> String {
 }
 
 impl World {
-    fn post(&mut self, c: usize) -> bool {
-        // Nodes of terminated instances leave the cluster.
-        let live: BTreeSet<String> = self
-            .p
+    /// The ids of the instances running now.
+    fn live_ids(&self) -> BTreeSet<String> {
+        self.p
             .ec2
             .live_instances()
             .into_iter()
             .map(|i| i.id)
-            .collect();
+            .collect()
+    }
+
+    fn post(&mut self, c: usize) -> bool {
+        // Nodes of terminated instances leave the cluster.
+        let live = self.live_ids();
         self.nodes[c].retain(|_, (_, instance)| live.contains(instance));
         let body = body(c, self.pods[c], node_docs(&self.nodes[c]));
         let p = &self.p;
@@ -503,13 +507,7 @@ impl World {
             &p.store, &p.ec2, &p.bus, &p.clock, &p.config,
         ));
         self.collect();
-        let live: BTreeSet<String> = self
-            .p
-            .ec2
-            .live_instances()
-            .into_iter()
-            .map(|i| i.id)
-            .collect();
+        let live = self.live_ids();
         for id in self.leaks.keys() {
             if live.contains(id)
                 || self.leaks_ended.contains(id)
@@ -539,13 +537,7 @@ impl World {
     /// action is acknowledged, or their node is not in the cluster's nodes
     /// report (read as stored, without faults).
     fn collectable_leaks(&self) -> BTreeSet<String> {
-        let live: BTreeSet<String> = self
-            .p
-            .ec2
-            .live_instances()
-            .into_iter()
-            .map(|i| i.id)
-            .collect();
+        let live = self.live_ids();
         let actions = items_with(&self.p.store, keys::ACTION_PREFIX);
         self.leaks
             .iter()
@@ -973,7 +965,7 @@ fn check_settled(w: &World) -> Result<(), String> {
         }
     }
     // Launched NodeClaims have their instance.
-    let live_ids: BTreeSet<String> = w.p.ec2.live_instances().into_iter().map(|i| i.id).collect();
+    let live_ids = w.live_ids();
     for r in &all {
         if r.state == NodeClaimState::Launched {
             let id = r.instance.as_ref().map(|i| i.instance_id.clone());
