@@ -22,12 +22,11 @@ whether its prices are its own or assumed equal to us-east-1's.
 """
 
 import argparse
-import gzip
-import io
-import json
 import os
 import re
 import sys
+
+from generate_catalog import write_json_gz
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REGION = re.compile(r'^\s*"([a-z]{2}(?:-[a-z]+)+-\d+)"\s*:\s*\{\s*$')
@@ -74,12 +73,7 @@ def main():
         },
         "regions": regions,
     }
-    raw = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
-    buf = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
-        gz.write(raw)
-    with open(args.out, "wb") as f:
-        f.write(buf.getvalue())
+    write_json_gz(doc, args.out)
     counts = ", ".join(f"{r}: {len(t)}" for r, t in sorted(regions.items()))
     print(f"{counts} prices (generated {generated}) -> {args.out}", file=sys.stderr)
 

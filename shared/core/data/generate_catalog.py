@@ -36,7 +36,6 @@ import argparse
 import gzip
 import io
 import json
-import math
 import os
 import re
 import subprocess
@@ -80,6 +79,18 @@ def moto_version_of(moto_dir):
             return m.group(1) if m else "unknown"
     except OSError:
         return "unknown"
+
+
+def write_json_gz(doc, path):
+    """Writes `doc` as compact, key-sorted JSON, gzip'd with mtime 0, so that
+    identical inputs give a byte-identical file. Returns (JSON bytes, gzip bytes)."""
+    raw = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
+        gz.write(raw)
+    with open(path, "wb") as f:
+        f.write(buf.getvalue())
+    return len(raw), len(buf.getvalue())
 
 
 def load_gz(path):
@@ -300,15 +311,10 @@ def main():
         "regions": regions,
         "describeSample": {"InstanceTypes": [types[n] for n in SAMPLE if n in types]},
     }
-    raw = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
-    buf = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
-        gz.write(raw)
-    with open(args.out, "wb") as f:
-        f.write(buf.getvalue())
+    raw, packed = write_json_gz(doc, args.out)
     own_regions = sorted(r for r, e in regions.items() if not e["pricesAssumed"])
     print(f"{len(kept)} instance types, {len(regions)} regions ({', '.join(regions)}; own prices: "
-          f"{', '.join(own_regions)}): {len(raw)} bytes JSON, {len(buf.getvalue())} bytes gzip -> {args.out}",
+          f"{', '.join(own_regions)}): {raw} bytes JSON, {packed} bytes gzip -> {args.out}",
           file=sys.stderr)
 
 
