@@ -56,6 +56,20 @@ async fn heartbeat(p: &SimPorts, nodes: &[(&str, &str)]) {
     post(p, &batch(docs)).await;
 }
 
+/// An instance of this stack for `cluster`'s NodeClaim `claim` that no
+/// live NodeClaim owns (a leak), in us-west-2a. Returns its id.
+fn leak(p: &SimPorts, cluster: &str, claim: &str) -> String {
+    p.ec2.run_instance(
+        "m5.large",
+        "us-west-2a",
+        tags(&[
+            (STACK_TAG, STACK),
+            (CLUSTER_ID_TAG, cluster),
+            (TAG_NODECLAIM, claim),
+        ]),
+    )
+}
+
 fn running(p: &SimPorts, id: &str) -> bool {
     p.ec2
         .live_instances()
@@ -157,15 +171,7 @@ async fn the_sweep_never_touches_another_stacks_or_untagged_instances() {
         ),
         p.ec2.run_instance("m5.large", zone, BTreeMap::new()),
     ];
-    let ours = p.ec2.run_instance(
-        "m5.large",
-        zone,
-        tags(&[
-            (STACK_TAG, STACK),
-            (CLUSTER_ID_TAG, CLUSTER),
-            (TAG_NODECLAIM, "lost-1"),
-        ]),
-    );
+    let ours = leak(&p, CLUSTER, "lost-1");
     p.clock.advance_secs(LEAK_GRACE_SECS + 60);
     let r = sweep(&p).await;
     assert_eq!(r.leaked_terminated, vec![ours.clone()]);
@@ -188,18 +194,7 @@ async fn the_sweep_never_touches_another_stacks_or_untagged_instances() {
 #[tokio::test]
 async fn a_leaked_instance_whose_node_registered_is_drained_first() {
     let p = stack_world();
-    let leak = |claim: &str| {
-        p.ec2.run_instance(
-            "m5.large",
-            "us-west-2a",
-            tags(&[
-                (STACK_TAG, STACK),
-                (CLUSTER_ID_TAG, CLUSTER),
-                (TAG_NODECLAIM, claim),
-            ]),
-        )
-    };
-    let (a, b) = (leak("lost-a"), leak("lost-b"));
+    let (a, b) = (leak(&p, CLUSTER, "lost-a"), leak(&p, CLUSTER, "lost-b"));
     heartbeat(&p, &[("ip-a", "lost-a"), ("ip-b", "lost-b")]).await;
     p.clock.advance_secs(LEAK_GRACE_SECS + 60);
     let r = sweep(&p).await;
@@ -247,17 +242,7 @@ async fn a_refused_termination_is_reported_and_the_sweep_goes_on() {
     let p = stack_world();
     heartbeat(&p, &[]).await;
     let ids: Vec<String> = (0..2)
-        .map(|n| {
-            p.ec2.run_instance(
-                "m5.large",
-                "us-west-2a",
-                tags(&[
-                    (STACK_TAG, STACK),
-                    (CLUSTER_ID_TAG, CLUSTER),
-                    (TAG_NODECLAIM, &format!("lost-{n}")),
-                ]),
-            )
-        })
+        .map(|n| leak(&p, CLUSTER, &format!("lost-{n}")))
         .collect();
     p.clock.advance_secs(LEAK_GRACE_SECS + 60);
     p.ec2.faults().script(
@@ -405,15 +390,7 @@ async fn without_the_agents_report_the_sweep_waits_before_collecting() {
     let p = stack_world();
     // A cluster the agent never reported on (a replaced table, or an agent
     // gone for good): this stack's leaked instance of it.
-    let id = p.ec2.run_instance(
-        "m5.large",
-        "us-west-2a",
-        tags(&[
-            (STACK_TAG, STACK),
-            (CLUSTER_ID_TAG, "unreported"),
-            (TAG_NODECLAIM, "lost-1"),
-        ]),
-    );
+    let id = leak(&p, "unreported", "lost-1");
     p.clock.advance_secs(LEAK_GRACE_SECS + 60);
     let r = sweep(&p).await;
     assert!(r.leaked_terminated.is_empty(), "{r:?}");
