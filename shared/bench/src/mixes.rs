@@ -277,6 +277,7 @@ pub fn build(name: &str, n: usize, seed: u64) -> Option<ClusterState> {
                             .with("pods", q("58")),
                         unschedulable: false,
                         pods: vec![bound],
+                        ..Node::default()
                     }
                 })
                 .collect();

@@ -834,6 +834,7 @@ mod tests {
                 .with("pods", q("10")),
             unschedulable: false,
             pods: vec![pod("bound", "1", "1Gi")],
+            ..Node::default()
         }];
         let mut p = pod("x", "100m", "1Mi");
         p.labels.insert("app".into(), "x".into());

@@ -37,6 +37,22 @@ pub const INSTANCE_EBS_BANDWIDTH: &str = "karpenter.k8s.aws/instance-ebs-bandwid
 pub const CAPACITY_RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
 pub const CAPACITY_RESERVATION_TYPE: &str = "karpenter.k8s.aws/capacity-reservation-type";
 
+/// Annotation (pods and nodes): never disrupt gracefully; on pods the value
+/// may be a duration (`"1h"`) after the pod's start.
+pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+/// v1alpha5 spelling of [`DO_NOT_DISRUPT`] on pods (`karpenter.sh/do-not-evict`).
+pub const DO_NOT_EVICT: &str = "karpenter.sh/do-not-evict";
+/// v1alpha5 node annotation: never consolidate this node.
+pub const DO_NOT_CONSOLIDATE: &str = "karpenter.sh/do-not-consolidate";
+/// Annotation on NodeClaims and nodes: the NodePool template hash at launch.
+pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
+/// Annotation on NodeClaims and nodes: the EC2NodeClass hash at launch.
+pub const NODECLASS_HASH: &str = "karpenter.k8s.aws/ec2nodeclass-hash";
+/// Taint key Karpenter puts on nodes being disrupted (`NoSchedule`).
+pub const DISRUPTED_TAINT: &str = "karpenter.sh/disrupted";
+/// Pod annotation: lower costs are evicted first (the ReplicaSet's rule).
+pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+
 pub const CAPACITY_TYPE_SPOT: &str = "spot";
 pub const CAPACITY_TYPE_ON_DEMAND: &str = "on-demand";
 pub const CAPACITY_TYPE_RESERVED: &str = "reserved";

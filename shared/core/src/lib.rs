@@ -4,6 +4,7 @@
 
 pub mod allocatable;
 pub mod catalog;
+pub mod disruption;
 pub mod ec2;
 pub mod labels;
 pub mod launch;

@@ -196,6 +196,11 @@ pub struct Pod {
     pub owner: Option<String>,
     /// Host ports requested (protocol/port), which conflict per node.
     pub host_ports: Vec<(String, i32)>,
+    /// When the pod last changed as far as disruption cares: the latest of
+    /// `metadata.creationTimestamp` and `status.startTime` (Unix seconds).
+    pub created_at: Option<i64>,
+    /// `metadata.deletionTimestamp` is set: the pod is going away.
+    pub terminating: bool,
 }
 
 impl Pod {
@@ -238,7 +243,102 @@ pub struct KubeletConfig {
     pub container_runtime: Option<String>,
 }
 
-/// Disruption settings, kept for the stages that act on them later.
+/// Why a node is disrupted (Karpenter's disruption reasons, plus the two
+/// forceful ones that budgets do not limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum DisruptionReason {
+    /// Only DaemonSet pods (or none) left, for `consolidateAfter`.
+    Empty,
+    /// Its pods fit elsewhere, or on fewer / cheaper replacements.
+    Underutilized,
+    /// It no longer matches its NodePool (requirements or template).
+    Drifted,
+    /// Older than the NodePool's `expireAfter` (forceful).
+    Expired,
+    /// A spot interruption warning (forceful; the pipeline only).
+    Interrupted,
+}
+
+impl DisruptionReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DisruptionReason::Empty => "Empty",
+            DisruptionReason::Underutilized => "Underutilized",
+            DisruptionReason::Drifted => "Drifted",
+            DisruptionReason::Expired => "Expired",
+            DisruptionReason::Interrupted => "Interrupted",
+        }
+    }
+
+    /// Forceful reasons are not limited by budgets, PDBs or
+    /// `karpenter.sh/do-not-disrupt` (bounded by `terminationGracePeriod`).
+    pub fn is_forceful(self) -> bool {
+        matches!(
+            self,
+            DisruptionReason::Expired | DisruptionReason::Interrupted
+        )
+    }
+}
+
+/// An absolute count or a percentage (`"10%"`), as in budgets and PDBs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum IntOrPercent {
+    Int(u32),
+    /// 0..=100
+    Percent(u32),
+}
+
+impl IntOrPercent {
+    /// The count this stands for out of `total`; percentages round up when
+    /// `round_up` (PDB `maxUnavailable`, Kubernetes' rule) and down
+    /// otherwise (Karpenter's budgets).
+    pub fn of(self, total: usize, round_up: bool) -> usize {
+        match self {
+            IntOrPercent::Int(n) => n as usize,
+            IntOrPercent::Percent(p) => {
+                let p = p.min(100) as usize;
+                let num = total.saturating_mul(p);
+                if round_up {
+                    num.div_ceil(100)
+                } else {
+                    num / 100
+                }
+            }
+        }
+    }
+}
+
+/// One entry of a NodePool's `spec.disruption.budgets`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Budget {
+    /// Nodes of the pool that may be disrupting at once.
+    pub nodes: IntOrPercent,
+    /// Reasons the budget limits; empty: all (graceful) reasons.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<DisruptionReason>,
+    /// Cron schedule (5 fields, or `@daily`-style macros, UTC) at which the
+    /// budget becomes active; `None`: always active.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    /// How long it stays active after each scheduled time (seconds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_seconds: Option<u64>,
+}
+
+impl Budget {
+    /// Karpenter's CRD default: `nodes: 10%`, always, for every reason.
+    pub fn default_budget() -> Budget {
+        Budget {
+            nodes: IntOrPercent::Percent(10),
+            reasons: vec![],
+            schedule: None,
+            duration_seconds: None,
+        }
+    }
+}
+
+/// Disruption settings of a NodePool.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Disruption {
@@ -252,6 +352,14 @@ pub struct Disruption {
     /// Node lifetime in seconds (`expireAfter` / `ttlSecondsUntilExpired`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expire_after_seconds: Option<u64>,
+    /// `spec.disruption.budgets` (the input fills in Karpenter's default,
+    /// one budget of 10%); empty: unlimited.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<Budget>,
+    /// `spec.template.spec.terminationGracePeriod` in seconds: how long a
+    /// drain may be blocked (PDBs, do-not-disrupt) before the node goes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period_seconds: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -278,6 +386,13 @@ pub struct NodePool {
     pub kubelet: KubeletConfig,
     pub node_class: Option<String>,
     pub disruption: Disruption,
+    /// Hash of the NodePool's template as it affects launched nodes
+    /// (labels, annotations, taints, startup taints, kubelet, node class
+    /// reference, expireAfter, terminationGracePeriod: everything but the
+    /// requirements, whose drift is checked against the node's labels).
+    /// Recorded on nodes as `karpenter.sh/nodepool-hash`; a node whose
+    /// recorded hash differs has drifted. `None`: not computed.
+    pub template_hash: Option<String>,
 }
 
 impl NodePool {
@@ -296,7 +411,11 @@ impl NodePool {
             limits: None,
             kubelet: KubeletConfig::default(),
             node_class: None,
-            disruption: Disruption::default(),
+            disruption: Disruption {
+                budgets: vec![Budget::default_budget()],
+                ..Disruption::default()
+            },
+            template_hash: None,
         }
     }
 }
@@ -329,6 +448,12 @@ pub struct NodeClass {
 pub struct Node {
     pub name: String,
     pub labels: BTreeMap<String, String>,
+    /// `karpenter.sh/do-not-disrupt`, `karpenter.sh/nodepool-hash`, ...
+    pub annotations: BTreeMap<String, String>,
+    /// `metadata.creationTimestamp` (Unix seconds).
+    pub created_at: Option<i64>,
+    /// `spec.providerID` (`aws:///<zone>/<instance-id>`).
+    pub provider_id: Option<String>,
     pub taints: Vec<Taint>,
     pub allocatable: Resources,
     pub unschedulable: bool,
@@ -436,6 +561,50 @@ pub struct CapacityReservation {
     pub tags: BTreeMap<String, String>,
 }
 
+/// A `policy/v1 PodDisruptionBudget`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodDisruptionBudget {
+    pub namespace: String,
+    pub name: String,
+    /// `spec.selector`; an empty selector selects every pod of the namespace.
+    pub selector: LabelSelector,
+    pub min_available: Option<IntOrPercent>,
+    pub max_unavailable: Option<IntOrPercent>,
+    /// `status.disruptionsAllowed`, when the document carries a status (the
+    /// disruption controller's answer wins over our count).
+    pub disruptions_allowed: Option<u32>,
+}
+
+impl PodDisruptionBudget {
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A `karpenter.sh/v1 NodeClaim` given among the inputs: the node it
+/// became, when it was last consolidatable, and what it was launched from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeClaimObject {
+    pub name: String,
+    /// `karpenter.sh/nodepool` label.
+    pub node_pool: Option<String>,
+    /// `status.nodeName`.
+    pub node_name: Option<String>,
+    /// `status.providerID`.
+    pub provider_id: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    /// `metadata.creationTimestamp` (Unix seconds).
+    pub created_at: Option<i64>,
+    /// `lastTransitionTime` of the `Consolidatable=True` condition.
+    pub consolidatable_since: Option<i64>,
+    /// A `Drifted=True` condition.
+    pub drifted: bool,
+    /// `spec.expireAfter` in seconds, when set on the NodeClaim (wins over
+    /// the NodePool's).
+    pub expire_after_seconds: Option<u64>,
+}
+
 /// Everything the scheduler needs, as read from the inputs.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterState {
@@ -453,6 +622,10 @@ pub struct ClusterState {
     /// the embedded catalog's facts.
     pub instance_types: Option<Vec<InstanceTypeInfo>>,
     pub capacity_reservations: Vec<CapacityReservation>,
+    /// PodDisruptionBudgets (read by disruption only).
+    pub pdbs: Vec<PodDisruptionBudget>,
+    /// `karpenter.sh/v1 NodeClaim` objects (read by disruption only).
+    pub node_claims: Vec<NodeClaimObject>,
     /// Non-fatal findings (unknown kinds skipped, ...).
     pub warnings: Vec<String>,
 }

@@ -45,6 +45,13 @@ pub(crate) fn node(ctx: &Ctx, d: &Doc) -> Result<Node, InputError> {
         allocatable,
         unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
         pods: Vec::new(),
+        annotations: n.metadata.annotations.clone().unwrap_or_default(),
+        created_at: n
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.as_second()),
+        provider_id: spec.and_then(|s| s.provider_id.clone()),
     })
 }
 

@@ -517,9 +517,12 @@ pub(crate) fn node_pool(
             consolidation_policy: Some(policy.unwrap_or_else(|| "WhenEmptyOrUnderutilized".into())),
             consolidate_after_seconds: consolidate_after,
             expire_after_seconds: expire_after,
+            budgets: vec![flotilla_core::model::Budget::default_budget()],
+            termination_grace_period_seconds: None,
         },
         source: NodePoolSource::NodePool,
         name: name.clone(),
+        template_hash: None,
     };
     let overlays = veneer_overlays(ctx, &name, NODEPOOL, m.annotations.as_ref())?;
     Ok((pool, overlays))
@@ -577,16 +580,22 @@ pub(crate) fn provisioner(ctx: &Ctx, d: &Doc) -> Result<(NodePool, Vec<NodeOverl
             consolidation_policy: Some("WhenEmptyOrUnderutilized".into()),
             consolidate_after_seconds: Some(0),
             expire_after_seconds: ttl_expired,
+            budgets: vec![flotilla_core::model::Budget::default_budget()],
+            termination_grace_period_seconds: None,
         },
         (false, Some(t)) => Disruption {
             consolidation_policy: Some("WhenEmpty".into()),
             consolidate_after_seconds: Some(t),
             expire_after_seconds: ttl_expired,
+            budgets: vec![flotilla_core::model::Budget::default_budget()],
+            termination_grace_period_seconds: None,
         },
         (false, None) => Disruption {
             consolidation_policy: None,
             consolidate_after_seconds: None,
             expire_after_seconds: ttl_expired,
+            budgets: vec![flotilla_core::model::Budget::default_budget()],
+            termination_grace_period_seconds: None,
         },
     };
     let limits = match spec.limits.as_ref().and_then(|l| l.resources.as_ref()) {
@@ -613,6 +622,7 @@ pub(crate) fn provisioner(ctx: &Ctx, d: &Doc) -> Result<(NodePool, Vec<NodeOverl
         )?,
         node_class: spec.provider_ref.as_ref().map(|r| r.name.clone()),
         disruption,
+        template_hash: None,
         source: NodePoolSource::Provisioner,
         name: name.clone(),
     };

@@ -605,6 +605,7 @@ fn virtual_node(record: &NodeClaimRecord, carried: Vec<Pod>) -> Node {
         allocatable,
         unschedulable: false,
         pods: carried,
+        ..Node::default()
     }
 }
 

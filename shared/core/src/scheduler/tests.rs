@@ -385,6 +385,7 @@ fn existing_node(zone: &str, room: [&str; 3], tainted: bool, pod: Pod) -> Node {
             .with("pods", q(room[2])),
         unschedulable: false,
         pods: vec![pod],
+        ..Node::default()
     }
 }
 
