@@ -22,6 +22,7 @@
 //! The table layout is in [`keys`].
 
 pub mod codec;
+pub mod disruption;
 pub mod intake;
 pub mod keys;
 pub mod launch;
