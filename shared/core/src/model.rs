@@ -441,6 +441,11 @@ pub struct NodeClass {
     /// Root volume size, which becomes the node's ephemeral-storage capacity.
     pub root_volume_size: Option<Quantity>,
     pub spec: serde_json::Value,
+    /// Hash of the spec as it affects launched nodes (all but the selector
+    /// terms, which resolve dynamically; see `disruption::hash`). Recorded
+    /// on nodes as `karpenter.k8s.aws/ec2nodeclass-hash`; a node whose
+    /// recorded hash differs has drifted. `None`: not computed.
+    pub template_hash: Option<String>,
 }
 
 /// An existing node with the pods bound to it.

@@ -949,6 +949,7 @@ pub(crate) fn node_class(
         ami_family: family,
         root_volume_size,
         spec: d.value.get("spec").cloned().unwrap_or(Value::Null),
+        template_hash: None,
     };
     // `capacityReservationSelectorTerms` are read strictly, like the rest
     // of the Karpenter objects (the scheduler re-reads them from `spec`).
