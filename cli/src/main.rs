@@ -1,11 +1,14 @@
 //! `flotilla`: plans which nodes a Karpenter-style provisioner would launch
-//! for a set of Kubernetes documents, locally and without AWS credentials.
+//! for a set of Kubernetes documents, and which nodes it would remove or
+//! replace (`disrupt`), locally and without AWS credentials.
 //!
-//! Exit codes: 0 when a plan was made (even with unschedulable pods), 1 on
-//! input or catalog errors, 2 on usage errors.
+//! Exit codes: 0 when a plan (or a set of disruption decisions) was made
+//! (even with unschedulable pods or blocked nodes), 1 on input or catalog
+//! errors, 2 on usage errors.
 
 mod catalog_cmd;
 mod demo;
+mod disrupt;
 mod inputs;
 mod simulate;
 
@@ -24,7 +27,7 @@ use flotilla_core::scheduler::{self, SchedulerOptions};
 #[command(
     name = "flotilla",
     version,
-    about = "Plan the nodes a Karpenter-style provisioner would launch for pending pods",
+    about = "Plan the nodes a Karpenter-style provisioner would launch for pending pods, and the nodes it would disrupt",
     long_about = None,
     propagate_version = true
 )]
@@ -37,6 +40,10 @@ struct Cli {
 enum Command {
     /// Read Kubernetes/Karpenter documents and print the provisioning plan.
     Plan(PlanArgs),
+    /// Read the cluster's documents and print the nodes a Karpenter-style
+    /// disruption controller would remove or replace now, and why; and the
+    /// nodes it may not touch, with what blocks them.
+    Disrupt(DisruptArgs),
     /// Plan the bundled sample workloads (examples/demo/).
     Demo(DemoArgs),
     /// Run the whole pipeline in memory (intake, schedule, launch into an
@@ -81,6 +88,22 @@ struct PlanOptions {
     /// given as DescribeCapacityReservations documents.
     #[arg(long)]
     reserved_capacity: bool,
+}
+
+#[derive(Debug, Args)]
+struct DisruptArgs {
+    /// Input files or directories, as for `plan` (nodes with their bound
+    /// pods, NodePools, EC2NodeClasses, DaemonSets, PodDisruptionBudgets,
+    /// NodeClaims).
+    #[arg(short = 'f', long = "filename", value_name = "FILE", required = true, num_args = 1..)]
+    files: Vec<String>,
+    /// When the decision is taken, RFC 3339 (`2026-11-25T06:00:00Z`);
+    /// default: now. Node ages, `consolidateAfter`, `expireAfter` and
+    /// scheduled budgets are measured against it.
+    #[arg(long, value_name = "RFC3339", value_parser = disrupt::parse_now)]
+    now: Option<i64>,
+    #[command(flatten)]
+    common: PlanOptions,
 }
 
 #[derive(Debug, Args)]
@@ -170,6 +193,25 @@ fn run(cli: Cli) -> Result<()> {
             let plan = plan(&sources, &args.common)?;
             print_plan(&plan, args.common.output)
         }
+        Command::Disrupt(args) => {
+            let sources = inputs::read_all(&args.files)?;
+            let state = load(&sources)?;
+            let catalog = build_catalog(&state, &args.common)?;
+            // The CLI is the imperative shell: the clock is read here, never
+            // in core.
+            let now = match args.now {
+                Some(t) => t,
+                None => disrupt::clock_now(),
+            };
+            let decisions = disrupt::decide(&state, &catalog, now, args.common.reserved_capacity);
+            for w in &decisions.warnings {
+                eprintln!("warning: {w}");
+            }
+            match args.common.output {
+                Output::Table => write_stdout(&disrupt::to_table(&decisions, now)),
+                Output::Json => print_json(&decisions, "serialising the decisions"),
+            }
+        }
         Command::Demo(args) => {
             let sources = demo::sources();
             let plan = plan(&sources, &args.common)?;
@@ -204,19 +246,27 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// Loads the inputs, builds the catalog and schedules. Warnings go to stderr.
-fn plan(sources: &[inputs::Input], opts: &PlanOptions) -> Result<Plan> {
+/// Loads the inputs into one cluster state. Warnings go to stderr.
+fn load(sources: &[inputs::Input]) -> Result<ClusterState> {
     let srcs: Vec<flotilla_input::Source> = sources.iter().map(inputs::Input::source).collect();
     let state = flotilla_input::load(&srcs)?;
     tracing::debug!(
         pending = state.pending_pods.len(),
         nodes = state.nodes.len(),
         node_pools = state.node_pools.len(),
+        pdbs = state.pdbs.len(),
+        node_claims = state.node_claims.len(),
         "inputs loaded"
     );
     for w in &state.warnings {
         eprintln!("warning: {w}");
     }
+    Ok(state)
+}
+
+/// Loads the inputs, builds the catalog and schedules. Warnings go to stderr.
+fn plan(sources: &[inputs::Input], opts: &PlanOptions) -> Result<Plan> {
+    let state = load(sources)?;
     let catalog = build_catalog(&state, opts)?;
     tracing::debug!(
         region = %catalog.region,
@@ -271,15 +321,18 @@ fn catalog_from_infos(
 fn print_plan(plan: &Plan, output: Output) -> Result<()> {
     match output {
         Output::Table => write_stdout(&plan.to_table()),
-        Output::Json => {
-            // Streamed: a large plan is never held as one string.
-            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            serde_json::to_writer_pretty(&mut out, plan).context("serialising the plan")?;
-            out.write_all(b"\n")?;
-            out.flush()?;
-            Ok(())
-        }
+        Output::Json => print_json(plan, "serialising the plan"),
     }
+}
+
+/// Pretty JSON on stdout, streamed: a large output is never held as one
+/// string.
+fn print_json<T: serde::Serialize>(value: &T, what: &'static str) -> Result<()> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    serde_json::to_writer_pretty(&mut out, value).context(what)?;
+    out.write_all(b"\n")?;
+    out.flush()?;
+    Ok(())
 }
 
 fn write_stdout(text: &str) -> Result<()> {
