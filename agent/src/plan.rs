@@ -172,6 +172,23 @@ fn cordon_patch() -> Value {
     json!({"spec": {"unschedulable": true}})
 }
 
+/// The taint a disruption decision puts on the nodes it drains.
+pub const DISRUPTED_TAINT: &str = "karpenter.sh/disrupted";
+
+fn is_disrupted_taint(t: &Taint) -> bool {
+    t.key == DISRUPTED_TAINT && t.effect == "NoSchedule"
+}
+
+/// A merge patch replacing the node's taint list by `taints` (only over the
+/// version read, when known: another writer's change is not lost).
+fn taints_patch(node: &NodeFacts, taints: Vec<&Taint>) -> Value {
+    let mut patch = json!({"spec": {"taints": taints}});
+    if let Some(rv) = &node.resource_version {
+        patch["metadata"] = json!({"resourceVersion": rv});
+    }
+    patch
+}
+
 /// Plan one action at `now_secs` (Unix seconds).
 pub fn plan_action(
     a: &PendingAction,
@@ -269,6 +286,49 @@ pub fn plan_action(
                 plan.patch = Some(json!({"metadata": {"labels": labels}}));
             }
             plan.outcome = Outcome::Ack(AckOutcome::Done, format!("relabelled {}", node.name));
+        }
+        ActionKind::Taint => {
+            if !node.taints.iter().any(is_disrupted_taint) {
+                let added = Taint {
+                    key: DISRUPTED_TAINT.into(),
+                    value: String::new(),
+                    effect: "NoSchedule".into(),
+                };
+                let all: Vec<&Taint> = node.taints.iter().chain([&added]).collect();
+                plan.patch = Some(taints_patch(node, all));
+            }
+            plan.outcome = Outcome::Ack(
+                AckOutcome::Done,
+                format!("tainted {} {DISRUPTED_TAINT}:NoSchedule", node.name),
+            );
+        }
+        ActionKind::Untaint => {
+            let kept: Vec<&Taint> = node
+                .taints
+                .iter()
+                .filter(|t| !is_disrupted_taint(t))
+                .collect();
+            let mut patch = serde_json::Map::new();
+            if kept.len() != node.taints.len() {
+                if let Value::Object(p) = taints_patch(node, kept) {
+                    patch = p;
+                }
+            }
+            if node.unschedulable {
+                // The drain cordoned it: back in service.
+                let spec = patch.entry("spec").or_insert_with(|| json!({}));
+                spec["unschedulable"] = Value::Bool(false);
+            }
+            if !patch.is_empty() {
+                plan.patch = Some(Value::Object(patch));
+            }
+            plan.outcome = Outcome::Ack(
+                AckOutcome::Done,
+                format!(
+                    "removed {DISRUPTED_TAINT} from {} and uncordoned it",
+                    node.name
+                ),
+            );
         }
         ActionKind::FreeReservation => {}
     }
@@ -482,6 +542,78 @@ mod tests {
         assert!(matches!(p.outcome, Outcome::Ack(AckOutcome::Done, _)));
         let p = plan_action(&action("freeReservation", "n1", 0), &nodes, &[], 10);
         assert!(matches!(p.outcome, Outcome::Ack(AckOutcome::Skipped, _)));
+    }
+
+    fn taint(key: &str, effect: &str) -> Taint {
+        Taint {
+            key: key.into(),
+            value: String::new(),
+            effect: effect.into(),
+        }
+    }
+
+    #[test]
+    fn taint_appends_the_disrupted_taint_once_keeping_the_others() {
+        let mut n = node("n1");
+        n.taints = vec![taint("dedicated", "NoSchedule")];
+        let p = plan_action(&action("taint", "n1", 1000), &[n.clone()], &[], 10);
+        assert_eq!(
+            p.patch,
+            Some(json!({
+                "spec": {"taints": [
+                    {"key": "dedicated", "effect": "NoSchedule"},
+                    {"key": DISRUPTED_TAINT, "effect": "NoSchedule"}
+                ]},
+                "metadata": {"resourceVersion": "7"}
+            }))
+        );
+        assert!(matches!(p.outcome, Outcome::Ack(AckOutcome::Done, _)));
+        // Already tainted: nothing to patch, acknowledged again.
+        n.taints.push(taint(DISRUPTED_TAINT, "NoSchedule"));
+        let p = plan_action(&action("taint", "n1", 1000), &[n.clone()], &[], 10);
+        assert_eq!(p.patch, None);
+        assert!(matches!(p.outcome, Outcome::Ack(AckOutcome::Done, _)));
+        // A NoExecute taint of the same key is another taint: ours is added.
+        n.taints = vec![taint(DISRUPTED_TAINT, "NoExecute")];
+        let p = plan_action(&action("taint", "n1", 1000), &[n], &[], 10);
+        assert_eq!(
+            p.patch
+                .as_ref()
+                .map(|v| v["spec"]["taints"].as_array().map(Vec::len)),
+            Some(Some(2))
+        );
+        // A node not registered yet: wait, then skip at the deadline.
+        let p = plan_action(&action("taint", "ghost", 1000), &[node("n1")], &[], 10);
+        assert!(matches!(p.outcome, Outcome::Wait(_)));
+    }
+
+    #[test]
+    fn untaint_removes_only_the_disrupted_taint_and_uncordons() {
+        let mut n = node("n1");
+        n.taints = vec![
+            taint("dedicated", "NoSchedule"),
+            taint(DISRUPTED_TAINT, "NoSchedule"),
+        ];
+        n.unschedulable = true;
+        let p = plan_action(&action("untaint", "n1", 0), &[n.clone()], &[], 10);
+        assert_eq!(
+            p.patch,
+            Some(json!({
+                "spec": {"taints": [{"key": "dedicated", "effect": "NoSchedule"}],
+                    "unschedulable": false},
+                "metadata": {"resourceVersion": "7"}
+            }))
+        );
+        assert!(matches!(p.outcome, Outcome::Ack(AckOutcome::Done, _)));
+        // Only cordoned (the drain had not tainted it yet).
+        n.taints.pop();
+        let p = plan_action(&action("untaint", "n1", 0), &[n.clone()], &[], 10);
+        assert_eq!(p.patch, Some(json!({"spec": {"unschedulable": false}})));
+        // Nothing of ours left: no patch, done.
+        n.unschedulable = false;
+        let p = plan_action(&action("untaint", "n1", 0), &[n], &[], 10);
+        assert_eq!(p.patch, None);
+        assert!(matches!(p.outcome, Outcome::Ack(AckOutcome::Done, _)));
     }
 
     #[test]

@@ -379,6 +379,12 @@ pub enum ActionKind {
     /// The instance no longer holds its reservation: give the NodeClaim's
     /// slot back to the reservation counter.
     FreeReservation,
+    /// Add the `karpenter.sh/disrupted:NoSchedule` taint (a disruption
+    /// decision is about to drain the node).
+    Taint,
+    /// Remove the `karpenter.sh/disrupted` taint and uncordon (the
+    /// decision was abandoned: the node is back in service).
+    Untaint,
 }
 
 /// One step for the cluster agent / the sweep, as plain data.

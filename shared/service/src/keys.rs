@@ -11,6 +11,11 @@
 //! | `CLUSTER#<c>` | `NODECLAIM#<name>` | NodeClaim record (state machine) | after deletion |
 //! | `CLUSTER#<c>` | `ACTION#<id>` | an action for the agent (cordon, drain, relabel) | after done |
 //! | `CLUSTER#<c>` | `NODES` | the cluster's nodes of Flotilla NodeClaims, as the agent last posted them | — |
+//! | `CLUSTER#<c>` | `STATE` | the newest stored batch (cluster state) of any post, heartbeats included | — |
+//! | `CLUSTER#<c>` | `DISRUPTION#<id>` | a disruption decision being carried out (state machine) | after it ends |
+//! | `CLUSTER#<c>` | `DISRUPTING#<node>` | the node's in-flight decision (one per node: written with it) | after it ends |
+//! | `CLUSTER#<c>` | `INTERRUPTED#<nodeclaim>` | an EC2 interruption (or rebalance) notice for the NodeClaim's instance | 1 day |
+//! | `CLUSTER#<c>` | `NODETIMES` | since when each node has had its current pods (disruption's clock) | — |
 //! | `REGION#<r>` | `OFFERINGS` | offering-cache head (generation, chunk count) | — |
 //! | `REGION#<r>` | `OFFERINGS#<gen>#<nnnn>` | offering-cache chunk | 1 day |
 //! | `REGION#<r>` | `ICE#<type>#<zone>#<capacity-type>` | unavailable offering | 45 s |
@@ -65,6 +70,38 @@ pub fn action(cluster: &str, id: &str) -> Key {
 /// The nodes the agent last reported (see `intake::NodesReport`).
 pub fn nodes(cluster: &str) -> Key {
     Key::new(cluster_pk(cluster), "NODES")
+}
+
+/// The newest stored batch of the cluster (see `cluster_state`).
+pub fn state_pointer(cluster: &str) -> Key {
+    Key::new(cluster_pk(cluster), "STATE")
+}
+
+pub const DISRUPTION_PREFIX: &str = "DISRUPTION#";
+
+pub fn disruption(cluster: &str, id: &str) -> Key {
+    Key::new(cluster_pk(cluster), format!("{DISRUPTION_PREFIX}{id}"))
+}
+
+pub const DISRUPTING_PREFIX: &str = "DISRUPTING#";
+
+/// The per-node marker of an in-flight disruption decision.
+pub fn disrupting(cluster: &str, node: &str) -> Key {
+    Key::new(cluster_pk(cluster), format!("{DISRUPTING_PREFIX}{node}"))
+}
+
+pub const INTERRUPTED_PREFIX: &str = "INTERRUPTED#";
+
+pub fn interrupted(cluster: &str, node_claim: &str) -> Key {
+    Key::new(
+        cluster_pk(cluster),
+        format!("{INTERRUPTED_PREFIX}{node_claim}"),
+    )
+}
+
+/// Since when each node has carried its current pods.
+pub fn node_times(cluster: &str) -> Key {
+    Key::new(cluster_pk(cluster), "NODETIMES")
 }
 
 pub fn region_pk(region: &str) -> String {

@@ -21,6 +21,7 @@
 //!
 //! The table layout is in [`keys`].
 
+pub mod cluster_state;
 pub mod codec;
 pub mod disruption;
 pub mod intake;

@@ -191,6 +191,11 @@ pub struct NodeClaimRecord {
     /// again) not put yet: the launch's redelivery or the sweep puts it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unannounced: bool,
+    /// The NodePool's template hash when this NodeClaim was planned
+    /// (`karpenter.sh/nodepool-hash`): the disruption engine reports the
+    /// node drifted when the pool's current hash differs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodepool_hash: Option<String>,
 }
 
 /// Label put on every node Flotilla launches, naming its NodeClaim, so the
@@ -212,6 +217,191 @@ impl NodeClaimRecord {
     }
 }
 
+/// `CLUSTER#<c> / STATE`: the newest stored batch of a cluster, whatever
+/// posted it (a batch with pending pods, or a heartbeat once intake stores
+/// those): the disruption stage's cluster state. Moved forward only
+/// (version-checked, newer `acceptedAt` wins).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatePointer {
+    pub batch_id: String,
+    /// Unix ms the batch was accepted.
+    pub accepted_at: i64,
+}
+
+/// Where a disruption decision is (see `docs/pipeline.md`, "Disruption").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum DisruptionState {
+    /// Replacement NodeClaims written and announced; waiting until every
+    /// one is `Registered` (graceful reasons only).
+    Replacing,
+    /// Taint and drain actions stored for the agent; waiting until each
+    /// node is drained (acknowledged, gone from the agent's report, or the
+    /// deadline passed).
+    Draining,
+    /// Instances being terminated and their NodeClaims ended.
+    Terminating,
+    /// Finished (final).
+    Done,
+    /// Given up: a replacement failed or never registered, or a graceful
+    /// drain was refused; tainted nodes get `Untaint` actions (final).
+    Abandoned,
+}
+
+impl DisruptionState {
+    pub fn is_final(self) -> bool {
+        matches!(self, DisruptionState::Done | DisruptionState::Abandoned)
+    }
+
+    /// The state machine's legal moves.
+    pub fn can_become(self, next: DisruptionState) -> bool {
+        use DisruptionState::*;
+        matches!(
+            (self, next),
+            (Replacing, Draining)
+                | (Replacing, Abandoned)
+                | (Draining, Terminating)
+                | (Draining, Abandoned)
+                | (Terminating, Done)
+        )
+    }
+}
+
+/// One node of a decision, and what the pipeline knows of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DisruptedNode {
+    pub node: String,
+    /// Its NodeClaim (ours: the pipeline disrupts no other node).
+    pub node_claim: String,
+    /// The instance to terminate once drained.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_id: Option<String>,
+}
+
+/// `CLUSTER#<c> / DISRUPTION#<id>`: one decision of the disruption engine
+/// being carried out. Written only if absent, together with one
+/// `DISRUPTING#<node>` marker per node (one transaction), so two
+/// overlapping runs never start two decisions for one node; every later
+/// change is version-checked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DisruptionRecord {
+    /// Content hash of (reason, sorted nodes, replacement names).
+    pub id: String,
+    pub cluster_id: String,
+    /// The batch whose cluster state the decision was taken on (its
+    /// `CONTEXT#` launches the replacements).
+    pub batch_id: String,
+    pub reason: flotilla_core::model::DisruptionReason,
+    pub node_pool: String,
+    pub nodes: Vec<DisruptedNode>,
+    /// Replacement NodeClaims, as they are written (`Pending`).
+    #[serde(default)]
+    pub replacements: Vec<Replacement>,
+    pub state: DisruptionState,
+    /// `price.before` / `price.after` of the decision ($/h).
+    pub price_before: f64,
+    pub price_after: f64,
+    /// Seconds a blocked drain may last (the NodePool's
+    /// `terminationGracePeriod`); `None`: unbounded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_seconds: Option<u64>,
+    /// Unix ms.
+    pub created_at: i64,
+    pub updated_at: i64,
+    /// Unix seconds: when the drain started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_started: Option<i64>,
+    /// Unix seconds: the drain's deadline (the actions' deadline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<i64>,
+    /// Taint actions were stored (an abandoned decision untaints).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tainted: bool,
+    /// Why it ended (abandoned), or a note on how it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+}
+
+/// A replacement NodeClaim of a decision: everything its record is written
+/// from, so that a later run writes exactly the same record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Replacement {
+    /// The plan, under its stored name.
+    pub plan: NodeClaimPlan,
+    pub node_class: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodepool_hash: Option<String>,
+    /// The size of the capacity reservation it targets (its counter's
+    /// bound), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation_size: Option<i64>,
+}
+
+impl DisruptionRecord {
+    pub fn node_names(&self) -> impl Iterator<Item = &str> {
+        self.nodes.iter().map(|n| n.node.as_str())
+    }
+}
+
+/// `CLUSTER#<c> / DISRUPTING#<node>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DisruptingMarker {
+    pub decision: String,
+    pub reason: flotilla_core::model::DisruptionReason,
+}
+
+/// Which EC2 notice an `INTERRUPTED#` item records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum InterruptionKind {
+    /// Spot interruption warning (2 minutes).
+    Spot,
+    /// Interruptible capacity reservation reclaimed (2 minutes).
+    Reservation,
+    /// Rebalance recommendation: replaced only when the NodePool opts in
+    /// with [`REPLACE_ON_REBALANCE`].
+    Rebalance,
+}
+
+/// NodePool annotation: `"true"` replaces a node at once on an EC2
+/// rebalance recommendation (otherwise it is only cordoned).
+pub const REPLACE_ON_REBALANCE: &str = "flotilla.io/replace-on-rebalance";
+
+/// `CLUSTER#<c> / INTERRUPTED#<nodeclaim>`: written once per NodeClaim by
+/// the sweep's notice handler (create-if-absent); its deadline names the
+/// actions stored with it, so a redelivered notice stores the same ones.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InterruptionRecord {
+    pub node_claim: String,
+    pub instance_id: String,
+    pub kind: InterruptionKind,
+    /// Unix seconds the notice was handled first.
+    pub at: i64,
+    /// Unix seconds: the deadline of the cordon/drain actions stored.
+    pub deadline: i64,
+}
+
+/// `CLUSTER#<c> / NODETIMES`: per node, a digest of its pods and since when
+/// (Unix seconds) the disruption stage has seen it so. A node whose pods
+/// changed restarts its `consolidateAfter`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeTimes {
+    pub nodes: BTreeMap<String, NodeTime>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeTime {
+    pub digest: String,
+    pub since: i64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,5 +417,22 @@ mod tests {
         assert!(Pending.can_become(Launching));
         assert!(!Pending.can_become(Launched));
         assert!(Launched.can_become(Registered));
+    }
+
+    #[test]
+    fn a_decision_moves_forward_only_and_finishes_once() {
+        use DisruptionState::*;
+        let all = [Replacing, Draining, Terminating, Done, Abandoned];
+        for s in [Done, Abandoned] {
+            assert!(s.is_final());
+            for n in all {
+                assert!(!s.can_become(n), "{s:?} -> {n:?}");
+            }
+        }
+        // Nothing goes back, and termination is never abandoned half-way.
+        assert!(!Draining.can_become(Replacing));
+        assert!(!Terminating.can_become(Abandoned));
+        assert!(!Replacing.can_become(Terminating));
+        assert!(Replacing.can_become(Draining) && Draining.can_become(Terminating));
     }
 }

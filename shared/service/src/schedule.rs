@@ -498,14 +498,14 @@ pub async fn update_claim_releasing<S: Store>(
 
 /// A reservation slot taken (`+1`, up to the reservation's size) or given
 /// back (`-1`, never below zero) with a NodeClaim write.
-struct SlotChange<'a> {
+pub(crate) struct SlotChange<'a> {
     reservation: &'a str,
     delta: i64,
     max: i64,
 }
 
 impl<'a> SlotChange<'a> {
-    fn take(reservation: &'a str, size: i64) -> Self {
+    pub(crate) fn take(reservation: &'a str, size: i64) -> Self {
         SlotChange {
             reservation,
             delta: 1,
@@ -523,7 +523,7 @@ impl<'a> SlotChange<'a> {
 }
 
 /// `put`, and the slot change with it in one transaction (both or neither).
-async fn put_counting<S: Store>(
+pub(crate) async fn put_counting<S: Store>(
     store: &S,
     put: Write,
     slot: Option<SlotChange<'_>>,
@@ -620,8 +620,7 @@ async fn run<S: Store, E: Ec2, B: Bus, C: Clock>(
     batch: &str,
     run_id: &str,
 ) -> Result<ScheduleReport> {
-    let req = load_batch(store, cluster, batch).await?;
-    let mut state = cluster_state(&req)?;
+    let mut state = crate::cluster_state::load(store, cluster, batch).await?;
     let now = clock.now_millis();
     let now_secs = clock.now_secs();
     let catalog: Catalog = offerings::catalog(store, ec2, clock, config, &state).await?;
@@ -675,40 +674,7 @@ async fn run<S: Store, E: Ec2, B: Bus, C: Clock>(
     }
     state.pending_pods = still_pending;
 
-    // Reservations: the batch's own DescribeCapacityReservations documents,
-    // plus what the EC2NodeClasses' capacityReservationSelectorTerms find
-    // live; never plan past what the counters leave.
-    let mut totals: BTreeMap<String, i64> = BTreeMap::new();
-    if config.reserved_capacity {
-        let mut known: BTreeSet<String> = state
-            .capacity_reservations
-            .iter()
-            .map(|r| r.id.clone())
-            .collect();
-        for nc in &state.node_classes {
-            let Ok(spec) = flotilla_core::launch::nodeclass::parse_node_class(nc) else {
-                continue; // its NodeClaims fail at launch, with the reason
-            };
-            for filters in spec.capacity_reservation_queries() {
-                for r in ec2
-                    .describe_capacity_reservations(&filters)
-                    .await
-                    .map_err(ServiceError::port("DescribeCapacityReservations"))?
-                {
-                    if known.insert(r.id.clone()) {
-                        state.capacity_reservations.push(r);
-                    }
-                }
-            }
-        }
-        for r in &mut state.capacity_reservations {
-            let total = i64::from(r.total_instance_count);
-            totals.insert(r.id.clone(), total);
-            let used = reservation_used(store, &r.id, total, now_secs).await?;
-            let left = u32::try_from((total - used).max(0)).unwrap_or(0);
-            r.available_instance_count = r.available_instance_count.min(left);
-        }
-    }
+    let totals = reservation_totals(store, ec2, config, &mut state, now_secs).await?;
 
     let in_flight_names: BTreeSet<String> = in_flight.iter().map(|r| r.name.clone()).collect();
     let pod_requests: BTreeMap<String, Resources> = state
@@ -877,6 +843,53 @@ async fn reservation_used<S: Store>(store: &S, id: &str, total: i64, now_secs: i
     }
 }
 
+/// Reservations: the state's own DescribeCapacityReservations documents,
+/// plus what the EC2NodeClasses' capacityReservationSelectorTerms find
+/// live; each reservation's `available_instance_count` is lowered to what
+/// its counter leaves, so nothing is planned past it. Returns each
+/// reservation's size (the bound of its counter). Nothing without the
+/// ReservedCapacity gate.
+pub(crate) async fn reservation_totals<S: Store, E: Ec2>(
+    store: &S,
+    ec2: &E,
+    config: &Config,
+    state: &mut ClusterState,
+    now_secs: i64,
+) -> Result<BTreeMap<String, i64>> {
+    let mut totals: BTreeMap<String, i64> = BTreeMap::new();
+    if config.reserved_capacity {
+        let mut known: BTreeSet<String> = state
+            .capacity_reservations
+            .iter()
+            .map(|r| r.id.clone())
+            .collect();
+        for nc in &state.node_classes {
+            let Ok(spec) = flotilla_core::launch::nodeclass::parse_node_class(nc) else {
+                continue; // its NodeClaims fail at launch, with the reason
+            };
+            for filters in spec.capacity_reservation_queries() {
+                for r in ec2
+                    .describe_capacity_reservations(&filters)
+                    .await
+                    .map_err(ServiceError::port("DescribeCapacityReservations"))?
+                {
+                    if known.insert(r.id.clone()) {
+                        state.capacity_reservations.push(r);
+                    }
+                }
+            }
+        }
+        for r in &mut state.capacity_reservations {
+            let total = i64::from(r.total_instance_count);
+            totals.insert(r.id.clone(), total);
+            let used = reservation_used(store, &r.id, total, now_secs).await?;
+            let left = u32::try_from((total - used).max(0)).unwrap_or(0);
+            r.available_instance_count = r.available_instance_count.min(left);
+        }
+    }
+    Ok(totals)
+}
+
 #[derive(Default)]
 struct Persisted {
     /// Every NodeClaim of the plan now in the store.
@@ -888,13 +901,15 @@ struct Persisted {
     hourly: f64,
 }
 
-/// A planned NodeClaim as first stored (`Pending`), under `name`.
-fn new_record(
+/// A planned NodeClaim as first stored (`Pending`), under `name`, with the
+/// NodePool's template hash at planning time (drift detection).
+pub(crate) fn new_record(
     cluster: &str,
     batch: &str,
     name: &str,
     planned: &NodeClaimPlan,
     node_class: Option<&str>,
+    nodepool_hash: Option<&str>,
     now: i64,
 ) -> NodeClaimRecord {
     let mut plan = planned.clone();
@@ -916,6 +931,7 @@ fn new_record(
         attempts: 0,
         notes: BTreeMap::new(),
         unannounced: false,
+        nodepool_hash: nodepool_hash.map(str::to_string),
         plan,
     }
 }
@@ -937,6 +953,11 @@ async fn persist<S: Store>(
         .iter()
         .filter_map(|p| Some((p.name.as_str(), p.node_class.as_deref()?)))
         .collect();
+    let hash_of: BTreeMap<&str, &str> = state
+        .node_pools
+        .iter()
+        .filter_map(|p| Some((p.name.as_str(), p.template_hash.as_deref()?)))
+        .collect();
     let mut out = Persisted::default();
     for planned in &plan.node_claims {
         let reservation = planned.labels.get(RESERVATION_ID_LABEL).cloned();
@@ -956,7 +977,8 @@ async fn persist<S: Store>(
             };
             let name = claim_name(&planned.name, &run, &planned.pods);
             let node_class = node_class_of.get(planned.node_pool.as_str()).copied();
-            let record = new_record(cluster, batch, &name, planned, node_class, now);
+            let hash = hash_of.get(planned.node_pool.as_str()).copied();
+            let record = new_record(cluster, batch, &name, planned, node_class, hash, now);
             let key = keys::node_claim(cluster, &name);
             let put = Write::Put {
                 item: Item::new(key.clone(), codec::to_json(&record)),

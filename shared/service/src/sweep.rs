@@ -32,7 +32,9 @@ use flotilla_ports::{Bus, Clock, Condition, Ec2, Filter, Instance, Item, PortErr
 use serde::{Deserialize, Serialize};
 
 use crate::launch::announce_failure;
-use crate::records::{NodeClaimRecord, NodeClaimState, SchedulerPointer};
+use crate::records::{
+    InterruptionKind, InterruptionRecord, NodeClaimRecord, NodeClaimState, SchedulerPointer,
+};
 use crate::schedule::{node_claims, update_claim, update_claim_releasing};
 use crate::{codec, keys, Config, Result, ServiceError};
 
@@ -154,7 +156,7 @@ pub async fn store_actions<S: Store>(
 }
 
 /// End a NodeClaim (`Deleted`) and free its reservation slot.
-async fn end_claim<S: Store>(
+pub(crate) async fn end_claim<S: Store>(
     store: &S,
     item: &Item,
     record: &mut NodeClaimRecord,
@@ -768,6 +770,78 @@ impl Ec2Notice {
     }
 }
 
+/// How long an interruption note is kept (the disruption stage reads it
+/// while the NodeClaim is live).
+pub const INTERRUPTION_TTL_SECS: i64 = 24 * 3600;
+
+/// Write the NodeClaim's [`InterruptionRecord`] if absent; returns the
+/// deadline of the first notice (the one its actions carry).
+#[allow(clippy::too_many_arguments)]
+async fn note_interruption<S: Store>(
+    store: &S,
+    cluster: &str,
+    record: &NodeClaimRecord,
+    instance_id: &str,
+    kind: InterruptionKind,
+    now_secs: i64,
+    deadline: i64,
+) -> Result<i64> {
+    let key = keys::interrupted(cluster, &record.name);
+    let note = InterruptionRecord {
+        node_claim: record.name.clone(),
+        instance_id: instance_id.to_string(),
+        kind,
+        at: now_secs,
+        deadline,
+    };
+    let mut item = Item::new(key.clone(), codec::to_json(&note));
+    item.expires_at = Some(now_secs + INTERRUPTION_TTL_SECS);
+    match store
+        .write(Write::Put {
+            item,
+            condition: Condition::Absent { now_secs },
+        })
+        .await
+    {
+        Ok(()) => Ok(deadline),
+        Err(PortError::ConditionFailed(_)) => {
+            let existing = store
+                .get(&key)
+                .await
+                .map_err(ServiceError::port("read interruption note"))?
+                .filter(|i| i.is_live(now_secs));
+            match existing {
+                Some(item) => {
+                    let first: InterruptionRecord = codec::from_json(&key.to_string(), &item.body)?;
+                    if first.kind == InterruptionKind::Rebalance
+                        && kind != InterruptionKind::Rebalance
+                    {
+                        // A rebalance recommendation, then the interruption
+                        // itself: the interruption's note and deadline win.
+                        let mut next = item.clone();
+                        next.version = item.version + 1;
+                        next.body = codec::to_json(&note);
+                        match store
+                            .write(Write::Put {
+                                item: next,
+                                condition: Condition::Version(item.version),
+                            })
+                            .await
+                        {
+                            Ok(()) => return Ok(deadline),
+                            Err(PortError::ConditionFailed(_)) => {}
+                            Err(e) => return Err(ServiceError::port("write interruption note")(e)),
+                        }
+                    }
+                    Ok(first.deadline)
+                }
+                None => Ok(deadline),
+            }
+        }
+        Err(e) => Err(ServiceError::port("write interruption note")(e)),
+    }
+}
+
 /// React to one EC2 notice.
 pub async fn on_ec2_notice<S: Store, E: Ec2, B: Bus, C: Clock>(
     store: &S,
@@ -860,11 +934,25 @@ pub async fn on_ec2_notice<S: Store, E: Ec2, B: Bus, C: Clock>(
             } else {
                 "EC2 rebalance recommendation: elevated interruption risk"
             };
+            let kind = if spot {
+                InterruptionKind::Spot
+            } else if interrupted {
+                InterruptionKind::Reservation
+            } else {
+                InterruptionKind::Rebalance
+            };
             let deadline = if interrupted {
                 now_secs + 120
             } else {
                 now_secs + 600
             };
+            // Recorded once per NodeClaim (the disruption stage launches
+            // its replacement at once); a redelivered notice finds it and
+            // stores the same actions (same deadline, same ids): nothing
+            // twice.
+            let deadline =
+                note_interruption(store, cluster, &record, &inst.id, kind, now_secs, deadline)
+                    .await?;
             let mk = |kind| Action {
                 kind,
                 node: record.node_name().to_string(),

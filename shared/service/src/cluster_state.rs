@@ -1,0 +1,142 @@
+//! The one loader of a cluster's state: the schedule stage reads the batch
+//! its event names through [`load`], the disruption stage the cluster's
+//! newest stored batch through [`latest`]. (Where the state comes from may
+//! change, e.g. for clusters of any size; the callers do not.)
+//!
+//! "Newest" is the newest of: the `STATE` pointer (moved by [`note_state`]
+//! for every stored batch, heartbeats included once intake stores them),
+//! and the `SCHEDULER` pointer's pending, running and last completed
+//! batches; ordered by the batch header's `acceptedAt`.
+
+use flotilla_core::model::ClusterState;
+use flotilla_ports::{Condition, Item, PortError, Store, Write};
+
+use crate::records::{BatchHeader, SchedulerPointer, StatePointer};
+use crate::schedule::{cluster_state, load_batch};
+use crate::{codec, keys, Result, ServiceError};
+
+/// A cluster's state as of one stored batch.
+#[derive(Debug, Clone)]
+pub struct LoadedState {
+    pub batch_id: String,
+    /// Unix ms the batch was accepted.
+    pub accepted_at: i64,
+    pub state: ClusterState,
+}
+
+/// The cluster state of stored batch `batch`.
+pub async fn load<S: Store>(store: &S, cluster: &str, batch: &str) -> Result<ClusterState> {
+    let req = load_batch(store, cluster, batch).await?;
+    cluster_state(&req)
+}
+
+/// The header of a stored batch; `None` when it is gone (expired).
+async fn header<S: Store>(store: &S, cluster: &str, batch: &str) -> Result<Option<BatchHeader>> {
+    let key = keys::batch_header(cluster, batch);
+    match store
+        .get(&key)
+        .await
+        .map_err(ServiceError::port("read batch header"))?
+    {
+        Some(item) => codec::from_json(&key.to_string(), &item.body).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The id and acceptance time of the cluster's newest stored batch.
+pub async fn latest_batch<S: Store>(store: &S, cluster: &str) -> Result<Option<(String, i64)>> {
+    let mut candidates: Vec<String> = Vec::new();
+    let skey = keys::state_pointer(cluster);
+    if let Some(item) = store
+        .get(&skey)
+        .await
+        .map_err(ServiceError::port("read state pointer"))?
+    {
+        let p: StatePointer = codec::from_json(&skey.to_string(), &item.body)?;
+        candidates.push(p.batch_id);
+    }
+    let pkey = keys::scheduler(cluster);
+    if let Some(item) = store
+        .get(&pkey)
+        .await
+        .map_err(ServiceError::port("read scheduler pointer"))?
+    {
+        let p: SchedulerPointer = codec::from_json(&pkey.to_string(), &item.body)?;
+        candidates.extend(p.pending.map(|b| b.batch_id));
+        candidates.extend(p.running.map(|b| b.batch_id));
+        candidates.extend(p.last_completed);
+    }
+    candidates.sort();
+    candidates.dedup();
+    let mut best: Option<(String, i64)> = None;
+    for batch in candidates {
+        let Some(h) = header(store, cluster, &batch).await? else {
+            continue;
+        };
+        // Ties (same millisecond) go to the larger id: deterministic.
+        if best
+            .as_ref()
+            .is_none_or(|(id, at)| (h.accepted_at, &batch) > (*at, id))
+        {
+            best = Some((batch, h.accepted_at));
+        }
+    }
+    Ok(best)
+}
+
+/// The cluster's newest stored state; `None` before its first stored batch.
+pub async fn latest<S: Store>(store: &S, cluster: &str) -> Result<Option<LoadedState>> {
+    let Some((batch_id, accepted_at)) = latest_batch(store, cluster).await? else {
+        return Ok(None);
+    };
+    let state = load(store, cluster, &batch_id).await?;
+    Ok(Some(LoadedState {
+        batch_id,
+        accepted_at,
+        state,
+    }))
+}
+
+/// Move the cluster's `STATE` pointer to a newly stored batch (intake
+/// calls it for every batch it stores, heartbeats included). Only ever
+/// forward: an older batch (a late retry) leaves a newer pointer alone.
+pub async fn note_state<S: Store>(
+    store: &S,
+    cluster: &str,
+    batch_id: &str,
+    accepted_at: i64,
+    now_secs: i64,
+) -> Result<()> {
+    let key = keys::state_pointer(cluster);
+    let next = StatePointer {
+        batch_id: batch_id.to_string(),
+        accepted_at,
+    };
+    for _ in 0..8 {
+        let current = store
+            .get(&key)
+            .await
+            .map_err(ServiceError::port("read state pointer"))?;
+        let (condition, version) = match &current {
+            Some(item) => {
+                let p: StatePointer = codec::from_json(&key.to_string(), &item.body)?;
+                if (p.accepted_at, p.batch_id.as_str()) >= (accepted_at, batch_id) {
+                    return Ok(());
+                }
+                (Condition::Version(item.version), item.version + 1)
+            }
+            None => (Condition::Absent { now_secs }, 1),
+        };
+        let mut item = Item::new(key.clone(), codec::to_json(&next));
+        item.version = version;
+        item.expires_at = None;
+        match store.write(Write::Put { item, condition }).await {
+            Ok(()) => return Ok(()),
+            Err(PortError::ConditionFailed(_)) => continue,
+            Err(e) => return Err(ServiceError::port("write state pointer")(e)),
+        }
+    }
+    Err(ServiceError::port("write state pointer")(
+        PortError::Throttled("the state pointer kept changing".into()),
+    ))
+}
