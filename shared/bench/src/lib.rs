@@ -1,8 +1,14 @@
 //! Benchmark support for Flotilla: deterministic workload mixes, a
 //! Karpenter-style first-fit-decreasing baseline, and measurement helpers.
 //! Used by the criterion benches and `flotilla bench`; not product code.
+//! For disruption: fragmented clusters (`fragmented`), carrying decisions
+//! out (`disruption_apply`) and a Karpenter-style consolidation baseline
+//! (`disruption_baseline`).
 
 pub mod baseline;
+pub mod disruption_apply;
+pub mod disruption_baseline;
+pub mod fragmented;
 pub mod measure;
 pub mod mixes;
 pub mod scenario;
