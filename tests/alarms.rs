@@ -1,6 +1,7 @@
 //! Failures you can see: the EMF metrics each stage's handler emits for a
 //! known run over the simulator (intake → schedule → launch → sweep, an
-//! out-of-capacity launch, dropped and failed events), and the template's
+//! emptied cluster the disrupt stage scales down, an out-of-capacity
+//! launch, dropped and failed events), and the template's
 //! alarms, which must watch metrics the code emits (names read from
 //! `flotilla_lambda::metrics`, so renaming one breaks this test).
 
@@ -244,6 +245,12 @@ async fn events_that_are_dropped_or_fail_are_counted() {
     s3.source = "aws.s3".into();
     let (_, w) = flotilla_fn_sweep::handle_measured(&p, &s3).await;
     assert_eq!(dropped_by(&w, dropped::NOT_FOR_STAGE), Some(1.0));
+    // Disruption runs on its schedule only: Flotilla's own events are not
+    // for it.
+    let (out, d) = flotilla_fn_disrupt::handle_measured(&p, &sample("batch-accepted.json")).await;
+    assert!(out.is_ok());
+    assert_eq!(dropped_by(&d, dropped::NOT_FOR_STAGE), Some(1.0));
+    assert_eq!(d.get(m::DISRUPTIONS_STARTED), None, "nothing ran");
 
     // A retryable failure fails the invocation, and counts as an error.
     let faults = Faults::new();
@@ -256,6 +263,15 @@ async fn events_that_are_dropped_or_fail_are_counted() {
     assert!(out.is_err());
     assert_eq!(w.get(m::ERRORS), Some(1.0));
     assert_eq!(w.get(m::EVENTS_DROPPED), Some(0.0));
+    // The same for a disruption run that cannot read the cluster registry.
+    faults.fail_next(
+        flotilla_sim::ops::STORE_QUERY,
+        PortError::Throttled("slow down".into()),
+    );
+    let (out, d) = flotilla_fn_disrupt::handle_measured(&p, &sample("sweep-schedule.json")).await;
+    assert!(out.is_err(), "{out:?}");
+    assert_eq!(d.get(m::ERRORS), Some(1.0));
+    assert_eq!(d.get(m::EVENTS_DROPPED), Some(0.0));
 }
 
 // ---------------------------------------------------------------------------
@@ -337,6 +353,9 @@ async fn emitted() -> BTreeSet<(String, Vec<String>)> {
     all.extend(deliver(&p, "NodeClaimsPlanned").await);
     let (_, swept) = flotilla_fn_sweep::handle_measured(&p, &sample("sweep-schedule.json")).await;
     all.push(swept);
+    let (_, disrupted) =
+        flotilla_fn_disrupt::handle_measured(&p, &sample("sweep-schedule.json")).await;
+    all.push(disrupted);
     let mut set = BTreeSet::new();
     for x in &all {
         for doc in x.documents(0) {
@@ -391,6 +410,9 @@ async fn the_alarms_watch_what_the_code_emits_and_notify_the_optional_topic() {
         (m::EVENTS_DROPPED, stage("schedule")),
         (m::EVENTS_DROPPED, stage("launch")),
         (m::EVENTS_DROPPED, stage("sweep")),
+        (m::EVENTS_DROPPED, stage("disrupt")),
+        (m::DISRUPTIONS_ABANDONED, stage("disrupt")),
+        (m::DISRUPTION_ERRORS, stage("disrupt")),
         (m::ERRORS, stage("intake")),
     ] {
         assert!(
@@ -404,7 +426,7 @@ async fn the_alarms_watch_what_the_code_emits_and_notify_the_optional_topic() {
                 .any(|x| x.0 == ns && x.1 == name && x.2 == [dim.clone()])
         })
     };
-    for q in ["ScheduleDlq", "LaunchDlq", "SweepDlq"] {
+    for q in ["ScheduleDlq", "LaunchDlq", "SweepDlq", "DisruptDlq"] {
         assert!(
             watches(
                 "AWS/SQS",
@@ -414,10 +436,18 @@ async fn the_alarms_watch_what_the_code_emits_and_notify_the_optional_topic() {
             "no alarm on the depth of {q}"
         );
     }
-    for f in ["Intake", "Schedule", "Launch", "Sweep"] {
+    for f in ["Intake", "Schedule", "Launch", "Sweep", "Disrupt"] {
         assert!(
             watches("AWS/Lambda", "Errors", format!("FunctionName=Ref:{f}")),
             "no alarm on the errors of {f}"
+        );
+    }
+    // The stage whose run time grows with the cluster: throttled or near
+    // its timeout.
+    for metric in ["Throttles", "Duration"] {
+        assert!(
+            watches("AWS/Lambda", metric, "FunctionName=Ref:Disrupt".to_string()),
+            "no alarm on the {metric} of Disrupt"
         );
     }
 
@@ -449,7 +479,7 @@ fn active_tracing_comes_with_the_permission_to_send_traces() {
         .map(text);
     assert_eq!(tracing.as_deref(), Some("Active"));
     let resources = get(&t, "Resources").expect("Resources");
-    for f in ["Intake", "Schedule", "Launch", "Sweep"] {
+    for f in ["Intake", "Schedule", "Launch", "Sweep", "Disrupt"] {
         let role = get(get(resources, f).expect("function"), "Properties")
             .and_then(|p| get(p, "Role"))
             .map(text)

@@ -279,7 +279,7 @@ impl<E: Ec2> Ec2 for Rec<E> {
 
 type FnPorts = Ports<Rec<Arc<MemStore>>, Rec<Arc<Ec2Sim>>, Rec<Arc<MemBus>>, Arc<ManualClock>>;
 
-const FUNCTIONS: [&str; 4] = ["intake", "schedule", "launch", "sweep"];
+const FUNCTIONS: [&str; 5] = ["intake", "schedule", "launch", "sweep", "disrupt"];
 const CLUSTER: &str = "demo";
 const RESERVATION: &str = "cr-0123456789abcdef0";
 
@@ -390,6 +390,7 @@ impl World {
             }
             "launch" => flotilla_fn_launch::handle(p, &ev).await,
             "sweep" => flotilla_fn_sweep::handle(p, &ev).await,
+            "disrupt" => flotilla_fn_disrupt::handle(p, &ev).await,
             other => panic!("no EventBridge handler {other}"),
         };
         out.unwrap_or_else(|e| panic!("{f} failed on {}: {e:#}", ev.detail_type))
@@ -743,26 +744,56 @@ async fn scenario(w: &World) {
 // ---------------------------------------------------------------------------
 // Static call sites of the ports in shared/service.
 
+/// Every `.rs` file under `dir` (modules in subdirectories included,
+/// e.g. `disruption/mod.rs`), sorted.
+fn rust_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d)
+            .unwrap_or_else(|e| panic!("{}: {e}", d.display()))
+            .flatten()
+        {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|e| e == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// shared/service's production sources: (path relative to the repository,
+/// the code before its test module).
+fn service_sources() -> Vec<(String, String)> {
+    let root = root();
+    rust_files(&root.join("shared").join("service").join("src"))
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).expect("source");
+            let code = text
+                .split("#[cfg(test)]")
+                .next()
+                .unwrap_or(&text)
+                .to_string();
+            let rel = path
+                .strip_prefix(&root)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .replace('\\', "/");
+            (rel, code)
+        })
+        .collect()
+}
+
 /// `file:line` of every Ec2 / Bus port call in shared/service's sources
 /// (outside test modules).
 fn static_call_sites() -> BTreeMap<String, PortCall> {
     let mut out = BTreeMap::new();
-    let dir = root().join("shared").join("service").join("src");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("shared/service/src")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
-        .collect();
-    files.sort();
-    for path in files {
-        let text = std::fs::read_to_string(&path).expect("source");
-        let code = text.split("#[cfg(test)]").next().unwrap_or(&text);
-        let rel = format!(
-            "shared/service/src/{}",
-            path.file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or_default()
-        );
+    for (rel, code) in service_sources() {
         for (n, line) in code.lines().enumerate() {
             let t = line.trim_start();
             if t.starts_with("//") {
@@ -1050,18 +1081,10 @@ async fn each_role_holds_exactly_the_actions_its_code_calls() {
          least-privilege check covers them): {missed:#?}\nreached: {reached:#?}"
     );
     // Every kind of store write the services make was recorded too.
-    let service_src: String = [
-        "intake",
-        "schedule",
-        "launch",
-        "sweep",
-        "offerings",
-        "prepare",
-    ]
-    .iter()
-    .filter_map(|m| std::fs::read_to_string(root().join(format!("shared/service/src/{m}.rs"))).ok())
-    .map(|s| s.split("#[cfg(test)]").next().unwrap_or("").to_string())
-    .collect();
+    let service_src: String = service_sources()
+        .into_iter()
+        .map(|(_, code)| code)
+        .collect();
     let all: BTreeSet<PortCall> = recorded.values().flat_map(|m| m.keys().copied()).collect();
     for (variant, call) in [
         ("Write::Put", PortCall::StorePut),

@@ -151,8 +151,8 @@ fn every_function_binary_resolves_from_its_code_uri_as_sam_builds_it() {
     let bins: BTreeSet<&str> = functions.iter().map(|(_, _, b)| b.as_str()).collect();
     assert_eq!(
         bins,
-        BTreeSet::from(["intake", "launch", "schedule", "sweep"]),
-        "the four stages, each built once"
+        BTreeSet::from(["disrupt", "intake", "launch", "schedule", "sweep"]),
+        "the five stages, each built once"
     );
     for (id, dir, bin) in &functions {
         assert!(

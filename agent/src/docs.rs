@@ -2,6 +2,7 @@
 //! k8s-openapi types and JSON.
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde_json::Value;
 
 /// The label Flotilla puts on the nodes it launches, naming the NodeClaim
@@ -72,7 +73,37 @@ pub fn is_mirror_pod(pod: &Pod) -> bool {
         .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"))
 }
 
-fn strip_metadata(v: &mut Value, keep_annotations: bool) {
+/// Pod annotations that disruption reads: never disrupt (and its v1alpha5
+/// spelling), and the eviction order among a node's pods.
+pub const POD_ANNOTATIONS: &[&str] = &[
+    flotilla_core::labels::DO_NOT_DISRUPT,
+    flotilla_core::labels::DO_NOT_EVICT,
+    flotilla_core::labels::POD_DELETION_COST,
+];
+
+/// Node annotations that disruption reads: never disrupt / consolidate,
+/// and the NodePool and EC2NodeClass template hashes recorded at launch
+/// (with their `-version` companions: `karpenter.sh/nodepool-hash-version`).
+pub const NODE_ANNOTATIONS: &[&str] = &[
+    flotilla_core::labels::DO_NOT_DISRUPT,
+    flotilla_core::labels::DO_NOT_CONSOLIDATE,
+];
+/// Prefixes of further node annotations kept (see [`NODE_ANNOTATIONS`]).
+pub const NODE_ANNOTATION_PREFIXES: &[&str] = &[
+    flotilla_core::labels::NODEPOOL_HASH,
+    flotilla_core::labels::NODECLASS_HASH,
+];
+
+/// Which annotations a document keeps.
+#[derive(Clone, Copy)]
+enum Annotations {
+    /// All but `kubectl.kubernetes.io/last-applied-configuration`.
+    All,
+    /// Only these keys, and keys starting with these prefixes.
+    Only(&'static [&'static str], &'static [&'static str]),
+}
+
+fn strip_metadata(v: &mut Value, keep: Annotations) {
     if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         for k in [
             "managedFields",
@@ -84,21 +115,30 @@ fn strip_metadata(v: &mut Value, keep_annotations: bool) {
         ] {
             meta.remove(k);
         }
-        if keep_annotations {
-            if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
-                a.remove("kubectl.kubernetes.io/last-applied-configuration");
+        if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+            match keep {
+                Annotations::All => {
+                    a.remove("kubectl.kubernetes.io/last-applied-configuration");
+                }
+                Annotations::Only(keys, prefixes) => a.retain(|k, _| {
+                    keys.contains(&k.as_str()) || prefixes.iter().any(|p| k.starts_with(p))
+                }),
             }
-        } else {
-            meta.remove("annotations");
+            if a.is_empty() {
+                meta.remove("annotations");
+            }
         }
     }
 }
 
-/// A pod as sent: metadata without bookkeeping, the spec, and of the
-/// status only the phase (and the scheduling conditions of pending pods).
+/// A pod as sent: metadata without bookkeeping (`creationTimestamp` and
+/// `deletionTimestamp` stay; of the annotations only [`POD_ANNOTATIONS`]),
+/// the spec, and of the status only the phase, the scheduling conditions of
+/// pending pods and the `startTime` of bound ones (disruption dates a node's
+/// last change by its pods' creation and start times).
 pub fn pod_document(pod: &Pod) -> Value {
     let mut v = serde_json::to_value(pod).unwrap_or(Value::Null);
-    strip_metadata(&mut v, false);
+    strip_metadata(&mut v, Annotations::Only(POD_ANNOTATIONS, &[]));
     // Of each container, only what scheduling reads (requests, limits,
     // host ports, sidecar restart policy): env, commands, probes and
     // mounts can be most of a pod's size.
@@ -116,7 +156,9 @@ pub fn pod_document(pod: &Pod) -> Value {
     }
     let pending = bound_node(pod).is_none();
     if let Some(status) = v.get_mut("status").and_then(Value::as_object_mut) {
-        status.retain(|k, _| k == "phase" || (pending && k == "conditions"));
+        status.retain(|k, _| {
+            k == "phase" || (pending && k == "conditions") || (!pending && k == "startTime")
+        });
         if let Some(c) = status.get_mut("conditions").and_then(Value::as_array_mut) {
             c.retain(|c| c.get("type").and_then(Value::as_str) == Some("PodScheduled"));
         }
@@ -124,11 +166,16 @@ pub fn pod_document(pod: &Pod) -> Value {
     v
 }
 
-/// A node as sent: labels, taints, unschedulable, allocatable and capacity
-/// (no images, conditions or annotations).
+/// A node as sent: labels, taints, unschedulable, providerID, allocatable
+/// and capacity, `creationTimestamp`, and of the annotations only those
+/// disruption reads ([`NODE_ANNOTATIONS`], [`NODE_ANNOTATION_PREFIXES`]);
+/// no images or conditions.
 pub fn node_document(node: &k8s_openapi::api::core::v1::Node) -> Value {
     let mut v = serde_json::to_value(node).unwrap_or(Value::Null);
-    strip_metadata(&mut v, false);
+    strip_metadata(
+        &mut v,
+        Annotations::Only(NODE_ANNOTATIONS, NODE_ANNOTATION_PREFIXES),
+    );
     if let Some(status) = v.get_mut("status").and_then(Value::as_object_mut) {
         status.retain(|k, _| k == "allocatable" || k == "capacity");
     }
@@ -140,7 +187,7 @@ pub fn node_document(node: &k8s_openapi::api::core::v1::Node) -> Value {
 /// and preference annotations live there). `api_version` and `kind` are
 /// set when given (list items of dynamic objects carry neither).
 pub fn object_document(mut v: Value, api_version: Option<&str>, kind: Option<&str>) -> Value {
-    strip_metadata(&mut v, true);
+    strip_metadata(&mut v, Annotations::All);
     if let Some(o) = v.as_object_mut() {
         o.remove("status");
         if let Some(a) = api_version {
@@ -149,6 +196,30 @@ pub fn object_document(mut v: Value, api_version: Option<&str>, kind: Option<&st
         if let Some(k) = kind {
             o.insert("kind".into(), Value::String(k.into()));
         }
+    }
+    v
+}
+
+/// A `policy/v1` PodDisruptionBudget as sent: name, namespace and labels,
+/// the spec (selector, `minAvailable` / `maxUnavailable`,
+/// `unhealthyPodEvictionPolicy`), and of the status the disruption
+/// controller's counts (`disruptionsAllowed`, `currentHealthy`,
+/// `desiredHealthy`, `expectedPods`): disruption plans with them, and the
+/// Eviction API still has the last word when the agent drains.
+pub fn pdb_document(pdb: &PodDisruptionBudget) -> Value {
+    let mut v = serde_json::to_value(pdb).unwrap_or(Value::Null);
+    strip_metadata(&mut v, Annotations::Only(&[], &[]));
+    if let Some(o) = v.as_object_mut() {
+        o.insert("apiVersion".into(), Value::String("policy/v1".into()));
+        o.insert("kind".into(), Value::String("PodDisruptionBudget".into()));
+    }
+    if let Some(status) = v.get_mut("status").and_then(Value::as_object_mut) {
+        status.retain(|k, _| {
+            matches!(
+                k.as_str(),
+                "disruptionsAllowed" | "currentHealthy" | "desiredHealthy" | "expectedPods"
+            )
+        });
     }
     v
 }
@@ -262,5 +333,147 @@ pub(crate) mod tests {
             sc["metadata"]["annotations"],
             serde_json::json!({"storageclass.kubernetes.io/is-default-class": "true"})
         );
+    }
+
+    /// A bound pod of a Deployment as the API server shows it.
+    fn bound(annotations: Value) -> Pod {
+        pod(serde_json::json!({
+            "metadata": {"name": "web-0", "namespace": "shop",
+                "creationTimestamp": "2026-11-25T06:00:00Z",
+                "managedFields": [{"manager": "kube-controller-manager"}],
+                "annotations": annotations},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "nginx",
+                "resources": {"requests": {"cpu": "500m"}}}]},
+            "status": {"phase": "Running", "startTime": "2026-11-25T06:00:05Z",
+                "podIP": "10.0.0.7", "hostIP": "10.0.0.1", "qosClass": "Burstable",
+                "conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+    }
+
+    #[test]
+    fn pods_keep_the_annotations_and_times_disruption_reads() {
+        // (annotations on the pod, annotations sent)
+        let cases = [
+            (serde_json::json!({}), None),
+            (
+                serde_json::json!({"karpenter.sh/do-not-disrupt": "true",
+                    "kubectl.kubernetes.io/last-applied-configuration": "{...}",
+                    "prometheus.io/scrape": "true"}),
+                Some(serde_json::json!({"karpenter.sh/do-not-disrupt": "true"})),
+            ),
+            (
+                serde_json::json!({"karpenter.sh/do-not-disrupt": "1h"}),
+                Some(serde_json::json!({"karpenter.sh/do-not-disrupt": "1h"})),
+            ),
+            (
+                serde_json::json!({"karpenter.sh/do-not-evict": "true"}),
+                Some(serde_json::json!({"karpenter.sh/do-not-evict": "true"})),
+            ),
+            (
+                serde_json::json!({"controller.kubernetes.io/pod-deletion-cost": "-100",
+                    "checksum/config": "abc"}),
+                Some(serde_json::json!({"controller.kubernetes.io/pod-deletion-cost": "-100"})),
+            ),
+            // Only other annotations: none sent, not even an empty map.
+            (serde_json::json!({"a": "b"}), None),
+        ];
+        for (given, sent) in cases {
+            let d = pod_document(&bound(given.clone()));
+            assert_eq!(d["metadata"].get("annotations").cloned(), sent, "{given}");
+            assert_eq!(d["metadata"]["creationTimestamp"], "2026-11-25T06:00:00Z");
+            assert_eq!(
+                d["status"],
+                serde_json::json!({"phase": "Running", "startTime": "2026-11-25T06:00:05Z"}),
+                "{given}"
+            );
+            assert!(d["metadata"].get("managedFields").is_none());
+        }
+        // A terminating pod says so.
+        let mut going = bound(serde_json::json!({}));
+        going.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        let d = pod_document(&going);
+        assert_eq!(d["metadata"]["deletionTimestamp"], "1970-01-01T00:00:00Z");
+        // A pending pod has no start time to send, only its scheduling condition.
+        let d = pod_document(&pending("p"));
+        assert!(d["status"].get("startTime").is_none());
+        assert_eq!(d["status"]["conditions"][0]["type"], "PodScheduled");
+    }
+
+    #[test]
+    fn nodes_keep_the_annotations_disruption_reads() {
+        let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n", "creationTimestamp": "2026-11-25T05:00:00Z",
+                "annotations": {
+                    "karpenter.sh/do-not-disrupt": "true",
+                    "karpenter.sh/do-not-consolidate": "true",
+                    "karpenter.sh/nodepool-hash": "123",
+                    "karpenter.sh/nodepool-hash-version": "flotilla-v1",
+                    "karpenter.k8s.aws/ec2nodeclass-hash": "456",
+                    "karpenter.k8s.aws/ec2nodeclass-hash-version": "flotilla-v1",
+                    "node.alpha.kubernetes.io/ttl": "0",
+                    "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                    "csi.volume.kubernetes.io/nodeid": "{\"ebs.csi.aws.com\":\"i-0\"}"}},
+            "spec": {"providerID": "aws:///us-west-2a/i-0abc"},
+            "status": {"allocatable": {"cpu": "4"}, "capacity": {"cpu": "4"}}
+        }))
+        .unwrap();
+        let d = node_document(&node);
+        assert_eq!(
+            d["metadata"]["annotations"],
+            serde_json::json!({
+                "karpenter.sh/do-not-disrupt": "true",
+                "karpenter.sh/do-not-consolidate": "true",
+                "karpenter.sh/nodepool-hash": "123",
+                "karpenter.sh/nodepool-hash-version": "flotilla-v1",
+                "karpenter.k8s.aws/ec2nodeclass-hash": "456",
+                "karpenter.k8s.aws/ec2nodeclass-hash-version": "flotilla-v1"})
+        );
+        assert_eq!(d["metadata"]["creationTimestamp"], "2026-11-25T05:00:00Z");
+        assert_eq!(d["spec"]["providerID"], "aws:///us-west-2a/i-0abc");
+    }
+
+    #[test]
+    fn pdbs_keep_selector_bounds_and_the_controller_counts() {
+        let pdb: PodDisruptionBudget = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "shop", "uid": "u", "generation": 3,
+                "resourceVersion": "9", "labels": {"team": "a"},
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{...}"},
+                "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"selector": {"matchLabels": {"app": "web"},
+                    "matchExpressions": [{"key": "tier", "operator": "In", "values": ["fe"]}]},
+                "maxUnavailable": "25%", "unhealthyPodEvictionPolicy": "AlwaysAllow"},
+            "status": {"disruptionsAllowed": 1, "currentHealthy": 4, "desiredHealthy": 3,
+                "expectedPods": 4, "observedGeneration": 3,
+                "disruptedPods": {"web-1": "2026-11-25T06:00:00Z"},
+                "conditions": [{"type": "DisruptionAllowed", "status": "True",
+                    "reason": "SufficientPods", "message": "",
+                    "lastTransitionTime": "2026-11-25T06:00:00Z"}]}
+        }))
+        .unwrap();
+        let d = pdb_document(&pdb);
+        assert_eq!(
+            d,
+            serde_json::json!({
+                "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                "metadata": {"name": "web", "namespace": "shop", "labels": {"team": "a"}},
+                "spec": {"selector": {"matchLabels": {"app": "web"},
+                        "matchExpressions": [{"key": "tier", "operator": "In", "values": ["fe"]}]},
+                    "maxUnavailable": "25%", "unhealthyPodEvictionPolicy": "AlwaysAllow"},
+                "status": {"disruptionsAllowed": 1, "currentHealthy": 4, "desiredHealthy": 3,
+                    "expectedPods": 4}
+            })
+        );
+        // minAvailable as a number stays a number; no status, none sent.
+        let pdb: PodDisruptionBudget = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "db", "namespace": "shop"},
+            "spec": {"minAvailable": 2, "selector": {}}
+        }))
+        .unwrap();
+        let d = pdb_document(&pdb);
+        assert_eq!(d["spec"]["minAvailable"], 2);
+        assert!(d.get("status").is_none());
     }
 }

@@ -2,7 +2,8 @@
 //! once, then a WATCH from its resourceVersion, re-listed only when the
 //! watch expires), never a polling LIST.
 //!
-//! Pods, Nodes, DaemonSets, StorageClasses, PVCs and PVs are typed; the
+//! Pods, Nodes, DaemonSets, StorageClasses, PVCs, PVs and (`policy/v1`, all
+//! namespaces) PodDisruptionBudgets are typed; the
 //! Karpenter kinds (NodePools, Provisioners, EC2NodeClasses,
 //! AWSNodeTemplates, NodeOverlays) are `DynamicObject`s, and a CRD that is
 //! not installed (404 on its LIST) counts as empty rather than blocking.
@@ -13,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::{self, Store};
@@ -71,6 +73,8 @@ pub struct Cache {
     pub storage_classes: Store<StorageClass>,
     pub pvcs: Store<PersistentVolumeClaim>,
     pub pvs: Store<PersistentVolume>,
+    /// Read by disruption (which nodes can go without breaking a budget).
+    pub pdbs: Store<PodDisruptionBudget>,
     pub custom: Vec<(ApiResource, Store<DynamicObject>)>,
     sync: SyncMap,
 }
@@ -79,7 +83,8 @@ pub struct Cache {
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     /// Serialized NodePools, EC2NodeClasses, overlays, Nodes, bound pods,
-    /// DaemonSets and volumes, in a deterministic order.
+    /// DaemonSets, volumes and PodDisruptionBudgets, in a deterministic
+    /// order.
     pub context: Vec<Vec<u8>>,
     /// Serialized unschedulable pods, by key.
     pub pending: Vec<PendingDoc>,
@@ -292,6 +297,15 @@ pub fn start(
     let (pvs, t) =
         typed::<PersistentVolume>(&client, "PersistentVolume", &sync, &config, |_| {}, |_| {});
     tasks.push(t);
+    let (pdbs, t) = typed::<PodDisruptionBudget>(
+        &client,
+        "PodDisruptionBudget",
+        &sync,
+        &config,
+        |_| {},
+        |_| {},
+    );
+    tasks.push(t);
     let mut custom = Vec::new();
     for ar in custom_resources() {
         let writer = reflector::store::Writer::new(ar.clone());
@@ -312,6 +326,7 @@ pub fn start(
             storage_classes,
             pvcs,
             pvs,
+            pdbs,
             custom,
             sync,
         },
@@ -403,6 +418,9 @@ impl Cache {
         );
         typed_docs(&mut context, &self.pvcs, "v1", "PersistentVolumeClaim");
         typed_docs(&mut context, &self.pvs, "v1", "PersistentVolume");
+        for pdb in sorted(&self.pdbs) {
+            context.push(to_bytes(&docs::pdb_document(&pdb)));
+        }
         Snapshot { context, pending }
     }
 

@@ -291,6 +291,135 @@ async fn pending_pods_are_watched_batched_and_posted_signed_and_gzipped() {
     assert_eq!(lease_holder(&api), None);
 }
 
+fn pdb(name: &str, allowed: u32) -> Value {
+    json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": "default",
+            "managedFields": [{"manager": "kubectl"}],
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        "status": {"disruptionsAllowed": allowed, "currentHealthy": 3, "desiredHealthy": 2,
+            "expectedPods": 3, "observedGeneration": 1,
+            "conditions": [{"type": "DisruptionAllowed", "status": "True", "reason": "SufficientPods",
+                "message": "", "lastTransitionTime": "2026-11-25T06:00:00Z"}]}
+    })
+}
+
+/// What the disruption stage reads goes out with every post: the
+/// PodDisruptionBudgets (watched in all namespaces, with the controller's
+/// counts), the pods' do-not-disrupt / deletion-cost annotations and
+/// creation / start times, and the nodes' do-not-disrupt and template-hash
+/// annotations; every other annotation is still left out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pdbs_and_what_disruption_reads_go_out_with_every_post() {
+    let api = FakeApi::start().await;
+    let intake = FakeIntake::start(empty_view()).await;
+    cluster(&api);
+    api.put("poddisruptionbudgets", pdb("web", 1));
+    let mut n2 = node("n2", json!({"karpenter.sh/nodepool": "default"}));
+    n2["metadata"]["creationTimestamp"] = json!("2026-11-25T05:00:00Z");
+    n2["metadata"]["annotations"] = json!({
+        "karpenter.sh/do-not-disrupt": "true",
+        "karpenter.sh/nodepool-hash": "4011458921795164453",
+        "karpenter.sh/nodepool-hash-version": "flotilla-v1",
+        "node.alpha.kubernetes.io/ttl": "0"});
+    api.put("nodes", n2);
+    let mut pinned = bound_pod("batch-0", "n2", false);
+    pinned["metadata"]["creationTimestamp"] = json!("2026-11-25T05:10:00Z");
+    pinned["metadata"]["annotations"] = json!({
+        "karpenter.sh/do-not-disrupt": "true",
+        "controller.kubernetes.io/pod-deletion-cost": "-5",
+        "prometheus.io/scrape": "true"});
+    pinned["status"]["startTime"] = json!("2026-11-25T05:10:03Z");
+    pinned["status"]["podIP"] = json!("10.0.0.9");
+    api.put("pods", pinned);
+    api.put("pods", pending_pod("web-0"));
+    let agent = start(&api, &intake, "agent-a", settings());
+
+    eventually(10, "the first batch", || {
+        (!intake.batches().is_empty()).then_some(())
+    })
+    .await;
+    assert!(intake.problems().is_empty(), "{:?}", intake.problems());
+    let doc = |batch: &Value, kind: &str, name: &str| -> Value {
+        batch["documents"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {kind} {name} in {batch}"))
+    };
+    let first = intake.batches()[0].clone();
+    assert_eq!(
+        doc(&first, "PodDisruptionBudget", "web"),
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+            "status": {"disruptionsAllowed": 1, "currentHealthy": 3, "desiredHealthy": 2,
+                "expectedPods": 3}})
+    );
+    let pod = doc(&first, "Pod", "batch-0");
+    assert_eq!(
+        pod["metadata"]["annotations"],
+        json!({"karpenter.sh/do-not-disrupt": "true",
+            "controller.kubernetes.io/pod-deletion-cost": "-5"})
+    );
+    assert_eq!(pod["metadata"]["creationTimestamp"], "2026-11-25T05:10:00Z");
+    assert_eq!(
+        pod["status"],
+        json!({"phase": "Running", "startTime": "2026-11-25T05:10:03Z"})
+    );
+    let node = doc(&first, "Node", "n2");
+    assert_eq!(
+        node["metadata"]["annotations"],
+        json!({"karpenter.sh/do-not-disrupt": "true",
+            "karpenter.sh/nodepool-hash": "4011458921795164453",
+            "karpenter.sh/nodepool-hash-version": "flotilla-v1"})
+    );
+    assert_eq!(
+        node["metadata"]["creationTimestamp"],
+        "2026-11-25T05:00:00Z"
+    );
+    // Nodes without such annotations send none.
+    assert!(doc(&first, "Node", "n1")["metadata"]
+        .get("annotations")
+        .is_none());
+    // Intake reads the budget.
+    assert_eq!(intake.parsed_pdbs()[0], vec!["default/web".to_string()]);
+
+    // The budget changes and a second one appears: the next post carries both,
+    // as they are now (the watch, not a re-list).
+    api.put("poddisruptionbudgets", pdb("web", 0));
+    let mut other = pdb("db", 0);
+    other["metadata"]["namespace"] = json!("data");
+    api.put("poddisruptionbudgets", other);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    api.put("pods", pending_pod("web-1"));
+    eventually(10, "a batch with the new pod", || {
+        intake.pending_counts().contains(&2).then_some(())
+    })
+    .await;
+    let last = intake.batches().last().cloned().expect("a batch");
+    assert_eq!(
+        doc(&last, "PodDisruptionBudget", "web")["status"]["disruptionsAllowed"],
+        0
+    );
+    assert_eq!(
+        doc(&last, "PodDisruptionBudget", "db")["metadata"]["namespace"],
+        "data"
+    );
+    assert_eq!(
+        intake.parsed_pdbs().last().cloned().unwrap_or_default(),
+        vec!["data/db".to_string(), "default/web".to_string()]
+    );
+    // One LIST of PodDisruptionBudgets in all namespaces, then a WATCH.
+    let c = "/apis/policy/v1/poddisruptionbudgets";
+    assert_eq!(lists(&api, c), 1, "{:?}", api.log());
+    assert!(watches(&api, c) >= 1, "no WATCH of {c}");
+    agent.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_403_is_counted_and_its_pods_go_out_with_the_next_post() {
     let api = FakeApi::start().await;

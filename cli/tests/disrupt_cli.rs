@@ -274,17 +274,21 @@ fn each_reason_fires_for_its_node() {
     }
 }
 
+/// Decisions are taken in order, each on the state the earlier ones leave:
+/// the moves of a decision are exactly the non-DaemonSet pods on its nodes
+/// at that point, and each goes to one of its replacements or to a node
+/// still there (not removed by this or an earlier decision, not the tainted
+/// system node).
 #[test]
 fn every_evicted_pod_has_a_place() {
     let d = disrupt_json(NOW);
-    let pods = bound_pods();
-    let removed: BTreeSet<&str> = decisions(&d)
-        .iter()
-        .flat_map(|x| strs(&x["nodes"]))
-        .collect();
-    let all_nodes: BTreeSet<&str> = pods.values().map(String::as_str).collect();
+    let mut location = bound_pods();
+    let mut nodes_left: BTreeSet<String> = location.values().cloned().collect();
     for x in decisions(&d) {
         let nodes = strs(&x["nodes"]);
+        for n in &nodes {
+            assert!(nodes_left.remove(*n), "{n} is not a node left: {x:#}");
+        }
         let replacements: BTreeSet<&str> = x["replacements"]
             .as_array()
             .unwrap()
@@ -297,7 +301,7 @@ fn every_evicted_pod_has_a_place() {
             .iter()
             .map(|m| (m["pod"].as_str().unwrap(), m["to"].as_str().unwrap()))
             .collect();
-        let evicted: BTreeSet<&str> = pods
+        let evicted: BTreeSet<&str> = location
             .iter()
             .filter(|(p, n)| nodes.contains(&n.as_str()) && !is_daemon_set_pod(p))
             .map(|(p, _)| p.as_str())
@@ -308,14 +312,14 @@ fn every_evicted_pod_has_a_place() {
             "moves must cover exactly the evicted non-DaemonSet pods: {x:#}"
         );
         for (pod, to) in moved {
-            let to_replacement = replacements.contains(to);
-            let to_existing = all_nodes.contains(to) && !removed.contains(to);
             assert!(
-                to_replacement || to_existing,
+                replacements.contains(to) || nodes_left.contains(to),
                 "{pod} moves to {to}, neither a replacement nor a remaining node: {x:#}"
             );
             assert_ne!(to, SYSTEM, "the system node's taint is not tolerated");
+            location.insert(pod.to_string(), to.to_string());
         }
+        nodes_left.extend(replacements.iter().map(|r| r.to_string()));
     }
 }
 

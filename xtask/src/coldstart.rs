@@ -30,12 +30,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-/// (function, binary, sample event).
-const FUNCTIONS: [(&str, &str, &str); 4] = [
+/// (function, binary, sample event). The disrupt stage's rule delivers the
+/// same `aws.events` Scheduled Event as the sweep's.
+const FUNCTIONS: [(&str, &str, &str); 5] = [
     ("intake", "flotilla-fn-intake", "intake-post.json"),
     ("schedule", "flotilla-fn-schedule", "batch-accepted.json"),
     ("launch", "flotilla-fn-launch", "node-claims-planned.json"),
     ("sweep", "flotilla-fn-sweep", "sweep-schedule.json"),
+    ("disrupt", "flotilla-fn-disrupt", "sweep-schedule.json"),
 ];
 
 /// What the emulator saw, with when.
@@ -324,7 +326,7 @@ pub fn coldstart(
         for (_, package, _) in FUNCTIONS {
             cargo.args(["-p", package]);
         }
-        crate::run("coldstart: release build of the four functions", cargo)?;
+        crate::run("coldstart: release build of the five functions", cargo)?;
     } else if !Path::new(ARM64_SYSROOT).join("lib").is_dir() {
         bail!(
             "coldstart --arm64 needs qemu-user and the arm64 glibc: \

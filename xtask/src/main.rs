@@ -9,9 +9,9 @@
 //!   (`shared/core/data/generate_catalog.py`).
 //! * `sam-build` – `sam build -t infra/template.yaml --beta-features`, the
 //!   README's command, through SAM's own `rust-cargolambda` builder (SAM CLI,
-//!   cargo-lambda and zig from PyPI, into the venv); checks the four arm64
+//!   cargo-lambda and zig from PyPI, into the venv); checks the five arm64
 //!   bootstraps and prints their sizes.
-//! * `lambda-build` – `cargo lambda build --release --arm64` of the four
+//! * `lambda-build` – `cargo lambda build --release --arm64` of the five
 //!   functions (cargo-lambda and zig from PyPI, into the venv), with sizes.
 //! * `coldstart` – cold start of each function binary against a local
 //!   Runtime API emulator ([`coldstart`]).
@@ -41,9 +41,9 @@ commands:
             (installs highspy into ~/.cache/flotilla/venv); args go to the speed runner
   sam-build `sam build -t infra/template.yaml --beta-features` as the README documents it
             (installs aws-sam-cli, cargo-lambda and zig from PyPI into the venv); checks
-            and prints the four arm64 bootstraps in .aws-sam/build/
+            and prints the five arm64 bootstraps in .aws-sam/build/
   lambda-build
-            `cargo lambda build --release --arm64` of the four functions (installs
+            `cargo lambda build --release --arm64` of the five functions (installs
             cargo-lambda and zig from PyPI into the venv); prints the bootstrap sizes
   coldstart [--runs N] [--arm64]
             cold start (init, first invoke) of each function's release binary against
@@ -438,12 +438,13 @@ fn bench(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// The four function packages and their binaries.
-const FUNCTION_PACKAGES: [(&str, &str); 4] = [
+/// The five function packages and their binaries.
+const FUNCTION_PACKAGES: [(&str, &str); 5] = [
     ("flotilla-fn-intake", "intake"),
     ("flotilla-fn-schedule", "schedule"),
     ("flotilla-fn-launch", "launch"),
     ("flotilla-fn-sweep", "sweep"),
+    ("flotilla-fn-disrupt", "disrupt"),
 ];
 
 /// The venv's `bin` with cargo-lambda and zig (and, with `sam`, the SAM
@@ -480,7 +481,7 @@ fn lambda_tools(step: &str, sam: bool) -> Result<(PathBuf, std::ffi::OsString)> 
     Ok((venv, path))
 }
 
-/// `cargo lambda build --release --arm64` of the four functions in one
+/// `cargo lambda build --release --arm64` of the five functions in one
 /// cargo invocation (`-p` each). Faster than `sam build`, which builds them
 /// one by one; `sam-build` is the proof that SAM's own builder works.
 fn lambda_build(args: &[String]) -> Result<()> {
@@ -522,8 +523,8 @@ fn sam_build(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// The template's logical ids of the four functions.
-const SAM_FUNCTIONS: [&str; 4] = ["Intake", "Schedule", "Launch", "Sweep"];
+/// The template's logical ids of the five functions.
+const SAM_FUNCTIONS: [&str; 5] = ["Intake", "Schedule", "Launch", "Sweep", "Disrupt"];
 
 /// Prints a built bootstrap's size; fails unless it is an arm64 ELF
 /// executable (what `Architectures: [arm64]` runs).

@@ -141,6 +141,11 @@ const KINDS: &[Kind] = &[
         namespaced: false,
     },
     Kind {
+        prefix: "/apis/policy/v1",
+        plural: "poddisruptionbudgets",
+        namespaced: true,
+    },
+    Kind {
         prefix: "/apis/karpenter.sh/v1",
         plural: "nodepools",
         namespaced: false,
@@ -479,6 +484,9 @@ struct IntakeState {
     batches: Vec<Value>,
     /// Pending pods per accepted batch (as flotilla's parser counted them).
     pending_counts: Vec<usize>,
+    /// Per accepted batch, as flotilla's parser read it: the
+    /// PodDisruptionBudgets (`ns/name`).
+    pdbs: Vec<Vec<String>>,
     /// The `GET /clusters/<id>` answer.
     view: Value,
     acks: Vec<Value>,
@@ -651,6 +659,11 @@ impl FakeIntake {
         self.lock().pending_counts.clone()
     }
 
+    /// The PodDisruptionBudgets intake's parser read from each batch.
+    pub fn parsed_pdbs(&self) -> Vec<Vec<String>> {
+        self.lock().pdbs.clone()
+    }
+
     pub fn acks(&self) -> Vec<Value> {
         self.lock().acks.clone()
     }
@@ -718,6 +731,7 @@ fn handle_intake(
             st.batches
                 .push(serde_json::from_slice(&raw).unwrap_or_default());
             st.pending_counts.push(cluster.pending_pods.len());
+            st.pdbs.push(cluster.pdbs.iter().map(|p| p.key()).collect());
             if st.complete_batches {
                 st.view["lastResult"] = json!({"batchId": id});
             }

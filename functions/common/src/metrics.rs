@@ -7,7 +7,7 @@
 //! no extra IAM permission, nothing to fail.
 //!
 //! Dimensions stay few so that the metric count is bounded: every figure
-//! by [`STAGE`] (`intake`, `schedule`, `launch`, `sweep`), and the figures
+//! by [`STAGE`] (`intake`, `schedule`, `launch`, `sweep`, `disrupt`), and the figures
 //! that have a reason also by [`STAGE`] + [`REASON`] (bounded, sanitized
 //! codes). The cluster id and the batch id are properties (searchable with
 //! Logs Insights), never dimensions. `docs/operations.md` lists the metrics,
@@ -48,14 +48,32 @@ pub const ICE_HITS: &str = "IceHits";
 /// sweep: NodeClaims whose node did not register in time (instance
 /// terminated).
 pub const REGISTRATION_TIMEOUTS: &str = "RegistrationTimeouts";
-/// sweep: instances terminated (registration timeouts and leaks).
+/// sweep: instances terminated (registration timeouts and leaks);
+/// disrupt: the instances of disrupted nodes, terminated once drained.
 pub const INSTANCES_TERMINATED: &str = "InstancesTerminated";
-/// sweep: terminations EC2 refused or that failed (tried again by the
-/// next sweep; the instance bills meanwhile).
+/// sweep, disrupt: terminations EC2 refused or that failed (tried again by
+/// the next run; the instance bills meanwhile).
 pub const TERMINATION_ERRORS: &str = "TerminationErrors";
 /// sweep: capacity reservation slots held by live NodeClaims (a gauge,
 /// emitted by full sweeps only).
 pub const RESERVATION_SLOTS_USED: &str = "ReservationSlotsUsed";
+/// disrupt: decisions started (replacements planned, or the drain begun
+/// for a decision without replacements), also by reason (`Empty`,
+/// `Underutilized`, `Drifted`, `Expired`, `Interrupted`).
+pub const DISRUPTIONS_STARTED: &str = "DisruptionsStarted";
+/// disrupt: decisions carried out to the end (old nodes drained, their
+/// instances terminated, their NodeClaims ended).
+pub const DISRUPTIONS_COMPLETED: &str = "DisruptionsCompleted";
+/// disrupt: decisions given up because a replacement failed or never
+/// registered (the old nodes are untainted and keep running).
+pub const DISRUPTIONS_ABANDONED: &str = "DisruptionsAbandoned";
+/// disrupt: candidate nodes that could not be disrupted this run (a
+/// PodDisruptionBudget, `karpenter.sh/do-not-disrupt`, a budget, a pod that
+/// fits nowhere): a gauge, emitted by runs that looked at the clusters.
+pub const DISRUPTIONS_BLOCKED: &str = "DisruptionsBlocked";
+/// disrupt: problems a run logged and went on past (a cluster whose state
+/// could not be read, a termination EC2 refused); the next run tries again.
+pub const DISRUPTION_ERRORS: &str = "DisruptionErrors";
 /// every stage: the invocation's duration.
 pub const LATENCY: &str = "Latency";
 /// every stage: events that can never be processed, logged and dropped
@@ -79,6 +97,11 @@ pub const ALL: &[&str] = &[
     INSTANCES_TERMINATED,
     TERMINATION_ERRORS,
     RESERVATION_SLOTS_USED,
+    DISRUPTIONS_STARTED,
+    DISRUPTIONS_COMPLETED,
+    DISRUPTIONS_ABANDONED,
+    DISRUPTIONS_BLOCKED,
+    DISRUPTION_ERRORS,
     LATENCY,
     EVENTS_DROPPED,
     ERRORS,
@@ -95,17 +118,24 @@ pub mod dropped {
     pub const FAILED: &str = "Failed";
 }
 
-/// The four stages (their function names).
+/// The five stages (their function names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Stage {
     Intake,
     Schedule,
     Launch,
     Sweep,
+    Disrupt,
 }
 
 impl Stage {
-    pub const ALL: [Stage; 4] = [Stage::Intake, Stage::Schedule, Stage::Launch, Stage::Sweep];
+    pub const ALL: [Stage; 5] = [
+        Stage::Intake,
+        Stage::Schedule,
+        Stage::Launch,
+        Stage::Sweep,
+        Stage::Disrupt,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -113,6 +143,7 @@ impl Stage {
             Stage::Schedule => "schedule",
             Stage::Launch => "launch",
             Stage::Sweep => "sweep",
+            Stage::Disrupt => "disrupt",
         }
     }
 }
@@ -402,6 +433,6 @@ mod tests {
         assert_eq!(m.get(RESERVATION_SLOTS_USED), Some(2.0));
         assert_eq!(m.documents(0).len(), 1);
         let stages: Vec<&str> = Stage::ALL.iter().map(|s| s.as_str()).collect();
-        assert_eq!(stages, ["intake", "schedule", "launch", "sweep"]);
+        assert_eq!(stages, ["intake", "schedule", "launch", "sweep", "disrupt"]);
     }
 }

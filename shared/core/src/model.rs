@@ -290,8 +290,9 @@ pub enum IntOrPercent {
 
 impl IntOrPercent {
     /// The count this stands for out of `total`; percentages round up when
-    /// `round_up` (PDB `maxUnavailable`, Kubernetes' rule) and down
-    /// otherwise (Karpenter's budgets).
+    /// `round_up` (Kubernetes' `GetScaledValueFromIntOrPercent`, which
+    /// Karpenter's budgets and PDB `maxUnavailable` use) and down otherwise
+    /// (PDB `minAvailable` is rounded up too, by its caller).
     pub fn of(self, total: usize, round_up: bool) -> usize {
         match self {
             IntOrPercent::Int(n) => n as usize,

@@ -9,20 +9,24 @@
 
 use std::collections::BTreeMap;
 
+use flotilla_core::disruption::hash;
+use flotilla_core::disruption::schedule::CronSchedule;
 use flotilla_core::labels::{
     self, CAPACITY_TYPE, CAPACITY_TYPE_ON_DEMAND, NODEPOOL, PROVISIONER_NAME,
 };
 use flotilla_core::model::{
-    AmiFamily, Disruption, KubeletConfig, NodeClass, NodeOverlay, NodePool, NodePoolSource,
-    PriceAdjustment,
+    AmiFamily, Budget, Disruption, DisruptionReason, IntOrPercent, KubeletConfig, NodeClass,
+    NodeOverlay, NodePool, NodePoolSource, PriceAdjustment,
 };
 use flotilla_core::requirements::{Operator, Requirement, Requirements};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::disruption::int_or_percent;
 use crate::pod::requirement;
 use crate::util::{check_labels, duration_secs, join, quantity, resources, taints, threshold, Ctx};
 use crate::{Doc, InputError};
@@ -134,8 +138,91 @@ struct DisruptionDoc {
     #[serde(default)]
     expire_after: Option<String>,
     #[serde(default)]
-    #[allow(dead_code)]
-    budgets: Option<Vec<Value>>,
+    budgets: Option<Vec<BudgetDoc>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct BudgetDoc {
+    /// Karpenter's CRD defaults it to `10%`.
+    #[serde(default)]
+    nodes: Option<IntOrString>,
+    #[serde(default)]
+    reasons: Option<Vec<String>>,
+    #[serde(default)]
+    schedule: Option<String>,
+    #[serde(default)]
+    duration: Option<String>,
+}
+
+/// `spec.disruption.budgets`: omitted, Karpenter's default (one budget of
+/// 10%); `[]`, none (unlimited). `schedule` and `duration` go together (the
+/// CRD's rule); the schedule must parse as cron (UTC).
+fn budgets(ctx: &Ctx, docs: Option<&Vec<BudgetDoc>>) -> Result<Vec<Budget>, InputError> {
+    let Some(docs) = docs else {
+        return Ok(vec![Budget::default_budget()]);
+    };
+    let mut out = Vec::with_capacity(docs.len());
+    for (i, b) in docs.iter().enumerate() {
+        let p = format!("spec.disruption.budgets[{i}]");
+        let nodes = match &b.nodes {
+            None => IntOrPercent::Percent(10),
+            Some(n) => int_or_percent(ctx, &join(&p, "nodes"), n, true)?,
+        };
+        let mut reasons = Vec::new();
+        for (j, r) in b.reasons.iter().flatten().enumerate() {
+            let reason = match r.as_str() {
+                "Empty" => DisruptionReason::Empty,
+                "Drifted" => DisruptionReason::Drifted,
+                "Underutilized" => DisruptionReason::Underutilized,
+                other => {
+                    return Err(ctx.err(
+                        &format!("{p}.reasons[{j}]"),
+                        format!(
+                            "unknown disruption reason {other:?} (expected Empty, Drifted or Underutilized)"
+                        ),
+                    ))
+                }
+            };
+            if !reasons.contains(&reason) {
+                reasons.push(reason);
+            }
+        }
+        let (schedule, duration_seconds) = match (&b.schedule, &b.duration) {
+            (None, None) => (None, None),
+            (Some(s), Some(d)) => {
+                CronSchedule::parse(s).map_err(|e| ctx.err(&join(&p, "schedule"), e))?;
+                let secs = duration_secs(d)
+                    .map_err(|e| ctx.err(&join(&p, "duration"), e))?
+                    .ok_or_else(|| {
+                        ctx.err(
+                            &join(&p, "duration"),
+                            "duration must be a duration such as 1h30m, not Never",
+                        )
+                    })?;
+                (Some(s.trim().to_string()), Some(secs))
+            }
+            (Some(_), None) => {
+                return Err(ctx.err(
+                    &join(&p, "duration"),
+                    "a budget with a schedule needs a duration ('schedule' must be set with 'duration')",
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(ctx.err(
+                    &join(&p, "schedule"),
+                    "a budget with a duration needs a schedule ('schedule' must be set with 'duration')",
+                ))
+            }
+        };
+        out.push(Budget {
+            nodes,
+            reasons,
+            schedule,
+            duration_seconds,
+        });
+    }
+    Ok(out)
 }
 
 #[derive(Deserialize)]
@@ -426,8 +513,9 @@ fn finish_requirements(
 /// its nodes), plus `karpenter.sh/capacity-type In [on-demand]` when the
 /// pool has no capacity-type requirement: on-demand is what Karpenter
 /// launches for such a pool. Disruption fields get the v1 CRD defaults
-/// (`WhenEmptyOrUnderutilized`, `consolidateAfter: 0s`, `expireAfter: 720h`)
-/// when omitted.
+/// (`WhenEmptyOrUnderutilized`, `consolidateAfter: 0s`, `expireAfter: 720h`,
+/// `budgets: [{nodes: 10%}]`) when omitted. The template hash
+/// ([`hash::nodepool_hash`]) is filled in.
 pub(crate) fn node_pool(
     ctx: &Ctx,
     d: &Doc,
@@ -483,11 +571,26 @@ pub(crate) fn node_pool(
         (None, Some(s)) => secs(ctx, "spec.disruption.expireAfter", Some(s))?,
         (None, None) => Some(720 * 3600),
     };
-    secs(
+    let termination_grace_period = match ts.termination_grace_period.as_deref() {
+        None => None,
+        Some(s) => Some(
+            secs(ctx, "spec.template.spec.terminationGracePeriod", Some(s))?.ok_or_else(|| {
+                ctx.err(
+                    "spec.template.spec.terminationGracePeriod",
+                    "terminationGracePeriod must be a duration such as 1h, not Never (omit it to wait indefinitely)",
+                )
+            })?,
+        ),
+    };
+    let budgets = budgets(
         ctx,
-        "spec.template.spec.terminationGracePeriod",
-        ts.termination_grace_period.as_deref(),
+        spec.disruption.as_ref().and_then(|x| x.budgets.as_ref()),
     )?;
+    let template_hash = hash::nodepool_hash(
+        d.value.get("spec").unwrap_or(&Value::Null),
+        expire_after,
+        termination_grace_period,
+    );
     if spec.replicas.is_some() {
         warnings.push(format!(
             "{}: spec.replicas (static NodePool) is not planned; treating the NodePool as dynamic",
@@ -517,12 +620,12 @@ pub(crate) fn node_pool(
             consolidation_policy: Some(policy.unwrap_or_else(|| "WhenEmptyOrUnderutilized".into())),
             consolidate_after_seconds: consolidate_after,
             expire_after_seconds: expire_after,
-            budgets: vec![flotilla_core::model::Budget::default_budget()],
-            termination_grace_period_seconds: None,
+            budgets,
+            termination_grace_period_seconds: termination_grace_period,
         },
         source: NodePoolSource::NodePool,
         name: name.clone(),
-        template_hash: None,
+        template_hash: Some(template_hash),
     };
     let overlays = veneer_overlays(ctx, &name, NODEPOOL, m.annotations.as_ref())?;
     Ok((pool, overlays))
@@ -534,7 +637,8 @@ pub(crate) fn node_pool(
 /// documented `karpenter.sh/capacity-type In [on-demand]` default.
 /// `ttlSecondsAfterEmpty` maps to `WhenEmpty` after that many seconds,
 /// `consolidation.enabled: true` to `WhenEmptyOrUnderutilized`; setting both
-/// is an error, as in Karpenter.
+/// is an error, as in Karpenter. Budgets are the v1 default (10%); the hash
+/// is [`hash::provisioner_hash`].
 pub(crate) fn provisioner(ctx: &Ctx, d: &Doc) -> Result<(NodePool, Vec<NodeOverlay>), InputError> {
     let (m, spec): (meta::ObjectMeta, ProvisionerSpec) = object(ctx, d, "Provisioner")?;
     let name = m.name.clone().unwrap_or_default();
@@ -622,7 +726,9 @@ pub(crate) fn provisioner(ctx: &Ctx, d: &Doc) -> Result<(NodePool, Vec<NodeOverl
         )?,
         node_class: spec.provider_ref.as_ref().map(|r| r.name.clone()),
         disruption,
-        template_hash: None,
+        template_hash: Some(hash::provisioner_hash(
+            d.value.get("spec").unwrap_or(&Value::Null),
+        )),
         source: NodePoolSource::Provisioner,
         name: name.clone(),
     };
@@ -943,13 +1049,14 @@ pub(crate) fn node_class(
         None => None,
         Some(k) => Some(kubelet(ctx, "spec.kubelet", Some(k))?),
     };
+    let template_hash = hash::nodeclass_hash(d.value.get("spec").unwrap_or(&Value::Null), &family);
     let nc = NodeClass {
         name,
         kind,
         ami_family: family,
         root_volume_size,
+        template_hash: Some(template_hash),
         spec: d.value.get("spec").cloned().unwrap_or(Value::Null),
-        template_hash: None,
     };
     // `capacityReservationSelectorTerms` are read strictly, like the rest
     // of the Karpenter objects (the scheduler re-reads them from `spec`).

@@ -5,9 +5,10 @@
 //! non-space byte is `{` or `[`). Documents may be `kind: List` (as written
 //! by `kubectl get -o yaml|json`), core Kubernetes objects (Pod, Deployment,
 //! ReplicaSet, StatefulSet, Job, DaemonSet, Node, StorageClass,
-//! PersistentVolumeClaim, PersistentVolume, PriorityClass), Karpenter objects
-//! (NodePool, Provisioner, EC2NodeClass, AWSNodeTemplate, NodeOverlay) or AWS
-//! CLI outputs (`{"InstanceTypes": [...]}`, `{"CapacityReservations": [...]}`).
+//! PersistentVolumeClaim, PersistentVolume, PriorityClass,
+//! PodDisruptionBudget), Karpenter objects (NodePool, Provisioner,
+//! EC2NodeClass, AWSNodeTemplate, NodeOverlay, NodeClaim) or AWS CLI outputs
+//! (`{"InstanceTypes": [...]}`, `{"CapacityReservations": [...]}`).
 //! Unknown kinds are skipped with a warning.
 //!
 //! Workloads are expanded into pending pods with deterministic names:
@@ -24,6 +25,7 @@
 
 mod aws;
 mod cluster;
+mod disruption;
 mod error;
 mod karpenter;
 mod parse;
@@ -183,6 +185,8 @@ pub fn load(sources: &[Source]) -> Result<ClusterState, InputError> {
                 state.node_classes.push(nc);
             }
             "NodeOverlay" => state.overlays.push(karpenter::node_overlay(&ctx, d)?),
+            "PodDisruptionBudget" => state.pdbs.push(disruption::pdb(&ctx, d)?),
+            "NodeClaim" => state.node_claims.push(disruption::node_claim(&ctx, d)?),
             other => {
                 let what = util::describe_object(other, &d.value);
                 state.warnings.push(format!(
@@ -218,6 +222,8 @@ pub fn load(sources: &[Source]) -> Result<ClusterState, InputError> {
         |n| format!("{}/{}", n.namespace, n.name),
         w,
     );
+    dedupe(&mut state.pdbs, "PodDisruptionBudget", |p| p.key(), w);
+    dedupe(&mut state.node_claims, "NodeClaim", |c| c.name.clone(), w);
 
     // Karpenter v1 keeps the kubelet configuration on the EC2NodeClass; a
     // NodePool without its own (v1beta1) kubelet block takes its class's.

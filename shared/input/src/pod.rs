@@ -55,6 +55,20 @@ pub(crate) fn pod_object(
         &mut state.warnings,
     )?;
     pod.node_name = spec.node_name.clone().filter(|n| !n.is_empty());
+    // Disruption's notion of the pod's last change: the later of its
+    // creation and its start.
+    let created = p
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second());
+    let started = p
+        .status
+        .as_ref()
+        .and_then(|s| s.start_time.as_ref())
+        .map(|t| t.0.as_second());
+    pod.created_at = created.max(started);
+    pod.terminating = p.metadata.deletion_timestamp.is_some();
     if pod.owner.is_none() {
         pod.owner = p
             .metadata

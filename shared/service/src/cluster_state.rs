@@ -140,3 +140,73 @@ pub async fn note_state<S: Store>(
         PortError::Throttled("the state pointer kept changing".into()),
     ))
 }
+
+/// Store a posted cluster state that has no pending pods (the agent's
+/// heartbeat) as a batch, without scheduling it: its chunks, its launch
+/// context and its header exactly as intake stores a batch, then the
+/// `STATE` pointer ([`note_state`]). The disruption stage decides on it
+/// (an emptied cluster only ever posts heartbeats). Intake calls this for
+/// posts without pending pods, with the launch context it builds for any
+/// batch; idempotent (the batch id is the post time and the content hash).
+/// Returns the batch id.
+pub async fn store_state<S: Store>(
+    store: &S,
+    config: &crate::Config,
+    req: &crate::intake::BatchRequest,
+    context: &crate::records::LaunchContext,
+    now_ms: i64,
+    now_secs: i64,
+) -> Result<String> {
+    let canonical = codec::to_json(req);
+    let hash = codec::content_hash(&canonical);
+    let batch_id = format!("{now_ms:012x}-{}", &hash[..8.min(hash.len())]);
+    let cluster = &req.cluster_id;
+    let expires = Some(now_secs + config.retention_secs);
+    let mut ctx_item = Item::new(
+        keys::context(cluster, &batch_id),
+        codec::gzip(&codec::to_json(context)),
+    );
+    ctx_item.expires_at = expires;
+    if ctx_item.body.len() > flotilla_ports::MAX_BODY_BYTES {
+        return Err(ServiceError::BadRequest(
+            "documents: the NodePools, EC2NodeClasses and NodeOverlays alone exceed 350 KB compressed"
+                .into(),
+        ));
+    }
+    let parts = codec::chunks(&codec::gzip(&canonical));
+    let mut writes: Vec<Item> = parts
+        .iter()
+        .enumerate()
+        .map(|(i, part)| {
+            let mut item = Item::new(keys::batch_chunk(cluster, &batch_id, i), part.clone());
+            item.expires_at = expires;
+            item
+        })
+        .collect();
+    let header = BatchHeader {
+        batch_id: batch_id.clone(),
+        content_hash: hash,
+        chunks: parts.len(),
+        accepted_at: now_ms,
+        pending_pods: 0,
+    };
+    let mut header_item = Item::new(
+        keys::batch_header(cluster, &batch_id),
+        codec::to_json(&header),
+    );
+    header_item.expires_at = expires;
+    // The header last: a reader finds every chunk it names.
+    writes.push(ctx_item);
+    writes.push(header_item);
+    for item in writes {
+        store
+            .write(Write::Put {
+                item,
+                condition: Condition::Always,
+            })
+            .await
+            .map_err(ServiceError::port("store cluster state"))?;
+    }
+    note_state(store, cluster, &batch_id, now_ms, now_secs).await?;
+    Ok(batch_id)
+}

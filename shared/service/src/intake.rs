@@ -279,8 +279,11 @@ pub fn parse_batch(
     Ok((req, state))
 }
 
-/// The documents of the kinds launch needs, Lists flattened one level.
+/// The documents of the kinds launch needs, and the PodDisruptionBudgets
+/// disruption reads (small, like them; no pods), Lists flattened.
 fn context_documents(docs: &[serde_json::Value]) -> Vec<serde_json::Value> {
+    /// Kept for the disruption stage besides [`CONTEXT_KINDS`].
+    const DISRUPTION_KINDS: &[&str] = &["PodDisruptionBudget"];
     let mut out = Vec::new();
     for d in docs {
         let kind = d.get("kind").and_then(|k| k.as_str()).unwrap_or("");
@@ -288,7 +291,7 @@ fn context_documents(docs: &[serde_json::Value]) -> Vec<serde_json::Value> {
             if let Some(items) = d.get("items").and_then(|i| i.as_array()) {
                 out.extend(context_documents(items));
             }
-        } else if CONTEXT_KINDS.contains(&kind) {
+        } else if CONTEXT_KINDS.contains(&kind) || DISRUPTION_KINDS.contains(&kind) {
             out.push(d.clone());
         }
     }
@@ -1023,5 +1026,49 @@ mod ack_tests {
                 .unwrap_err();
             assert!(matches!(e, ServiceError::Forbidden(_)), "{e}");
         });
+    }
+}
+
+#[cfg(test)]
+mod context_tests {
+    use super::context_documents;
+    use serde_json::json;
+
+    #[test]
+    fn the_context_keeps_pools_classes_overlays_and_pdbs_and_drops_the_rest() {
+        let docs = vec![
+            json!({"kind": "NodePool", "metadata": {"name": "a"}}),
+            json!({"kind": "Pod", "metadata": {"name": "p"}}),
+            json!({"kind": "List", "items": [
+                json!({"kind": "EC2NodeClass", "metadata": {"name": "c"}}),
+                json!({"kind": "PodDisruptionBudget", "metadata": {"name": "web", "namespace": "shop"}}),
+                json!({"kind": "Node", "metadata": {"name": "n"}}),
+                json!({"kind": "PodList", "items": [json!({"kind": "PodDisruptionBudget",
+                    "metadata": {"name": "db", "namespace": "data"}})]}),
+            ]}),
+            json!({"kind": "DaemonSet", "metadata": {"name": "d"}}),
+            json!({"kind": "NodeOverlay", "metadata": {"name": "o"}}),
+            json!({"metadata": {"name": "no kind"}}),
+        ];
+        let kept: Vec<String> = context_documents(&docs)
+            .iter()
+            .map(|d| {
+                format!(
+                    "{}/{}",
+                    d["kind"].as_str().unwrap_or(""),
+                    d["metadata"]["name"].as_str().unwrap_or("")
+                )
+            })
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                "NodePool/a",
+                "EC2NodeClass/c",
+                "PodDisruptionBudget/web",
+                "PodDisruptionBudget/db",
+                "NodeOverlay/o"
+            ]
+        );
     }
 }

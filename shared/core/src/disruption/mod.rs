@@ -8,16 +8,40 @@
 //! knows). Output: [`Disruptions`], the public `flotilla disrupt -o json`
 //! format: the decisions the controller takes now and every candidate that
 //! is blocked, with the reason.
+//!
+//! Order, as Karpenter's methods: forceful first (spot interruption,
+//! expiry: not limited by budgets, PDBs or `do-not-disrupt`), then
+//! emptiness (every empty node past `consolidateAfter`, within budgets),
+//! drift (each drifted node whose pods fit elsewhere or on replacements),
+//! then underutilized consolidation (`consolidation`). Every decision is
+//! simulated on the state the earlier ones leave: removed nodes are no
+//! destination, moved pods count where they went, replacements are nodes.
 
+mod budget;
+mod candidate;
+mod consolidation;
 mod decision;
+mod drift;
+pub mod hash;
+mod pdb;
+mod price;
+pub mod schedule;
+mod simulate;
 
 pub use decision::{Blocked, Decision, Disruptions, Move, PriceChange};
+pub use price::Cost;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::catalog::Catalog;
+use crate::labels;
 use crate::model::{ClusterState, DisruptionReason};
-use crate::scheduler::SchedulerOptions;
+use crate::scheduler::{overlays_by_weight, SchedulerOptions};
+
+use budget::Budgets;
+use candidate::Candidate;
+use pdb::Pdbs;
+use simulate::{Sim, Work};
 
 /// Knobs and pipeline knowledge that are not part of the documents.
 #[derive(Debug, Clone, Default)]
@@ -42,6 +66,338 @@ pub struct DisruptOptions {
 
 /// The decisions to take at `opts.now`.
 pub fn disrupt(state: &ClusterState, catalog: &Catalog, opts: &DisruptOptions) -> Disruptions {
-    let _ = (state, catalog, opts);
-    Disruptions::default()
+    let mut run = Run::new(state, catalog, opts);
+    run.forceful();
+    run.emptiness();
+    run.drift();
+    if state.pending_pods.is_empty() {
+        consolidation::underutilized(&mut run);
+    } else {
+        run.out.warnings.push(format!(
+            "{} pending pods: underutilized consolidation waits until they are scheduled (it would take room they need)",
+            state.pending_pods.len()
+        ));
+    }
+    run.finish()
 }
+
+/// One disruption run's state.
+pub(crate) struct Run<'a> {
+    state: &'a ClusterState,
+    catalog: &'a Catalog,
+    opts: &'a DisruptOptions,
+    cands: Vec<Candidate>,
+    /// Per candidate: already in a decision of this run.
+    taken: Vec<bool>,
+    budgets: Budgets,
+    pdbs: Pdbs<'a>,
+    work: Work<'a>,
+    blocked: BTreeMap<String, String>,
+    out: Disruptions,
+    /// Node name → candidate.
+    by_node: BTreeMap<&'a str, usize>,
+}
+
+impl<'a> Run<'a> {
+    fn new(state: &'a ClusterState, catalog: &'a Catalog, opts: &'a DisruptOptions) -> Run<'a> {
+        let overlays = overlays_by_weight(&state.overlays);
+        let cands = candidate::candidates(state, catalog, &overlays, &opts.since, opts.now);
+        let n_pools = state.node_pools.len();
+        let mut nodes = vec![0usize; n_pools];
+        let mut disrupting = vec![0usize; n_pools];
+        let mut out_nodes = vec![false; state.nodes.len()];
+        for (i, n) in state.nodes.iter().enumerate() {
+            if opts.disrupting.contains_key(&n.name)
+                || n.taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT)
+            {
+                out_nodes[i] = true;
+            }
+        }
+        for c in &cands {
+            nodes[c.pool] += 1;
+            if out_nodes[c.node] {
+                disrupting[c.pool] += 1;
+            }
+        }
+        let mut warnings = Vec::new();
+        let budgets = Budgets::new(
+            &state.node_pools,
+            &nodes,
+            &disrupting,
+            opts.now,
+            &mut warnings,
+        );
+        let mut sched = opts.scheduler.clone();
+        sched.now = Some(opts.now);
+        let taken = cands.iter().map(|c| out_nodes[c.node]).collect();
+        let by_node = cands
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (state.nodes[c.node].name.as_str(), i))
+            .collect();
+        Run {
+            state,
+            catalog,
+            opts,
+            taken,
+            budgets,
+            pdbs: Pdbs::new(state),
+            work: Work::new(state, catalog, &sched, out_nodes),
+            cands,
+            blocked: BTreeMap::new(),
+            by_node,
+            out: Disruptions {
+                warnings,
+                ..Disruptions::default()
+            },
+        }
+    }
+
+    fn node_name(&self, c: usize) -> &'a str {
+        &self.state.nodes[self.cands[c].node].name
+    }
+
+    fn pool_name(&self, c: usize) -> &'a str {
+        &self.state.node_pools[self.cands[c].pool].name
+    }
+
+    fn block(&mut self, c: usize, reason: String) {
+        let name = self.node_name(c).to_string();
+        self.blocked.entry(name).or_insert(reason);
+    }
+
+    /// Whether candidate `c` is past its NodePool's `consolidateAfter`
+    /// and the pool's policy allows `reason` (Empty / Underutilized).
+    fn consolidatable(&self, c: usize, reason: DisruptionReason) -> bool {
+        let cand = &self.cands[c];
+        let d = &self.state.node_pools[cand.pool].disruption;
+        let policy_ok = match d.consolidation_policy.as_deref() {
+            Some("WhenEmptyOrUnderutilized" | "WhenUnderutilized") => true,
+            Some("WhenEmpty") => reason == DisruptionReason::Empty,
+            _ => false,
+        };
+        let Some(after) = d.consolidate_after_seconds else {
+            return false;
+        };
+        let after = i64::try_from(after).unwrap_or(i64::MAX);
+        policy_ok
+            && cand
+                .since
+                .is_none_or(|s| s.saturating_add(after) <= self.opts.now)
+    }
+
+    /// What blocks a graceful disruption of candidate `c` now (the
+    /// do-not-disrupt annotations, a PodDisruptionBudget).
+    fn graceful_blocker(&self, c: usize) -> Option<String> {
+        let cand = &self.cands[c];
+        if let Some(b) = &cand.blocker {
+            return Some(b.clone());
+        }
+        let node = &self.state.nodes[cand.node];
+        self.pdbs
+            .blocker(cand.movable.iter().map(|&k| &node.pods[k]))
+    }
+
+    /// Candidate `c` joins a decision: out of the budgets and PDB
+    /// allowances, no destination any more.
+    fn take(&mut self, c: usize) {
+        self.taken[c] = true;
+        let cand = &self.cands[c];
+        self.budgets.take(cand.pool, 1);
+        let node = &self.state.nodes[cand.node];
+        self.pdbs
+            .consume(cand.movable.iter().map(|&k| &node.pods[k]));
+        self.work.remove(cand.node);
+    }
+
+    /// Record a decision over candidates `cs` (one NodePool) with the
+    /// simulation that placed their pods (`None`: nothing to move), and
+    /// apply it to the working state.
+    fn decide(&mut self, reason: DisruptionReason, cs: &[usize], sim: Option<Sim>) {
+        let Some(&first) = cs.first() else {
+            return;
+        };
+        let pool = &self.state.node_pools[self.cands[first].pool];
+        let mut nodes: Vec<String> = cs.iter().map(|&c| self.node_name(c).to_string()).collect();
+        nodes.sort();
+        let before = cs
+            .iter()
+            .filter_map(|&c| self.cands[c].cost)
+            .fold(Cost::default(), std::ops::Add::add);
+        for &c in cs {
+            self.take(c);
+        }
+        let node_idx: Vec<usize> = cs.iter().map(|&c| self.cands[c].node).collect();
+        let (moves, replacements, after) = match sim {
+            Some(s) => {
+                let after = s.cost();
+                let s = self.work.apply(&node_idx, s);
+                (s.moves, s.replacements, after)
+            }
+            None => (vec![], vec![], Cost::default()),
+        };
+        // A node that receives pods is no candidate any more in this run:
+        // its pods are no longer what the candidate recorded.
+        for m in &moves {
+            if let Some(&c) = self.by_node.get(m.to.as_str()) {
+                self.taken[c] = true;
+            }
+        }
+        self.out.decisions.push(Decision {
+            reason,
+            node_pool: pool.name.clone(),
+            nodes,
+            replacements,
+            moves,
+            price: PriceChange {
+                before: before.reported(),
+                after: after.reported(),
+            },
+            termination_grace_period_seconds: pool.disruption.termination_grace_period_seconds,
+        });
+    }
+
+    /// Spot interruptions, then expired nodes: replaced whatever blocks
+    /// them (forceful), one decision each.
+    fn forceful(&mut self) {
+        for c in 0..self.cands.len() {
+            if self.taken[c] {
+                continue;
+            }
+            let name = self.node_name(c);
+            let reason = if self.opts.interrupted.contains(name) {
+                DisruptionReason::Interrupted
+            } else if self.expired(c) {
+                DisruptionReason::Expired
+            } else {
+                continue;
+            };
+            let node = self.cands[c].node;
+            let sim = self.work.simulate(&[node]);
+            for u in &sim.unschedulable {
+                self.out.warnings.push(format!(
+                    "{} node {name}: pod {} has nowhere to go: {}",
+                    reason.as_str(),
+                    u.pod,
+                    u.reason
+                ));
+            }
+            self.decide(reason, &[c], Some(sim));
+        }
+    }
+
+    fn expired(&self, c: usize) -> bool {
+        let cand = &self.cands[c];
+        let claim_expiry = cand
+            .claim
+            .and_then(|i| self.state.node_claims.get(i))
+            .and_then(|cl| cl.expire_after_seconds);
+        let expire = claim_expiry.or(self.state.node_pools[cand.pool]
+            .disruption
+            .expire_after_seconds);
+        match (expire, cand.created_at) {
+            (Some(e), Some(t)) => {
+                t.saturating_add(i64::try_from(e).unwrap_or(i64::MAX)) <= self.opts.now
+            }
+            _ => false,
+        }
+    }
+
+    /// Empty nodes (only DaemonSet pods left) past `consolidateAfter`: one
+    /// decision per NodePool, dearest nodes first within the budget.
+    fn emptiness(&mut self) {
+        let mut by_pool: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for c in 0..self.cands.len() {
+            if self.taken[c]
+                || !self.cands[c].movable.is_empty()
+                || !self.consolidatable(c, DisruptionReason::Empty)
+            {
+                continue;
+            }
+            if let Some(b) = self.graceful_blocker(c) {
+                self.block(c, b);
+                continue;
+            }
+            by_pool.entry(self.cands[c].pool).or_default().push(c);
+        }
+        for (pool, mut cs) in by_pool {
+            cs.sort_by(|&a, &b| {
+                let price = |c: usize| self.cands[c].cost.map_or(0.0, |k| k.dollars + k.reserved);
+                price(b)
+                    .total_cmp(&price(a))
+                    .then_with(|| self.node_name(a).cmp(self.node_name(b)))
+            });
+            let room = self.budgets.remaining(pool, DisruptionReason::Empty);
+            let keep = cs.len().min(room);
+            for &c in &cs[keep..] {
+                let why =
+                    self.budgets
+                        .blocked_reason(pool, self.pool_name(c), DisruptionReason::Empty);
+                self.block(c, why);
+            }
+            cs.truncate(keep);
+            self.decide(DisruptionReason::Empty, &cs, None);
+        }
+    }
+
+    /// Drifted nodes, oldest first, each replaced before it is drained;
+    /// within budgets, PDBs and do-not-disrupt; blocked when a pod would
+    /// fit nowhere.
+    fn drift(&mut self) {
+        let mut drifted: Vec<(usize, String)> = (0..self.cands.len())
+            .filter(|&c| !self.taken[c])
+            .filter_map(|c| {
+                drift::drifted(self.state, self.catalog, &self.cands[c]).map(|w| (c, w))
+            })
+            .collect();
+        drifted.sort_by_key(|(c, _)| {
+            (
+                self.cands[*c].created_at.unwrap_or(i64::MIN),
+                self.node_name(*c),
+            )
+        });
+        for (c, _why) in drifted {
+            if let Some(b) = self.graceful_blocker(c) {
+                self.block(c, b);
+                continue;
+            }
+            let pool = self.cands[c].pool;
+            if self.budgets.remaining(pool, DisruptionReason::Drifted) == 0 {
+                let why =
+                    self.budgets
+                        .blocked_reason(pool, self.pool_name(c), DisruptionReason::Drifted);
+                self.block(c, why);
+                continue;
+            }
+            let sim = self.work.simulate(&[self.cands[c].node]);
+            if let Some(u) = sim.unschedulable.first() {
+                let why = format!("drifted, but pod {} would fit nowhere: {}", u.pod, u.reason);
+                self.block(c, why);
+                continue;
+            }
+            self.decide(DisruptionReason::Drifted, &[c], Some(sim));
+        }
+    }
+
+    fn finish(mut self) -> Disruptions {
+        let decided: BTreeSet<&str> = self
+            .out
+            .decisions
+            .iter()
+            .flat_map(|d| d.nodes.iter().map(String::as_str))
+            .collect();
+        self.out.blocked = self
+            .blocked
+            .iter()
+            .filter(|(n, _)| !decided.contains(n.as_str()))
+            .map(|(n, r)| Blocked {
+                node: n.clone(),
+                reason: r.clone(),
+            })
+            .collect();
+        self.out
+    }
+}
+
+#[cfg(test)]
+mod tests;

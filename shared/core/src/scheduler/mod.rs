@@ -39,8 +39,8 @@ use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
 pub use pod_view::Relaxation;
-pub use pools::{daemon_overhead, overlay_adjusted_price, overlays_by_weight};
-use pools::{labels_satisfy, Pool, PoolOffering};
+pub use pools::{daemon_overhead, labels_satisfy, overlay_adjusted_price, overlays_by_weight};
+use pools::{Pool, PoolOffering};
 use topology::{Kind, PodGroups, Topology};
 use typeset::TypeSet;
 

@@ -278,7 +278,6 @@ async fn disrupt_cluster<S: Store, E: Ec2, B: Bus, C: Clock>(
         since,
         disrupting,
         interrupted,
-        ..DisruptOptions::default()
     };
     let out = engine::disrupt(&state, &catalog, &opts);
     report.blocked += out.blocked.len();

@@ -1,0 +1,334 @@
+//! Candidates: the nodes a NodePool owns, with what disruption needs to
+//! know about each (price, age, the pods that would move, what blocks a
+//! graceful disruption).
+
+use std::collections::BTreeMap;
+
+use crate::catalog::Catalog;
+use crate::labels;
+use crate::model::{ClusterState, Node, NodeClaimObject, NodeOverlay, Pod};
+use crate::resources::Resources;
+
+use super::price::{node_cost, Cost};
+
+/// One node a NodePool owns.
+#[derive(Debug, Clone)]
+pub(crate) struct Candidate {
+    /// Index into `ClusterState::nodes`.
+    pub node: usize,
+    /// Index into `ClusterState::node_pools`.
+    pub pool: usize,
+    /// Index into `ClusterState::node_claims`, if one names this node.
+    pub claim: Option<usize>,
+    /// What it costs; `None`: the catalog does not know its offering.
+    pub cost: Option<Cost>,
+    /// When it was launched (the NodeClaim's creation, else the node's).
+    pub created_at: Option<i64>,
+    /// Since when it has been in its current state (see `since`).
+    pub since: Option<i64>,
+    /// Indices into the node's pods of those a disruption moves (not
+    /// DaemonSet, mirror or terminating pods).
+    pub movable: Vec<usize>,
+    /// Sum of the movable pods' requests.
+    pub requests: Resources,
+    /// Requests over allocatable, the largest of cpu and memory.
+    pub utilization: f64,
+    /// What blocks a graceful disruption (do-not-disrupt on the node or a
+    /// pod), if anything. PDBs are checked as decisions use them up.
+    pub blocker: Option<String>,
+    /// The v1alpha5 `karpenter.sh/do-not-consolidate` node annotation.
+    pub do_not_consolidate: bool,
+}
+
+/// Whether a disruption moves this pod: DaemonSet pods stay (their
+/// DaemonSet runs them on the replacement), mirror pods belong to the
+/// kubelet, terminating pods are already going.
+pub(crate) fn moves(pod: &Pod) -> bool {
+    let daemon = pod
+        .owner
+        .as_deref()
+        .is_some_and(|o| o.starts_with("DaemonSet/") || o.starts_with("Node/"));
+    let mirror = pod.annotations.contains_key("kubernetes.io/config.mirror");
+    !(daemon || mirror || pod.terminating)
+}
+
+/// A Go duration (`"90s"`, `"1h30m"`, `"2h"`, `"500ms"`) in whole seconds.
+pub(crate) fn go_duration_secs(s: &str) -> Option<u64> {
+    let s = s.trim();
+    if s.is_empty() {
+        return None;
+    }
+    let mut total: u64 = 0;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        if digits == 0 {
+            return None;
+        }
+        let n: u64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let mult_ms: u64 = match &rest[..unit_len] {
+            "h" => 3_600_000,
+            "m" => 60_000,
+            "s" => 1_000,
+            "ms" => 1,
+            _ => return None,
+        };
+        total = total.checked_add(n.checked_mul(mult_ms)?)?;
+        rest = &rest[unit_len..];
+    }
+    Some(total / 1000)
+}
+
+/// Why `pod` blocks a graceful disruption of its node at `now`:
+/// `karpenter.sh/do-not-disrupt: "true"` (or the v1alpha5
+/// `karpenter.sh/do-not-evict`), or a duration (`"1h"`) that has not
+/// passed since the pod started.
+pub(crate) fn pod_blocker(pod: &Pod, now: i64) -> Option<String> {
+    for key in [labels::DO_NOT_DISRUPT, labels::DO_NOT_EVICT] {
+        let Some(v) = pod.annotations.get(key) else {
+            continue;
+        };
+        if v == "true" {
+            return Some(format!(
+                "pod {} has the annotation {key}: \"true\"",
+                pod.key()
+            ));
+        }
+        if let Some(secs) = go_duration_secs(v) {
+            let until = pod
+                .created_at
+                .and_then(|t| t.checked_add(i64::try_from(secs).unwrap_or(i64::MAX)));
+            match until {
+                Some(u) if now >= u => {}
+                Some(u) => {
+                    return Some(format!(
+                        "pod {} has the annotation {key}: {v:?} ({}s left)",
+                        pod.key(),
+                        u - now
+                    ))
+                }
+                None => {
+                    return Some(format!(
+                        "pod {} has the annotation {key}: {v:?} and no start time",
+                        pod.key()
+                    ))
+                }
+            }
+        }
+    }
+    None
+}
+
+fn node_blocker(node: &Node, claim: Option<&NodeClaimObject>) -> Option<String> {
+    let flagged =
+        |a: &BTreeMap<String, String>| a.get(labels::DO_NOT_DISRUPT).is_some_and(|v| v == "true");
+    if flagged(&node.annotations) {
+        return Some(format!(
+            "node {} has the annotation {}: \"true\"",
+            node.name,
+            labels::DO_NOT_DISRUPT
+        ));
+    }
+    if let Some(c) = claim.filter(|c| flagged(&c.annotations)) {
+        return Some(format!(
+            "NodeClaim {} has the annotation {}: \"true\"",
+            c.name,
+            labels::DO_NOT_DISRUPT
+        ));
+    }
+    None
+}
+
+/// The NodeClaim naming each node (by `status.nodeName`, else by the
+/// provider id).
+fn claims_by_node(state: &ClusterState) -> BTreeMap<&str, usize> {
+    let mut out: BTreeMap<&str, usize> = BTreeMap::new();
+    let by_provider: BTreeMap<&str, &str> = state
+        .nodes
+        .iter()
+        .filter_map(|n| n.provider_id.as_deref().map(|p| (p, n.name.as_str())))
+        .collect();
+    for (i, c) in state.node_claims.iter().enumerate() {
+        let node = c.node_name.as_deref().or_else(|| {
+            c.provider_id
+                .as_deref()
+                .and_then(|p| by_provider.get(p).copied())
+        });
+        if let Some(n) = node {
+            out.entry(n).or_insert(i);
+        }
+    }
+    out
+}
+
+/// Every node a NodePool of `state` owns (by its `karpenter.sh/nodepool` or
+/// `karpenter.sh/provisioner-name` label, or a NodeClaim's), in node order.
+/// Nodes of no (known) pool are never candidates.
+pub(crate) fn candidates(
+    state: &ClusterState,
+    catalog: &Catalog,
+    overlays: &[&NodeOverlay],
+    since: &BTreeMap<String, i64>,
+    now: i64,
+) -> Vec<Candidate> {
+    let pools: BTreeMap<&str, usize> = state
+        .node_pools
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.name.as_str(), i))
+        .collect();
+    let claims = claims_by_node(state);
+    let mut out = Vec::new();
+    for (i, node) in state.nodes.iter().enumerate() {
+        let claim = claims.get(node.name.as_str()).copied();
+        let claim_obj = claim.and_then(|c| state.node_claims.get(c));
+        let pool_name = node
+            .nodepool()
+            .or_else(|| claim_obj.and_then(|c| c.node_pool.as_deref()));
+        let Some(&pool) = pool_name.and_then(|p| pools.get(p)) else {
+            continue;
+        };
+        let movable: Vec<usize> = node
+            .pods
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| moves(p))
+            .map(|(k, _)| k)
+            .collect();
+        let mut requests = Resources::new();
+        for &k in &movable {
+            requests.add_assign(&node.pods[k].requests);
+        }
+        let share = |name: &str| {
+            let a = node.allocatable.get(name).millis();
+            if a <= 0 {
+                0.0
+            } else {
+                requests.get(name).millis() as f64 / a as f64
+            }
+        };
+        let utilization = share("cpu").max(share("memory"));
+        let created_at = claim_obj.and_then(|c| c.created_at).or(node.created_at);
+        let blocker = node_blocker(node, claim_obj).or_else(|| {
+            node.pods
+                .iter()
+                .filter(|p| !p.terminating)
+                .find_map(|p| pod_blocker(p, now))
+        });
+        out.push(Candidate {
+            node: i,
+            pool,
+            claim,
+            cost: node_cost(catalog, overlays, &node.labels),
+            created_at,
+            since: since_of(node, claim_obj, since),
+            movable,
+            requests,
+            utilization,
+            blocker,
+            do_not_consolidate: node
+                .annotations
+                .get(labels::DO_NOT_CONSOLIDATE)
+                .is_some_and(|v| v == "true"),
+        });
+    }
+    out
+}
+
+/// Since when the node has been in its current state: what the pipeline
+/// knows, else a NodeClaim's `Consolidatable` time, else the latest change
+/// the documents show (the node's creation, its pods' creation and start).
+/// `None`: nothing known (taken as long ago).
+fn since_of(
+    node: &Node,
+    claim: Option<&NodeClaimObject>,
+    known: &BTreeMap<String, i64>,
+) -> Option<i64> {
+    if let Some(&t) = known.get(&node.name) {
+        return Some(t);
+    }
+    if let Some(t) = claim.and_then(|c| c.consolidatable_since) {
+        // Consolidatable since `t`: its last change was at least
+        // consolidateAfter before; `t` is a safe (late) stand-in.
+        return Some(t);
+    }
+    node.pods
+        .iter()
+        .filter_map(|p| p.created_at)
+        .chain(node.created_at)
+        .max()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        for (s, want) in [
+            ("90s", Some(90)),
+            ("1h30m", Some(5400)),
+            ("2h", Some(7200)),
+            ("1500ms", Some(1)),
+            ("", None),
+            ("h", None),
+            ("5x", None),
+            ("true", None),
+            ("99999999999999999999h", None),
+        ] {
+            assert_eq!(go_duration_secs(s), want, "{s}");
+        }
+    }
+
+    #[test]
+    fn do_not_disrupt_forms() {
+        let mut p = Pod {
+            namespace: "ns".into(),
+            name: "p".into(),
+            created_at: Some(1_000),
+            ..Pod::default()
+        };
+        assert_eq!(pod_blocker(&p, 2_000), None);
+        p.annotations
+            .insert(labels::DO_NOT_DISRUPT.into(), "true".into());
+        assert!(pod_blocker(&p, 2_000).is_some_and(|w| w.contains("ns/p")));
+        p.annotations
+            .insert(labels::DO_NOT_DISRUPT.into(), "1h".into());
+        assert!(pod_blocker(&p, 1_000 + 3_599).is_some());
+        assert_eq!(pod_blocker(&p, 1_000 + 3_600), None);
+        p.annotations
+            .insert(labels::DO_NOT_DISRUPT.into(), "false".into());
+        assert_eq!(pod_blocker(&p, 0), None);
+        p.annotations.clear();
+        p.annotations
+            .insert(labels::DO_NOT_EVICT.into(), "true".into());
+        assert!(pod_blocker(&p, 0).is_some());
+    }
+
+    #[test]
+    fn daemon_mirror_and_terminating_pods_stay() {
+        let base = Pod::default();
+        assert!(moves(&base));
+        let ds = Pod {
+            owner: Some("DaemonSet/kube-system/aws-node".into()),
+            ..Pod::default()
+        };
+        assert!(!moves(&ds));
+        let mut mirror = Pod::default();
+        mirror
+            .annotations
+            .insert("kubernetes.io/config.mirror".into(), "x".into());
+        assert!(!moves(&mirror));
+        let t = Pod {
+            terminating: true,
+            ..Pod::default()
+        };
+        assert!(!moves(&t));
+    }
+}

@@ -1,0 +1,448 @@
+//! Underutilized consolidation: remove nodes whose pods fit elsewhere, or
+//! replace several nodes by fewer or cheaper ones.
+//!
+//! Karpenter tries multi-node consolidation over at most 100 candidates
+//! (binary search on a prefix, one replacement at most, a 1-minute
+//! timeout), then single nodes one by one (3 minutes), and on large
+//! clusters often finishes neither. Here, deterministically and with a
+//! bounded number of scheduling simulations:
+//!
+//! 1. **Delete.** A resource sketch (cpu, memory, pod slots, taints and
+//!    node selectors; first fit into the fullest other node) picks, emptiest
+//!    first, the nodes whose pods fit into the room the others leave; the
+//!    scheduler verifies the whole set, and the largest prefix that places
+//!    every pod on existing nodes is removed (binary search, like
+//!    Karpenter's).
+//! 2. **Replace.** The rest, most wasteful first (price minus the least
+//!    the pool's capacity for their pods could cost), in prefixes of
+//!    halving size: the scheduler repacks each prefix's pods onto the room
+//!    left and new NodeClaims (its repack and exact small packings), and
+//!    the smallest prefix that captures 90% of the best saving is taken —
+//!    saving per disruption, not disruption for its own sake.
+//! 3. **Single nodes**, most wasteful first, only where a saving is
+//!    possible at all (the pods fit in other nodes' room by the sketch, or
+//!    the pool's cheapest capacity for them costs less than the node), at
+//!    most [`MAX_SINGLE_MISSES`] simulations that save nothing.
+//!
+//! Every decision saves at least `MIN_RELATIVE_SAVING` of what it removes;
+//! replacements keep only instance types cheaper than what they replace,
+//! so whatever EC2 launches saves. Spot-to-spot replacement follows
+//! Karpenter: single nodes only, with at least [`SPOT_TO_SPOT_MIN_TYPES`]
+//! cheaper types, the list cut to that many.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::catalog::CapacityType;
+use crate::labels;
+use crate::model::{untolerated, DisruptionReason, Node, Pod};
+use crate::plan::NodeClaimPlan;
+use crate::scheduler::labels_satisfy;
+
+use super::price::{Cost, UnitPrices};
+use super::simulate::Sim;
+use super::Run;
+
+/// Single-node simulations that find no saving before the search stops.
+pub const MAX_SINGLE_MISSES: usize = 48;
+/// Karpenter's `MinInstanceTypesForSpotToSpotConsolidation`.
+pub const SPOT_TO_SPOT_MIN_TYPES: usize = 15;
+/// Share of the best saving the chosen replace set must reach.
+const GOOD_ENOUGH: f64 = 0.99;
+
+pub(crate) fn underutilized(run: &mut Run) {
+    let units: Vec<UnitPrices> = run
+        .state
+        .node_pools
+        .iter()
+        .map(|p| UnitPrices::of(run.catalog, p, run.opts.scheduler.reserved_capacity))
+        .collect();
+    let mut eligible: Vec<usize> = Vec::new();
+    for c in 0..run.cands.len() {
+        let cand = &run.cands[c];
+        if run.taken[c]
+            || cand.movable.is_empty()
+            || cand.cost.is_none()
+            || cand.do_not_consolidate
+            || !run.consolidatable(c, DisruptionReason::Underutilized)
+        {
+            continue;
+        }
+        if let Some(b) = run.graceful_blocker(c) {
+            run.block(c, b);
+            continue;
+        }
+        eligible.push(c);
+    }
+    let waste = |run: &Run, c: usize| {
+        let cand = &run.cands[c];
+        let cost = cand.cost.unwrap_or_default();
+        cost.dollars + cost.reserved * 1e-3 - units[cand.pool].lower_bound(&cand.requests)
+    };
+    let mut by_waste = eligible.clone();
+    by_waste.sort_by(|&a, &b| {
+        waste(run, b)
+            .total_cmp(&waste(run, a))
+            .then_with(|| run.node_name(a).cmp(run.node_name(b)))
+    });
+
+    delete_pass(run, &eligible);
+    replace_pass(run, &by_waste);
+    single_pass(run, &by_waste, &units);
+}
+
+/// Candidates of `order` still free, in order, as many per NodePool as
+/// its Underutilized budget allows.
+fn admissible(run: &Run, order: &[usize]) -> Vec<usize> {
+    let mut per_pool: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut out = Vec::new();
+    for &c in order {
+        if run.taken[c] {
+            continue;
+        }
+        let pool = run.cands[c].pool;
+        let n = per_pool.entry(pool).or_insert(0);
+        if *n < run.budgets.remaining(pool, DisruptionReason::Underutilized) {
+            *n += 1;
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Take the candidates `cs` with `sim`, one decision per NodePool.
+fn decide_grouped(run: &mut Run, cs: &[usize], sim: Sim) {
+    let mut pools: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for &c in cs {
+        pools.entry(run.cands[c].pool).or_default().push(c);
+    }
+    if pools.len() == 1 {
+        run.decide(DisruptionReason::Underutilized, cs, Some(sim));
+        return;
+    }
+    // Split the joint simulation: each pool's decision carries the moves
+    // of its own nodes' pods (deletes only: no replacements to split).
+    let node_of_pod: BTreeMap<String, usize> = cs
+        .iter()
+        .flat_map(|&c| {
+            let node = &run.state.nodes[run.cands[c].node];
+            run.cands[c]
+                .movable
+                .iter()
+                .map(move |&k| (node.pods[k].key(), c))
+        })
+        .collect();
+    let mut first = true;
+    for (_, group) in pools {
+        let mut part = sim.clone();
+        part.moves
+            .retain(|m| node_of_pod.get(&m.pod).is_some_and(|c| group.contains(c)));
+        if !first {
+            part.replacements.clear();
+        }
+        first = false;
+        run.decide(DisruptionReason::Underutilized, &group, Some(part));
+    }
+}
+
+/// Dense room for the sketch: cpu millis, memory bytes, pod slots.
+#[derive(Clone, Copy)]
+struct Room([i64; 3]);
+
+fn dense(r: &crate::Resources) -> Room {
+    Room([
+        r.cpu().millis(),
+        r.memory().millis() / 1000,
+        r.pods().millis() / 1000,
+    ])
+}
+
+/// Whether `pod` may run on `node` as far as the sketch checks.
+fn sketch_allows(pod: &Pod, node: &Node) -> bool {
+    if node.unschedulable || untolerated(&node.taints, &pod.tolerations).is_some() {
+        return false;
+    }
+    if labels_satisfy(&node.labels, &pod.node_selector).is_err() {
+        return false;
+    }
+    pod.required_terms.is_empty()
+        || pod
+            .required_terms
+            .iter()
+            .any(|t| labels_satisfy(&node.labels, t).is_ok())
+}
+
+/// Pass 1: remove whole nodes whose pods fit into the others' room.
+fn delete_pass(run: &mut Run, eligible: &[usize]) {
+    let mut order: Vec<usize> = admissible(run, eligible);
+    order.sort_by(|&a, &b| {
+        run.cands[a]
+            .utilization
+            .total_cmp(&run.cands[b].utilization)
+            .then_with(|| run.node_name(a).cmp(run.node_name(b)))
+    });
+    let chosen = sketch_deletes(run, &order);
+    if chosen.is_empty() {
+        return;
+    }
+    // The largest prefix the scheduler places on existing nodes alone.
+    let nodes =
+        |k: usize| -> Vec<usize> { chosen[..k].iter().map(|&c| run.cands[c].node).collect() };
+    let full = nodes(chosen.len());
+    let sim = run.work.simulate(&full);
+    if sim.all_placed() && sim.replacements.is_empty() {
+        decide_grouped(run, &chosen, sim);
+        return;
+    }
+    let (mut lo, mut hi) = (0usize, chosen.len());
+    let mut best: Option<(usize, Sim)> = None;
+    while lo + 1 < hi {
+        let mid = (lo + hi) / 2;
+        let ns = nodes(mid);
+        let sim = run.work.simulate(&ns);
+        if sim.all_placed() && sim.replacements.is_empty() {
+            lo = mid;
+            best = Some((mid, sim));
+        } else {
+            hi = mid;
+        }
+    }
+    if let Some((k, sim)) = best {
+        let cs = chosen[..k].to_vec();
+        decide_grouped(run, &cs, sim);
+    }
+}
+
+/// The sketch's picks, in `order`: nodes whose movable pods all fit (first
+/// fit, fullest node first) into nodes that are neither removed nor
+/// themselves picked; a node that received pods is no longer removable.
+fn sketch_deletes(run: &Run, order: &[usize]) -> Vec<usize> {
+    let n_nodes = run.state.nodes.len();
+    let mut room: Vec<Room> = (0..n_nodes)
+        .map(|i| {
+            let n = run.work.node(i);
+            let mut used = crate::Resources::new();
+            for p in &n.pods {
+                used.add_assign(&p.requests);
+            }
+            dense(&n.allocatable.minus(&used))
+        })
+        .collect();
+    let mut dest: Vec<usize> = (0..n_nodes).filter(|&i| !run.work.is_out(i)).collect();
+    let fill = |r: &Room, n: &Node| {
+        let a = dense(&n.allocatable);
+        1.0 - (r.0[0] as f64 / a.0[0].max(1) as f64)
+    };
+    dest.sort_by(|&a, &b| {
+        fill(&room[b], run.work.node(b))
+            .total_cmp(&fill(&room[a], run.work.node(a)))
+            .then(a.cmp(&b))
+    });
+    let mut removed = vec![false; n_nodes];
+    let mut pinned = vec![false; n_nodes];
+    let mut chosen = Vec::new();
+    for &c in order {
+        let cand = &run.cands[c];
+        if pinned[cand.node] {
+            continue;
+        }
+        let node = &run.state.nodes[cand.node];
+        let mut pods: Vec<&Pod> = cand.movable.iter().map(|&k| &node.pods[k]).collect();
+        pods.sort_by_key(|p| std::cmp::Reverse(dense(&p.requests).0));
+        let mut trial = room.clone();
+        let mut used_dest = Vec::new();
+        let mut ok = true;
+        for p in pods {
+            let need = dense(&p.requests);
+            let hit = dest.iter().copied().find(|&d| {
+                d != cand.node
+                    && !removed[d]
+                    && (0..3).all(|k| trial[d].0[k] >= need.0[k])
+                    && sketch_allows(p, run.work.node(d))
+            });
+            match hit {
+                Some(d) => {
+                    for k in 0..3 {
+                        trial[d].0[k] -= need.0[k];
+                    }
+                    used_dest.push(d);
+                }
+                None => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        if ok {
+            room = trial;
+            removed[cand.node] = true;
+            for d in used_dest {
+                pinned[d] = true;
+            }
+            chosen.push(c);
+        }
+    }
+    chosen
+}
+
+/// The decision cost of candidates `cs`.
+fn cost_of(run: &Run, cs: &[usize]) -> Cost {
+    cs.iter()
+        .filter_map(|&c| run.cands[c].cost)
+        .fold(Cost::default(), std::ops::Add::add)
+}
+
+/// Check and shape a replacing simulation of candidates `cs`: every pod
+/// placed, no more NodeClaims than nodes removed, a saving, spot-to-spot
+/// only Karpenter's way; replacement types narrowed to cheaper ones.
+fn acceptable(run: &Run, cs: &[usize], mut sim: Sim) -> Result<Sim, Sim> {
+    if !sim.all_placed() || sim.replacements.len() > cs.len() {
+        return Err(sim);
+    }
+    let before = cost_of(run, cs);
+    let after = sim.cost();
+    if !before.worth_replacing_by(after) {
+        return Err(sim);
+    }
+    let spot_candidate = cs.iter().any(|&c| {
+        run.state.nodes[run.cands[c].node]
+            .labels
+            .get(labels::CAPACITY_TYPE)
+            .is_some_and(|v| v == labels::CAPACITY_TYPE_SPOT)
+    });
+    let spot_replacement = sim
+        .replacements
+        .iter()
+        .any(|r| r.price.capacity_type == CapacityType::Spot);
+    if spot_candidate && spot_replacement && cs.len() > 1 {
+        return Err(sim);
+    }
+    let n = sim.replacements.len().max(1) as f64;
+    let spare = (before.dollars - after.dollars).max(0.0) / n;
+    for r in &mut sim.replacements {
+        let cap = if r.price.capacity_type == CapacityType::Reserved {
+            f64::INFINITY
+        } else {
+            r.price.min + spare
+        };
+        narrow(run, r, cap);
+        if spot_candidate && r.price.capacity_type == CapacityType::Spot {
+            let cheaper = r.instance_types.len();
+            if cheaper < SPOT_TO_SPOT_MIN_TYPES {
+                return Err(sim);
+            }
+            let cut: Vec<String> = r
+                .instance_types
+                .iter()
+                .take(SPOT_TO_SPOT_MIN_TYPES)
+                .cloned()
+                .collect();
+            r.instance_types = Arc::new(cut);
+        }
+    }
+    Ok(sim)
+}
+
+/// Keep only `r`'s instance types with an allowed offering strictly below
+/// `cap` $/h (cheapest first, as plan lists them), and when its price
+/// assumes spot but on-demand is allowed too, only spot: if spot runs out
+/// the launch fails instead of replacing with dearer on-demand capacity
+/// (Karpenter's rule).
+fn narrow(run: &Run, r: &mut NodeClaimPlan, cap: f64) {
+    if r.price.capacity_type == CapacityType::Spot && r.capacity_types.len() > 1 {
+        r.capacity_types = vec![CapacityType::Spot];
+        for req in &mut r.requirements {
+            if req.key == labels::CAPACITY_TYPE {
+                req.values = vec![labels::CAPACITY_TYPE_SPOT.to_string()];
+            }
+        }
+    }
+    if !cap.is_finite() {
+        return;
+    }
+    let price_of = |t: &str| -> Option<f64> {
+        let e = run.catalog.get(t)?;
+        e.offerings
+            .iter()
+            .filter(|o| {
+                r.capacity_types.contains(&o.capacity_type)
+                    && o.capacity_type != CapacityType::Reserved
+                    && (r.zones.is_empty() || r.zones.contains(&o.zone))
+            })
+            .map(|o| o.price)
+            .min_by(f64::total_cmp)
+    };
+    let keep: Vec<String> = r
+        .instance_types
+        .iter()
+        .filter(|t| *t == &r.price.instance_type || price_of(t).is_some_and(|p| p < cap - 1e-9))
+        .cloned()
+        .collect();
+    r.instance_types = Arc::new(keep);
+}
+
+/// Pass 2: replace prefixes of the most wasteful nodes.
+fn replace_pass(run: &mut Run, by_waste: &[usize]) {
+    let list = admissible(run, by_waste);
+    if list.len() < 2 {
+        return;
+    }
+    let mut sizes = Vec::new();
+    let mut k = list.len();
+    while k >= 2 {
+        sizes.push(k);
+        k /= 2;
+    }
+    let mut tried: Vec<(usize, f64, Sim)> = Vec::new();
+    for k in sizes {
+        let cs = &list[..k];
+        let nodes: Vec<usize> = cs.iter().map(|&c| run.cands[c].node).collect();
+        let sim = run.work.simulate(&nodes);
+        if let Ok(sim) = acceptable(run, cs, sim) {
+            let saving = cost_of(run, cs).dollars - sim.cost().dollars;
+            tried.push((k, saving, sim));
+        }
+    }
+    let best = tried.iter().map(|t| t.1).fold(f64::NEG_INFINITY, f64::max);
+    if !best.is_finite() {
+        return;
+    }
+    // The smallest set reaching GOOD_ENOUGH of the best saving.
+    tried.sort_by_key(|t| t.0);
+    let pick = tried
+        .iter()
+        .position(|t| t.1 >= best * GOOD_ENOUGH - 1e-9)
+        .unwrap_or(0);
+    let (k, _, sim) = tried.swap_remove(pick);
+    let cs = list[..k].to_vec();
+    decide_grouped(run, &cs, sim);
+}
+
+/// Pass 3: single nodes, most wasteful first.
+fn single_pass(run: &mut Run, by_waste: &[usize], units: &[UnitPrices]) {
+    let mut misses = 0;
+    for &c in by_waste {
+        if misses >= MAX_SINGLE_MISSES {
+            break;
+        }
+        if run.taken[c] {
+            continue;
+        }
+        let pool = run.cands[c].pool;
+        if run.budgets.remaining(pool, DisruptionReason::Underutilized) == 0 {
+            continue;
+        }
+        let cost = run.cands[c].cost.unwrap_or_default();
+        let bound = units[pool].lower_bound(&run.cands[c].requests);
+        let may_replace =
+            cost.reserved > 0.0 || bound < cost.dollars * (1.0 - super::price::MIN_RELATIVE_SAVING);
+        if !may_replace && sketch_deletes(run, &[c]).is_empty() {
+            continue;
+        }
+        let sim = run.work.simulate(&[run.cands[c].node]);
+        match acceptable(run, &[c], sim) {
+            Ok(sim) => run.decide(DisruptionReason::Underutilized, &[c], Some(sim)),
+            Err(_) => misses += 1,
+        }
+    }
+}

@@ -1,0 +1,517 @@
+//! Disruption semantics, one test per rule, on the embedded us-west-2
+//! catalog (real types and prices).
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::model::*;
+use crate::quantity::Quantity;
+use crate::requirements::{Operator, Requirement, Requirements};
+use crate::resources::Resources;
+
+const NOW: i64 = 1_800_000_000;
+const DAY: i64 = 86_400;
+
+fn catalog() -> Catalog {
+    Catalog::embedded("us-west-2").expect("embedded catalog")
+}
+
+fn q(s: &str) -> Quantity {
+    Quantity::parse(s).expect("quantity")
+}
+
+fn res(cpu: &str, mem: &str, pods: &str) -> Resources {
+    Resources::new()
+        .with("cpu", q(cpu))
+        .with("memory", q(mem))
+        .with("pods", q(pods))
+}
+
+fn pod(name: &str, cpu: &str, mem: &str) -> Pod {
+    Pod {
+        namespace: "default".into(),
+        name: name.into(),
+        labels: [(
+            "app".to_string(),
+            name.trim_end_matches(char::is_numeric).to_string(),
+        )]
+        .into(),
+        requests: res(cpu, mem, "1"),
+        owner: Some(format!("ReplicaSet/default/{name}")),
+        created_at: Some(NOW - DAY),
+        ..Pod::default()
+    }
+}
+
+fn daemon(node: &str) -> Pod {
+    Pod {
+        namespace: "kube-system".into(),
+        name: format!("aws-node-{node}"),
+        requests: res("50m", "64Mi", "1"),
+        owner: Some("DaemonSet/kube-system/aws-node".into()),
+        created_at: Some(NOW - DAY),
+        ..Pod::default()
+    }
+}
+
+/// Allocatable as EKS reports it for the few types the tests use.
+fn allocatable(ty: &str) -> Resources {
+    match ty {
+        "m5.large" => res("1930m", "7Gi", "29"),
+        "m5.xlarge" => res("3920m", "14Gi", "58"),
+        "m5.2xlarge" => res("7910m", "29Gi", "58"),
+        "c5.xlarge" => res("3920m", "6Gi", "58"),
+        _ => res("1930m", "3Gi", "29"),
+    }
+}
+
+fn node(name: &str, ty: &str, zone: &str, ct: &str, pods: Vec<Pod>) -> Node {
+    let mut all = vec![daemon(name)];
+    all.extend(pods.into_iter().map(|mut p| {
+        p.node_name = Some(name.into());
+        p
+    }));
+    Node {
+        name: name.into(),
+        labels: [
+            (labels::NODEPOOL, "default"),
+            (labels::INSTANCE_TYPE, ty),
+            (labels::ZONE, zone),
+            (labels::CAPACITY_TYPE, ct),
+            (labels::HOSTNAME, name),
+            (labels::ARCH, "amd64"),
+            (labels::OS, "linux"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+        allocatable: allocatable(ty),
+        created_at: Some(NOW - 2 * DAY),
+        pods: all,
+        ..Node::default()
+    }
+}
+
+fn pool() -> NodePool {
+    let mut p = NodePool::new(
+        "default",
+        Requirements::from_iter_reqs([
+            Requirement::new(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]).expect("req"),
+            Requirement::new(labels::INSTANCE_FAMILY, Operator::In, &["m5", "c5"]).expect("req"),
+            Requirement::new(labels::ARCH, Operator::In, &["amd64"]).expect("req"),
+            Requirement::new(labels::NODEPOOL, Operator::In, &["default"]).expect("req"),
+        ]),
+    );
+    p.disruption.consolidation_policy = Some("WhenEmptyOrUnderutilized".into());
+    p.disruption.consolidate_after_seconds = Some(0);
+    p.disruption.expire_after_seconds = Some(30 * DAY as u64);
+    p.disruption.budgets = vec![Budget {
+        nodes: IntOrPercent::Percent(100),
+        ..Budget::default_budget()
+    }];
+    p
+}
+
+fn cluster(nodes: Vec<Node>) -> ClusterState {
+    ClusterState {
+        nodes,
+        node_pools: vec![pool()],
+        ..ClusterState::default()
+    }
+}
+
+fn run(s: &ClusterState) -> Disruptions {
+    disrupt(
+        s,
+        &catalog(),
+        &DisruptOptions {
+            now: NOW,
+            ..DisruptOptions::default()
+        },
+    )
+}
+
+fn reasons(d: &Disruptions) -> Vec<(DisruptionReason, Vec<String>)> {
+    d.decisions
+        .iter()
+        .map(|d| (d.reason, d.nodes.clone()))
+        .collect()
+}
+
+#[test]
+fn an_empty_node_goes_after_consolidate_after() {
+    let busy = node(
+        "busy",
+        "m5.xlarge",
+        "us-west-2a",
+        "on-demand",
+        vec![pod("web1", "3", "8Gi")],
+    );
+    let mut s = cluster(vec![
+        busy,
+        node("idle", "m5.xlarge", "us-west-2a", "on-demand", vec![]),
+    ]);
+    let d = run(&s);
+    assert_eq!(
+        reasons(&d),
+        vec![(DisruptionReason::Empty, vec!["idle".to_string()])]
+    );
+    assert!(d.decisions[0].price.before > 0.1 && d.decisions[0].price.after == 0.0);
+    assert!(d.decisions[0].replacements.is_empty() && d.decisions[0].moves.is_empty());
+    // Not before consolidateAfter has passed since the last change.
+    s.node_pools[0].disruption.consolidate_after_seconds = Some(2 * DAY as u64 + 1);
+    assert!(run(&s).decisions.is_empty());
+    // consolidateAfter: Never.
+    s.node_pools[0].disruption.consolidate_after_seconds = None;
+    assert!(run(&s).decisions.is_empty());
+}
+
+#[test]
+fn budgets_limit_empty_nodes_and_say_so() {
+    let mut s = cluster(
+        (0..3)
+            .map(|i| {
+                node(
+                    &format!("idle-{i}"),
+                    "m5.xlarge",
+                    "us-west-2a",
+                    "on-demand",
+                    vec![],
+                )
+            })
+            .collect(),
+    );
+    s.node_pools[0].disruption.budgets = vec![Budget {
+        nodes: IntOrPercent::Int(1),
+        ..Budget::default_budget()
+    }];
+    let d = run(&s);
+    assert_eq!(d.decisions.len(), 1);
+    assert_eq!(d.decisions[0].nodes.len(), 1);
+    assert_eq!(d.blocked.len(), 2);
+    assert!(d.blocked[0].reason.contains("budget") && d.blocked[0].reason.contains("default"));
+    // A node already disrupting uses the budget up.
+    let opts = DisruptOptions {
+        now: NOW,
+        disrupting: [("idle-0".to_string(), DisruptionReason::Empty)].into(),
+        ..DisruptOptions::default()
+    };
+    assert!(disrupt(&s, &catalog(), &opts).decisions.is_empty());
+}
+
+#[test]
+fn underutilized_nodes_are_consolidated_and_save_money() {
+    let s = cluster(vec![
+        node(
+            "a",
+            "m5.xlarge",
+            "us-west-2a",
+            "on-demand",
+            vec![pod("web1", "500m", "1Gi")],
+        ),
+        node(
+            "b",
+            "m5.xlarge",
+            "us-west-2a",
+            "on-demand",
+            vec![pod("api1", "500m", "1Gi")],
+        ),
+        node(
+            "c",
+            "m5.xlarge",
+            "us-west-2b",
+            "on-demand",
+            vec![pod("db1", "500m", "1Gi")],
+        ),
+    ]);
+    let d = run(&s);
+    assert!(!d.decisions.is_empty(), "{d:#?}");
+    let before: f64 = d.decisions.iter().map(|d| d.price.before).sum();
+    let after: f64 = d.decisions.iter().map(|d| d.price.after).sum();
+    assert!(after < before, "{d:#?}");
+    assert!(d
+        .decisions
+        .iter()
+        .all(|d| d.reason == DisruptionReason::Underutilized));
+    // Every moved pod has a destination that is not removed.
+    let removed: Vec<&String> = d.decisions.iter().flat_map(|d| &d.nodes).collect();
+    for m in d.decisions.iter().flat_map(|d| &d.moves) {
+        assert!(!removed.contains(&&m.to), "{m:?}");
+    }
+}
+
+#[test]
+fn do_not_disrupt_and_pdbs_block_and_are_named() {
+    let mut keep = pod("keep1", "500m", "1Gi");
+    keep.annotations
+        .insert(labels::DO_NOT_DISRUPT.into(), "true".into());
+    let guarded = pod("guarded1", "500m", "1Gi");
+    let s = ClusterState {
+        pdbs: vec![PodDisruptionBudget {
+            namespace: "default".into(),
+            name: "guarded-pdb".into(),
+            selector: LabelSelector {
+                match_labels: [("app".to_string(), "guarded".to_string())].into(),
+                match_expressions: vec![],
+            },
+            min_available: Some(IntOrPercent::Int(1)),
+            max_unavailable: None,
+            disruptions_allowed: None,
+        }],
+        ..cluster(vec![
+            node("a", "m5.xlarge", "us-west-2a", "on-demand", vec![keep]),
+            node("b", "m5.xlarge", "us-west-2a", "on-demand", vec![guarded]),
+        ])
+    };
+    let d = run(&s);
+    assert!(d.decisions.is_empty(), "{d:#?}");
+    let why: BTreeMap<&str, &str> = d
+        .blocked
+        .iter()
+        .map(|b| (b.node.as_str(), b.reason.as_str()))
+        .collect();
+    assert!(
+        why["a"].contains("default/keep1") && why["a"].contains(labels::DO_NOT_DISRUPT),
+        "{why:?}"
+    );
+    assert!(why["b"].contains("default/guarded-pdb"), "{why:?}");
+}
+
+#[test]
+fn expired_nodes_are_replaced_whatever_blocks_them() {
+    let mut keep = pod("keep1", "3", "8Gi");
+    keep.annotations
+        .insert(labels::DO_NOT_DISRUPT.into(), "true".into());
+    let mut old = node("old", "m5.xlarge", "us-west-2a", "on-demand", vec![keep]);
+    old.created_at = Some(NOW - 31 * DAY);
+    let s = cluster(vec![old]);
+    let d = run(&s);
+    assert_eq!(
+        reasons(&d),
+        vec![(DisruptionReason::Expired, vec!["old".to_string()])]
+    );
+    assert_eq!(d.decisions[0].replacements.len(), 1);
+    assert_eq!(d.decisions[0].moves.len(), 1);
+}
+
+#[test]
+fn drifted_nodes_are_replaced_within_budget() {
+    // The pool allows on-demand only; the node is spot.
+    let mut s = cluster(vec![node(
+        "spot",
+        "m5.xlarge",
+        "us-west-2a",
+        "spot",
+        vec![pod("web1", "3", "8Gi")],
+    )]);
+    let d = run(&s);
+    assert_eq!(
+        reasons(&d),
+        vec![(DisruptionReason::Drifted, vec!["spot".to_string()])]
+    );
+    let r = &d.decisions[0].replacements[0];
+    assert_eq!(
+        r.price.capacity_type,
+        crate::catalog::CapacityType::OnDemand
+    );
+    // A budget of 0 for Drifted blocks it, and says so.
+    s.node_pools[0].disruption.budgets.push(Budget {
+        nodes: IntOrPercent::Int(0),
+        reasons: vec![DisruptionReason::Drifted],
+        ..Budget::default_budget()
+    });
+    let d = run(&s);
+    assert!(d.decisions.is_empty());
+    assert!(d.blocked[0].reason.contains("Drifted"), "{:?}", d.blocked);
+}
+
+#[test]
+fn template_hash_drift_only_for_our_hashes() {
+    let mut n = node(
+        "n",
+        "m5.xlarge",
+        "us-west-2a",
+        "on-demand",
+        vec![pod("web1", "3", "8Gi")],
+    );
+    n.annotations
+        .insert(labels::NODEPOOL_HASH.into(), "111".into());
+    let mut s = cluster(vec![n]);
+    s.node_pools[0].template_hash = Some("222".into());
+    // Without our hash version the hash is someone else's: not compared.
+    assert!(run(&s).decisions.is_empty());
+    s.nodes[0].annotations.insert(
+        hash::NODEPOOL_HASH_VERSION.into(),
+        hash::HASH_VERSION.into(),
+    );
+    assert_eq!(
+        reasons(&run(&s)),
+        vec![(DisruptionReason::Drifted, vec!["n".to_string()])]
+    );
+}
+
+#[test]
+fn nodes_of_no_pool_are_never_disrupted_but_take_pods() {
+    let mut other = node("static", "m5.2xlarge", "us-west-2a", "on-demand", vec![]);
+    other.labels.remove(labels::NODEPOOL);
+    let s = cluster(vec![
+        other,
+        node(
+            "a",
+            "m5.xlarge",
+            "us-west-2a",
+            "on-demand",
+            vec![pod("web1", "1", "2Gi")],
+        ),
+    ]);
+    let d = run(&s);
+    assert_eq!(
+        reasons(&d),
+        vec![(DisruptionReason::Underutilized, vec!["a".to_string()])]
+    );
+    assert_eq!(d.decisions[0].moves[0].to, "static");
+    assert!(d.decisions[0].replacements.is_empty());
+}
+
+#[test]
+fn a_pod_that_fits_nowhere_blocks_drift() {
+    let mut s = cluster(vec![node(
+        "spot",
+        "m5.xlarge",
+        "us-west-2a",
+        "spot",
+        vec![pod("web1", "3", "8Gi")],
+    )]);
+    s.nodes[0].pods[1]
+        .node_selector
+        .add(Requirement::new("example.com/rack", Operator::In, &["r1"]).expect("req"));
+    let d = run(&s);
+    assert!(d.decisions.is_empty(), "{d:#?}");
+    assert!(
+        d.blocked[0].reason.contains("default/web1"),
+        "{:?}",
+        d.blocked
+    );
+}
+
+#[test]
+fn reserved_capacity_counts_free() {
+    let mut s = cluster(vec![
+        node(
+            "res",
+            "m5.xlarge",
+            "us-west-2a",
+            "reserved",
+            vec![pod("web1", "1", "2Gi")],
+        ),
+        node(
+            "od",
+            "m5.xlarge",
+            "us-west-2a",
+            "on-demand",
+            vec![pod("api1", "1", "2Gi")],
+        ),
+    ]);
+    s.node_pools[0].requirements.remove(labels::CAPACITY_TYPE);
+    s.node_pools[0].requirements.add(
+        Requirement::new(
+            labels::CAPACITY_TYPE,
+            Operator::In,
+            &["on-demand", "reserved"],
+        )
+        .expect("req"),
+    );
+    let d = run(&s);
+    // The on-demand node's pod moves onto the free reserved node, never
+    // the other way round.
+    assert_eq!(
+        reasons(&d),
+        vec![(DisruptionReason::Underutilized, vec!["od".to_string()])]
+    );
+    assert_eq!(d.decisions[0].moves[0].to, "res");
+}
+
+#[test]
+fn deterministic_and_stable_once_applied() {
+    let mut nodes = Vec::new();
+    for i in 0..12 {
+        let ty = ["m5.xlarge", "m5.2xlarge", "c5.xlarge", "m5.large"][i % 4];
+        let zone = ["us-west-2a", "us-west-2b", "us-west-2c"][i % 3];
+        let pods = (0..(i % 5))
+            .map(|k| {
+                pod(
+                    &format!("app{i}x{k}"),
+                    ["250m", "500m", "1"][k % 3],
+                    ["512Mi", "1Gi", "2Gi"][k % 3],
+                )
+            })
+            .collect();
+        nodes.push(node(&format!("n{i:02}"), ty, zone, "on-demand", pods));
+    }
+    let s = cluster(nodes);
+    let first = run(&s);
+    assert_eq!(first, run(&s));
+    assert!(!first.decisions.is_empty());
+    for d in &first.decisions {
+        eprintln!(
+            "round1 {:?} {:?} {:?} -> {:?}",
+            d.reason,
+            d.nodes,
+            d.price,
+            d.replacements
+                .iter()
+                .map(|r| (&r.name, &r.price.instance_type, r.pods.len()))
+                .collect::<Vec<_>>()
+        );
+    }
+    let applied = apply(&s, &first);
+    let again = run(&applied);
+    assert!(
+        again
+            .decisions
+            .iter()
+            .all(|d| d.reason != DisruptionReason::Underutilized
+                || d.nodes.iter().all(|n| !n.starts_with("default-"))),
+        "a replacement was disrupted again: {again:#?}"
+    );
+}
+
+/// The cluster after `d`: removed nodes gone, pods where they moved,
+/// replacements as nodes of their cheapest offering.
+pub(crate) fn apply(s: &ClusterState, d: &Disruptions) -> ClusterState {
+    let mut out = s.clone();
+    let removed: Vec<&String> = d.decisions.iter().flat_map(|d| &d.nodes).collect();
+    let mut moved: BTreeMap<String, Pod> = BTreeMap::new();
+    for n in s.nodes.iter().filter(|n| removed.contains(&&n.name)) {
+        for p in &n.pods {
+            moved.insert(p.key(), p.clone());
+        }
+    }
+    out.nodes.retain(|n| !removed.contains(&&n.name));
+    for dec in &d.decisions {
+        for r in &dec.replacements {
+            let mut n = node(
+                &r.name,
+                &r.price.instance_type,
+                &r.price.zone,
+                r.price.capacity_type.as_str(),
+                vec![],
+            );
+            n.allocatable = r.resources.allocatable.clone();
+            n.created_at = Some(NOW);
+            n.pods[0].created_at = Some(NOW);
+            out.nodes.push(n);
+        }
+        for m in &dec.moves {
+            if let (Some(mut p), Some(n)) = (
+                moved.remove(&m.pod),
+                out.nodes.iter_mut().find(|n| n.name == m.to),
+            ) {
+                p.node_name = Some(n.name.clone());
+                p.created_at = Some(NOW);
+                n.pods.push(p);
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,731 @@
+//! The disruption stage over the simulator, with a small cluster beside it
+//! (nodes join for launched NodeClaims, a kube-scheduler binds pods first
+//! fit, the agent applies and acknowledges actions and posts the cluster's
+//! state): an emptied cluster scales down, an underutilized pair is
+//! replaced by one cheaper node (replacement registered before any taint),
+//! a failed replacement abandons, a refused drain abandons and untaints, a
+//! redelivered run is a no-op, and a spot interruption launches the
+//! replacement at once.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+use flotilla_core::catalog::CapacityType;
+use flotilla_ports::Clock;
+use flotilla_service::disruption::{self, ClusterDisruptReport};
+use flotilla_service::records::{DisruptionRecord, DisruptionState, LaunchContext, NodeClaimState};
+use flotilla_service::sweep::Ec2Notice;
+use flotilla_service::{cluster_state, intake, keys};
+
+/// The disruption schedule's period (EventBridge `rate(1 minute)`).
+const PERIOD_SECS: i64 = 60;
+
+#[derive(Debug, Clone)]
+struct SimPod {
+    name: String,
+    cpu_m: i64,
+    annotations: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone)]
+struct SimNode {
+    claim: String,
+    instance: String,
+    instance_type: String,
+    zone: String,
+    capacity_type: String,
+    labels: BTreeMap<String, String>,
+    cpu_m: i64,
+    memory_mib: i64,
+    taints: Vec<String>,
+    unschedulable: bool,
+    pods: Vec<SimPod>,
+    created: i64,
+}
+
+/// The cluster the agent watches.
+struct Cluster {
+    pool: serde_json::Value,
+    class: serde_json::Value,
+    nodes: BTreeMap<String, SimNode>,
+    pending: Vec<SimPod>,
+    /// How the agent acknowledges drains: `done` or `failed` (a PDB kept
+    /// the pods past the deadline).
+    drain_outcome: &'static str,
+    /// (action kind, node, simulated second) as the agent applied them.
+    applied: Vec<(String, String, i64)>,
+}
+
+fn pod(name: &str, cpu_m: i64) -> SimPod {
+    SimPod {
+        name: name.into(),
+        cpu_m,
+        annotations: BTreeMap::new(),
+    }
+}
+
+fn rfc3339(secs: i64) -> String {
+    // Days since the epoch → civil date (Howard Hinnant's algorithm).
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+impl Cluster {
+    /// A NodePool of on-demand `types` with `disruption` settings.
+    fn new(types: &[&str], disruption: serde_json::Value) -> Cluster {
+        let docs = node_pool_and_class();
+        let mut pool = docs[0].clone();
+        pool["spec"]["template"]["spec"]["requirements"] = serde_json::json!([
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types}
+        ]);
+        pool["spec"]["disruption"] = disruption;
+        Cluster {
+            pool,
+            class: docs[1].clone(),
+            nodes: BTreeMap::new(),
+            pending: Vec::new(),
+            drain_outcome: "done",
+            applied: Vec::new(),
+        }
+    }
+
+    fn set_types(&mut self, types: &[&str], capacity_types: &[&str]) {
+        self.pool["spec"]["template"]["spec"]["requirements"] = serde_json::json!([
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": capacity_types},
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types}
+        ]);
+    }
+
+    fn documents(&self) -> Vec<serde_json::Value> {
+        let mut docs = vec![self.pool.clone(), self.class.clone()];
+        let pod_doc = |p: &SimPod, node: Option<&str>| {
+            let mut spec = serde_json::json!({"containers": [{"name": "app", "image": "app",
+                "resources": {"requests": {"cpu": format!("{}m", p.cpu_m), "memory": "512Mi"}}}]});
+            let mut status = serde_json::json!({"phase": "Pending"});
+            if let Some(n) = node {
+                spec["nodeName"] = serde_json::json!(n);
+                status =
+                    serde_json::json!({"phase": "Running", "startTime": rfc3339(START_MS / 1000)});
+            }
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": p.name, "namespace": "default", "annotations": p.annotations,
+                    "creationTimestamp": rfc3339(START_MS / 1000)},
+                "spec": spec, "status": status
+            })
+        };
+        for (name, n) in &self.nodes {
+            let taints: Vec<serde_json::Value> = n
+                .taints
+                .iter()
+                .map(|k| serde_json::json!({"key": k, "effect": "NoSchedule"}))
+                .collect();
+            docs.push(serde_json::json!({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "labels": n.labels, "creationTimestamp": rfc3339(n.created)},
+                "spec": {"providerID": format!("aws:///{}/{}", n.zone, n.instance),
+                    "unschedulable": n.unschedulable, "taints": taints},
+                "status": {"allocatable": {"cpu": format!("{}m", n.cpu_m),
+                    "memory": format!("{}Mi", n.memory_mib), "pods": "58"}}
+            }));
+            for p in &n.pods {
+                docs.push(pod_doc(p, Some(name)));
+            }
+        }
+        for p in &self.pending {
+            docs.push(pod_doc(p, None));
+        }
+        docs
+    }
+
+    /// Nodes join for launched NodeClaims (named after their instance);
+    /// nodes of instances that ended leave, their pods pending again.
+    async fn join_and_leave(&mut self, p: &SimPorts) {
+        let live: BTreeMap<String, flotilla_ports::Instance> = p
+            .ec2
+            .live_instances()
+            .into_iter()
+            .map(|i| (i.id.clone(), i))
+            .collect();
+        let gone: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| !live.contains_key(&n.instance))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in gone {
+            if let Some(n) = self.nodes.remove(&k) {
+                self.pending.extend(n.pods);
+            }
+        }
+        for c in claims(p).await {
+            let Some(inst) = c.instance.as_ref() else {
+                continue;
+            };
+            if !c.state.is_live() || !live.contains_key(&inst.instance_id) {
+                continue;
+            }
+            let name = format!("ip-{}", inst.instance_id);
+            if self.nodes.contains_key(&name) {
+                continue;
+            }
+            let info = &p
+                .ec2
+                .catalog()
+                .get(&inst.instance_type)
+                .expect("launched type in the catalog")
+                .info;
+            let mut labels = c.plan.labels.clone();
+            for (k, v) in [
+                ("kubernetes.io/hostname", name.as_str()),
+                ("kubernetes.io/arch", "amd64"),
+                ("kubernetes.io/os", "linux"),
+                ("node.kubernetes.io/instance-type", &inst.instance_type),
+                ("topology.kubernetes.io/zone", &inst.zone),
+                ("karpenter.sh/capacity-type", &inst.capacity_type),
+                ("karpenter.sh/nodepool", &c.plan.node_pool),
+            ] {
+                labels.insert(k.to_string(), v.to_string());
+            }
+            let vcpu = i64::from(info.vcpu);
+            self.nodes.insert(
+                name,
+                SimNode {
+                    claim: c.name.clone(),
+                    instance: inst.instance_id.clone(),
+                    instance_type: inst.instance_type.clone(),
+                    zone: inst.zone.clone(),
+                    capacity_type: inst.capacity_type.clone(),
+                    labels,
+                    cpu_m: vcpu * 1000
+                        - flotilla_core::allocatable::kube_reserved_cpu_millis(info.vcpu),
+                    memory_mib: i64::try_from(info.memory_mib).unwrap_or(0) * 8 / 10,
+                    taints: vec![],
+                    unschedulable: false,
+                    pods: vec![],
+                    created: p.clock.now_secs(),
+                },
+            );
+        }
+    }
+
+    /// The kube-scheduler: pending pods first fit onto schedulable,
+    /// untainted nodes with room, in name order.
+    fn bind(&mut self) {
+        let mut left = Vec::new();
+        for pod in std::mem::take(&mut self.pending) {
+            let slot = self.nodes.values_mut().find(|n| {
+                let used: i64 = n.pods.iter().map(|p| p.cpu_m).sum();
+                !n.unschedulable && n.taints.is_empty() && used + pod.cpu_m <= n.cpu_m
+            });
+            match slot {
+                Some(n) => n.pods.push(pod),
+                None => left.push(pod),
+            }
+        }
+        self.pending = left;
+    }
+
+    /// The agent: apply and acknowledge the actions for its nodes.
+    async fn act(&mut self, p: &SimPorts) {
+        let view = try_view(p, CLUSTER).await.expect("view");
+        let mut acks = Vec::new();
+        let now = p.clock.now_secs();
+        for a in &view.actions {
+            let (Some(id), Some(kind), Some(target)) =
+                (a["id"].as_str(), a["kind"].as_str(), a["node"].as_str())
+            else {
+                continue;
+            };
+            let Some(node) = self.nodes.get_mut(target) else {
+                continue;
+            };
+            let mut outcome = "done";
+            match kind {
+                "taint" => {
+                    if !node.taints.iter().any(|t| t == "karpenter.sh/disrupted") {
+                        node.taints.push("karpenter.sh/disrupted".into());
+                    }
+                }
+                "untaint" => {
+                    node.taints.retain(|t| t != "karpenter.sh/disrupted");
+                    node.unschedulable = false;
+                }
+                "cordon" => node.unschedulable = true,
+                "drain" => {
+                    node.unschedulable = true;
+                    if self.drain_outcome == "failed" {
+                        outcome = "failed";
+                    } else {
+                        let evicted = std::mem::take(&mut node.pods);
+                        self.pending.extend(evicted);
+                    }
+                }
+                _ => continue,
+            }
+            self.applied
+                .push((kind.to_string(), target.to_string(), now));
+            acks.push(serde_json::json!({"id": id, "outcome": outcome}));
+        }
+        if !acks.is_empty() {
+            let body = serde_json::json!({"acks": acks}).to_string();
+            intake::acknowledge(
+                &p.store,
+                &p.clock,
+                &p.access,
+                &agent(),
+                CLUSTER,
+                body.as_bytes(),
+            )
+            .await
+            .expect("acks");
+        }
+        self.bind();
+    }
+
+    /// The agent posts the cluster (a batch when pods are pending, else a
+    /// heartbeat). Intake does not store heartbeats yet: the state is
+    /// stored as intake will ([`cluster_state::store_state`]).
+    async fn post(&self, p: &SimPorts) {
+        let body = batch(self.documents());
+        let accepted = post(p, &body).await;
+        if accepted.pending_pods == 0 {
+            let req: intake::BatchRequest = serde_json::from_slice(&body).expect("request");
+            let context = LaunchContext {
+                cluster: req.cluster.clone(),
+                documents: vec![self.pool.clone(), self.class.clone()],
+            };
+            cluster_state::store_state(
+                &p.store,
+                &p.config,
+                &req,
+                &context,
+                p.clock.now_millis(),
+                p.clock.now_secs(),
+            )
+            .await
+            .expect("store state");
+        }
+        drain(p, 1).await;
+    }
+
+    /// Launch and join for the pending pods.
+    async fn settle_pending(&mut self, p: &SimPorts) {
+        for _ in 0..4 {
+            if self.pending.is_empty() {
+                return;
+            }
+            self.post(p).await;
+            self.join_and_leave(p).await;
+            self.bind();
+        }
+    }
+
+    fn price(&self, p: &SimPorts) -> f64 {
+        self.nodes
+            .values()
+            .map(|n| {
+                p.ec2
+                    .catalog()
+                    .get(&n.instance_type)
+                    .and_then(|e| {
+                        e.offerings.iter().find(|o| {
+                            o.zone == n.zone && o.capacity_type.as_str() == n.capacity_type
+                        })
+                    })
+                    .map_or(0.0, |o| o.price)
+            })
+            .sum()
+    }
+}
+
+async fn run(p: &SimPorts) -> ClusterDisruptReport {
+    let r = disruption::disrupt(&p.store, &p.ec2, &p.bus, &p.clock, &p.config)
+        .await
+        .expect("disruption run");
+    let mine = r
+        .clusters
+        .into_iter()
+        .find(|c| c.cluster_id == CLUSTER)
+        .expect("the cluster is registered");
+    assert!(mine.errors.is_empty(), "{:?}", mine.errors);
+    mine
+}
+
+async fn decisions(p: &SimPorts) -> Vec<DisruptionRecord> {
+    disruption::decisions(&p.store, CLUSTER, p.clock.now_secs())
+        .await
+        .expect("decisions")
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect()
+}
+
+/// One minute of the world: time passes, nodes join and leave, the agent
+/// acts and posts, events are delivered, the disruption stage runs, its
+/// events are delivered.
+async fn minute(p: &SimPorts, c: &mut Cluster) -> ClusterDisruptReport {
+    p.clock.advance_secs(PERIOD_SECS);
+    c.join_and_leave(p).await;
+    c.act(p).await;
+    c.post(p).await;
+    let r = run(p).await;
+    drain(p, 1).await;
+    r
+}
+
+#[tokio::test]
+async fn an_emptied_cluster_scales_down_within_consolidate_after_and_one_period() {
+    let p = world();
+    let consolidate_after = 120;
+    let mut c = Cluster::new(
+        &["m5.large", "m5.xlarge"],
+        serde_json::json!({"consolidationPolicy": "WhenEmpty", "consolidateAfter": format!("{consolidate_after}s")}),
+    );
+    c.pending = (0..2).map(|i| pod(&format!("web-{i}"), 1500)).collect();
+    c.settle_pending(&p).await;
+    assert!(c.pending.is_empty(), "pods bound: {:?}", c.pending);
+    let launched = c.nodes.len();
+    assert!(launched >= 1);
+    c.post(&p).await;
+    // Nothing is empty: nothing happens, however long.
+    for _ in 0..4 {
+        let r = minute(&p, &mut c).await;
+        assert!(r.started.is_empty(), "{r:?}");
+    }
+    // The deployment scales to zero; the agent posts the emptied cluster.
+    for n in c.nodes.values_mut() {
+        n.pods.clear();
+    }
+    p.clock.advance_secs(7); // not on a period boundary
+    c.post(&p).await;
+    let emptied_at = p.clock.now_secs();
+    let mut decided_at = None;
+    let mut gone_at = None;
+    for _ in 0..10 {
+        let r = minute(&p, &mut c).await;
+        if !r.started.is_empty() && decided_at.is_none() {
+            decided_at = Some(p.clock.now_secs());
+            assert_eq!(r.tainted.len(), launched, "{r:?}");
+            assert_eq!(r.drained.len(), launched, "{r:?}");
+        }
+        if p.ec2.live_instances().is_empty() {
+            gone_at = Some(p.clock.now_secs());
+            break;
+        }
+    }
+    let decided = decided_at.expect("an Empty decision") - emptied_at;
+    let gone = gone_at.expect("the instances terminated") - emptied_at;
+    eprintln!(
+        "emptied cluster: Empty decision (taint + drain) {decided} s after the post, instances terminated {gone} s after (consolidateAfter {consolidate_after} s, period {PERIOD_SECS} s)"
+    );
+    assert!(
+        decided <= consolidate_after + PERIOD_SECS,
+        "decided after {decided} s"
+    );
+    // Terminated at the first run after the agent acknowledged the drain.
+    assert!(
+        gone <= consolidate_after + 2 * PERIOD_SECS,
+        "terminated after {gone} s"
+    );
+    assert!(claims_in(&p, NodeClaimState::Deleted).await.len() >= launched);
+    let done = decisions(&p).await;
+    assert!(
+        done.iter().all(|d| d.state == DisruptionState::Done),
+        "{done:?}"
+    );
+    // Nothing left to do: later runs start nothing.
+    for _ in 0..3 {
+        assert!(minute(&p, &mut c).await.started.is_empty());
+    }
+}
+
+/// Two r5.xlarge, each with a pod too big to join the other: a c5.2xlarge
+/// (allowed once the pool widens) carries both for less.
+async fn underutilized_pair(p: &SimPorts) -> Cluster {
+    let mut c = Cluster::new(
+        &["r5.xlarge"],
+        serde_json::json!({"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s",
+            "budgets": [{"nodes": "100%"}]}),
+    );
+    c.pending = vec![pod("a", 2500)];
+    c.settle_pending(p).await;
+    c.pending = vec![pod("b", 2500)];
+    c.settle_pending(p).await;
+    assert_eq!(c.nodes.len(), 2, "two nodes: {:?}", c.nodes.keys());
+    assert!(c.nodes.values().all(|n| n.instance_type == "r5.xlarge"));
+    c.set_types(&["r5.xlarge", "c5.2xlarge"], &["on-demand"]);
+    c
+}
+
+#[tokio::test]
+async fn an_underutilized_pair_is_replaced_by_one_cheaper_node_replacement_first() {
+    let p = world();
+    let mut c = underutilized_pair(&p).await;
+    let before = c.price(&p);
+    let old: Vec<String> = c.nodes.keys().cloned().collect();
+    let mut started = None;
+    for _ in 0..12 {
+        let r = minute(&p, &mut c).await;
+        if !r.started.is_empty() {
+            started.get_or_insert(r);
+        }
+        if old.iter().all(|n| !c.nodes.contains_key(n)) && c.pending.is_empty() {
+            break;
+        }
+    }
+    let started = started.expect("a decision");
+    assert_eq!(started.replacements_launched.len(), 1, "{started:?}");
+    let d = decisions(&p).await;
+    assert_eq!(d.len(), 1, "{d:?}");
+    let d = &d[0];
+    assert_eq!(d.state, DisruptionState::Done, "{d:?}");
+    assert!(d.price_after < d.price_before, "{d:?}");
+    let mut nodes: Vec<String> = d.node_names().map(str::to_string).collect();
+    nodes.sort();
+    assert_eq!(nodes, old);
+    // Replace, then drain: no taint or drain before the replacement's node
+    // joined and its NodeClaim registered.
+    let replacement = &d.replacements[0].plan.name;
+    let rec = claims(&p)
+        .await
+        .into_iter()
+        .find(|r| &r.name == replacement)
+        .expect("replacement record");
+    assert_eq!(rec.state, NodeClaimState::Registered);
+    let joined = c
+        .nodes
+        .values()
+        .find(|n| &n.claim == replacement)
+        .map(|n| n.created)
+        .expect("the replacement's node");
+    let first_disruptive = c
+        .applied
+        .iter()
+        .filter(|(k, n, _)| (k == "taint" || k == "drain") && old.contains(n))
+        .map(|(_, _, t)| *t)
+        .min()
+        .expect("taint and drain applied");
+    assert!(
+        first_disruptive > joined,
+        "tainted at {first_disruptive}, replacement joined at {joined}"
+    );
+    // The pods moved to the replacement; the cluster costs less.
+    assert_eq!(c.nodes.len(), 1);
+    assert!(c.pending.is_empty());
+    let after = c.price(&p);
+    assert!(after < before, "{after} !< {before}");
+    assert_eq!(p.ec2.live_instances().len(), 1);
+    // The old NodeClaims ended.
+    for n in &d.nodes {
+        let r = claims(&p)
+            .await
+            .into_iter()
+            .find(|r| r.name == n.node_claim)
+            .expect("record");
+        assert_eq!(r.state, NodeClaimState::Deleted);
+    }
+}
+
+#[tokio::test]
+async fn a_failed_replacement_abandons_without_touching_the_old_nodes() {
+    let p = world();
+    let mut c = underutilized_pair(&p).await;
+    for z in ["us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d"] {
+        p.ec2
+            .set_capacity("c5.2xlarge", z, CapacityType::OnDemand, 0);
+    }
+    let old: Vec<String> = c.nodes.keys().cloned().collect();
+    let mut abandoned = Vec::new();
+    for _ in 0..4 {
+        let r = minute(&p, &mut c).await;
+        abandoned.extend(r.abandoned);
+        if !abandoned.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(abandoned.len(), 1, "the decision is abandoned");
+    let d = decisions(&p).await;
+    let d = d.iter().find(|d| d.id == abandoned[0]).expect("decision");
+    assert_eq!(d.state, DisruptionState::Abandoned);
+    assert!(!d.tainted, "never tainted");
+    assert!(
+        d.outcome.as_deref().unwrap_or("").contains("replacement"),
+        "{d:?}"
+    );
+    // The old nodes serve on, untouched.
+    for n in &old {
+        assert!(c.nodes.contains_key(n), "{n} gone");
+        assert!(c.nodes[n].taints.is_empty() && !c.nodes[n].unschedulable);
+    }
+    assert!(c
+        .applied
+        .iter()
+        .all(|(k, n, _)| !old.contains(n) || k == "untaint"));
+    // Its markers are released: the nodes may be disrupted again later.
+    let markers = p
+        .store
+        .dump()
+        .into_iter()
+        .filter(|i| i.key.sk.starts_with(keys::DISRUPTING_PREFIX))
+        .count();
+    assert_eq!(markers, 0);
+}
+
+#[tokio::test]
+async fn a_refused_drain_abandons_and_untaints() {
+    let p = world();
+    let mut c = underutilized_pair(&p).await;
+    c.drain_outcome = "failed";
+    let old: Vec<String> = c.nodes.keys().cloned().collect();
+    let mut abandoned = Vec::new();
+    let mut untainted = Vec::new();
+    for _ in 0..12 {
+        let r = minute(&p, &mut c).await;
+        abandoned.extend(r.abandoned);
+        untainted.extend(r.untainted);
+        if !abandoned.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(abandoned.len(), 1, "abandoned");
+    untainted.sort();
+    assert_eq!(untainted, old);
+    // The agent applies the untaint: back in service, still running.
+    minute(&p, &mut c).await;
+    for n in &old {
+        let node = c.nodes.get(n).expect("still there");
+        assert!(node.taints.is_empty() && !node.unschedulable, "{node:?}");
+    }
+    assert_eq!(
+        p.ec2.live_instances().len(),
+        3,
+        "two old nodes and the replacement"
+    );
+}
+
+#[tokio::test]
+async fn a_redelivered_or_repeated_run_writes_nothing_twice() {
+    let p = world();
+    let mut c = underutilized_pair(&p).await;
+    p.clock.advance_secs(PERIOD_SECS);
+    c.join_and_leave(&p).await;
+    c.post(&p).await;
+    let first = run(&p).await;
+    assert_eq!(first.started.len(), 1, "{first:?}");
+    let store = p.store.dump();
+    let events = p.bus.len();
+    // The same run again (redelivered), at the same instant.
+    let again = run(&p).await;
+    assert!(
+        again.started.is_empty() && again.replacements_launched.is_empty(),
+        "{again:?}"
+    );
+    assert_eq!(p.store.dump(), store, "a redelivered run changed the table");
+    assert_eq!(p.bus.len(), events, "a redelivered run put events");
+    // Two runs at once: still one decision, one replacement.
+    p.clock.advance_secs(1);
+    let (a, b) = tokio::join!(run(&p), run(&p));
+    assert!(a.started.is_empty() && b.started.is_empty());
+    drain(&p, 2).await;
+    assert_eq!(decisions(&p).await.len(), 1);
+    let replacements = claims(&p)
+        .await
+        .into_iter()
+        .filter(|r| !c.nodes.values().any(|n| n.claim == r.name))
+        .count();
+    assert_eq!(replacements, 1);
+    assert_eq!(p.ec2.live_instances().len(), 3);
+}
+
+#[tokio::test]
+async fn a_spot_interruption_launches_the_replacement_at_once() {
+    let p = world();
+    let mut c = Cluster::new(
+        &["m5.large"],
+        serde_json::json!({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1h"}),
+    );
+    c.set_types(
+        &["m5.large", "m5.xlarge", "c5.large", "c5.xlarge"],
+        &["spot"],
+    );
+    c.pending = vec![pod("a", 1000)];
+    c.settle_pending(&p).await;
+    assert_eq!(c.nodes.len(), 1);
+    let (node, victim) = c
+        .nodes
+        .iter()
+        .map(|(k, n)| (k.clone(), n.instance.clone()))
+        .next()
+        .expect("node");
+    c.post(&p).await;
+    let notice = Ec2Notice::SpotInterruption {
+        instance_id: victim.clone(),
+    };
+    let first = notice_sweep(&p, &notice).await.expect("notice");
+    assert_eq!(first.actions, 2, "cordon and drain");
+    // EventBridge delivers it again, a little later: nothing twice.
+    p.clock.advance_secs(3);
+    let again = notice_sweep(&p, &notice).await.expect("notice");
+    assert_eq!(again.actions, 0, "{again:?}");
+    let r = run(&p).await;
+    assert_eq!(r.started.len(), 1, "{r:?}");
+    assert_eq!(r.replacements_launched.len(), 1, "{r:?}");
+    assert_eq!(r.tainted, vec![node.clone()], "forceful: tainted at once");
+    assert_eq!(r.drained, vec![node.clone()]);
+    let d = decisions(&p).await;
+    assert_eq!(
+        d[0].reason,
+        flotilla_core::model::DisruptionReason::Interrupted
+    );
+    drain(&p, 1).await;
+    // The replacement is launching before EC2 reclaims the instance.
+    let replacement = &d[0].replacements[0].plan.name;
+    let rec = claims(&p)
+        .await
+        .into_iter()
+        .find(|r| &r.name == replacement)
+        .expect("replacement");
+    assert_eq!(rec.state, NodeClaimState::Launched);
+    // EC2 reclaims it; the pod lands on the replacement.
+    p.ec2.interrupt_spot(&victim);
+    for _ in 0..3 {
+        minute(&p, &mut c).await;
+    }
+    assert!(!c.nodes.contains_key(&node));
+    assert!(c.pending.is_empty(), "{:?}", c.pending);
+    assert!(c.nodes.values().any(|n| &n.claim == replacement));
+    let d = decisions(&p).await;
+    assert_eq!(d[0].state, DisruptionState::Done, "{d:?}");
+    let item = p.store.peek(&keys::interrupted(CLUSTER, &rec.name));
+    assert!(item.is_none(), "no note for the replacement");
+}
+
+async fn notice_sweep(
+    p: &SimPorts,
+    notice: &Ec2Notice,
+) -> Result<flotilla_service::sweep::SweepReport, flotilla_service::ServiceError> {
+    flotilla_service::sweep::on_ec2_notice(&p.store, &p.ec2, &p.bus, &p.clock, &p.config, notice)
+        .await
+}
