@@ -735,10 +735,178 @@ async fn scenario(w: &World) {
     }
     w.drain(&[]).await;
 
+    disruption_phase(w, &body).await;
+
     // A day later: unused launch templates are deleted.
     w.clock.advance_millis(26 * 3600 * 1000);
     w.deliver("sweep", &sample("sweep-schedule.json")).await;
     w.deliver("sweep", &sample("sweep-schedule.json")).await;
+}
+
+/// The Node document the agent sends for a live NodeClaim's instance, with
+/// `pods` bound to it.
+fn node_doc(c: &flotilla_service::records::NodeClaimRecord) -> Option<(String, Value)> {
+    let i = c.instance.as_ref()?;
+    let name = format!("ip-{}", i.instance_id);
+    let doc = json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "creationTimestamp": "2027-01-15T08:00:00Z", "labels": {
+            flotilla_service::records::NODECLAIM_LABEL: c.name,
+            "karpenter.sh/nodepool": c.plan.node_pool,
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/arch": "amd64",
+            "kubernetes.io/os": "linux",
+            "node.kubernetes.io/instance-type": i.instance_type,
+            "topology.kubernetes.io/zone": i.zone,
+            "karpenter.sh/capacity-type": i.capacity_type}},
+        "spec": {"providerID": format!("aws:///{}/{}", i.zone, i.instance_id)},
+        "status": {"allocatable": {"cpu": "1500m", "memory": "6Gi", "pods": "29"}}
+    });
+    Some((name, doc))
+}
+
+/// The disrupt stage end to end: the agent's heartbeat shows the default
+/// pool's nodes (one holding a pod, the others empty); the stage decides
+/// (Empty, and a replacement for the busy node's pod), launches the
+/// replacement, taints and drains once it registered, terminates the
+/// drained instances and releases its markers; a spot interruption's
+/// decision replaces at once.
+async fn disruption_phase(w: &World, body: &Value) {
+    let mut pool = body["documents"][0]["items"][0].clone();
+    pool["spec"]["disruption"] = json!({"consolidationPolicy": "WhenEmptyOrUnderutilized",
+        "consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]});
+    let class = body["documents"][0]["items"][1].clone();
+    let reserved = reserved_batch();
+    let (reserved_pool, reserved_class) = (
+        reserved["documents"][0].clone(),
+        reserved["documents"][1].clone(),
+    );
+    // More nodes: two pods too large to share one.
+    let mut more = body.clone();
+    let pod = more["documents"][0]["items"][2].clone();
+    let items = more["documents"][0]["items"].as_array_mut().expect("items");
+    items.truncate(2);
+    for name in ["batch-0", "batch-1"] {
+        let mut p = pod.clone();
+        p["metadata"]["name"] = json!(name);
+        p["spec"]["containers"][0]["resources"]["requests"] = json!({"cpu": "3", "memory": "4Gi"});
+        items.push(p);
+    }
+    w.post(&more).await;
+    w.drain(&[]).await;
+    // The disrupt stage is the first to find the offering and price caches
+    // stale: it refreshes them itself.
+    w.clock.advance_millis(16 * 60_000);
+    w.store
+        .write(Write::Delete {
+            key: keys::prices("us-west-2"),
+            condition: flotilla_ports::Condition::Always,
+        })
+        .await
+        .expect("price cache dropped");
+    let mut gone: BTreeSet<String> = BTreeSet::new();
+    let mut decided = false;
+    let mut busy_node: Option<(String, String)> = None;
+    for round in 0..12 {
+        let mut docs = vec![
+            pool.clone(),
+            class.clone(),
+            reserved_pool.clone(),
+            reserved_class.clone(),
+        ];
+        for c in w.claims().await {
+            if !c.state.is_live() {
+                continue;
+            }
+            let Some((name, node)) = node_doc(&c) else {
+                continue;
+            };
+            if gone.contains(&name) {
+                continue;
+            }
+            docs.push(node);
+            if busy_node.is_none() && c.plan.node_pool == "default" {
+                let id = c
+                    .instance
+                    .as_ref()
+                    .map(|i| i.instance_id.clone())
+                    .unwrap_or_default();
+                busy_node = Some((name.clone(), id));
+            }
+            if busy_node.as_ref().is_some_and(|(n, _)| n == &name) {
+                docs.push(json!({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "api-0", "namespace": "default",
+                        "creationTimestamp": "2027-01-15T08:00:00Z"},
+                    "spec": {"nodeName": name, "containers": [{"name": "api", "image": "api",
+                        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}}}]},
+                    "status": {"phase": "Running", "startTime": "2027-01-15T08:00:00Z"}}));
+            }
+        }
+        let mut heartbeat = body.clone();
+        heartbeat["documents"] = json!(docs);
+        w.post(&heartbeat).await;
+        if round == 1 {
+            // EC2 warns that the busy (spot) node goes in two minutes: its
+            // replacement launches at once.
+            if let Some((_, id)) = &busy_node {
+                w.ec2_notice("ec2-spot-interruption.json", id).await;
+            }
+        }
+        w.clock.advance_millis(60_000);
+        let report = w.deliver("disrupt", &sample("sweep-schedule.json")).await;
+        decided |= report["clusters"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["started"].as_array().is_some_and(|s| !s.is_empty()))
+        });
+        w.drain(&[]).await;
+        // The agent applies its actions and acknowledges them; a drained
+        // node leaves the cluster once its instance is gone.
+        let get: LambdaFunctionUrlRequest =
+            serde_json::from_value(sample("intake-get.json")).expect("GET request");
+        let (status, view) = w.intake(&get).await;
+        assert_eq!(status, 200, "{view}");
+        let acks: Vec<Value> = view["actions"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|a| json!({"id": a["id"], "outcome": "done"}))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !acks.is_empty() {
+            let mut req = sample("intake-post.json");
+            req["rawPath"] = json!("/clusters/demo/actions");
+            req["requestContext"]["http"]["path"] = json!("/clusters/demo/actions");
+            req["body"] = json!(json!({"acks": acks}).to_string());
+            req["isBase64Encoded"] = json!(false);
+            let req: LambdaFunctionUrlRequest = serde_json::from_value(req).expect("acks");
+            let (status, out) = w.intake(&req).await;
+            assert!((200..300).contains(&status), "acks refused: {status} {out}");
+        }
+        for c in w.claims().await {
+            if let Some((name, _)) = node_doc(&c) {
+                if !c.state.is_live() {
+                    gone.insert(name);
+                }
+            }
+        }
+        if round > 3
+            && decided
+            && w.calls["disrupt"]
+                .snapshot()
+                .contains_key(&PortCall::StoreDelete)
+        {
+            break;
+        }
+    }
+    assert!(decided, "the disrupt stage took a decision");
+    let terminated = w.calls["disrupt"]
+        .snapshot()
+        .contains_key(&PortCall::Ec2TerminateInstances);
+    assert!(
+        terminated,
+        "the disrupt stage terminated a drained node's instance"
+    );
 }
 
 // ---------------------------------------------------------------------------

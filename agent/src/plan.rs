@@ -116,6 +116,17 @@ pub struct PodFacts {
     pub evictable: bool,
     /// Being deleted (already evicted): waited for, not evicted again.
     pub terminating: bool,
+    /// Until when (Unix seconds) `karpenter.sh/do-not-disrupt` keeps it
+    /// from eviction (`flotilla_core::disruption::do_not_disrupt_until`):
+    /// a drain waits for it (it may finish, or its annotation lapse) and
+    /// never evicts it; past the drain's deadline the node goes anyway.
+    pub do_not_disrupt_until: Option<i64>,
+}
+
+impl PodFacts {
+    fn protected_at(&self, now_secs: i64) -> bool {
+        self.do_not_disrupt_until.is_some_and(|t| now_secs < t)
+    }
 }
 
 /// After the steps: acknowledge, or look again next round.
@@ -259,12 +270,13 @@ pub fn plan_action(
             } else {
                 plan.evict = left
                     .iter()
-                    .filter(|p| !p.terminating)
+                    .filter(|p| !p.terminating && !p.protected_at(now_secs))
                     .map(|p| (p.namespace.clone(), p.name.clone()))
                     .collect();
                 plan.evict.sort();
+                let protected = left.iter().filter(|p| p.protected_at(now_secs)).count();
                 plan.outcome = Outcome::Wait(format!(
-                    "{} pods to evict from {}",
+                    "{} pods to evict from {}, {protected} with karpenter.sh/do-not-disrupt waited for",
                     plan.evict.len(),
                     node.name
                 ));
@@ -437,6 +449,7 @@ mod tests {
             node: node.into(),
             evictable,
             terminating: false,
+            do_not_disrupt_until: None,
         }
     }
 
@@ -510,6 +523,18 @@ mod tests {
         let p = plan_action(&action("drain", "n1", 1000), &nodes, &going, 10);
         assert!(p.evict.is_empty());
         assert!(matches!(p.outcome, Outcome::Wait(_)));
+        // A do-not-disrupt pod is waited for, never evicted; once its
+        // annotation lapses it is evicted like the others.
+        let mut kept = pods.clone();
+        kept[0].do_not_disrupt_until = Some(500);
+        let p = plan_action(&action("drain", "n1", 1000), &nodes, &kept, 10);
+        assert_eq!(p.evict, vec![("default".to_string(), "web-0".to_string())]);
+        match &p.outcome {
+            Outcome::Wait(m) => assert!(m.contains("1 with karpenter.sh/do-not-disrupt"), "{m}"),
+            o => panic!("{o:?}"),
+        }
+        let p = plan_action(&action("drain", "n1", 1000), &nodes, &kept, 500);
+        assert_eq!(p.evict.len(), 2);
         // Past the deadline with pods a PDB kept: reported as failed.
         let p = plan_action(&action("drain", "n1", 1000), &nodes, &pods, 1000);
         assert!(p.evict.is_empty());

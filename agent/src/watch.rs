@@ -469,6 +469,14 @@ impl Cache {
                     node: node.to_string(),
                     evictable: !docs::is_daemon_pod(p) && !docs::is_mirror_pod(p),
                     terminating: p.metadata.deletion_timestamp.is_some(),
+                    do_not_disrupt_until: p.metadata.annotations.as_ref().and_then(|a| {
+                        let started = p
+                            .status
+                            .as_ref()
+                            .and_then(|s| s.start_time.as_ref())
+                            .map(|t| t.0.as_second());
+                        flotilla_core::disruption::do_not_disrupt_until(a, started)
+                    }),
                 })
             })
             .collect()

@@ -2,12 +2,14 @@
 //! Karpenter-style first-fit-decreasing baseline, and measurement helpers.
 //! Used by the criterion benches and `flotilla bench`; not product code.
 //! For disruption: fragmented clusters (`fragmented`), carrying decisions
-//! out (`disruption_apply`) and a Karpenter-style consolidation baseline
-//! (`disruption_baseline`).
+//! out (`disruption_apply`), a Karpenter-style consolidation baseline
+//! (`disruption_baseline`) and both run to a fixed point
+//! (`disruption_rounds`).
 
 pub mod baseline;
 pub mod disruption_apply;
 pub mod disruption_baseline;
+pub mod disruption_rounds;
 pub mod fragmented;
 pub mod measure;
 pub mod mixes;

@@ -366,6 +366,21 @@ pub async fn accept<S: Store, B: Bus, C: Clock>(
     let registered = mark_registered(store, clock, &cluster, &state.nodes).await?;
     record_nodes(store, clock, &cluster, &state.nodes).await?;
     if pending_pods == 0 {
+        // The heartbeat is the cluster's state for the disruption stage
+        // (an emptied cluster posts nothing else).
+        let context = LaunchContext {
+            cluster: req.cluster.clone(),
+            documents: context_documents(&req.documents),
+        };
+        crate::cluster_state::store_heartbeat(
+            store,
+            config,
+            &req,
+            &context,
+            clock.now_millis(),
+            clock.now_secs(),
+        )
+        .await?;
         return Ok(Accepted {
             cluster_id: cluster,
             batch_id: String::new(),

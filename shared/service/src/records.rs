@@ -227,6 +227,11 @@ pub struct StatePointer {
     pub batch_id: String,
     /// Unix ms the batch was accepted.
     pub accepted_at: i64,
+    /// The batch's content hash (absent in pointers written before it was
+    /// recorded): an unchanged heartbeat is not stored again while the
+    /// stored one is fresh ([`crate::cluster_state::store_heartbeat`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_hash: Option<String>,
 }
 
 /// Where a disruption decision is (see `docs/pipeline.md`, "Disruption").

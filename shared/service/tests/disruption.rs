@@ -15,9 +15,9 @@ use common::*;
 use flotilla_core::catalog::CapacityType;
 use flotilla_ports::Clock;
 use flotilla_service::disruption::{self, ClusterDisruptReport};
-use flotilla_service::records::{DisruptionRecord, DisruptionState, LaunchContext, NodeClaimState};
+use flotilla_service::records::{DisruptionRecord, DisruptionState, NodeClaimState};
 use flotilla_service::sweep::Ec2Notice;
-use flotilla_service::{cluster_state, intake, keys};
+use flotilla_service::{intake, keys};
 
 /// The disruption schedule's period (EventBridge `rate(1 minute)`).
 const PERIOD_SECS: i64 = 60;
@@ -305,28 +305,9 @@ impl Cluster {
     }
 
     /// The agent posts the cluster (a batch when pods are pending, else a
-    /// heartbeat). Intake does not store heartbeats yet: the state is
-    /// stored as intake will ([`cluster_state::store_state`]).
+    /// heartbeat, which intake stores as the cluster's state).
     async fn post(&self, p: &SimPorts) {
-        let body = batch(self.documents());
-        let accepted = post(p, &body).await;
-        if accepted.pending_pods == 0 {
-            let req: intake::BatchRequest = serde_json::from_slice(&body).expect("request");
-            let context = LaunchContext {
-                cluster: req.cluster.clone(),
-                documents: vec![self.pool.clone(), self.class.clone()],
-            };
-            cluster_state::store_state(
-                &p.store,
-                &p.config,
-                &req,
-                &context,
-                p.clock.now_millis(),
-                p.clock.now_secs(),
-            )
-            .await
-            .expect("store state");
-        }
+        post(p, &batch(self.documents())).await;
         drain(p, 1).await;
     }
 

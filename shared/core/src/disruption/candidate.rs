@@ -85,6 +85,37 @@ pub(crate) fn go_duration_secs(s: &str) -> Option<u64> {
     Some(total / 1000)
 }
 
+/// Until when (Unix seconds) the annotations of a pod that started at
+/// `started_at` keep it from being evicted by a drain: `i64::MAX` for
+/// `karpenter.sh/do-not-disrupt: "true"` (or the v1alpha5
+/// `karpenter.sh/do-not-evict: "true"`), the start plus the duration for
+/// the duration form (`"1h"`; `i64::MAX` without a start time), `None`
+/// when neither annotation holds a value Karpenter honours. The drain waits
+/// for such pods until the decision's deadline, as Karpenter's termination
+/// does until `terminationGracePeriod`.
+pub fn do_not_disrupt_until(
+    annotations: &BTreeMap<String, String>,
+    started_at: Option<i64>,
+) -> Option<i64> {
+    let mut until: Option<i64> = None;
+    for key in [labels::DO_NOT_DISRUPT, labels::DO_NOT_EVICT] {
+        let Some(v) = annotations.get(key) else {
+            continue;
+        };
+        let t = if v == "true" {
+            i64::MAX
+        } else if let Some(secs) = go_duration_secs(v) {
+            started_at.map_or(i64::MAX, |s| {
+                s.saturating_add(i64::try_from(secs).unwrap_or(i64::MAX))
+            })
+        } else {
+            continue;
+        };
+        until = Some(until.map_or(t, |u| u.max(t)));
+    }
+    until
+}
+
 /// Why `pod` blocks a graceful disruption of its node at `now`:
 /// `karpenter.sh/do-not-disrupt: "true"` (or the v1alpha5
 /// `karpenter.sh/do-not-evict`), or a duration (`"1h"`) that has not
@@ -283,6 +314,43 @@ mod tests {
             ("99999999999999999999h", None),
         ] {
             assert_eq!(go_duration_secs(s), want, "{s}");
+        }
+    }
+
+    #[test]
+    fn do_not_disrupt_until_reads_both_forms_and_both_keys() {
+        let a = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let cases: [(&[(&str, &str)], Option<i64>, Option<i64>); 7] = [
+            (&[], Some(100), None),
+            (
+                &[(labels::DO_NOT_DISRUPT, "true")],
+                Some(100),
+                Some(i64::MAX),
+            ),
+            (&[(labels::DO_NOT_EVICT, "true")], None, Some(i64::MAX)),
+            (&[(labels::DO_NOT_DISRUPT, "1h")], Some(100), Some(3_700)),
+            (&[(labels::DO_NOT_DISRUPT, "1h")], None, Some(i64::MAX)),
+            (&[(labels::DO_NOT_DISRUPT, "false")], Some(100), None),
+            (
+                &[
+                    (labels::DO_NOT_DISRUPT, "90m"),
+                    (labels::DO_NOT_EVICT, "1h"),
+                ],
+                Some(0),
+                Some(5_400),
+            ),
+        ];
+        for (annotations, started, want) in cases {
+            assert_eq!(
+                do_not_disrupt_until(&a(annotations), started),
+                want,
+                "{annotations:?} started {started:?}"
+            );
         }
     }
 

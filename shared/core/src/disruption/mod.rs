@@ -28,6 +28,7 @@ mod price;
 pub mod schedule;
 mod simulate;
 
+pub use candidate::do_not_disrupt_until;
 pub use decision::{Blocked, Decision, Disruptions, Move, PriceChange};
 pub use price::Cost;
 

@@ -167,7 +167,20 @@ impl<'a> Work<'a> {
                 });
             }
         }
-        let replacements = plan.node_claims;
+        // A simulation names its NodeClaims from 1 again, as plan does:
+        // keep those names apart from the working state's nodes (earlier
+        // decisions' replacements carry such names), so that each move
+        // names one destination.
+        let mut replacements = plan.node_claims;
+        for (k, r) in replacements.iter_mut().enumerate() {
+            if self.by_name.contains_key(&r.name) {
+                let mut name = format!("{}~{k}", r.name);
+                while self.by_name.contains_key(&name) {
+                    name.push('~');
+                }
+                r.name = name;
+            }
+        }
         for r in &replacements {
             for p in &r.pods {
                 moves.push(Move {
@@ -191,15 +204,23 @@ impl<'a> Work<'a> {
         let mut renamed: BTreeMap<String, String> = BTreeMap::new();
         for r in &mut sim.replacements {
             let n = self.seq.entry(r.node_pool.clone()).or_insert(0);
-            *n += 1;
-            let name = format!("{}-{}", r.node_pool, n);
+            let mut name;
+            loop {
+                *n += 1;
+                name = format!("{}-{}", r.node_pool, n);
+                if !self.by_name.contains_key(&name) {
+                    break;
+                }
+            }
             renamed.insert(std::mem::replace(&mut r.name, name.clone()), name);
         }
+        // A move to one of the simulation's own replacements names it as
+        // the simulation did: no node had that name then (`simulate` keeps
+        // them apart), though an earlier decision's replacement may have
+        // taken it since.
         for m in &mut sim.moves {
-            if !self.by_name.contains_key(&m.to) {
-                if let Some(n) = renamed.get(&m.to) {
-                    m.to = n.clone();
-                }
+            if let Some(n) = renamed.get(&m.to) {
+                m.to = n.clone();
             }
         }
         sim.moves.sort();

@@ -1,7 +1,7 @@
 //! Disruption semantics, one test per rule, on the embedded us-west-2
 //! catalog (real types and prices).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::*;
 use crate::model::*;
@@ -514,4 +514,58 @@ pub(crate) fn apply(s: &ClusterState, d: &Disruptions) -> ClusterState {
         }
     }
     out
+}
+
+#[test]
+fn replacements_of_one_run_take_their_own_pods() {
+    // Two expired nodes whose pods need a replacement each: the second
+    // simulation names its NodeClaim `default-1` again, while the first
+    // decision's replacement already is node `default-1` of the working
+    // state. Each decision's moves must still name its own replacement.
+    let c = catalog();
+    let nodes = (0..2)
+        .map(|i| {
+            let pods = (0..3)
+                .map(|k| pod(&format!("big{i}x{k}"), "2500m", "4Gi"))
+                .collect();
+            let mut n = node(
+                &format!("old-{i}"),
+                "m5.2xlarge",
+                "us-west-2a",
+                "on-demand",
+                pods,
+            );
+            n.created_at = Some(NOW - 31 * DAY);
+            n
+        })
+        .collect();
+    let opts = DisruptOptions {
+        now: NOW,
+        ..DisruptOptions::default()
+    };
+    let out = disrupt(&cluster(nodes), &c, &opts);
+    let expired: Vec<&Decision> = out
+        .decisions
+        .iter()
+        .filter(|d| d.reason == DisruptionReason::Expired)
+        .collect();
+    assert_eq!(expired.len(), 2, "{out:?}");
+    let mut names = BTreeSet::new();
+    for d in expired {
+        assert!(!d.replacements.is_empty(), "{d:?}");
+        for r in &d.replacements {
+            assert!(names.insert(r.name.clone()), "{} named twice", r.name);
+            let mut moved: Vec<&str> = d
+                .moves
+                .iter()
+                .filter(|m| m.to == r.name)
+                .map(|m| m.pod.as_str())
+                .collect();
+            moved.sort();
+            let mut pods: Vec<&str> = r.pods.iter().map(String::as_str).collect();
+            pods.sort();
+            assert_eq!(moved, pods, "{}: moves and pods differ", r.name);
+            assert!(!moved.is_empty(), "{}", r.name);
+        }
+    }
 }
