@@ -232,6 +232,19 @@ class Rows:
         self.upper.append(hi)
 
 
+
+def set_threads(h, n):
+    """Sets HiGHS's thread count on `h`. HiGHS keeps one thread scheduler
+    per process (1.7 on): an instance asking for another count than the
+    scheduler was started with fails its run ("the scheduler has already
+    been initialized"), so the scheduler is reset first (nothing else is
+    running: the solves here are sequential)."""
+    reset = getattr(highspy.Highs, "resetGlobalScheduler", None)
+    if reset is not None:
+        reset(True)
+    h.setOptionValue("threads", int(n))
+
+
 def solve(cost, lower, upper, rows, integer=None, time_limit=None, threads=None):
     """Returns (status string, objective, dual bound, seconds)."""
     h = highspy.Highs()
@@ -239,7 +252,7 @@ def solve(cost, lower, upper, rows, integer=None, time_limit=None, threads=None)
     if time_limit is not None:
         h.setOptionValue("time_limit", float(time_limit))
     if threads is not None:
-        h.setOptionValue("threads", int(threads))
+        set_threads(h, threads)
     lp = highspy.HighsLp()
     lp.num_col_ = len(cost)
     lp.num_row_ = len(rows.lower)
@@ -378,7 +391,7 @@ class Knapsack:
         h.setOptionValue("output_flag", False)
         h.setOptionValue("mip_rel_gap", 0.0)
         h.setOptionValue("mip_abs_gap", 0.0)
-        h.setOptionValue("threads", 1)
+        set_threads(h, 1)
         n = len(self.cls)
         G = len(self.groups)
         # Columns 0..n-1: k_c (integer when alone in its group); n..n+G-1: j_g.
@@ -525,7 +538,7 @@ def pattern_lp_bound(sc, keep, m, time_limit, eps=1e-9):
 
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
-    h.setOptionValue("threads", 1)
+    set_threads(h, 1)
     h.setOptionValue("dual_feasibility_tolerance", 1e-9)
     h.setOptionValue("primal_feasibility_tolerance", 1e-9)
     nrow = C + len(limited)
@@ -1042,14 +1055,20 @@ def main():
     ap.add_argument("--lp-time-limit", type=float, default=60.0,
                     help="seconds of column generation per scenario")
     args = ap.parse_args()
+    # HiGHS prints a banner on the C-level stdout when an instance is made
+    # (1.1x): keep stdout for the JSON, send everything else to stderr.
+    sys.stdout.flush()
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     results = []
     for p in load(args.paths):
         try:
             results.append(bound(p, args))
         except Exception as e:  # one bad scenario must not hide the others
             results.append({"file": os.path.basename(p), "error": repr(e)})
-    json.dump(results, sys.stdout, indent=1)
-    sys.stdout.write("\n")
+    json.dump(results, out, indent=1)
+    out.write("\n")
+    out.flush()
     return 0 if highspy is not None else 2
 
 

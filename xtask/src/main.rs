@@ -420,7 +420,8 @@ fn release_bin(package: &str, bin: &str) -> Command {
 }
 
 /// Speed and memory of every workload mix (one process per run), then plan
-/// quality against the HiGHS lower bound and exact optima; JSON on stdout.
+/// quality against the HiGHS lower bound and exact optima, then disruption
+/// decision time and quality on fragmented clusters; JSON on stdout.
 fn bench(args: &[String]) -> Result<()> {
     let mut speed = release_bin("flotilla-bench", "speed");
     if args.is_empty() {
@@ -435,6 +436,17 @@ fn bench(args: &[String]) -> Result<()> {
         q.arg("--python").arg(&python).args(extra);
         run("bench: quality", q)?;
     }
+    // Disruption: decision time and peak memory of one run on fragmented
+    // clusters (3 runs each, one process per run), then quality to the
+    // fixed point against the Karpenter-style baseline and the LP bound.
+    let mut c = release_bin("flotilla-bench", "consolidation");
+    c.args(["--nodes", "1000,5000", "--runs", "3"]);
+    run("bench: disruption decision time", c)?;
+    let mut q = release_bin("flotilla-bench", "consolidation_quality");
+    q.arg("--python")
+        .arg(&python)
+        .args(["--nodes", "100,300", "--seeds", "3"]);
+    run("bench: disruption quality", q)?;
     Ok(())
 }
 

@@ -398,6 +398,13 @@ pub async fn announce_failure<S: Store, B: Bus>(
     item: &Item,
     record: &mut NodeClaimRecord,
 ) -> Result<()> {
+    if record.notes.contains_key(crate::records::DISRUPTION_NOTE) {
+        // A replacement: its pods are bound where they were; the
+        // disruption stage abandons its decision on seeing it failed.
+        record.unannounced = false;
+        update_claim(store, item, record).await?;
+        return Ok(());
+    }
     let reason = record.reason.as_deref().unwrap_or("launch failed");
     let ev = FlotillaEvent::PodsUnschedulable(PodsUnschedulable {
         cluster_id: cluster.to_string(),

@@ -205,6 +205,11 @@ pub const NODECLAIM_LABEL: &str = "flotilla.io/nodeclaim";
 /// The [`NodeClaimRecord::notes`] entry holding the name of the node that
 /// registered for the NodeClaim.
 pub const NODE_NOTE: &str = "node";
+/// The note on a disruption decision's replacement NodeClaim: the
+/// decision's id. Its pods are bound on the nodes it replaces, so a failed
+/// launch puts no `PodsUnschedulable` (the disruption stage abandons the
+/// decision instead; re-planning would launch capacity nobody needs).
+pub const DISRUPTION_NOTE: &str = "disruption";
 
 impl NodeClaimRecord {
     /// The node actions address: the registered node's name, else (not

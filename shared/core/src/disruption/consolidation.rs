@@ -86,18 +86,8 @@ pub(crate) fn underutilized(run: &mut Run) {
             .then_with(|| run.node_name(a).cmp(run.node_name(b)))
     });
 
-    let tr = std::env::var_os("FLOTILLA_SIM_TRACE").is_some();
-    if tr {
-        eprintln!("PASS delete eligible={}", eligible.len());
-    }
     delete_pass(run, &eligible);
-    if tr {
-        eprintln!("PASS replace");
-    }
     replace_pass(run, &by_waste);
-    if tr {
-        eprintln!("PASS single");
-    }
     single_pass(run, &by_waste, &units);
 }
 

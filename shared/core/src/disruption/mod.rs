@@ -63,6 +63,13 @@ pub struct DisruptOptions {
     /// Nodes with a spot interruption warning: replaced at once
     /// (`Interrupted`, forceful).
     pub interrupted: BTreeSet<String>,
+    /// Nodes that pods are on their way to (Karpenter's nominated nodes):
+    /// the replacements of decisions in flight, and nodes launched for
+    /// pending pods that have not bound yet. Empty as the documents show
+    /// them, they are neither candidates (an emptiness decision would
+    /// remove the capacity the moving pods need) nor destinations (their
+    /// room is spoken for); they do not count as disrupting.
+    pub nominated: BTreeSet<String>,
 }
 
 /// The decisions to take at `opts.now`.
@@ -107,16 +114,20 @@ impl<'a> Run<'a> {
         let mut nodes = vec![0usize; n_pools];
         let mut disrupting = vec![0usize; n_pools];
         let mut out_nodes = vec![false; state.nodes.len()];
+        let mut counted = vec![false; state.nodes.len()];
         for (i, n) in state.nodes.iter().enumerate() {
             if opts.disrupting.contains_key(&n.name)
                 || n.taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT)
             {
                 out_nodes[i] = true;
+                counted[i] = true;
+            } else if opts.nominated.contains(&n.name) {
+                out_nodes[i] = true;
             }
         }
         for c in &cands {
             nodes[c.pool] += 1;
-            if out_nodes[c.node] {
+            if counted[c.node] {
                 disrupting[c.pool] += 1;
             }
         }

@@ -569,3 +569,34 @@ fn replacements_of_one_run_take_their_own_pods() {
         }
     }
 }
+
+#[test]
+fn nominated_nodes_are_neither_candidates_nor_destinations_nor_counted() {
+    // `repl` is an in-flight decision's replacement, empty until the pods
+    // it was launched for arrive; `busy` could move onto it.
+    let s = cluster(vec![
+        node("repl", "m5.xlarge", "us-west-2a", "on-demand", vec![]),
+        node(
+            "busy",
+            "m5.xlarge",
+            "us-west-2a",
+            "on-demand",
+            vec![pod("api", "1", "2Gi")],
+        ),
+    ]);
+    let plain = run(&s);
+    assert!(
+        plain.decisions.iter().any(|d| d.nodes == ["repl"]),
+        "without the pipeline's knowledge the empty node goes: {plain:#?}"
+    );
+    let opts = DisruptOptions {
+        now: NOW,
+        nominated: ["repl".to_string()].into(),
+        ..DisruptOptions::default()
+    };
+    let d = disrupt(&s, &catalog(), &opts);
+    for dec in &d.decisions {
+        assert!(!dec.nodes.iter().any(|n| n == "repl"), "{d:#?}");
+        assert!(dec.moves.iter().all(|m| m.to != "repl"), "{d:#?}");
+    }
+}

@@ -278,6 +278,7 @@ async fn disrupt_cluster<S: Store, E: Ec2, B: Bus, C: Clock>(
         since,
         disrupting,
         interrupted,
+        nominated: nominated_nodes(&state, &claims, &in_flight),
     };
     let out = engine::disrupt(&state, &catalog, &opts);
     report.blocked += out.blocked.len();
@@ -663,7 +664,7 @@ async fn write_replacement<S: Store>(
     r: &Replacement,
 ) -> Result<Option<NodeClaimState>> {
     let name = &r.plan.name;
-    let claim = new_record(
+    let mut claim = new_record(
         env.cluster,
         &record.batch_id,
         name,
@@ -671,6 +672,10 @@ async fn write_replacement<S: Store>(
         Some(r.node_class.as_str()).filter(|c| !c.is_empty()),
         r.nodepool_hash.as_deref(),
         env.now,
+    );
+    claim.notes.insert(
+        crate::records::DISRUPTION_NOTE.to_string(),
+        record.id.clone(),
     );
     let key = keys::node_claim(env.cluster, name);
     let put = Write::Put {
@@ -1073,6 +1078,37 @@ async fn node_times<S: Store>(
         .into_iter()
         .map(|(name, t)| (name, t.since))
         .collect())
+}
+
+/// Karpenter's nominated nodes, from what the pipeline knows: the nodes of
+/// the replacement NodeClaims of decisions in flight (empty until the
+/// drained pods arrive), and of live NodeClaims planned for pods that are
+/// still pending. Neither is disrupted (nor receives moved pods) while so.
+fn nominated_nodes(
+    state: &ClusterState,
+    claims: &BTreeMap<String, (Item, NodeClaimRecord)>,
+    in_flight: &[DisruptionRecord],
+) -> BTreeSet<String> {
+    let replacements: BTreeSet<&str> = in_flight
+        .iter()
+        .flat_map(|d| d.replacements.iter().map(|r| r.plan.name.as_str()))
+        .collect();
+    let pending: BTreeSet<String> = state.pending_pods.iter().map(|p| p.key()).collect();
+    let awaited: BTreeSet<&str> = claims
+        .values()
+        .filter(|(_, r)| r.state.is_live() && r.plan.pods.iter().any(|p| pending.contains(p)))
+        .map(|(_, r)| r.name.as_str())
+        .collect();
+    state
+        .nodes
+        .iter()
+        .filter(|n| {
+            n.labels
+                .get(NODECLAIM_LABEL)
+                .is_some_and(|c| replacements.contains(c.as_str()) || awaited.contains(c.as_str()))
+        })
+        .map(|n| n.name.clone())
+        .collect()
 }
 
 /// The pipeline's NodeClaims as `karpenter.sh/v1 NodeClaim` objects of the
