@@ -325,7 +325,8 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect()
         };
-        let cases: [(&[(&str, &str)], Option<i64>, Option<i64>); 7] = [
+        type Case<'a> = (&'a [(&'a str, &'a str)], Option<i64>, Option<i64>);
+        let cases: [Case; 7] = [
             (&[], Some(100), None),
             (
                 &[(labels::DO_NOT_DISRUPT, "true")],

@@ -17,7 +17,7 @@
 //!    the pool's capacity for their pods could cost), in prefixes of
 //!    halving size: the scheduler repacks each prefix's pods onto the room
 //!    left and new NodeClaims (its repack and exact small packings), and
-//!    the smallest prefix that captures 90% of the best saving is taken —
+//!    the smallest prefix that captures 99% of the best saving is taken (repeated while a prefix saves) —
 //!    saving per disruption, not disruption for its own sake.
 //! 3. **Single nodes**, most wasteful first, only where a saving is
 //!    possible at all (the pods fit in other nodes' room by the sketch, or
@@ -47,6 +47,8 @@ use super::Run;
 pub const MAX_SINGLE_MISSES: usize = 48;
 /// Karpenter's `MinInstanceTypesForSpotToSpotConsolidation`.
 pub const SPOT_TO_SPOT_MIN_TYPES: usize = 15;
+/// Replace passes per run (each takes one decision, or stops the search).
+const MAX_REPLACE_ROUNDS: usize = 8;
 /// Share of the best saving the chosen replace set must reach.
 const GOOD_ENOUGH: f64 = 0.99;
 
@@ -74,6 +76,8 @@ pub(crate) fn underutilized(run: &mut Run) {
         }
         eligible.push(c);
     }
+    block_by_budget(run, &eligible);
+    eligible.retain(|&c| !run.blocked.contains_key(run.node_name(c)));
     let waste = |run: &Run, c: usize| {
         let cand = &run.cands[c];
         let cost = cand.cost.unwrap_or_default();
@@ -87,8 +91,31 @@ pub(crate) fn underutilized(run: &mut Run) {
     });
 
     delete_pass(run, &eligible);
-    replace_pass(run, &by_waste);
+    // Each replace decision leaves the rest to repack again: what one run
+    // leaves behind, the next would find (churn), so repeat until none.
+    for _ in 0..MAX_REPLACE_ROUNDS {
+        if !replace_pass(run, &by_waste) {
+            break;
+        }
+    }
     single_pass(run, &by_waste, &units);
+    block_by_budget(run, &eligible);
+}
+
+/// Report the candidates of `cs` still free in a NodePool whose
+/// Underutilized budget allows no more disruptions now (a scheduled
+/// `nodes: "0"`, or used up by this run): blocked by the budget.
+fn block_by_budget(run: &mut Run, cs: &[usize]) {
+    for &c in cs {
+        let pool = run.cands[c].pool;
+        if run.taken[c] || run.budgets.remaining(pool, DisruptionReason::Underutilized) > 0 {
+            continue;
+        }
+        let why =
+            run.budgets
+                .blocked_reason(pool, run.pool_name(c), DisruptionReason::Underutilized);
+        run.block(c, why);
+    }
 }
 
 /// Candidates of `order` still free, in order, as many per NodePool as
@@ -382,10 +409,10 @@ fn narrow(run: &Run, r: &mut NodeClaimPlan, cap: f64) {
 }
 
 /// Pass 2: replace prefixes of the most wasteful nodes.
-fn replace_pass(run: &mut Run, by_waste: &[usize]) {
+fn replace_pass(run: &mut Run, by_waste: &[usize]) -> bool {
     let list = admissible(run, by_waste);
     if list.len() < 2 {
-        return;
+        return false;
     }
     let mut sizes = Vec::new();
     let mut k = list.len();
@@ -405,7 +432,7 @@ fn replace_pass(run: &mut Run, by_waste: &[usize]) {
     }
     let best = tried.iter().map(|t| t.1).fold(f64::NEG_INFINITY, f64::max);
     if !best.is_finite() {
-        return;
+        return false;
     }
     // The smallest set reaching GOOD_ENOUGH of the best saving.
     tried.sort_by_key(|t| t.0);
@@ -416,6 +443,7 @@ fn replace_pass(run: &mut Run, by_waste: &[usize]) {
     let (k, _, sim) = tried.swap_remove(pick);
     let cs = list[..k].to_vec();
     decide_grouped(run, &cs, sim);
+    true
 }
 
 /// Pass 3: single nodes, most wasteful first.
