@@ -5,7 +5,9 @@
 //! replaced by one cheaper node (replacement registered before any taint),
 //! a failed replacement abandons, a refused drain abandons and untaints, a
 //! redelivered run is a no-op, and a spot interruption launches the
-//! replacement at once.
+//! replacement at once; and the disruption model test (module `model`):
+//! random pod churn, runs, redeliveries and faults with the stage's
+//! invariants checked after every step.
 
 mod common;
 
@@ -715,4 +717,315 @@ async fn notice_sweep(
 ) -> Result<flotilla_service::sweep::SweepReport, flotilla_service::ServiceError> {
     flotilla_service::sweep::on_ec2_notice(&p.store, &p.ec2, &p.bus, &p.clock, &p.config, notice)
         .await
+}
+
+// ---------------------------------------------------------------------------
+// The disruption model test: random sequences of pod churn, disruption runs
+// (one at a time, or two at once with every event delivered twice), clock
+// jumps past the state's freshness, sweeps, drains the agent refuses,
+// replacement capacity running dry and do-not-disrupt pods, over the
+// cluster above. After every step: no pod lost or duplicated, the budget
+// (`nodes: "1"`) never exceeded by decisions in flight, no graceful decision
+// started on a node holding a do-not-disrupt pod, no node of a graceful
+// decision terminated before every replacement of it joined. After the run
+// settles: every pod bound, no decision stuck, no instance without a live
+// NodeClaim (no leak). `PROPTEST_CASES` sets the number of cases.
+
+mod model {
+    use std::collections::BTreeSet;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const DND: &str = "karpenter.sh/do-not-disrupt";
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// `n` pending pods of `cpu_m` (do-not-disrupt when `dnd`); the
+        /// pipeline launches and the scheduler binds them.
+        Add {
+            n: usize,
+            cpu_m: i64,
+            dnd: bool,
+        },
+        /// Up to `n` pods of node number `pick` are deleted (scale down).
+        Remove {
+            pick: usize,
+            n: usize,
+        },
+        /// One minute of the world (agent, post, disruption run, events).
+        Minute,
+        /// Two disruption runs at once, every event delivered twice.
+        Concurrent,
+        /// The agent stops posting for 11 minutes; a run then starts
+        /// nothing (the state is stale).
+        Silence,
+        Sweep,
+        /// The agent's drains fail (a PDB held the pods) or succeed.
+        Refuse(bool),
+        /// The replacement types' capacity runs dry, or comes back.
+        Drought(bool),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => (1..4usize, prop_oneof![Just(250i64), Just(700), Just(1500), Just(2500)], proptest::bool::weighted(0.2))
+                .prop_map(|(n, cpu_m, dnd)| Op::Add { n, cpu_m, dnd }),
+            3 => (any::<usize>(), 1..4usize).prop_map(|(pick, n)| Op::Remove { pick, n }),
+            6 => Just(Op::Minute),
+            2 => Just(Op::Concurrent),
+            1 => Just(Op::Silence),
+            1 => Just(Op::Sweep),
+            1 => any::<bool>().prop_map(Op::Refuse),
+            1 => any::<bool>().prop_map(Op::Drought),
+        ]
+    }
+
+    const TYPES: [&str; 4] = ["m5.large", "m5.xlarge", "c5.xlarge", "c5.2xlarge"];
+    const ZONES: [&str; 4] = ["us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d"];
+
+    struct Model {
+        p: SimPorts,
+        c: Cluster,
+        /// Every pod that exists (added, not deleted).
+        pods: BTreeSet<String>,
+        next: usize,
+        /// NodeClaims whose node ever joined.
+        joined: BTreeSet<String>,
+    }
+
+    impl Model {
+        async fn new() -> Model {
+            let p = world();
+            let c = Cluster::new(
+                &TYPES,
+                serde_json::json!({"consolidationPolicy": "WhenEmptyOrUnderutilized",
+                    "consolidateAfter": "0s", "budgets": [{"nodes": "1"}]}),
+            );
+            let mut m = Model {
+                p,
+                c,
+                pods: BTreeSet::new(),
+                next: 0,
+                joined: BTreeSet::new(),
+            };
+            m.add(3, 700, false).await;
+            m
+        }
+
+        async fn add(&mut self, n: usize, cpu_m: i64, dnd: bool) {
+            for _ in 0..n {
+                let mut pod = pod(&format!("p{}", self.next), cpu_m);
+                self.next += 1;
+                if dnd {
+                    pod.annotations.insert(DND.into(), "true".into());
+                }
+                self.pods.insert(pod.name.clone());
+                self.c.pending.push(pod);
+            }
+            self.c.settle_pending(&self.p).await;
+            self.note_joined();
+        }
+
+        fn note_joined(&mut self) {
+            self.joined
+                .extend(self.c.nodes.values().map(|n| n.claim.clone()));
+        }
+
+        /// The disruption run's decisions started: none graceful on a node
+        /// with a do-not-disrupt pod (the cluster as just posted).
+        async fn check_started(&self, started: &[String]) {
+            let all = decisions(&self.p).await;
+            for id in started {
+                let Some(d) = all.iter().find(|d| &d.id == id) else {
+                    continue;
+                };
+                if d.reason.is_forceful() {
+                    continue;
+                }
+                for n in d.node_names() {
+                    let dnd = self.c.nodes.get(n).is_some_and(|node| {
+                        node.pods.iter().any(|p| p.annotations.contains_key(DND))
+                    });
+                    assert!(
+                        !dnd,
+                        "decision {id} disrupts {n}, which holds a do-not-disrupt pod"
+                    );
+                }
+            }
+        }
+
+        async fn step(&mut self, op: &Op) {
+            match op {
+                Op::Add { n, cpu_m, dnd } => self.add(*n, *cpu_m, *dnd).await,
+                Op::Remove { pick, n } => {
+                    let names: Vec<String> = self.c.nodes.keys().cloned().collect();
+                    if let Some(name) = names.get(pick % names.len().max(1)) {
+                        if let Some(node) = self.c.nodes.get_mut(name) {
+                            for _ in 0..*n {
+                                if let Some(p) = node.pods.pop() {
+                                    self.pods.remove(&p.name);
+                                }
+                            }
+                        }
+                    }
+                }
+                Op::Minute => {
+                    let r = minute(&self.p, &mut self.c).await;
+                    self.check_started(&r.started).await;
+                }
+                Op::Concurrent => {
+                    let p = &self.p;
+                    p.clock.advance_secs(PERIOD_SECS);
+                    self.c.join_and_leave(p).await;
+                    self.c.act(p).await;
+                    self.c.post(p).await;
+                    let (a, b) = tokio::join!(run(p), run(p));
+                    drain(p, 2).await;
+                    let mut started = a.started.clone();
+                    started.extend(b.started.iter().cloned());
+                    self.check_started(&started).await;
+                }
+                Op::Silence => {
+                    self.p.clock.advance_secs(11 * 60);
+                    let r = run(&self.p).await;
+                    assert!(r.started.is_empty(), "a decision on a stale state: {r:?}");
+                    drain(&self.p, 1).await;
+                }
+                Op::Sweep => {
+                    sweep(&self.p).await;
+                    drain(&self.p, 1).await;
+                }
+                Op::Refuse(on) => self.c.drain_outcome = if *on { "failed" } else { "done" },
+                Op::Drought(on) => {
+                    for t in TYPES {
+                        for z in ZONES {
+                            if *on {
+                                self.p.ec2.set_capacity(t, z, CapacityType::OnDemand, 0);
+                            } else {
+                                self.p.ec2.clear_capacity(t, z, CapacityType::OnDemand);
+                            }
+                        }
+                    }
+                }
+            }
+            self.note_joined();
+        }
+
+        /// The invariants that hold after every step.
+        async fn check(&self) {
+            // No pod lost or duplicated.
+            let mut seen: Vec<&str> = self
+                .c
+                .nodes
+                .values()
+                .flat_map(|n| n.pods.iter())
+                .chain(self.c.pending.iter())
+                .map(|p| p.name.as_str())
+                .collect();
+            seen.sort();
+            let n = seen.len();
+            seen.dedup();
+            assert_eq!(n, seen.len(), "a pod is in two places");
+            let seen: BTreeSet<String> = seen.into_iter().map(str::to_string).collect();
+            assert_eq!(seen, self.pods, "pods lost or invented");
+            let all = decisions(&self.p).await;
+            // The budget: one node disrupting at a time, for any reason.
+            let in_flight: usize = all
+                .iter()
+                .filter(|d| !d.state.is_final())
+                .map(|d| d.nodes.len())
+                .sum();
+            assert!(
+                in_flight <= 1,
+                "{in_flight} nodes disrupting, budget 1: {all:?}"
+            );
+            // Replace, then drain: no node of a graceful decision gone
+            // before all its replacements joined.
+            let live: BTreeSet<String> = self
+                .p
+                .ec2
+                .live_instances()
+                .into_iter()
+                .map(|i| i.id)
+                .collect();
+            for d in all.iter().filter(|d| !d.reason.is_forceful()) {
+                let gone = d
+                    .nodes
+                    .iter()
+                    .any(|n| n.instance_id.as_ref().is_some_and(|i| !live.contains(i)));
+                if gone {
+                    for r in &d.replacements {
+                        assert!(
+                            self.joined.contains(&r.plan.name),
+                            "decision {} terminated a node before replacement {} joined",
+                            d.id,
+                            r.plan.name
+                        );
+                    }
+                }
+            }
+        }
+
+        /// Faults off, an hour of minutes: everything settles.
+        async fn settle(&mut self) {
+            self.c.drain_outcome = "done";
+            self.step(&Op::Drought(false)).await;
+            for _ in 0..40 {
+                self.step(&Op::Minute).await;
+                if self.c.pending.is_empty()
+                    && decisions(&self.p).await.iter().all(|d| d.state.is_final())
+                {
+                    break;
+                }
+            }
+            self.c.settle_pending(&self.p).await;
+            self.check().await;
+            assert!(
+                self.c.pending.is_empty(),
+                "pods left pending: {:?}",
+                self.c.pending
+            );
+            let all = decisions(&self.p).await;
+            assert!(
+                all.iter().all(|d| d.state.is_final()),
+                "a decision is stuck: {all:?}"
+            );
+            // No leak: every live instance belongs to a live NodeClaim.
+            let live_claims: BTreeSet<String> = claims(&self.p)
+                .await
+                .into_iter()
+                .filter(|c| c.state.is_live())
+                .filter_map(|c| c.instance.map(|i| i.instance_id))
+                .collect();
+            for i in self.p.ec2.live_instances() {
+                assert!(live_claims.contains(&i.id), "instance {} leaked", i.id);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(8),
+            max_shrink_iters: 64,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn disruption_keeps_its_invariants(ops in proptest::collection::vec(op(), 4..14)) {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            rt.block_on(async {
+                let mut m = Model::new().await;
+                m.check().await;
+                for op in &ops {
+                    m.step(op).await;
+                    m.check().await;
+                }
+                m.settle().await;
+            });
+        }
+    }
 }
