@@ -351,6 +351,18 @@ impl World {
         }
     }
 
+    /// The price cache expires: the next stage to price offerings asks the
+    /// Price List API itself.
+    async fn drop_price_cache(&self) {
+        self.store
+            .write(Write::Delete {
+                key: keys::prices("us-west-2"),
+                condition: flotilla_ports::Condition::Always,
+            })
+            .await
+            .expect("price cache dropped");
+    }
+
     fn port(&self, f: &str) -> &FnPorts {
         &self.ports[f]
     }
@@ -625,13 +637,7 @@ async fn scenario(w: &World) {
     w.ec2.add_capacity_reservation(full);
     // Launch prices offerings too: with the price cache gone (expired) it
     // asks the Price List API itself.
-    w.store
-        .write(Write::Delete {
-            key: keys::prices("us-west-2"),
-            condition: flotilla_ports::Condition::Always,
-        })
-        .await
-        .expect("price cache dropped");
+    w.drop_price_cache().await;
     for e in &planned {
         w.deliver("launch", &World::flotilla_event(e)).await;
     }
@@ -797,13 +803,7 @@ async fn disruption_phase(w: &World, body: &Value) {
     // The disrupt stage is the first to find the offering and price caches
     // stale: it refreshes them itself.
     w.clock.advance_millis(16 * 60_000);
-    w.store
-        .write(Write::Delete {
-            key: keys::prices("us-west-2"),
-            condition: flotilla_ports::Condition::Always,
-        })
-        .await
-        .expect("price cache dropped");
+    w.drop_price_cache().await;
     let mut gone: BTreeSet<String> = BTreeSet::new();
     let mut decided = false;
     let mut busy_node: Option<(String, String)> = None;

@@ -433,8 +433,15 @@ async fn a_403_is_counted_and_its_pods_go_out_with_the_next_post() {
     intake.fail_next_batches(&[403]);
     let agent = start(&api, &intake, "agent-a", settings());
 
-    eventually(10, "the post after the refusal", || {
-        (!intake.batches().is_empty()).then_some(())
+    // Intake has the body before the agent has read the answer and
+    // counted it: wait for both.
+    eventually(10, "the post after the refusal, counted", || {
+        (!intake.batches().is_empty()
+            && agent
+                .metrics
+                .encode()
+                .contains("flotilla_agent_batches_posted_total{outcome=\"accepted\"} 1"))
+        .then_some(())
     })
     .await;
     let posts = intake

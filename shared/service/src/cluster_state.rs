@@ -43,16 +43,26 @@ async fn header<S: Store>(store: &S, cluster: &str, batch: &str) -> Result<Optio
     }
 }
 
-/// The id and acceptance time of the cluster's newest stored batch.
-pub async fn latest_batch<S: Store>(store: &S, cluster: &str) -> Result<Option<(String, i64)>> {
-    let mut candidates: Vec<String> = Vec::new();
-    let skey = keys::state_pointer(cluster);
-    if let Some(item) = store
-        .get(&skey)
+/// The cluster's `STATE` pointer, with its item (for version checks).
+async fn state_pointer<S: Store>(store: &S, cluster: &str) -> Result<Option<(Item, StatePointer)>> {
+    let key = keys::state_pointer(cluster);
+    match store
+        .get(&key)
         .await
         .map_err(ServiceError::port("read state pointer"))?
     {
-        let p: StatePointer = codec::from_json(&skey.to_string(), &item.body)?;
+        Some(item) => {
+            let p: StatePointer = codec::from_json(&key.to_string(), &item.body)?;
+            Ok(Some((item, p)))
+        }
+        None => Ok(None),
+    }
+}
+
+/// The id and acceptance time of the cluster's newest stored batch.
+pub async fn latest_batch<S: Store>(store: &S, cluster: &str) -> Result<Option<(String, i64)>> {
+    let mut candidates: Vec<String> = Vec::new();
+    if let Some((_, p)) = state_pointer(store, cluster).await? {
         candidates.push(p.batch_id);
     }
     let pkey = keys::scheduler(cluster);
@@ -110,13 +120,8 @@ pub async fn note_state<S: Store>(
     let (batch_id, accepted_at) = (batch.batch_id.as_str(), batch.accepted_at);
     let next = batch.clone();
     for _ in 0..8 {
-        let current = store
-            .get(&key)
-            .await
-            .map_err(ServiceError::port("read state pointer"))?;
-        let (condition, version) = match &current {
-            Some(item) => {
-                let p: StatePointer = codec::from_json(&key.to_string(), &item.body)?;
+        let (condition, version) = match state_pointer(store, cluster).await? {
+            Some((item, p)) => {
                 if (p.accepted_at, p.batch_id.as_str()) >= (accepted_at, batch_id) {
                     return Ok(());
                 }
@@ -232,13 +237,7 @@ pub async fn store_heartbeat<S: Store>(
     now_ms: i64,
     now_secs: i64,
 ) -> Result<String> {
-    let key = keys::state_pointer(&req.cluster_id);
-    if let Some(item) = store
-        .get(&key)
-        .await
-        .map_err(ServiceError::port("read state pointer"))?
-    {
-        let p: StatePointer = codec::from_json(&key.to_string(), &item.body)?;
+    if let Some((_, p)) = state_pointer(store, &req.cluster_id).await? {
         let hash = codec::content_hash(&codec::to_json(req));
         let fresh = now_ms.saturating_sub(p.accepted_at) < HEARTBEAT_REFRESH_MS;
         if fresh && p.content_hash.as_deref() == Some(hash.as_str()) {
