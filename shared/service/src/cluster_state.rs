@@ -143,6 +143,12 @@ pub async fn note_state<S: Store>(
     ))
 }
 
+/// A posted request serialized once: its canonical JSON and content hash.
+struct Canonical {
+    json: Vec<u8>,
+    hash: String,
+}
+
 /// Store a posted cluster state that has no pending pods (the agent's
 /// heartbeat) as a batch, without scheduling it: its chunks, its launch
 /// context and its header exactly as intake stores a batch, then the
@@ -151,18 +157,20 @@ pub async fn note_state<S: Store>(
 /// posts without pending pods, with the launch context it builds for any
 /// batch; idempotent (the batch id is the post time and the content hash).
 /// Returns the batch id.
-pub async fn store_state<S: Store>(
+async fn store_state<S: Store>(
     store: &S,
     config: &crate::Config,
-    req: &crate::intake::BatchRequest,
+    cluster: &str,
     context: &crate::records::LaunchContext,
+    posted: Canonical,
     now_ms: i64,
     now_secs: i64,
 ) -> Result<String> {
-    let canonical = codec::to_json(req);
-    let hash = codec::content_hash(&canonical);
+    let Canonical {
+        json: canonical,
+        hash,
+    } = posted;
     let batch_id = format!("{now_ms:012x}-{}", &hash[..8.min(hash.len())]);
-    let cluster = &req.cluster_id;
     let expires = Some(now_secs + config.retention_secs);
     let mut ctx_item = Item::new(
         keys::context(cluster, &batch_id),
@@ -237,12 +245,73 @@ pub async fn store_heartbeat<S: Store>(
     now_ms: i64,
     now_secs: i64,
 ) -> Result<String> {
+    let json = codec::to_json(req);
+    let hash = codec::content_hash(&json);
     if let Some((_, p)) = state_pointer(store, &req.cluster_id).await? {
-        let hash = codec::content_hash(&codec::to_json(req));
         let fresh = now_ms.saturating_sub(p.accepted_at) < HEARTBEAT_REFRESH_MS;
         if fresh && p.content_hash.as_deref() == Some(hash.as_str()) {
             return Ok(p.batch_id);
         }
     }
-    store_state(store, config, req, context, now_ms, now_secs).await
+    let posted = Canonical { json, hash };
+    store_state(
+        store,
+        config,
+        &req.cluster_id,
+        context,
+        posted,
+        now_ms,
+        now_secs,
+    )
+    .await
+}
+
+#[cfg(test)]
+mod heartbeat_tests {
+    use super::*;
+    use crate::intake::BatchRequest;
+    use crate::records::LaunchContext;
+    use flotilla_sim::{block_on, MemStore};
+
+    fn request(pods_on_node: usize) -> BatchRequest {
+        serde_json::from_value(serde_json::json!({
+            "clusterId": "demo",
+            "cluster": {"name": "demo", "endpoint": "https://example", "caBundle": "Y2E=",
+                "serviceCidr": "10.100.0.0/16", "kubernetesVersion": "1.33"},
+            "documents": [{"kind": "Node", "metadata": {"name": "n", "annotations": {"pods": pods_on_node.to_string()}}}]
+        }))
+        .expect("request")
+    }
+
+    #[test]
+    fn an_unchanged_heartbeat_is_stored_again_only_once_the_stored_one_ages() {
+        block_on(async {
+            let store = MemStore::new();
+            let config = crate::Config::default();
+            let context = LaunchContext {
+                cluster: request(0).cluster,
+                documents: vec![],
+            };
+            let t0 = 1_800_000_000_000;
+            let hb = |req: BatchRequest, ms: i64| {
+                let (store, config, context) = (&store, &config, &context);
+                async move { store_heartbeat(store, config, &req, context, ms, ms / 1000).await }
+            };
+            let first = hb(request(1), t0).await.expect("stored");
+            // Same content within the refresh interval: the stored batch.
+            let again = hb(request(1), t0 + 60_000).await.expect("kept");
+            assert_eq!(again, first);
+            // Changed content: stored at once.
+            let changed = hb(request(2), t0 + 120_000).await.expect("stored");
+            assert_ne!(changed, first);
+            // Unchanged, but the stored one is as old as the interval.
+            let later = t0 + 120_000 + HEARTBEAT_REFRESH_MS;
+            let refreshed = hb(request(2), later).await.expect("stored");
+            assert_ne!(refreshed, changed);
+            assert_eq!(
+                latest_batch(&store, "demo").await.expect("latest"),
+                Some((refreshed, later))
+            );
+        });
+    }
 }
