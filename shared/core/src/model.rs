@@ -514,6 +514,9 @@ pub struct PersistentVolume {
     pub name: String,
     /// Required node affinity terms (OR'd), label keys already normalised.
     pub node_affinity: Vec<Requirements>,
+    /// A `local` or `hostPath` volume: its hostname affinity is not a
+    /// constraint on new nodes (Karpenter ignores it).
+    pub local_or_host_path: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

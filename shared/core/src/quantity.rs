@@ -114,63 +114,34 @@ impl Quantity {
                 let e: i32 = sfx[1..]
                     .parse()
                     .map_err(|_| QuantityError::Syntax(s.to_string()))?;
-                if e > 100 {
-                    return Err(QuantityError::TooLarge(s.to_string()));
-                }
-                // Tiny values all round up to 1m (or stay 0).
-                (10, e.max(-100))
+                (10, e)
             }
             sfx => return Err(QuantityError::Suffix(s.to_string(), sfx.to_string())),
         };
-        // Mantissa as integer digits and a decimal shift.
-        let (int_part, frac_part) = match num.split_once('.') {
-            Some((i, f)) => (i, f),
-            None => (num, ""),
-        };
-        let digits: String = format!("{int_part}{frac_part}");
-        let digits = digits.trim_start_matches('0');
-        if digits.len() > 30 {
-            return Err(QuantityError::TooLarge(s.to_string()));
+        let (int_part, frac_part) = num.split_once('.').unwrap_or((num, ""));
+        let mut digits: Vec<u8> = int_part
+            .bytes()
+            .chain(frac_part.bytes())
+            .map(|b| b - b'0')
+            .collect();
+        if digits.iter().all(|&d| d == 0) {
+            return Ok(Quantity::ZERO);
         }
-        let mantissa: u128 = if digits.is_empty() {
-            0
-        } else {
-            digits
-                .parse()
-                .map_err(|_| QuantityError::Syntax(s.to_string()))?
-        };
-        if mantissa != 0 && sign < 0 {
+        if sign < 0 {
             return Err(QuantityError::Negative(s.to_string()));
         }
-        // value_millis = mantissa * base^pow * 1000 / 10^frac_len, rounded up.
-        let frac_len = frac_part.len() as i32;
-        let too_large = || QuantityError::TooLarge(s.to_string());
-        let mut numer: u128 = mantissa.checked_mul(1000).ok_or_else(too_large)?;
-        let mut denom: u128 = 1;
+        // value in millis = digits × 2^pow (binary suffix) × 10^exp10.
+        let frac_len = i64::try_from(frac_part.len()).unwrap_or(i64::MAX);
+        let mut exp10 = 3i64.saturating_sub(frac_len);
         if base == 2 {
-            numer = numer.checked_shl(pow as u32).ok_or_else(too_large)?;
-            if pow > 0 && mantissa != 0 && numer >> pow != mantissa * 1000 {
-                return Err(too_large());
-            }
+            times_power_of_two(&mut digits, pow.unsigned_abs());
         } else {
-            let p = pow - frac_len;
-            if p >= 0 {
-                numer = numer
-                    .checked_mul(10u128.checked_pow(p as u32).ok_or_else(too_large)?)
-                    .ok_or_else(too_large)?;
-            } else {
-                // Denominators beyond 10^38 round any non-zero value up to 1m.
-                denom = 10u128.checked_pow((-p) as u32).unwrap_or(u128::MAX);
-            }
+            exp10 = exp10.saturating_add(i64::from(pow));
         }
-        if base == 2 && frac_len > 0 {
-            denom = 10u128.pow(frac_len as u32);
-        }
-        let millis = numer.div_ceil(denom);
-        if millis > (MAX_UNITS as u128) * 1000 {
-            return Err(too_large());
-        }
-        Ok(Quantity(millis as i64))
+        millis_ceil(&digits, exp10)
+            .filter(|&m| m <= MAX_UNITS as u128 * 1000)
+            .map(|m| Quantity(m as i64))
+            .ok_or_else(|| QuantityError::TooLarge(s.to_string()))
     }
 
     /// Canonical form: `1500m`, `2`, `512Mi`, `16Gi`, `1234567`.
@@ -198,6 +169,49 @@ impl Quantity {
         }
         u.to_string()
     }
+}
+
+/// Multiplies a big-endian decimal digit string by `2^pow` (`pow` ≤ 60), in
+/// place: exact for any length, so no quantity string can overflow.
+fn times_power_of_two(digits: &mut Vec<u8>, pow: u32) {
+    let factor = 1u128 << pow.min(60);
+    let mut carry = 0u128;
+    for d in digits.iter_mut().rev() {
+        let v = u128::from(*d) * factor + carry;
+        *d = (v % 10) as u8;
+        carry = v / 10;
+    }
+    let mut head = Vec::new();
+    while carry > 0 {
+        head.push((carry % 10) as u8);
+        carry /= 10;
+    }
+    head.reverse();
+    digits.splice(0..0, head);
+}
+
+/// `ceil(digits × 10^exp10)`, or `None` when it needs more than 20 digits
+/// (far above [`MAX_UNITS`] in millis). Digits below the point round up.
+fn millis_ceil(digits: &[u8], exp10: i64) -> Option<u128> {
+    let first = digits.iter().position(|&d| d != 0)?;
+    let digits = &digits[first..];
+    let len = i64::try_from(digits.len()).ok()?;
+    let int_len = len.checked_add(exp10)?;
+    if int_len > 20 {
+        return None;
+    }
+    if int_len <= 0 {
+        return Some(1);
+    }
+    let int_len = int_len as usize; // 1..=20
+    let mut v: u128 = 0;
+    for i in 0..int_len {
+        v = v * 10 + u128::from(digits.get(i).copied().unwrap_or(0));
+    }
+    let below_point = digits
+        .get(int_len..)
+        .is_some_and(|r| r.iter().any(|&d| d != 0));
+    Some(v + u128::from(below_point))
 }
 
 impl Add for Quantity {
@@ -350,6 +364,75 @@ mod tests {
         #[test]
         fn never_panics(s in "\\PC{0,24}") {
             let _ = Quantity::parse(&s);
+        }
+
+        /// Long runs of digits, zeros and exponents, as a hostile document
+        /// writes them: never a panic, and a value iff the magnitude fits.
+        #[test]
+        fn never_panics_on_long_numbers(
+            sign in "[+-]?",
+            int in "0{0,200}[0-9]{0,40}",
+            frac in "(\\.0{0,200}[0-9]{0,40})?",
+            sfx in "(|n|u|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|e-?[0-9]{1,12}|E[0-9]{1,3})",
+        ) {
+            let _ = Quantity::parse(&format!("{sign}{int}{frac}{sfx}"));
+        }
+
+        /// Exact against integer arithmetic: `m / 10^k` with a suffix, with
+        /// leading and trailing zeros that carry no value.
+        #[test]
+        fn agrees_with_exact_arithmetic(
+            m in 0u64..1_000_000_000_000,
+            k in 0u32..8,
+            lead in 0usize..50,
+            trail in 0usize..50,
+            sfx in 0usize..12,
+        ) {
+            let (name, num, den): (&str, u128, u128) = [
+                ("", 1, 1), ("n", 1, 1_000_000_000), ("u", 1, 1_000_000), ("m", 1, 1000),
+                ("k", 1000, 1), ("M", 1_000_000, 1), ("G", 1_000_000_000, 1),
+                ("Ki", 1 << 10, 1), ("Mi", 1 << 20, 1), ("Gi", 1 << 30, 1),
+                ("Ti", 1 << 40, 1), ("Pi", 1 << 50, 1),
+            ][sfx];
+            let digits = format!("{m:0>width$}", width = k as usize + 1);
+            let (int, frac) = digits.split_at(digits.len() - k as usize);
+            let text = format!("{}{int}.{frac}{}{name}", "0".repeat(lead), "0".repeat(trail));
+            let exact_num = u128::from(m) * num * 1000;
+            let exact_den = den * 10u128.pow(k);
+            let millis = exact_num.div_ceil(exact_den);
+            match Quantity::parse(&text) {
+                Ok(q) => proptest::prop_assert_eq!(q.millis() as u128, millis, "{}", text),
+                Err(e) => {
+                    proptest::prop_assert!(millis > MAX_UNITS as u128 * 1000, "{text}: {e}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn hostile_quantities_give_values_or_errors() {
+        // Was a divide by zero (10^128 wrapped) and, with 39 zeros, an
+        // overflow in debug builds.
+        let tiny = format!("0.{}1Ki", "0".repeat(127));
+        assert_eq!(q(&tiny), 1);
+        let tiny39 = format!("0.{}1Ki", "0".repeat(39));
+        assert_eq!(q(&tiny39), 1);
+        assert_eq!(q(&format!("1.{}Ki", "0".repeat(300))), 1_024_000);
+        assert_eq!(q(&format!("{}1", "0".repeat(5000))), 1000);
+        assert_eq!(q(&format!("1.{}1", "0".repeat(40))), 1001);
+        assert_eq!(q(&format!("0.{}1Ei", "0".repeat(60))), 1);
+        assert_eq!(q("1e-2147483648"), 1);
+        assert_eq!(q(&format!("0.{}1e150", "0".repeat(140))), 1_000_000_000_000);
+        for bad in [
+            "1e2147483647",
+            "9Ei",
+            "1e16",
+            &format!("1{}", "0".repeat(5000)),
+        ] {
+            assert!(
+                matches!(Quantity::parse(bad), Err(QuantityError::TooLarge(_))),
+                "{bad}"
+            );
         }
     }
 }

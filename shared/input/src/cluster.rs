@@ -132,9 +132,14 @@ pub(crate) fn pv(ctx: &Ctx, d: &Doc) -> Result<PersistentVolume, InputError> {
             node_affinity.push(node_selector_term(ctx, &join(base, &format!("[{i}]")), t)?);
         }
     }
+    let local_or_host_path = v
+        .spec
+        .as_ref()
+        .is_some_and(|s| s.local.is_some() || s.host_path.is_some());
     Ok(PersistentVolume {
         name,
         node_affinity,
+        local_or_host_path,
     })
 }
 

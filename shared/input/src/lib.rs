@@ -57,6 +57,10 @@ pub const MAX_SOURCE_BYTES: usize = 64 * 1024 * 1024;
 /// replicas over all Deployments, ReplicaSets, StatefulSets and Jobs).
 pub const MAX_EXPANDED_PODS: usize = 200_000;
 
+/// Largest total number of PersistentVolumeClaims that StatefulSet
+/// `volumeClaimTemplates` may create (templates × replicas, summed).
+pub const MAX_EXPANDED_CLAIMS: usize = 200_000;
+
 /// Deepest accepted nesting of a document (YAML and JSON parsers enforce
 /// this as well; both stop at 128 levels).
 pub const MAX_DEPTH: usize = 128;
@@ -140,6 +144,7 @@ pub fn load(sources: &[Source]) -> Result<ClusterState, InputError> {
         deployments: &deployments,
         existing_pvcs: &pvc_names,
         expanded: 0,
+        expanded_claims: 0,
     };
     let mut bound: Vec<Pod> = Vec::new();
     let mut class_kubelet: BTreeMap<String, flotilla_core::model::KubeletConfig> = BTreeMap::new();

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 
 use crate::pod::{convert, name_pod};
 use crate::util::{fnv1a, Ctx};
-use crate::{Doc, InputError, MAX_EXPANDED_PODS};
+use crate::{Doc, InputError, MAX_EXPANDED_CLAIMS, MAX_EXPANDED_PODS};
 
 /// What converters need to know about the other inputs.
 pub(crate) struct Env<'a> {
@@ -24,6 +24,8 @@ pub(crate) struct Env<'a> {
     pub existing_pvcs: &'a BTreeSet<(String, String)>,
     /// Pods created by expansion so far.
     pub expanded: usize,
+    /// PersistentVolumeClaims created from `volumeClaimTemplates` so far.
+    pub expanded_claims: usize,
 }
 
 /// A StatefulSet volume claim template: (name, storage class).
@@ -212,6 +214,22 @@ fn emit(
         ));
     }
     env.expanded += w.count;
+    if let Some((claims, _)) = claims {
+        let total = env
+            .expanded_claims
+            .saturating_add(claims.len().saturating_mul(w.count));
+        if total > MAX_EXPANDED_CLAIMS {
+            return Err(ctx.err(
+                "spec.volumeClaimTemplates",
+                format!(
+                    "{} volumeClaimTemplates × {} replicas bring the expanded PersistentVolumeClaims to {total}, more than the limit of {MAX_EXPANDED_CLAIMS}",
+                    claims.len(),
+                    w.count
+                ),
+            ));
+        }
+        env.expanded_claims = total;
+    }
     let spec = w
         .template
         .spec

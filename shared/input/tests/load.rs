@@ -5,7 +5,9 @@ use flotilla_core::model::{
     Threshold, TolerationOperator, VolumeBindingMode, WhenUnsatisfiable,
 };
 use flotilla_core::{Operator, Quantity};
-use flotilla_input::{load, InputError, Source, MAX_EXPANDED_PODS, MAX_SOURCE_BYTES};
+use flotilla_input::{
+    load, InputError, Source, MAX_EXPANDED_CLAIMS, MAX_EXPANDED_PODS, MAX_SOURCE_BYTES,
+};
 
 fn load_str(name: &str, text: &str) -> Result<ClusterState, InputError> {
     load(&[Source {
@@ -728,6 +730,65 @@ fn replica_limits() {
     let two = format!("{half}---\n{}", half.replace("name: big", "name: big2"));
     let e = err("big.yaml", &two);
     assert_eq!(e.object.as_deref(), Some("Deployment default/big2"));
+}
+
+#[test]
+fn volume_claim_templates_are_capped() {
+    // A 1 KB StatefulSet must not demand a million PersistentVolumeClaims.
+    let sts = |replicas: usize, templates: usize| {
+        let t: Vec<String> = (0..templates)
+            .map(|i| {
+                format!("{{metadata: {{name: d{i}}}, spec: {{accessModes: [ReadWriteOnce]}}}}")
+            })
+            .collect();
+        format!(
+            "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {{name: db}}\nspec:\n  replicas: {replicas}\n  selector: {{}}\n  serviceName: db\n  volumeClaimTemplates: [{}]\n  template:\n    spec: {{containers: [{{name: c}}]}}\n",
+            t.join(", ")
+        )
+    };
+    let e = err("sts.yaml", &sts(100_000, 40));
+    assert_eq!(e.object.as_deref(), Some("StatefulSet default/db"), "{e}");
+    assert_eq!(e.path.as_deref(), Some("spec.volumeClaimTemplates"), "{e}");
+    assert!(
+        e.to_string().contains(&MAX_EXPANDED_CLAIMS.to_string()),
+        "{e}"
+    );
+    let s = ok("sts.yaml", &sts(3, 2));
+    assert_eq!(s.pvcs.len(), 6);
+    assert_eq!(s.pending_pods[0].pvc_names, ["d0-db-0", "d1-db-0"]);
+}
+
+#[test]
+fn hostile_quantities_are_values_or_errors() {
+    // Was a divide by zero in the quantity parser.
+    let pod = |cpu: &str| {
+        format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec:\n  containers: [{{name: c, resources: {{requests: {{cpu: \"{cpu}\"}}}}}}]\n")
+    };
+    let tiny = format!("0.{}1Ki", "0".repeat(127));
+    let s = ok("p.yaml", &pod(&tiny));
+    assert_eq!(s.pending_pods[0].requests.get("cpu"), q("1m"));
+    let e = err("p.yaml", &pod(&format!("1{}", "0".repeat(400))));
+    assert!(e.to_string().contains("too large"), "{e}");
+}
+
+#[test]
+fn instance_type_network_limits_saturate() {
+    // ENIs × IPs overflowed u32 on a user-supplied InstanceTypes document.
+    let j = r#"{"InstanceTypes": [{
+        "InstanceType": "x9.huge",
+        "ProcessorInfo": {"SupportedArchitectures": ["x86_64"]},
+        "VCpuInfo": {"DefaultVCpus": 4294967295},
+        "MemoryInfo": {"SizeInMiB": 18446744073709551615},
+        "NetworkInfo": {"MaximumNetworkInterfaces": 4294967295, "Ipv4AddressesPerInterface": 4294967295,
+                        "NetworkCards": [{"BaselineBandwidthInGbps": 1e308, "MaximumNetworkInterfaces": 99999999999}]},
+        "SupportedUsageClasses": ["on-demand", "spot"]
+    }]}"#;
+    let s = ok("types.json", j);
+    let t = s.instance_types.expect("instance types");
+    assert_eq!(t[0].eni_limited_pods(), u32::MAX);
+    let alloc = flotilla_core::allocatable::compute(&t[0], &Default::default(), None, 0.075);
+    assert!(alloc.allocatable.get("pods") > q("1"));
+    flotilla_core::catalog::Catalog::from_infos("us-west-2", t).expect("catalog");
 }
 
 #[test]

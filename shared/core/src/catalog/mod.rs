@@ -184,7 +184,8 @@ impl InstanceTypeInfo {
         if enis == 0 || ips == 0 {
             return 110;
         }
-        enis * (ips.saturating_sub(1)) + 2
+        // Saturating: a user-supplied InstanceTypes document may carry any u32.
+        enis.saturating_mul(ips.saturating_sub(1)).saturating_add(2)
     }
 
     /// The well-known label values this type carries (not zone / capacity

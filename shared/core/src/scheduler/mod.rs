@@ -25,6 +25,7 @@ mod rebalance;
 mod repack;
 mod topology;
 mod typeset;
+mod volumes;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -457,11 +458,22 @@ fn schedule_with(
         }
     }
     let pods = &state.pending_pods[..];
-    let mut warnings = Vec::new();
+    let warnings = Vec::new();
+    // Pods whose volumes are not ready wait (unschedulable, with the reason).
+    let mut errors: Vec<Option<String>> = vec![None; pods.len()];
+    let volumes = volumes::VolumeTopology::new(state);
     let volume: Vec<Requirements> = pods
         .iter()
-        .map(|p| volume_requirements(p, state, &mut warnings))
+        .zip(errors.iter_mut())
+        .map(|(p, error)| {
+            volumes.requirements(p).unwrap_or_else(|e| {
+                *error = Some(e);
+                Requirements::new()
+            })
+        })
         .collect();
+    let waiting_for_volumes: Vec<usize> =
+        (0..pods.len()).filter(|&p| errors[p].is_some()).collect();
 
     let mut universe: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for pool in &pools {
@@ -556,7 +568,7 @@ fn schedule_with(
     };
 
     // Largest first: cpu, then memory, then name for a total order.
-    let mut order: Vec<usize> = (0..pods.len()).collect();
+    let mut order: Vec<usize> = (0..pods.len()).filter(|&p| errors[p].is_none()).collect();
     order.sort_by(|&a, &b| {
         let (pa, pb) = (&pods[a].requests, &pods[b].requests);
         pb.cpu()
@@ -572,7 +584,6 @@ fn schedule_with(
     // unschedulable. (Karpenter relaxes a pod at its first failure, so a pod
     // tried before the pods it prefers to be near loses that preference.)
     let mut relax = vec![Relaxation::default(); pods.len()];
-    let mut errors: Vec<Option<String>> = vec![None; pods.len()];
     let mut queue: VecDeque<usize> = order.into_iter().collect();
     loop {
         let mut waiting = VecDeque::with_capacity(queue.len());
@@ -607,58 +618,11 @@ fn schedule_with(
 
     run.repack(!state.overlays.is_empty(), &relax);
     run.repack_chain(!state.overlays.is_empty());
+    queue.extend(waiting_for_volumes);
     (
         run.into_plan(queue.into_iter().collect(), errors, warnings),
         limited_heavier,
     )
-}
-
-/// Zone requirements from the pod's volumes: a bound PV's node affinity, or
-/// an unbound claim's StorageClass `allowedTopologies` (first term each, as
-/// Karpenter does).
-fn volume_requirements(
-    pod: &Pod,
-    state: &ClusterState,
-    warnings: &mut Vec<String>,
-) -> Requirements {
-    let mut reqs = Requirements::new();
-    for claim in &pod.pvc_names {
-        let Some(pvc) = state
-            .pvcs
-            .iter()
-            .find(|c| c.namespace == pod.namespace && &c.name == claim)
-        else {
-            warnings.push(format!(
-                "pod {}: PersistentVolumeClaim {}/{} is not in the inputs; its volume topology is ignored",
-                pod.key(),
-                pod.namespace,
-                claim
-            ));
-            continue;
-        };
-        if let Some(pv_name) = &pvc.volume_name {
-            match state.pvs.iter().find(|v| &v.name == pv_name) {
-                Some(pv) => {
-                    if let Some(t) = pv.node_affinity.first() {
-                        reqs.add_all(t);
-                    }
-                }
-                None => warnings.push(format!(
-                    "pod {}: PersistentVolume {pv_name} bound to claim {claim} is not in the inputs",
-                    pod.key()
-                )),
-            }
-            continue;
-        }
-        let sc = match &pvc.storage_class {
-            Some(name) => state.storage_classes.iter().find(|s| &s.name == name),
-            None => state.storage_classes.iter().find(|s| s.is_default),
-        };
-        if let Some(t) = sc.and_then(|sc| sc.allowed_topologies.first()) {
-            reqs.add_all(t);
-        }
-    }
-    reqs
 }
 
 fn taint_string(t: &Taint) -> String {
@@ -1358,6 +1322,23 @@ impl<'a> Run<'a> {
         }
         if let Err(e) = pool.requirements.compatible(pod_reqs) {
             return Err(format!("NodePool {name:?}: {}", incompatibility(&e, name)));
+        }
+        // A new node's hostname is not known in advance (Karpenter gives
+        // NodeClaims a placeholder): a pod that names hosts (a volume pinned
+        // to one, or its own affinity) can only go to an existing node.
+        if let Some(h) = pod_reqs
+            .get(labels::HOSTNAME)
+            .filter(|h| !h.is_complement())
+        {
+            return Err(format!(
+                "the pod must run on {} {:?} (kubernetes.io/hostname), which no new node can be",
+                if h.len() == 1 {
+                    "node"
+                } else {
+                    "one of the nodes"
+                },
+                h.values()
+            ));
         }
         let n = self.claim_counter.get(&pi).copied().unwrap_or(0) + 1;
         let claim_name = format!("{name}-{n}");

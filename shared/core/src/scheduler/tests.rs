@@ -794,14 +794,213 @@ fn volume_topology_pins_the_zone() {
     s.pvs = vec![PersistentVolume {
         name: "pv-1".into(),
         node_affinity: vec![reqs(vec![req(labels::ZONE, Operator::In, &["test-1c"])])],
+        local_or_host_path: false,
     }];
     let p = plan(&s);
     assert_eq!(p.node_claims[0].zones, vec!["test-1c"]);
 
-    // A missing claim is a warning, not a silent pass.
+    // A missing claim: the pod waits for it, and says so.
     s.pvcs.clear();
     let p = plan(&s);
-    assert_eq!(p.warnings.len(), 1);
+    assert!(p.node_claims.is_empty());
+    assert!(p.unschedulable[0]
+        .reason
+        .contains("default/data does not exist"));
+}
+
+/// Karpenter's "Volume Topology Requirements" cases (provisioning
+/// suite_test.go) and the kube-scheduler's unbound-immediate rule, as a
+/// table: each row is a claim (bound or not, with its class) and where the
+/// pod with it may go.
+#[test]
+fn volume_topology_table() {
+    struct Case {
+        name: &'static str,
+        class: Option<&'static str>,
+        /// The claim's bound volume: (hostname or zone affinity terms, local?)
+        volume: Option<(Vec<Requirements>, bool)>,
+        /// The pod's own zone requirement.
+        pod_zones: Option<&'static [&'static str]>,
+        /// Zones of the pod's NodeClaim; None: unschedulable, reason contains.
+        expect: Result<&'static [&'static str], &'static str>,
+    }
+    let zone = |z: &[&str]| reqs(vec![req(labels::ZONE, Operator::In, z)]);
+    let host = |h: &str| reqs(vec![req(labels::HOSTNAME, Operator::In, &[h])]);
+    let cases = [
+        Case {
+            name: "should schedule to storage class zones if volume does not exist",
+            class: Some("wffc"),
+            volume: None,
+            pod_zones: Some(&["test-1a", "test-1c"]),
+            expect: Ok(&["test-1c"]),
+        },
+        Case {
+            name: "should not schedule if storage class zones are incompatible",
+            class: Some("wffc"),
+            volume: None,
+            pod_zones: Some(&["test-1a"]),
+            expect: Err(""),
+        },
+        Case {
+            name: "OR'd allowedTopologies: the term the pod can use",
+            class: Some("two-terms"),
+            volume: None,
+            pod_zones: Some(&["test-1a"]),
+            expect: Ok(&["test-1a"]),
+        },
+        Case {
+            name: "should schedule to volume zones if volume already bound",
+            class: Some("wffc"),
+            volume: Some((vec![zone(&["test-1c"])], false)),
+            pod_zones: None,
+            expect: Ok(&["test-1c"]),
+        },
+        Case {
+            name: "OR'd PV node affinity: the term the pod can use",
+            class: Some("wffc"),
+            volume: Some((vec![zone(&["test-1c"]), zone(&["test-1a"])], false)),
+            pod_zones: Some(&["test-1a", "test-1b"]),
+            expect: Ok(&["test-1a"]),
+        },
+        Case {
+            name: "should not schedule if volume zones are incompatible",
+            class: Some("wffc"),
+            volume: Some((vec![zone(&["test-1c"])], false)),
+            pod_zones: Some(&["test-1a"]),
+            expect: Err(""),
+        },
+        Case {
+            name: "should schedule with an empty storage class if the pvc is bound",
+            class: Some(""),
+            volume: Some((vec![], false)),
+            pod_zones: None,
+            expect: Ok(&ZONES),
+        },
+        Case {
+            name: "should not schedule with an empty storage class if the pvc is not bound",
+            class: Some(""),
+            volume: None,
+            pod_zones: None,
+            expect: Err("has no StorageClass and is not bound"),
+        },
+        Case {
+            name: "should schedule with a missing storage class if the pvc is bound",
+            class: Some("missing"),
+            volume: Some((vec![], false)),
+            pod_zones: None,
+            expect: Ok(&ZONES),
+        },
+        Case {
+            name: "should not schedule with a missing storage class if the pvc is not bound",
+            class: Some("missing"),
+            volume: None,
+            pod_zones: None,
+            expect: Err("StorageClass missing of claim default/data does not exist"),
+        },
+        Case {
+            name: "unbound claim of an Immediate class waits for its volume",
+            class: Some("immediate"),
+            volume: None,
+            pod_zones: None,
+            expect: Err("binds Immediate"),
+        },
+        Case {
+            name: "unbound claim of the default class (Immediate) waits",
+            class: None,
+            volume: None,
+            pod_zones: None,
+            expect: Err("binds Immediate"),
+        },
+        Case {
+            name: "should ignore hostname affinity scheduling when using local path volumes",
+            class: Some("wffc"),
+            volume: Some((vec![host("gone-node")], true)),
+            pod_zones: None,
+            expect: Ok(&ZONES),
+        },
+        Case {
+            name: "should not ignore hostname affinity when using non-local path volumes",
+            class: Some("wffc"),
+            volume: Some((vec![host("gone-node")], false)),
+            pod_zones: None,
+            expect: Err(""),
+        },
+    ];
+    let class = |name: &str, mode: VolumeBindingMode, terms: Vec<Requirements>, default: bool| {
+        StorageClass {
+            name: name.into(),
+            provisioner: "ebs.csi.aws.com".into(),
+            binding_mode: mode,
+            allowed_topologies: terms,
+            is_default: default,
+        }
+    };
+    let mut failures = vec![];
+    for c in &cases {
+        let mut a = pod("a", "1", "1Gi");
+        a.pvc_names = vec!["data".into()];
+        if let Some(z) = c.pod_zones {
+            a.node_selector = zone(z);
+        }
+        let other = pod("other", "1", "1Gi");
+        let mut s = state(vec![a, other], vec![default_pool()]);
+        s.storage_classes = vec![
+            class(
+                "wffc",
+                VolumeBindingMode::WaitForFirstConsumer,
+                vec![zone(&["test-1b", "test-1c"])],
+                false,
+            ),
+            class(
+                "two-terms",
+                VolumeBindingMode::WaitForFirstConsumer,
+                vec![zone(&["test-1c"]), zone(&["test-1a"])],
+                false,
+            ),
+            class("immediate", VolumeBindingMode::Immediate, vec![], true),
+        ];
+        s.pvcs = vec![PersistentVolumeClaim {
+            namespace: "default".into(),
+            name: "data".into(),
+            storage_class: c.class.map(String::from),
+            volume_name: c.volume.as_ref().map(|_| "pv-1".to_string()),
+        }];
+        if let Some((terms, local)) = &c.volume {
+            s.pvs = vec![PersistentVolume {
+                name: "pv-1".into(),
+                node_affinity: terms.clone(),
+                local_or_host_path: *local,
+            }];
+        }
+        let p = plan(&s);
+        // Only the pod with the claim is affected.
+        if !p
+            .node_claims
+            .iter()
+            .any(|n| n.pods.contains(&"default/other".to_string()))
+        {
+            failures.push(format!("{}: the other pod was not planned", c.name));
+        }
+        let got = p
+            .node_claims
+            .iter()
+            .find(|n| n.pods.contains(&"default/a".to_string()));
+        match (
+            &c.expect,
+            got,
+            p.unschedulable.iter().find(|u| u.pod == "default/a"),
+        ) {
+            (Ok(zones), Some(n), _) if n.zones == *zones => {}
+            (Err(reason), None, Some(u)) if u.reason.contains(reason) => {}
+            (_, n, u) => failures.push(format!(
+                "{}: got {:?} / {:?}",
+                c.name,
+                n.map(|n| &n.zones),
+                u.map(|u| &u.reason)
+            )),
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
 }
 
 #[test]
