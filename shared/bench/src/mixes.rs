@@ -245,7 +245,9 @@ pub fn build(name: &str, n: usize, seed: u64) -> Option<ClusterState> {
                     );
                     np.weight = (families.len() - i) as i32;
                     np.limits = Some(
-                        Resources::new().with("cpu", Quantity::from_units((n as i64 / 8).max(64))),
+                        Resources::new()
+                            .with("cpu", Quantity::from_units((n as i64 / 8).max(64)))
+                            .into(),
                     );
                     np
                 })

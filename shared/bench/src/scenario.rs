@@ -503,7 +503,11 @@ pub fn export(state: &ClusterState, catalog: &Catalog) -> Value {
             .map(|p| json!({
                 "name": p.np.name,
                 "weight": p.np.weight,
-                "limits": limited_units(Some(p.np), p.np.limits.as_ref().unwrap_or(&Resources::new())),
+                "limits": p.np.limits.as_ref().map_or(Value::Null, |l| l
+                    .iter()
+                    .map(|(k, q)| (k.to_string(), json!(capacity_units(k, q))))
+                    .collect::<serde_json::Map<String, Value>>()
+                    .into()),
             }))
             .collect::<Vec<_>>(),
         "zones": universe,
@@ -866,7 +870,7 @@ mod tests {
     fn pools_carry_weights_limits_and_what_limits_charge() {
         let mut heavy = pool("heavy", vec![]);
         heavy.weight = 10;
-        heavy.limits = Some(Resources::new().with("cpu", q("8")));
+        heavy.limits = Some(Resources::new().with("cpu", q("8")).into());
         let light = pool("light", vec![]);
         let state = ClusterState {
             node_pools: vec![light, heavy],

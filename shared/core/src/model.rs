@@ -369,6 +369,32 @@ pub enum NodePoolSource {
     Provisioner,
 }
 
+/// A NodePool's `spec.limits`: per resource, explicit zeros included
+/// (`Resources` drops zeros, and `cpu: 0` means "no more nodes").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResourceLimits(pub BTreeMap<String, Quantity>);
+
+impl ResourceLimits {
+    pub fn get(&self, name: &str) -> Option<Quantity> {
+        self.0.get(name).copied()
+    }
+    pub fn cpu(&self) -> Option<Quantity> {
+        self.get(crate::resources::CPU)
+    }
+    pub fn memory(&self) -> Option<Quantity> {
+        self.get(crate::resources::MEMORY)
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (&str, Quantity)> {
+        self.0.iter().map(|(k, q)| (k.as_str(), *q))
+    }
+}
+
+impl From<Resources> for ResourceLimits {
+    fn from(r: Resources) -> Self {
+        ResourceLimits(r.iter().map(|(k, q)| (k.to_string(), q)).collect())
+    }
+}
+
 /// A NodePool (karpenter.sh/v1) or Provisioner (v1alpha5), normalised.
 #[derive(Debug, Clone)]
 pub struct NodePool {
@@ -382,8 +408,9 @@ pub struct NodePool {
     pub annotations: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
     pub startup_taints: Vec<Taint>,
-    /// `spec.limits` (None: unlimited).
-    pub limits: Option<Resources>,
+    /// `spec.limits` (None: unlimited). A limit of zero is kept: it allows
+    /// no new node.
+    pub limits: Option<ResourceLimits>,
     pub kubelet: KubeletConfig,
     pub node_class: Option<String>,
     pub disruption: Disruption,

@@ -599,7 +599,7 @@ pub(crate) fn node_pool(
     }
     let limits = match &spec.limits {
         None => None,
-        Some(l) => Some(resources(ctx, "spec.limits", Some(l))?),
+        Some(l) => Some(crate::util::limits(ctx, "spec.limits", l)?),
     };
     let pool = NodePool {
         weight: weight(ctx, "spec.weight", spec.weight)?,
@@ -704,7 +704,7 @@ pub(crate) fn provisioner(ctx: &Ctx, d: &Doc) -> Result<(NodePool, Vec<NodeOverl
     };
     let limits = match spec.limits.as_ref().and_then(|l| l.resources.as_ref()) {
         None => None,
-        Some(l) => Some(resources(ctx, "spec.limits.resources", Some(l))?),
+        Some(l) => Some(crate::util::limits(ctx, "spec.limits.resources", l)?),
     };
     let pool = NodePool {
         weight: weight(ctx, "spec.weight", spec.weight)?,

@@ -152,6 +152,19 @@ pub(crate) fn resources(
     Ok(r)
 }
 
+/// `spec.limits`: every entry kept, zeros included.
+pub(crate) fn limits(
+    ctx: &Ctx,
+    path: &str,
+    map: &BTreeMap<String, KQuantity>,
+) -> Result<flotilla_core::model::ResourceLimits, InputError> {
+    let mut out = BTreeMap::new();
+    for (k, q) in map {
+        out.insert(k.clone(), quantity(ctx, &join(path, k), &q.0)?);
+    }
+    Ok(flotilla_core::model::ResourceLimits(out))
+}
+
 /// Validates labels (or annotations' keys when `values` is false).
 pub(crate) fn check_labels(
     ctx: &Ctx,

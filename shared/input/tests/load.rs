@@ -263,7 +263,7 @@ fn node_pools() {
     assert_eq!(np.kubelet.system_reserved.memory(), q("500Mi"));
     assert_eq!(np.taints.len(), 1);
     assert_eq!(np.startup_taints[0].effect, TaintEffect::NoExecute);
-    assert_eq!(np.limits.as_ref().unwrap().cpu(), q("1000"));
+    assert_eq!(np.limits.as_ref().unwrap().cpu(), Some(q("1000")));
     assert_eq!(
         np.disruption.consolidation_policy.as_deref(),
         Some("WhenEmpty")
@@ -341,7 +341,7 @@ fn provisioner_conversion() {
         p.kubelet.eviction_max_pod_grace_period.as_deref(),
         Some("3m")
     );
-    assert_eq!(p.limits.as_ref().unwrap().memory(), q("1000Gi"));
+    assert_eq!(p.limits.as_ref().unwrap().memory(), Some(q("1000Gi")));
     assert_eq!(p.node_class.as_deref(), Some("default"));
 
     let c = s

@@ -166,6 +166,7 @@ impl Run<'_> {
                             charge.max_assign(&pool.types[*t].capacity);
                         }
                         charged.add_assign(&charge);
+                        charged.add_assign(&super::pools::Limits::one_node());
                         slots.push(Slot {
                             pool: pi,
                             cands: admitted,

@@ -489,6 +489,25 @@ fn schedule_with(
                     .insert(o.capacity_type.as_str().into());
             }
         }
+        // Labels every node carries: the domains a node may land in.
+        for t in &pool.types {
+            for key in [labels::ARCH, labels::OS, labels::INSTANCE_TYPE] {
+                if let Some(r) = t.requirements.get(key).filter(|r| !r.is_complement()) {
+                    universe
+                        .entry(key.into())
+                        .or_default()
+                        .extend(r.values().iter().cloned());
+                }
+            }
+        }
+        universe
+            .entry(labels::NODEPOOL.into())
+            .or_default()
+            .insert(pool.np.name.clone());
+        universe
+            .entry(labels::REGION.into())
+            .or_default()
+            .insert(catalog.region.clone());
         for r in pool.requirements.iter() {
             if !r.is_complement() && r.key != labels::ZONE && r.key != labels::CAPACITY_TYPE {
                 universe
@@ -1527,6 +1546,7 @@ impl<'a> Run<'a> {
         let mut r = Resources::new();
         for c in self.claims.iter().filter(|c| c.pool == pi) {
             r.add_assign(&c.max_capacity);
+            r.add_assign(&pools::Limits::one_node());
         }
         r
     }

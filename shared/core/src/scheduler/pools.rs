@@ -474,6 +474,7 @@ pub fn build<'a>(
                     .filter(|n| n.nodepool() == Some(np.name.as_str()))
                 {
                     used.add_assign(&n.allocatable);
+                    used.add_assign(&Limits::one_node());
                 }
                 Limits(
                     limits
@@ -503,18 +504,35 @@ pub fn build<'a>(
 pub struct Limits(pub Vec<(String, Quantity)>);
 
 impl Limits {
+    /// `limits.nodes`: the number of nodes, charged one per node.
+    pub const NODES: &'static str = "nodes";
+
+    /// What one more node charges besides its capacity.
+    pub fn one_node() -> Resources {
+        Resources::new().with(Self::NODES, Quantity::from_units(1))
+    }
+
+    /// What a node of `capacity` charges against limit `k`.
+    fn charge(k: &str, capacity: &Resources) -> Quantity {
+        if k == Self::NODES {
+            Quantity::from_units(1)
+        } else {
+            capacity.get(k)
+        }
+    }
+
     /// Whether a node of `capacity` fits after `charged` is already used.
     pub fn admits(&self, capacity: &Resources, charged: &Resources) -> bool {
         self.0
             .iter()
-            .all(|(k, q)| charged.get(k) + capacity.get(k) <= *q)
+            .all(|(k, q)| charged.get(k) + Self::charge(k, capacity) <= *q)
     }
 
     /// The first limited resource `capacity` would exceed.
     pub fn exceeded(&self, capacity: &Resources, charged: &Resources) -> Option<(&str, Quantity)> {
         self.0
             .iter()
-            .find(|(k, q)| charged.get(k) + capacity.get(k) > *q)
+            .find(|(k, q)| charged.get(k) + Self::charge(k, capacity) > *q)
             .map(|(k, q)| (k.as_str(), *q))
     }
 }

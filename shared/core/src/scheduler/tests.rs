@@ -665,7 +665,7 @@ fn heavier_node_pool_wins() {
 fn limits_are_never_exceeded_and_overflow_goes_to_the_next_pool() {
     let mut limited = pool("limited", vec![]);
     limited.weight = 10;
-    limited.limits = Some(Resources::new().with("cpu", q("4")));
+    limited.limits = Some(Resources::new().with("cpu", q("4")).into());
     let fallback = pool("fallback", vec![]);
     let pods: Vec<Pod> = (0..4)
         .map(|i| {
@@ -1180,7 +1180,7 @@ fn cost_rule_never_costs_a_pod_its_place() {
     // The pool's limit allows a single node; the second pod must join the
     // first NodeClaim even though a node of its own would be cheaper.
     let mut np = default_pool();
-    np.limits = Some(Resources::new().with("cpu", q("4")));
+    np.limits = Some(Resources::new().with("cpu", q("4")).into());
     np.requirements.add(req(
         labels::INSTANCE_TYPE,
         Operator::In,
@@ -1209,7 +1209,7 @@ fn preferred_pod_anti_affinity_is_honoured_then_relaxed() {
     assert_eq!(p.node_claims.len(), 3, "preference honoured while possible");
     // A limit that allows a single small node: the preference gives way.
     let mut np = default_pool();
-    np.limits = Some(Resources::new().with("cpu", q("2")));
+    np.limits = Some(Resources::new().with("cpu", q("2")).into());
     let p = plan(&state(pods, vec![np]));
     assert_eq!(p.summary.scheduled, 3, "{p:#?}");
     assert_eq!(p.node_claims.len(), 1);
@@ -1822,7 +1822,7 @@ fn plan_table_shows_reservation_use() {
 /// four 1-CPU pods and one 3-CPU pod.
 fn heavy_and_light(mut heavy: NodePool, cpu_limit: &str) -> ClusterState {
     heavy.weight = 10;
-    heavy.limits = Some(Resources::new().with("cpu", q(cpu_limit)));
+    heavy.limits = Some(Resources::new().with("cpu", q(cpu_limit)).into());
     let light = pool(
         "light",
         vec![req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"])],
@@ -2147,4 +2147,85 @@ proptest::proptest! {
             );
         }
     }
+}
+
+/// Required zone anti-affinity never risks co-location with a pod whose
+/// NodeClaim's zone is still open: either pod may come first (the larger
+/// one is placed first), and self anti-affinity spreads one pod per zone.
+#[test]
+fn zone_anti_affinity_against_open_zone_claims() {
+    let zones_of = |p: &Plan, pod: &str| claim_of(p, pod).zones.clone();
+    for (a_cpu, b_cpu) in [("2", "1"), ("1", "2"), ("1", "1")] {
+        let a = labeled(pod("a", a_cpu, "1Gi"), "app", "a");
+        let mut b = labeled(pod("b", b_cpu, "1Gi"), "app", "b");
+        b.pod_anti_affinity = vec![term(labels::ZONE, selector("app", "a"))];
+        let p = plan(&state(vec![a, b], vec![default_pool()]));
+        assert!(
+            p.unschedulable.is_empty(),
+            "{a_cpu}/{b_cpu}: {:?}",
+            p.unschedulable
+        );
+        let (za, zb) = (zones_of(&p, "a"), zones_of(&p, "b"));
+        assert!(
+            za.iter().all(|z| !zb.contains(z)),
+            "{a_cpu}/{b_cpu}: a may land in {za:?}, b in {zb:?}"
+        );
+    }
+    let pods: Vec<Pod> = (0..4)
+        .map(|i| {
+            let mut p = labeled(pod(&format!("z{i}"), "1", "1Gi"), "app", "z");
+            p.pod_anti_affinity = vec![term(labels::ZONE, selector("app", "z"))];
+            p
+        })
+        .collect();
+    let p = plan(&state(pods, vec![default_pool()]));
+    let mut seen: Vec<String> = vec![];
+    for c in &p.node_claims {
+        assert_eq!(c.zones.len(), 1, "{c:?}");
+        assert!(!seen.contains(&c.zones[0]), "two pods in {}", c.zones[0]);
+        seen.push(c.zones[0].clone());
+    }
+    assert_eq!(seen.len(), ZONES.len());
+    assert_eq!(p.unschedulable.len(), 1);
+}
+
+/// NodePool limits: a zero limit allows no node (it is not "no limit"),
+/// and `nodes` counts nodes, existing ones included.
+#[test]
+fn limits_of_zero_and_of_nodes() {
+    let pods = || {
+        (0..4)
+            .map(|i| pod(&format!("p{i}"), "1500m", "1Gi"))
+            .collect::<Vec<_>>()
+    };
+    let limited = |k: &str, v: &str| {
+        let mut np = default_pool();
+        np.limits = Some(crate::model::ResourceLimits([(k.to_string(), q(v))].into()));
+        np
+    };
+    let p = plan(&state(pods(), vec![limited("cpu", "0")]));
+    assert!(p.node_claims.is_empty(), "{:?}", p.node_claims);
+    assert_eq!(p.unschedulable.len(), 4);
+    assert!(
+        p.unschedulable[0].reason.contains("limits"),
+        "{}",
+        p.unschedulable[0].reason
+    );
+
+    // Four 1.5-cpu pods on 2-cpu types would take four nodes: two allowed.
+    let mut s = state(pods(), vec![limited("nodes", "2")]);
+    s.node_pools[0]
+        .requirements
+        .add(req(labels::INSTANCE_TYPE, Operator::In, &["c5.large"]));
+    let p = plan(&s);
+    assert_eq!(p.node_claims.len(), 2, "{:?}", p.node_claims);
+    assert_eq!(p.unschedulable.len(), 2);
+
+    // An existing node of the pool counts.
+    let mut node = existing_node("test-1a", ["0", "0", "0"], false, pod("old", "1", "1Gi"));
+    node.labels
+        .insert(labels::NODEPOOL.into(), "default".into());
+    s.nodes = vec![node];
+    let p = plan(&s);
+    assert_eq!(p.node_claims.len(), 1, "{:?}", p.node_claims);
 }

@@ -113,6 +113,9 @@ pub struct Topology {
     universe: BTreeMap<String, BTreeSet<String>>,
     /// Whether any group or inverse group exists (fast path).
     active: bool,
+    /// Whether any required anti-affinity group is on a key other than
+    /// hostname (then pods it concerns are pinned to one domain).
+    domain_anti_affinity: bool,
     /// Groups by one `matchLabels` pair of their selector (a pod can only be
     /// selected by the groups under its own labels), and the groups whose
     /// selector has no `matchLabels`: `record` looks at these only.
@@ -228,6 +231,10 @@ impl Topology {
         (t.by_label, t.unindexed) = index_by_label(&t.groups);
         (t.inverse_by_label, t.inverse_unindexed) = index_by_label(&t.inverse);
         t.active = !t.groups.is_empty() || !t.inverse.is_empty();
+        t.domain_anti_affinity = t
+            .groups
+            .iter()
+            .any(|g| g.id.kind == Kind::AntiAffinity && g.id.key != labels::HOSTNAME);
         (t, owned)
     }
 
@@ -323,7 +330,88 @@ impl Topology {
             }
             out.add(allowed);
         }
+        if self.domain_anti_affinity {
+            self.pin_anti_affinity_domains(pod, groups, &mut out)?;
+        }
         Ok(out)
+    }
+
+    /// A pod that a required anti-affinity term concerns on a key other
+    /// than hostname (it owns such a term, or some pending pod's term
+    /// selects it) must land in one known domain of that key: a NodeClaim
+    /// left open over several zones could launch in any of them, so no
+    /// other domain would be safe for the pods that must avoid it. Pins
+    /// the key to the allowed domain with the fewest pods of those groups
+    /// (then by name).
+    fn pin_anti_affinity_domains(
+        &self,
+        pod: &Pod,
+        owned: &[(usize, Kind)],
+        out: &mut Requirements,
+    ) -> Result<(), TopologyConflict> {
+        let mut relevant: Vec<usize> = owned
+            .iter()
+            .filter(|(_, k)| *k == Kind::AntiAffinity)
+            .map(|&(gi, _)| gi)
+            .collect();
+        relevant.extend(
+            self.unindexed
+                .iter()
+                .copied()
+                .chain(
+                    pod.labels
+                        .iter()
+                        .filter_map(|(k, v)| self.by_label.get(k).and_then(|m| m.get(v)))
+                        .flatten()
+                        .copied(),
+                )
+                .filter(|&gi| {
+                    let g = &self.groups[gi];
+                    g.id.kind == Kind::AntiAffinity && g.selects(&pod.namespace, &pod.labels)
+                }),
+        );
+        relevant.retain(|&gi| self.groups[gi].id.key != labels::HOSTNAME);
+        relevant.sort_unstable();
+        relevant.dedup();
+        let keys: BTreeSet<&str> = relevant
+            .iter()
+            .map(|&gi| self.groups[gi].id.key.as_str())
+            .collect();
+        for key in keys {
+            let current = match out.get(key) {
+                Some(r) => r.clone(),
+                None if always_labelled(key) => Requirement::exists(key),
+                None => continue,
+            };
+            if !current.is_complement() && current.len() <= 1 {
+                continue;
+            }
+            let load = |d: &str| -> u64 {
+                relevant
+                    .iter()
+                    .map(|&gi| &self.groups[gi])
+                    .filter(|g| g.id.key == key)
+                    .map(|g| u64::from(g.counts.get(d).copied().unwrap_or(0)))
+                    .sum()
+            };
+            let best = self
+                .universe
+                .get(key)
+                .into_iter()
+                .flatten()
+                .filter(|d| current.has(d))
+                .min_by_key(|d| load(d));
+            match best {
+                Some(d) => out.add(Requirement::in_values(key, [d.clone()])),
+                None => {
+                    return Err(TopologyConflict(format!(
+                    "required pod anti-affinity on {key}: no known domain in {} to pin the node to",
+                    domain_list(&current)
+                )))
+                }
+            }
+        }
+        Ok(())
     }
 
     fn min_count(&self, g: &Group, pod_domains: &Requirement) -> i64 {
@@ -507,17 +595,20 @@ impl Topology {
             if !g.selects(&pod.namespace, &pod.labels) {
                 continue;
             }
+            if g.id.kind == Kind::AntiAffinity {
+                // Every domain the node may still land in is occupied.
+                for d in possible_domains(&self.universe, &g.id.key, reqs) {
+                    *g.counts.entry(d).or_default() += 1;
+                }
+                continue;
+            }
             let Some(domains) = reqs.get(&g.id.key) else {
                 continue;
             };
             if domains.is_complement() {
                 continue;
             }
-            if g.id.kind == Kind::AntiAffinity {
-                for d in domains.values() {
-                    *g.counts.entry(d.clone()).or_default() += 1;
-                }
-            } else if domains.values().len() == 1 {
+            if domains.values().len() == 1 {
                 if let Some(d) = domains.values().iter().next() {
                     *g.counts.entry(d.clone()).or_default() += 1;
                 }
@@ -525,15 +616,48 @@ impl Topology {
         }
         for &gi in inverse_owned {
             let g = &mut self.inverse[gi];
-            if let Some(domains) = reqs.get(&g.id.key) {
-                if !domains.is_complement() {
-                    for d in domains.values() {
-                        *g.counts.entry(d.clone()).or_default() += 1;
-                    }
-                }
+            for d in possible_domains(&self.universe, &g.id.key, reqs) {
+                *g.counts.entry(d).or_default() += 1;
             }
         }
     }
+}
+
+/// The domains of `key` a node with requirements `reqs` may land in: its
+/// values, or, when it is open (no requirement, `Exists`, `NotIn`), every
+/// known domain it allows. An open zone is any zone, never no zone.
+fn possible_domains(
+    universe: &BTreeMap<String, BTreeSet<String>>,
+    key: &str,
+    reqs: &Requirements,
+) -> Vec<String> {
+    match reqs.get(key) {
+        Some(d) if !d.is_complement() => d.values().iter().cloned().collect(),
+        Some(d) => universe
+            .get(key)
+            .into_iter()
+            .flatten()
+            .filter(|v| d.has(v))
+            .cloned()
+            .collect(),
+        None if always_labelled(key) => universe.get(key).into_iter().flatten().cloned().collect(),
+        // A key the node has no requirement on: it will not carry the label.
+        None => Vec::new(),
+    }
+}
+
+/// Labels every node a NodePool launches carries, whatever its requirements.
+fn always_labelled(key: &str) -> bool {
+    [
+        labels::ZONE,
+        labels::REGION,
+        labels::CAPACITY_TYPE,
+        labels::INSTANCE_TYPE,
+        labels::ARCH,
+        labels::OS,
+        labels::NODEPOOL,
+    ]
+    .contains(&key)
 }
 
 /// The domains of `node_domains` where the group has no pod. A concrete
