@@ -92,21 +92,12 @@ pub const WELL_KNOWN: &[&str] = &[
     CAPACITY_RESERVATION_TYPE,
 ];
 
-/// Label domains Karpenter reserves: a NodePool may not set arbitrary labels
-/// under them (well-known ones excepted).
-pub const RESTRICTED_DOMAINS: &[&str] = &[
-    "kubernetes.io",
-    "k8s.io",
-    "karpenter.sh",
-    "karpenter.k8s.aws",
-];
-
-/// Domains under `kubernetes.io` that users may still label with.
-pub const ALLOWED_SUBDOMAINS: &[&str] = &[
-    "kops.k8s.io",
-    "node-restriction.kubernetes.io",
-    "node.kubernetes.io",
-];
+/// Label domains Karpenter v1 reserves (`karpenter.sh`, and the AWS
+/// provider's `karpenter.k8s.aws`): a NodePool may not set arbitrary labels
+/// under them (well-known ones excepted). `kubernetes.io` and `k8s.io` are
+/// allowed since Karpenter v1, as its tests "should label nodes with labels
+/// in the kubernetes domains" show.
+pub const RESTRICTED_DOMAINS: &[&str] = &["karpenter.sh", "karpenter.k8s.aws"];
 
 pub fn is_well_known(key: &str) -> bool {
     WELL_KNOWN.contains(&key)
@@ -128,18 +119,16 @@ pub fn normalize_key(key: &str) -> &str {
 /// Whether a NodePool may set this label key (custom labels outside the
 /// restricted domains, or well-known ones).
 pub fn is_restricted_for_nodepool(key: &str) -> bool {
+    // Karpenter's RestrictedLabels: a node's hostname is its own.
+    if key == HOSTNAME {
+        return true;
+    }
     if is_well_known(key) {
         return false;
     }
     let Some((prefix, _)) = key.split_once('/') else {
         return false;
     };
-    if ALLOWED_SUBDOMAINS
-        .iter()
-        .any(|d| prefix == *d || prefix.ends_with(&format!(".{d}")))
-    {
-        return false;
-    }
     RESTRICTED_DOMAINS
         .iter()
         .any(|d| prefix == *d || prefix.ends_with(&format!(".{d}")))
@@ -255,7 +244,10 @@ mod tests {
         assert_eq!(normalize_key("topology.ebs.csi.aws.com/zone"), ZONE);
         assert_eq!(normalize_key("app"), "app");
         assert!(is_restricted_for_nodepool("karpenter.sh/foo"));
-        assert!(is_restricted_for_nodepool("kubernetes.io/foo"));
+        assert!(!is_restricted_for_nodepool("kubernetes.io/foo"));
+        assert!(!is_restricted_for_nodepool("k8s.io/foo"));
+        assert!(is_restricted_for_nodepool("karpenter.k8s.aws/foo"));
+        assert!(is_restricted_for_nodepool(HOSTNAME));
         assert!(!is_restricted_for_nodepool("node.kubernetes.io/foo"));
         assert!(!is_restricted_for_nodepool(ZONE));
         assert!(!is_restricted_for_nodepool("example.com/foo"));

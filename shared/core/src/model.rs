@@ -33,7 +33,7 @@ impl LabelSelector {
                     Operator::Exists => cur.is_some(),
                     Operator::DoesNotExist => cur.is_none(),
                     // Not valid in label selectors; the input layer rejects them.
-                    Operator::Gt | Operator::Lt => false,
+                    Operator::Gt | Operator::Lt | Operator::Gte | Operator::Lte => false,
                 }
             })
     }

@@ -1,5 +1,5 @@
 //! The node-selector requirement algebra (In, NotIn, Exists, DoesNotExist,
-//! Gt, Lt) with Karpenter's semantics: a requirement is a (possibly
+//! Gt, Lt, and karpenter.sh/v1's Gte, Lte) with Karpenter's semantics: a requirement is a (possibly
 //! complemented) value set with optional integer bounds; requirements on the
 //! same key intersect; a set of requirements is *compatible* with another
 //! when every shared key has a common value and every custom key the incoming
@@ -20,6 +20,10 @@ pub enum Operator {
     DoesNotExist,
     Gt,
     Lt,
+    /// karpenter.sh/v1 NodePool / NodeClaim only: `>= n`, kept as `> n-1`.
+    Gte,
+    /// karpenter.sh/v1 NodePool / NodeClaim only: `<= n`, kept as `< n+1`.
+    Lte,
 }
 
 impl Operator {
@@ -31,6 +35,8 @@ impl Operator {
             "DoesNotExist" => Operator::DoesNotExist,
             "Gt" => Operator::Gt,
             "Lt" => Operator::Lt,
+            "Gte" => Operator::Gte,
+            "Lte" => Operator::Lte,
             _ => return None,
         })
     }
@@ -48,7 +54,7 @@ pub enum RequirementError {
         op: String,
         values: Vec<String>,
     },
-    #[error("unknown operator {op:?} on key {key:?} (expected In, NotIn, Exists, DoesNotExist, Gt or Lt)")]
+    #[error("unknown operator {op:?} on key {key:?} (expected In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte or Lte)")]
     UnknownOperator { key: String, op: String },
     #[error(transparent)]
     Label(#[from] labels::LabelError),
@@ -105,7 +111,7 @@ impl Requirement {
                 }
                 r.complement = op == Operator::Exists;
             }
-            Operator::Gt | Operator::Lt => {
+            Operator::Gt | Operator::Lt | Operator::Gte | Operator::Lte => {
                 let n = match values.as_slice() {
                     [v] => v.trim().parse::<i64>().ok(),
                     _ => None,
@@ -118,10 +124,11 @@ impl Requirement {
                     });
                 };
                 r.complement = true;
-                if op == Operator::Gt {
-                    r.greater_than = Some(n);
-                } else {
-                    r.less_than = Some(n);
+                match op {
+                    Operator::Gt => r.greater_than = Some(n),
+                    Operator::Gte => r.greater_than = Some(n.saturating_sub(1)),
+                    Operator::Lt => r.less_than = Some(n),
+                    _ => r.less_than = Some(n.saturating_add(1)),
                 }
             }
         }
@@ -332,7 +339,9 @@ impl fmt::Display for Requirement {
             Operator::DoesNotExist => return write!(f, "{} DoesNotExist", self.key),
             Operator::Exists => return write!(f, "{} Exists", self.key),
             Operator::NotIn => write!(f, "{} NotIn [{vals}]", self.key)?,
-            Operator::Gt | Operator::Lt => f.write_str(&self.key)?,
+            Operator::Gt | Operator::Lt | Operator::Gte | Operator::Lte => {
+                f.write_str(&self.key)?
+            }
         }
         if let Some(g) = self.greater_than {
             write!(f, " Gt {g}")?;

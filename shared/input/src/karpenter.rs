@@ -27,7 +27,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::disruption::int_or_percent;
-use crate::pod::requirement;
+use crate::pod::karpenter_requirement as requirement;
 use crate::util::{check_labels, duration_secs, join, quantity, resources, taints, threshold, Ctx};
 use crate::{Doc, InputError};
 
@@ -350,7 +350,7 @@ fn reqs_from(ctx: &Ctx, path: &str, reqs: &[ReqDoc]) -> Result<Requirements, Inp
             return Err(ctx.err(
                 &join(&p, "key"),
                 format!(
-                    "label {:?} is in a domain restricted to Karpenter and Kubernetes",
+                    "label {:?} is kubernetes.io/hostname or in a domain Karpenter reserves (karpenter.sh, karpenter.k8s.aws)",
                     r.key
                 ),
             ));
@@ -375,7 +375,7 @@ fn pool_labels(ctx: &Ctx, path: &str, l: &BTreeMap<String, String>) -> Result<()
         if labels::is_restricted_for_nodepool(k) {
             return Err(ctx.err(
                 &join(path, k),
-                format!("label {k:?} is in a domain restricted to Karpenter and Kubernetes"),
+                format!("label {k:?} is kubernetes.io/hostname or in a domain Karpenter reserves (karpenter.sh, karpenter.k8s.aws)"),
             ));
         }
     }

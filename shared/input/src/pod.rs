@@ -444,10 +444,33 @@ pub(crate) fn requirement(
     op: &str,
     values: Vec<String>,
 ) -> Result<Requirement, InputError> {
+    let o = Operator::parse(op)
+        .filter(|o| !matches!(o, Operator::Gte | Operator::Lte))
+        .ok_or_else(|| {
+            ctx.err(
+                &join(path, "operator"),
+                format!(
+                    "unknown operator {op:?} (expected In, NotIn, Exists, DoesNotExist, Gt or Lt)"
+                ),
+            )
+        })?;
+    Requirement::from_parts(key, o, values).map_err(|e| ctx.err(path, e))
+}
+
+/// A karpenter.sh requirement: the pod operators plus `Gte` and `Lte`.
+pub(crate) fn karpenter_requirement(
+    ctx: &Ctx,
+    path: &str,
+    key: &str,
+    op: &str,
+    values: Vec<String>,
+) -> Result<Requirement, InputError> {
     let o = Operator::parse(op).ok_or_else(|| {
         ctx.err(
             &join(path, "operator"),
-            format!("unknown operator {op:?} (expected In, NotIn, Exists, DoesNotExist, Gt or Lt)"),
+            format!(
+                "unknown operator {op:?} (expected In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte or Lte)"
+            ),
         )
     })?;
     Requirement::from_parts(key, o, values).map_err(|e| ctx.err(path, e))

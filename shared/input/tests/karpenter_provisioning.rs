@@ -1906,20 +1906,17 @@ fn annotations_labels_taints() {
                 LabelNot("p", "test-key-6", ""),
                 NoLabel("p", "test-key-7"),
             ],
-        )
-.differs("custom requirement keys with NotIn, Gt and Lt give the node no label (only Exists keys get a generated value); the template label, In and Exists keys are there"),
+        ),
         domains(
             "should label nodes with labels in the kubernetes domains",
             "kubernetes.io/test",
             "k8s.io/test",
-        )
-.differs("the NodePool is rejected when read: template labels in kubernetes.io / k8s.io are refused as a restricted domain (Karpenter restricts only karpenter.sh)"),
+        ),
         domains(
             "should label nodes with labels in the subdomain from kubernetes domains",
             "subdomain.kubernetes.io/test",
             "subdomain.k8s.io/test",
-        )
-.differs("the NodePool is rejected when read: template labels in *.kubernetes.io / *.k8s.io are refused as a restricted domain (Karpenter restricts only karpenter.sh)"),
+        ),
         one(
             "should not label nodes with well-known labels from requirements",
             vec![

@@ -556,7 +556,7 @@ fn invalid_labels_are_errors() {
         "np.yaml",
         "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: np}\nspec:\n  template:\n    metadata:\n      labels: {karpenter.sh/custom: x}\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n",
     );
-    assert!(e.to_string().contains("restricted"), "{e}");
+    assert!(e.to_string().contains("reserves"), "{e}");
     // invalid requirement operator
     let e = err(
         "np.yaml",

@@ -1893,14 +1893,27 @@ fn claim_plan(claim: &Claim, pool: &Pool, pods: &[Pod], lists: &mut TypeLists) -
         node_labels.insert(k, v);
     }
     node_labels.insert(labels::NODEPOOL.into(), pool.np.name.clone());
-    // Custom labels the NodePool only requires to exist get a generated value
-    // (Karpenter generates a random one; ours is derived from the name).
+    // Every custom key gets a value, as Karpenter's `Requirements.Labels()`
+    // gives one (`Any()`): an `In` key its smallest value, a bounded key
+    // (Gt/Lt) the smallest integer in range, an `Exists`/`NotIn` key a value
+    // derived from the NodeClaim's name (Karpenter draws a random integer).
     for r in out_reqs.iter() {
-        if r.operator() == crate::Operator::Exists
-            && !labels::is_well_known(&r.key)
-            && !node_labels.contains_key(&r.key)
+        if labels::is_well_known(&r.key)
+            || labels::is_restricted_for_nodepool(&r.key)
+            || node_labels.contains_key(&r.key)
         {
-            node_labels.insert(r.key.clone(), claim.name.clone());
+            continue;
+        }
+        let value = r.any().or_else(|| {
+            matches!(
+                r.operator(),
+                crate::Operator::Exists | crate::Operator::NotIn
+            )
+            .then(|| claim.name.clone())
+            .filter(|v| r.has(v))
+        });
+        if let Some(v) = value {
+            node_labels.insert(r.key.clone(), v);
         }
     }
     let mut pod_keys: Vec<String> = claim.pods.iter().map(|&p| pods[p].key()).collect();
