@@ -1743,8 +1743,7 @@ fn node_taints_policy() {
                 pods("p", 5, &spread("Honor").cpu("1")),
             ],
             vec![skew(LABEL, &[5])],
-        )
-        .differs("nodeTaintsPolicy is not implemented (always Ignore): the tainted nodes' domains foo and bar count, 1 pod in baz, 4 unschedulable"),
+        ),
         one(
             "should balance pods across a label when discovered from the nodepool (NodeTaintsPolicy=ignore)",
             vec![discovered(), pods("p", 2, &spread("Ignore"))],
@@ -1754,8 +1753,7 @@ fn node_taints_policy() {
             "should balance pods across a label when discovered from the nodepool (NodeTaintsPolicy=honor)",
             vec![discovered(), pods("p", 2, &spread("Honor"))],
             vec![skew(LABEL, &[2])],
-        )
-        .differs("nodeTaintsPolicy is not implemented (always Ignore): the untolerated NodePool's domain bar counts, 1 pod in foo, 1 unschedulable"),
+        ),
         one(
             "should balance pods across a label when mutually exclusive NodePools (by taints) share domains (NodeTaintsPolicy=honor)",
             vec![
@@ -1772,8 +1770,7 @@ fn node_taints_policy() {
                 ),
             ],
             vec![skew(LABEL, &[3, 2, 1])],
-        )
-        .differs("nodeTaintsPolicy is not implemented (always Ignore): every pod counts all three domains, foo=2 bar=1 baz=2 and one pod unschedulable"),
+        ),
     ];
     run_table("Topology / NodeTaintsPolicy", cases);
 }
@@ -1819,8 +1816,7 @@ fn node_affinity_policy() {
             "should balance pods across a label (NodeAffinityPolicy=honor)",
             [setup(), vec![pods("p", 5, &spread("Honor"))]].concat(),
             vec![skew(LABEL, &[5])],
-        )
-        .differs("counts the domains foo and bar of the existing nodes the pod's nodeSelector excludes (Honor only looks at the pod's requirements on the spread key): 1 pod in baz, 4 unschedulable"),
+        ),
     ];
     run_table("Topology / NodeAffinityPolicy", cases);
 }
@@ -1950,8 +1946,7 @@ fn combined_zonal_and_node_affinity() {
                 pods("p", 6, &spread().node_pref(req(ZONE, "In", &[Z1, Z2]))),
             ],
             vec![skew(ZONE, &[2, 2, 2])],
-        )
-        .differs("the preferred zone term, held as required until it fails, also limits the spread's domains to a and b: a=3 b=3"),
+        ),
     ];
     run_table(
         "Topology / Combined Zonal Topology and Node Affinity",
@@ -2493,8 +2488,7 @@ fn topology_with_volume_requirements() {
                 ],
             ),
         ],
-    )
-    .differs("the PersistentVolume's zone (us-west-2a) narrows the pod's eligible spread domains to one, below minDomains 3, so the global minimum is 0 and the pod is unschedulable (the bug Karpenter fixed in issues 1239/2777)")];
+    )];
     run_table("Topology with Volume Requirements", cases);
 }
 

@@ -42,7 +42,7 @@ use crate::resources::Resources;
 pub use pod_view::Relaxation;
 pub use pools::{daemon_overhead, labels_satisfy, overlay_adjusted_price, overlays_by_weight};
 use pools::{Pool, PoolOffering};
-use topology::{Kind, PodGroups, Topology};
+use topology::{DomainSource, Kind, PodGroups, Topology};
 use typeset::TypeSet;
 
 /// Relative slack of the cost rule (see `Run::growth_pays`).
@@ -475,49 +475,20 @@ fn schedule_with(
     let waiting_for_volumes: Vec<usize> =
         (0..pods.len()).filter(|&p| errors[p].is_some()).collect();
 
+    let sources: Vec<DomainSource> = pools
+        .iter()
+        .map(|pool| pool_domains(pool, &catalog.region))
+        .collect();
     let mut universe: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for pool in &pools {
-        for t in &pool.types {
-            for o in &t.offerings {
-                universe
-                    .entry(labels::ZONE.into())
-                    .or_default()
-                    .insert(o.zone.clone());
-                universe
-                    .entry(labels::CAPACITY_TYPE.into())
-                    .or_default()
-                    .insert(o.capacity_type.as_str().into());
-            }
-        }
-        // Labels every node carries: the domains a node may land in.
-        for t in &pool.types {
-            for key in [labels::ARCH, labels::OS, labels::INSTANCE_TYPE] {
-                if let Some(r) = t.requirements.get(key).filter(|r| !r.is_complement()) {
-                    universe
-                        .entry(key.into())
-                        .or_default()
-                        .extend(r.values().iter().cloned());
-                }
-            }
-        }
-        universe
-            .entry(labels::NODEPOOL.into())
-            .or_default()
-            .insert(pool.np.name.clone());
-        universe
-            .entry(labels::REGION.into())
-            .or_default()
-            .insert(catalog.region.clone());
-        for r in pool.requirements.iter() {
-            if !r.is_complement() && r.key != labels::ZONE && r.key != labels::CAPACITY_TYPE {
-                universe
-                    .entry(r.key.clone())
-                    .or_default()
-                    .extend(r.values().iter().cloned());
-            }
+    for src in &sources {
+        for (k, v) in &src.domains {
+            universe
+                .entry(k.clone())
+                .or_default()
+                .extend(v.iter().cloned());
         }
     }
-    let (topology, groups) = Topology::build(pods, &state.nodes, universe);
+    let (topology, groups) = Topology::build(pods, &state.nodes, universe, sources);
 
     let mut existing: Vec<Existing> = state
         .nodes
@@ -644,6 +615,55 @@ fn schedule_with(
     )
 }
 
+/// The topology groups in force for a pod and the requirements that decide
+/// which of their domains it may use.
+struct ActiveTopology {
+    groups: Vec<(usize, Kind)>,
+    domains: Requirements,
+}
+
+/// The domains a NodePool's new nodes may land in, per key: zones and
+/// capacity types of its offerings, the labels every node carries, and the
+/// values its requirements and labels name; with the taints its nodes carry.
+fn pool_domains(pool: &Pool, region: &str) -> DomainSource {
+    let mut domains: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut add = |k: &str, v: &str| {
+        domains
+            .entry(k.to_string())
+            .or_default()
+            .insert(v.to_string());
+    };
+    for t in &pool.types {
+        for o in &t.offerings {
+            add(labels::ZONE, &o.zone);
+            add(labels::CAPACITY_TYPE, o.capacity_type.as_str());
+        }
+        for key in [labels::ARCH, labels::OS, labels::INSTANCE_TYPE] {
+            if let Some(r) = t.requirements.get(key).filter(|r| !r.is_complement()) {
+                for v in r.values() {
+                    add(key, v);
+                }
+            }
+        }
+    }
+    add(labels::NODEPOOL, &pool.np.name);
+    add(labels::REGION, region);
+    for r in pool.requirements.iter() {
+        if !r.is_complement() && r.key != labels::ZONE && r.key != labels::CAPACITY_TYPE {
+            for v in r.values() {
+                add(&r.key, v);
+            }
+        }
+    }
+    for (k, v) in &pool.np.labels {
+        add(k, v);
+    }
+    DomainSource {
+        domains,
+        taints: pool.taints.clone(),
+    }
+}
+
 fn taint_string(t: &Taint) -> String {
     if t.value.is_empty() {
         format!("{}:{:?}", t.key, t.effect)
@@ -700,7 +720,10 @@ impl<'a> Run<'a> {
     fn add(&mut self, p: usize, r: &Relaxation) -> Result<(), String> {
         let pod = &self.pods[p];
         let pod_reqs = pod_view::node_requirements(pod, &self.volume[p], r);
-        let groups = self.active_groups(p, r);
+        let groups = ActiveTopology {
+            groups: self.active_groups(p, r),
+            domains: pod_view::domain_requirements(pod, r),
+        };
 
         // Hints apply to the unrelaxed shape only.
         // Hints hold for one relaxation level: pods of a shape are relaxed
@@ -723,7 +746,9 @@ impl<'a> Run<'a> {
                 e.remaining = e.remaining.minus(&pod.requests);
                 e.host_ports.extend(pod.host_ports.iter().cloned());
                 e.placed.push(p);
-                self.topology.record(pod, &self.groups[p].inverse, &reqs);
+                let node = self.existing[i].node;
+                self.topology
+                    .record(pod, &self.groups[p].inverse, &reqs, &node.taints);
                 self.size_left[self.size[p]] = self.size_left[self.size[p]].saturating_sub(1);
                 if let Some(s) = shape {
                     self.existing_hint[s] = i;
@@ -748,9 +773,9 @@ impl<'a> Run<'a> {
             }
         };
         let first = shape.map_or(0, |s| self.claim_hint[s]);
-        let zones_admitted = self
-            .topology
-            .spread_admits(pod, &groups, &pod_reqs, labels::ZONE);
+        let zones_admitted =
+            self.topology
+                .spread_admits(pod, &groups.groups, &groups.domains, labels::ZONE);
         // Every pool carries the catalog's zone list: one bit per zone.
         let admitted_bits = match (&zones_admitted, self.pools.first()) {
             (Some(ok), Some(pool)) => pool
@@ -946,7 +971,7 @@ impl<'a> Run<'a> {
         pi: usize,
         p: usize,
         pod_reqs: &Requirements,
-        groups: &[(usize, Kind)],
+        groups: &ActiveTopology,
     ) -> Option<(usize, Fit)> {
         let weight = self.pools[pi].np.weight;
         let heavier: Vec<usize> = (0..pi)
@@ -1244,7 +1269,7 @@ impl<'a> Run<'a> {
         i: usize,
         p: usize,
         pod_reqs: &Requirements,
-        groups: &[(usize, Kind)],
+        groups: &ActiveTopology,
     ) -> Option<Requirements> {
         let e = &self.existing[i];
         let pod = &self.pods[p];
@@ -1267,7 +1292,7 @@ impl<'a> Run<'a> {
             return Some(node_reqs);
         }
         self.topology
-            .add_requirements(pod, groups, pod_reqs, &node_reqs)
+            .add_requirements(pod, &groups.groups, &groups.domains, &node_reqs)
             .ok()
     }
 
@@ -1276,7 +1301,7 @@ impl<'a> Run<'a> {
         c: usize,
         p: usize,
         pod_reqs: &Requirements,
-        groups: &[(usize, Kind)],
+        groups: &ActiveTopology,
     ) -> Result<Fit, String> {
         let claim = &self.claims[c];
         let pool = &self.pools[claim.pool];
@@ -1303,7 +1328,7 @@ impl<'a> Run<'a> {
         if self.topology.is_active() {
             merged = self
                 .topology
-                .add_requirements(pod, groups, pod_reqs, &merged)
+                .add_requirements(pod, &groups.groups, &groups.domains, &merged)
                 .map_err(|e| e.0)?;
         }
         let narrowed = merged != claim.requirements;
@@ -1328,7 +1353,7 @@ impl<'a> Run<'a> {
         pi: usize,
         p: usize,
         pod_reqs: &Requirements,
-        groups: &[(usize, Kind)],
+        groups: &ActiveTopology,
     ) -> Result<(Claim, Fit), String> {
         let pool = &self.pools[pi];
         let name = &pool.np.name;
@@ -1370,7 +1395,7 @@ impl<'a> Run<'a> {
         if self.topology.is_active() {
             merged = self
                 .topology
-                .add_requirements(pod, groups, pod_reqs, &merged)
+                .add_requirements(pod, &groups.groups, &groups.domains, &merged)
                 .map_err(|e| format!("NodePool {name:?}: {}", e.0))?;
         }
         let requests = pool.daemon_overhead.plus(&pod.requests);
@@ -1608,8 +1633,9 @@ impl<'a> Run<'a> {
             claim.max_allocatable = max_a;
             claim.max_capacity = max_c;
         }
+        let taints = &self.pools[claim.pool].taints;
         self.topology
-            .record(pod, &self.groups[p].inverse, &claim.requirements);
+            .record(pod, &self.groups[p].inverse, &claim.requirements, taints);
     }
 
     fn explain_no_type(&self, pi: usize, reqs: &Requirements) -> String {

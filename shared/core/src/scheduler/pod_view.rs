@@ -72,6 +72,19 @@ pub fn node_requirements(pod: &Pod, volume: &Requirements, r: &Relaxation) -> Re
     reqs
 }
 
+/// The requirements that decide which topology domains the pod may use
+/// (Karpenter's strict pod requirements): nodeSelector ∩ the current
+/// required term. Preferred terms and volumes do not narrow a spread's
+/// domains (a volume pinned to one zone must not make `minDomains: 3`
+/// count one domain).
+pub fn domain_requirements(pod: &Pod, r: &Relaxation) -> Requirements {
+    let mut reqs = pod.node_selector.clone();
+    if let Some(term) = pod.required_terms.get(r.required_term) {
+        reqs.add_all(term);
+    }
+    reqs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::labels;
 use crate::model::{
-    InclusionPolicy, LabelSelector, Node, Pod, PodAffinityTerm, TopologySpreadConstraint,
+    untolerated, InclusionPolicy, LabelSelector, Node, Pod, PodAffinityTerm, Taint, Toleration,
+    TopologySpreadConstraint,
 };
 use crate::requirements::{Requirement, Requirements};
 
@@ -60,6 +61,79 @@ struct GroupKey {
     max_skew: u32,
     min_domains: Option<u32>,
     honor_affinity: bool,
+    /// Which nodes a spread counts (Karpenter's `TopologyNodeFilter`).
+    filter: NodeFilter,
+}
+
+/// The nodes a topology spread counts pods on and takes domains from:
+/// with `nodeAffinityPolicy: Honor` (the default) those matching the
+/// owner's node selector and one of its required node-affinity terms; with
+/// `nodeTaintsPolicy: Honor` those whose taints the owner tolerates.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct NodeFilter {
+    /// OR'd terms (each: node selector ∩ one required term); None: any node.
+    terms: Option<Vec<Requirements>>,
+    /// The owner's tolerations; None: taints are ignored.
+    tolerations: Option<Vec<Toleration>>,
+}
+
+impl NodeFilter {
+    fn for_spread(c: &TopologySpreadConstraint, owner: &Pod) -> Self {
+        let terms = (c.node_affinity_policy == InclusionPolicy::Honor).then(|| {
+            if owner.required_terms.is_empty() {
+                vec![owner.node_selector.clone()]
+            } else {
+                owner
+                    .required_terms
+                    .iter()
+                    .map(|t| {
+                        let mut r = owner.node_selector.clone();
+                        r.add_all(t);
+                        r
+                    })
+                    .collect()
+            }
+        });
+        let terms = terms.filter(|t| t.iter().any(|r| !r.is_empty()));
+        let tolerations =
+            (c.node_taints_policy == InclusionPolicy::Honor).then(|| owner.tolerations.clone());
+        NodeFilter { terms, tolerations }
+    }
+
+    fn is_open(&self) -> bool {
+        self.terms.is_none() && self.tolerations.is_none()
+    }
+
+    fn tolerates(&self, taints: &[Taint]) -> bool {
+        self.tolerations
+            .as_ref()
+            .is_none_or(|t| untolerated(taints, t).is_none())
+    }
+
+    /// Whether a node with `reqs` (its labels, or a NodeClaim's
+    /// requirements) and `taints` counts.
+    pub fn matches(&self, reqs: &Requirements, taints: &[Taint]) -> bool {
+        self.tolerates(taints)
+            && self
+                .terms
+                .as_ref()
+                .is_none_or(|terms| terms.iter().any(|t| reqs.compatible_ok(t)))
+    }
+}
+
+/// Where new nodes' domains come from: one NodePool's domains per key and
+/// the taints its nodes carry.
+#[derive(Debug, Clone, Default)]
+pub struct DomainSource {
+    pub domains: BTreeMap<String, BTreeSet<String>>,
+    pub taints: Vec<Taint>,
+}
+
+/// An existing node as topology sees it.
+#[derive(Debug, Clone)]
+struct NodeDomains {
+    labels: Requirements,
+    taints: Vec<Taint>,
 }
 
 #[derive(Debug, Clone)]
@@ -111,6 +185,10 @@ pub struct Topology {
     inverse_index: HashMap<GroupKey, usize>,
     /// Every known domain per topology key.
     universe: BTreeMap<String, BTreeSet<String>>,
+    /// NodePools' domains and taints, and the existing nodes' labels and
+    /// taints: filtered spreads take their domains from the ones they count.
+    sources: Vec<DomainSource>,
+    nodes: Vec<NodeDomains>,
     /// Whether any group or inverse group exists (fast path).
     active: bool,
     /// Whether any required anti-affinity group is on a key other than
@@ -169,21 +247,31 @@ impl Topology {
         pending: &[Pod],
         nodes: &[Node],
         mut universe: BTreeMap<String, BTreeSet<String>>,
+        sources: Vec<DomainSource>,
     ) -> (Topology, Vec<PodGroups>) {
         for n in nodes {
             for (k, v) in &n.labels {
                 universe.entry(k.clone()).or_default().insert(v.clone());
             }
         }
+        let node_domains = nodes
+            .iter()
+            .map(|n| NodeDomains {
+                labels: node_requirements(n),
+                taints: n.taints.clone(),
+            })
+            .collect();
         let mut t = Topology {
             universe,
+            sources,
+            nodes: node_domains,
             ..Default::default()
         };
         let mut owned = Vec::with_capacity(pending.len());
         for p in pending {
             let mut g = PodGroups::default();
             for c in &p.topology_spread {
-                g.spread.push(t.group(spread_key(c, &p.namespace)));
+                g.spread.push(t.group(spread_key(c, p)));
             }
             let term_key = |kind, term: &PodAffinityTerm| term_key(kind, term, &p.namespace);
             for term in &p.pod_affinity {
@@ -216,11 +304,14 @@ impl Topology {
                 }
             }
         }
-        // Count existing pods in every group that selects them.
-        for n in nodes {
-            for p in &n.pods {
+        // Count existing pods in every group that selects them, on the
+        // nodes the group counts (pods being deleted do not count).
+        for (n, nd) in nodes.iter().zip(&t.nodes) {
+            for p in n.pods.iter().filter(|p| !p.terminating) {
                 for g in t.groups.iter_mut() {
-                    if g.selects(&p.namespace, &p.labels) {
+                    if g.selects(&p.namespace, &p.labels)
+                        && g.id.filter.matches(&nd.labels, &nd.taints)
+                    {
                         if let Some(d) = node_domain(n, &g.id.key) {
                             *g.counts.entry(d.to_string()).or_default() += 1;
                         }
@@ -242,17 +333,42 @@ impl Topology {
         if let Some(i) = self.index.get(&id) {
             return *i;
         }
-        let counts = self
-            .universe
-            .get(&id.key)
-            .map(|d| d.iter().map(|v| (v.clone(), 0)).collect())
-            .unwrap_or_default();
+        let counts = if id.filter.is_open() {
+            self.universe
+                .get(&id.key)
+                .map(|d| d.iter().map(|v| (v.clone(), 0)).collect())
+                .unwrap_or_default()
+        } else {
+            self.filtered_domains(&id)
+        };
         self.groups.push(Group {
             id: id.clone(),
             counts,
         });
         self.index.insert(id, self.groups.len() - 1);
         self.groups.len() - 1
+    }
+
+    /// The domains of a filtered spread: those of the NodePools whose
+    /// taints it tolerates (all of them when taints are ignored) and those
+    /// of the existing nodes it counts.
+    fn filtered_domains(&self, id: &GroupKey) -> BTreeMap<String, u32> {
+        let mut counts = BTreeMap::new();
+        for src in &self.sources {
+            if id.filter.tolerates(&src.taints) {
+                for d in src.domains.get(&id.key).into_iter().flatten() {
+                    counts.insert(d.clone(), 0);
+                }
+            }
+        }
+        for n in &self.nodes {
+            if id.filter.matches(&n.labels, &n.taints) {
+                if let Some(d) = n.labels.get(&id.key).and_then(|r| r.values().iter().next()) {
+                    counts.insert(d.clone(), 0);
+                }
+            }
+        }
+        counts
     }
 
     fn inverse_group(&mut self, id: GroupKey) -> usize {
@@ -578,8 +694,15 @@ impl Topology {
         }
     }
 
-    /// Records a pod placed with final node requirements `reqs`.
-    pub fn record(&mut self, pod: &Pod, inverse_owned: &[usize], reqs: &Requirements) {
+    /// Records a pod placed with final node requirements `reqs` on a node
+    /// with `taints`.
+    pub fn record(
+        &mut self,
+        pod: &Pod,
+        inverse_owned: &[usize],
+        reqs: &Requirements,
+        taints: &[Taint],
+    ) {
         if !self.active {
             return;
         }
@@ -592,7 +715,7 @@ impl Topology {
         );
         for &gi in candidates {
             let g = &mut self.groups[gi];
-            if !g.selects(&pod.namespace, &pod.labels) {
+            if !g.selects(&pod.namespace, &pod.labels) || !g.id.filter.matches(reqs, taints) {
                 continue;
             }
             if g.id.kind == Kind::AntiAffinity {
@@ -687,19 +810,34 @@ fn term_key(kind: Kind, term: &PodAffinityTerm, ns: &str) -> GroupKey {
         max_skew: 0,
         min_domains: None,
         honor_affinity: false,
+        filter: NodeFilter::default(),
     }
 }
 
-fn spread_key(c: &TopologySpreadConstraint, ns: &str) -> GroupKey {
+fn spread_key(c: &TopologySpreadConstraint, owner: &Pod) -> GroupKey {
     GroupKey {
         kind: Kind::Spread,
         key: c.topology_key.clone(),
-        namespaces: Namespaces::Only([ns.to_string()].into()),
+        namespaces: Namespaces::Only([owner.namespace.clone()].into()),
         selector: c.label_selector.clone(),
         max_skew: c.max_skew,
         min_domains: c.min_domains,
         honor_affinity: c.node_affinity_policy == InclusionPolicy::Honor,
+        filter: NodeFilter::for_spread(c, owner),
     }
+}
+
+/// A node's labels (and its hostname) as `In` requirements.
+fn node_requirements(n: &Node) -> Requirements {
+    let mut reqs = Requirements::from_iter_reqs(
+        n.labels
+            .iter()
+            .map(|(k, v)| Requirement::in_values(k, [v.as_str()])),
+    );
+    if reqs.get(labels::HOSTNAME).is_none() {
+        reqs.add(Requirement::in_values(labels::HOSTNAME, [n.name.as_str()]));
+    }
+    reqs
 }
 
 fn domain_list(r: &Requirement) -> String {
