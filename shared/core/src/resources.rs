@@ -135,6 +135,23 @@ impl Resources {
         r
     }
 
+    /// Component-wise minimum (a resource absent on either side is zero).
+    pub fn min_each(&self, o: &Resources) -> Resources {
+        let mut r = Resources::new();
+        for i in 0..N {
+            r.known[i] = self.known[i].min(o.known[i]);
+        }
+        if let Some(m) = &self.other {
+            for (k, v) in m.iter() {
+                let q = (*v).min(o.get(k));
+                if !q.is_zero() {
+                    r.set(k, q);
+                }
+            }
+        }
+        r
+    }
+
     /// Component-wise maximum, in place.
     pub fn max_assign(&mut self, o: &Resources) {
         for (a, b) in self.known.iter_mut().zip(&o.known) {

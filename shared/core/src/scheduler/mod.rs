@@ -664,6 +664,11 @@ fn pool_domains(pool: &Pool, region: &str) -> DomainSource {
     }
 }
 
+/// Whether a DaemonSet on nodes of type `ty` holds a host port `pod` asks for.
+fn daemon_port_conflict(pod: &Pod, ty: &pools::PoolType) -> bool {
+    !ty.daemon_ports.is_empty() && pod.host_ports.iter().any(|hp| ty.daemon_ports.contains(hp))
+}
+
 fn taint_string(t: &Taint) -> String {
     if t.value.is_empty() {
         format!("{}:{:?}", t.key, t.effect)
@@ -1336,6 +1341,7 @@ impl<'a> Run<'a> {
         let types = claim.types.filter(|t| {
             let ty = &pool.types[t];
             requests.fits_in(&ty.allocatable)
+                && !daemon_port_conflict(pod, ty)
                 && (!narrowed
                     || (ty.requirements.intersects_ok(&merged) && ty.has_offering(&filter)))
         });
@@ -1420,6 +1426,26 @@ impl<'a> Run<'a> {
         if fitting.is_empty() {
             return Err(self.explain_no_fit(pi, &compatible, &requests));
         }
+        let fitting: Vec<usize> = if pod.host_ports.is_empty() {
+            fitting
+        } else {
+            let free: Vec<usize> = fitting
+                .iter()
+                .copied()
+                .filter(|&i| !daemon_port_conflict(pod, &pool.types[i]))
+                .collect();
+            if free.is_empty() {
+                return Err(format!(
+                    "NodePool {name:?}: a DaemonSet on every instance type that fits holds a host port the pod asks for ({})",
+                    pod.host_ports
+                        .iter()
+                        .map(|(proto, port)| format!("{proto}/{port}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            free
+        };
         let types: Vec<usize> = match &pool.remaining {
             Some(lim) => {
                 let charged = self.charged(pi);

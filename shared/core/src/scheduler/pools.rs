@@ -55,6 +55,8 @@ pub struct PoolType {
     pub price: f64,
     /// Whether any offering is `reserved`.
     pub has_reserved: bool,
+    /// Host ports held by the DaemonSets that run on this type's nodes.
+    pub daemon_ports: Vec<(String, i32)>,
 }
 
 impl PoolType {
@@ -258,8 +260,8 @@ pub fn overlay_adjusted_price(
 
 /// Requests of the DaemonSet pods that would run on every node of a NodePool
 /// with these taints and requirements: those that tolerate the taints and
-/// whose node selector / first required affinity term is compatible
-/// (Karpenter's daemonset overhead).
+/// whose node selector with one of their required node-affinity terms (OR'd)
+/// is compatible (Karpenter's daemonset overhead, before instance types).
 pub fn daemon_overhead(
     taints: &[Taint],
     requirements: &Requirements,
@@ -267,18 +269,79 @@ pub fn daemon_overhead(
 ) -> Resources {
     let mut overhead = Resources::new();
     for ds in daemon_sets {
-        if untolerated(taints, &ds.pod.tolerations).is_some() {
-            continue;
-        }
-        let mut ds_reqs = ds.pod.node_selector.clone();
-        if let Some(t) = ds.pod.required_terms.first() {
-            ds_reqs.add_all(t);
-        }
-        if requirements.compatible(&ds_reqs).is_ok() {
+        if daemon_runs_on(ds, taints, requirements, None) {
             overhead.add_assign(&ds.pod.requests);
         }
     }
     overhead
+}
+
+/// Whether DaemonSet `ds` runs on a node of a NodePool with `taints` and
+/// `requirements`, and, given, of an instance type with `type_reqs`
+/// (Karpenter's `isDaemonPodCompatible`: each required term in turn; the
+/// instance type only needs to intersect, custom keys being the pool's).
+fn daemon_runs_on(
+    ds: &DaemonSet,
+    taints: &[Taint],
+    requirements: &Requirements,
+    type_reqs: Option<&Requirements>,
+) -> bool {
+    if untolerated(taints, &ds.pod.tolerations).is_some() {
+        return false;
+    }
+    let term_ok = |term: Option<&Requirements>| {
+        let mut ds_reqs = ds.pod.node_selector.clone();
+        if let Some(t) = term {
+            ds_reqs.add_all(t);
+        }
+        // A DaemonSet pod's own hostname affinity (the controller pins each
+        // pod to its node) says nothing about a new node.
+        ds_reqs.remove(labels::HOSTNAME);
+        requirements.compatible_ok(&ds_reqs) && type_reqs.is_none_or(|t| t.intersects_ok(&ds_reqs))
+    };
+    if ds.pod.required_terms.is_empty() {
+        term_ok(None)
+    } else {
+        ds.pod.required_terms.iter().any(|t| term_ok(Some(t)))
+    }
+}
+
+/// DaemonSet overhead per instance type (Karpenter groups instance types by
+/// the DaemonSets that run on them): the pool's overhead is the smallest
+/// (what every NodeClaim requests), and each type's allocatable loses what
+/// its own DaemonSets take beyond that; each type also records the host
+/// ports its DaemonSets hold.
+fn apply_daemon_sets(
+    types: &mut [PoolType],
+    taints: &[Taint],
+    requirements: &Requirements,
+    daemon_sets: &[DaemonSet],
+) -> Resources {
+    let mut per_type = Vec::with_capacity(types.len());
+    for t in types.iter_mut() {
+        let mut overhead = Resources::new();
+        for ds in daemon_sets {
+            if daemon_runs_on(ds, taints, requirements, Some(&t.requirements)) {
+                overhead.add_assign(&ds.pod.requests);
+                t.daemon_ports.extend(ds.pod.host_ports.iter().cloned());
+            }
+        }
+        per_type.push(overhead);
+    }
+    let Some(first) = per_type.first() else {
+        return Resources::new();
+    };
+    let mut min = first.clone();
+    for o in &per_type[1..] {
+        min = min.min_each(o);
+    }
+    for (t, o) in types.iter_mut().zip(&per_type) {
+        let extra = o.minus(&min);
+        if !extra.is_zero() {
+            t.allocatable = t.allocatable.minus(&extra);
+        }
+    }
+    min
 }
 
 /// Builds the pools, heaviest weight first (ties by name). `available` is
@@ -455,6 +518,7 @@ pub fn build<'a>(
                     offerings,
                     price,
                     has_reserved,
+                    daemon_ports: Vec::new(),
                 });
             }
 
@@ -464,7 +528,8 @@ pub fn build<'a>(
                     .then_with(|| a.name.cmp(&b.name))
             });
 
-            let daemon_overhead = daemon_overhead(&np.taints, &requirements, &state.daemon_sets);
+            let daemon_overhead =
+                apply_daemon_sets(&mut types, &np.taints, &requirements, &state.daemon_sets);
 
             let remaining = np.limits.as_ref().map(|limits| {
                 let mut used = Resources::new();
