@@ -9,6 +9,6 @@ for t in ${TARGETS:-quantity documents intake_body}; do
   dict=()
   [ "$t" != quantity ] && dict=(-dict=documents.dict)
   cargo +nightly fuzz run -O "$t" "corpus/$t" -- \
-    -max_total_time="$secs" -timeout=20 -rss_limit_mb=3072 -max_len=16384 \
+    -max_total_time="$secs" -timeout=60 -rss_limit_mb=3072 -max_len=16384 \
     -artifact_prefix="artifacts/$t/" -print_final_stats=1 "${dict[@]}"
 done

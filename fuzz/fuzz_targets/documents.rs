@@ -7,6 +7,14 @@ use flotilla_core::scheduler::{schedule, SchedulerOptions};
 use flotilla_input::{load, Source};
 use libfuzzer_sys::fuzz_target;
 
+/// The embedded catalog, parsed once (parsing dominates a small input).
+fn embedded() -> Option<&'static Catalog> {
+    static CATALOG: std::sync::OnceLock<Option<Catalog>> = std::sync::OnceLock::new();
+    CATALOG
+        .get_or_init(|| Catalog::embedded("us-west-2").ok())
+        .as_ref()
+}
+
 /// Plans larger than this are loaded but not scheduled.
 const MAX_SCHEDULED_PODS: usize = 300;
 
@@ -17,16 +25,20 @@ fuzz_target!(|bytes: &[u8]| {
     if state.pending_pods.len() > MAX_SCHEDULED_PODS || state.nodes.len() > MAX_SCHEDULED_PODS {
         return;
     }
-    let catalog = match &state.instance_types {
+    let owned;
+    let catalog: &Catalog = match &state.instance_types {
         Some(infos) => match Catalog::from_infos("us-west-2", infos.clone()) {
-            Ok(c) => c,
+            Ok(c) => {
+                owned = c;
+                &owned
+            }
             Err(_) => return,
         },
-        None => match Catalog::embedded("us-west-2") {
-            Ok(c) => c,
-            Err(_) => return,
+        None => match embedded() {
+            Some(c) => c,
+            None => return,
         },
     };
-    let plan = schedule(&state, &catalog, &SchedulerOptions::default());
+    let plan = schedule(&state, catalog, &SchedulerOptions::default());
     let _ = serde_json::to_vec(&plan);
 });

@@ -103,6 +103,17 @@ pub fn untolerated<'a>(taints: &'a [Taint], tolerations: &[Toleration]) -> Optio
         .find(|t| !tolerations.iter().any(|tol| tol.tolerates(t)))
 }
 
+/// Like [`untolerated`], but `PreferNoSchedule` taints count too: Karpenter
+/// treats them as hard until a pod's last relaxation tolerates them.
+pub fn untolerated_strict<'a>(
+    taints: &'a [Taint],
+    tolerations: &[Toleration],
+) -> Option<&'a Taint> {
+    taints
+        .iter()
+        .find(|t| !tolerations.iter().any(|tol| tol.tolerates(t)))
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WhenUnsatisfiable {
     DoNotSchedule,

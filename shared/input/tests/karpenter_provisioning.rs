@@ -2299,8 +2299,7 @@ fn multiple_and_static_nodepools() {
                 pod("p", &p()),
             ],
             vec![NodeLabel("p", NODEPOOL, "b-other")],
-        )
-.differs("a PreferNoSchedule taint does not make a NodePool less preferred: the tainted NodePool, first by name at equal weight, takes the pod"),
+        ),
     ];
     run_table(SUITE, "Provisioning / Multiple NodePools", multiple);
 

@@ -22,7 +22,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::untolerated;
+use crate::model::untolerated_strict;
 use crate::resources::Resources;
 
 use super::repack::{type_maxima, CountTable, Packed};
@@ -96,7 +96,7 @@ impl Run<'_> {
             }
             if pods
                 .iter()
-                .any(|&p| untolerated(&pool.taints, &self.pods[p].tolerations).is_some())
+                .any(|&p| untolerated_strict(&pool.taints, &self.pods[p].tolerations).is_some())
             {
                 return;
             }

@@ -31,7 +31,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::catalog::{CapacityType, Catalog};
 use crate::labels;
-use crate::model::{untolerated, ClusterState, Node, Pod, Taint};
+use crate::model::{untolerated, untolerated_strict, ClusterState, Node, Pod, Taint};
 use crate::plan::{
     ExistingNodePlan, NodeClaimPlan, NodeClaimResources, Plan, Price, ReservationUse, Summary,
     Unschedulable,
@@ -575,6 +575,12 @@ fn schedule_with(
     // tried before the pods it prefers to be near loses that preference.)
     let mut relax = vec![Relaxation::default(); pods.len()];
     let mut queue: VecDeque<usize> = order.into_iter().collect();
+    let is_prefer = |t: &Taint| t.effect == crate::model::TaintEffect::PreferNoSchedule;
+    let prefer_no_schedule = run.pools.iter().any(|p| p.taints.iter().any(is_prefer))
+        || run
+            .existing
+            .iter()
+            .any(|e| e.node.taints.iter().any(is_prefer));
     loop {
         let mut waiting = VecDeque::with_capacity(queue.len());
         let mut progress = false;
@@ -596,7 +602,7 @@ fn schedule_with(
         if !progress {
             let mut relaxed = false;
             for &p in &waiting {
-                relaxed |= relax[p].relax(&pods[p]).is_some();
+                relaxed |= relax[p].relax(&pods[p], prefer_no_schedule).is_some();
             }
             if !relaxed {
                 queue = waiting;
@@ -620,6 +626,19 @@ fn schedule_with(
 struct ActiveTopology {
     groups: Vec<(usize, Kind)>,
     domains: Requirements,
+    /// The pod's relaxation tolerates `PreferNoSchedule` taints.
+    tolerate_prefer_no_schedule: bool,
+}
+
+impl ActiveTopology {
+    /// The first taint of `taints` that keeps the pod off a node.
+    fn blocking_taint<'t>(&self, taints: &'t [Taint], pod: &Pod) -> Option<&'t Taint> {
+        if self.tolerate_prefer_no_schedule {
+            untolerated(taints, &pod.tolerations)
+        } else {
+            untolerated_strict(taints, &pod.tolerations)
+        }
+    }
 }
 
 /// The domains a NodePool's new nodes may land in, per key: zones and
@@ -728,6 +747,7 @@ impl<'a> Run<'a> {
         let groups = ActiveTopology {
             groups: self.active_groups(p, r),
             domains: pod_view::domain_requirements(pod, r),
+            tolerate_prefer_no_schedule: r.tolerate_prefer_no_schedule,
         };
 
         // Hints apply to the unrelaxed shape only.
@@ -1281,7 +1301,7 @@ impl<'a> Run<'a> {
         if !pod.requests.fits_in(&e.remaining) {
             return None;
         }
-        if untolerated(&e.node.taints, &pod.tolerations).is_some() {
+        if groups.blocking_taint(&e.node.taints, pod).is_some() {
             return None;
         }
         if pod.host_ports.iter().any(|hp| e.host_ports.contains(hp)) {
@@ -1315,7 +1335,7 @@ impl<'a> Run<'a> {
         if !requests.fits_in(&claim.max_allocatable) {
             return Err("full".into());
         }
-        if let Some(t) = untolerated(&pool.taints, &pod.tolerations) {
+        if let Some(t) = groups.blocking_taint(&pool.taints, pod) {
             return Err(format!("taint {} not tolerated", taint_string(t)));
         }
         if pod
@@ -1364,7 +1384,7 @@ impl<'a> Run<'a> {
         let pool = &self.pools[pi];
         let name = &pool.np.name;
         let pod = &self.pods[p];
-        if let Some(t) = untolerated(&pool.taints, &pod.tolerations) {
+        if let Some(t) = groups.blocking_taint(&pool.taints, pod) {
             return Err(format!(
                 "NodePool {name:?} has taint {} that the pod does not tolerate",
                 taint_string(t)

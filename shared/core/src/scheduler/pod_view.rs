@@ -16,12 +16,16 @@ pub struct Relaxation {
     pub dropped_preferred_anti_affinity: usize,
     pub dropped_preferred_node: usize,
     pub dropped_schedule_anyway: bool,
+    /// `PreferNoSchedule` taints are tolerated (Karpenter's last step).
+    pub tolerate_prefer_no_schedule: bool,
 }
 
 impl Relaxation {
     /// Applies the next relaxation; returns a description, or `None` when
-    /// nothing is left to relax.
-    pub fn relax(&mut self, pod: &Pod) -> Option<&'static str> {
+    /// nothing is left to relax. `prefer_no_schedule`: some NodePool or node
+    /// carries a `PreferNoSchedule` taint (then tolerating it is the last
+    /// step).
+    pub fn relax(&mut self, pod: &Pod, prefer_no_schedule: bool) -> Option<&'static str> {
         if self.required_term + 1 < pod.required_terms.len() {
             self.required_term += 1;
             return Some("next required node affinity term");
@@ -46,6 +50,10 @@ impl Relaxation {
         {
             self.dropped_schedule_anyway = true;
             return Some("ScheduleAnyway topology spread");
+        }
+        if prefer_no_schedule && !self.tolerate_prefer_no_schedule {
+            self.tolerate_prefer_no_schedule = true;
+            return Some("PreferNoSchedule taints");
         }
         None
     }
@@ -138,7 +146,7 @@ mod tests {
         // Heaviest preferred (y) applies with the first required term (a).
         let reqs = node_requirements(&pod, &Requirements::new(), &r);
         assert!(reqs.get(crate::labels::ZONE).unwrap().is_empty());
-        let steps: Vec<_> = std::iter::from_fn(|| r.relax(&pod)).collect();
+        let steps: Vec<_> = std::iter::from_fn(|| r.relax(&pod, true)).collect();
         assert_eq!(
             steps,
             vec![
@@ -148,6 +156,7 @@ mod tests {
                 "preferred node affinity term",
                 "preferred node affinity term",
                 "ScheduleAnyway topology spread",
+                "PreferNoSchedule taints",
             ]
         );
         let reqs = node_requirements(&pod, &Requirements::new(), &r);

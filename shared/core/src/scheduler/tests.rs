@@ -2229,3 +2229,23 @@ fn limits_of_zero_and_of_nodes() {
     let p = plan(&s);
     assert_eq!(p.node_claims.len(), 1, "{:?}", p.node_claims);
 }
+
+/// A `PreferNoSchedule` NodePool is avoided while another NodePool fits,
+/// and used when none does (Karpenter tolerates it as the last relaxation).
+#[test]
+fn prefer_no_schedule_pools_are_a_last_resort() {
+    let mut preferred_off = pool("a-tainted", vec![]);
+    preferred_off.weight = 10;
+    preferred_off.taints = vec![Taint {
+        key: "spot-only".into(),
+        value: String::new(),
+        effect: TaintEffect::PreferNoSchedule,
+    }];
+    let p = plan(&state(
+        vec![pod("web", "1", "1Gi")],
+        vec![preferred_off.clone(), default_pool()],
+    ));
+    assert_eq!(claim_of(&p, "web").node_pool, "default");
+    let p = plan(&state(vec![pod("web", "1", "1Gi")], vec![preferred_off]));
+    assert_eq!(claim_of(&p, "web").node_pool, "a-tainted");
+}
