@@ -89,9 +89,16 @@ fn main() -> ExitCode {
 }
 
 /// The workspace root (the parent of this crate's directory).
+/// The workspace root. `cargo run` sets `CARGO_MANIFEST_DIR` for the run:
+/// read it at run time first, since a build cache shared between clones
+/// (CI and a developer's checkout) may hold an xtask compiled in another
+/// clone, whose compile-time path no longer exists.
 fn root() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest.parent().unwrap_or(manifest).to_path_buf()
+    let manifest = env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .filter(|p| p.join("Cargo.toml").is_file())
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    manifest.parent().unwrap_or(&manifest).to_path_buf()
 }
 
 fn home() -> PathBuf {

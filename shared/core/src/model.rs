@@ -432,6 +432,10 @@ pub struct NodePool {
     /// Recorded on nodes as `karpenter.sh/nodepool-hash`; a node whose
     /// recorded hash differs has drifted. `None`: not computed.
     pub template_hash: Option<String>,
+    /// Why Karpenter would not provision from it now (being deleted, its
+    /// `Ready` condition is `False`); its nodes are still disruption
+    /// candidates.
+    pub unavailable: Option<String>,
 }
 
 impl NodePool {
@@ -455,6 +459,7 @@ impl NodePool {
                 ..Disruption::default()
             },
             template_hash: None,
+            unavailable: None,
         }
     }
 }

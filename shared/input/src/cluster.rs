@@ -43,7 +43,10 @@ pub(crate) fn node(ctx: &Ctx, d: &Doc) -> Result<Node, InputError> {
             false,
         )?,
         allocatable,
-        unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+        // Cordoned, or being deleted: no new pod goes there (Karpenter
+        // skips nodes marked for deletion).
+        unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false)
+            || n.metadata.deletion_timestamp.is_some(),
         pods: Vec::new(),
         annotations: n.metadata.annotations.clone().unwrap_or_default(),
         created_at: n

@@ -626,6 +626,7 @@ pub(crate) fn node_pool(
         source: NodePoolSource::NodePool,
         name: name.clone(),
         template_hash: Some(template_hash),
+        unavailable: unavailable(&m, &d.value),
     };
     let overlays = veneer_overlays(ctx, &name, NODEPOOL, m.annotations.as_ref())?;
     Ok((pool, overlays))
@@ -731,9 +732,35 @@ pub(crate) fn provisioner(ctx: &Ctx, d: &Doc) -> Result<(NodePool, Vec<NodeOverl
         )),
         source: NodePoolSource::Provisioner,
         name: name.clone(),
+        unavailable: unavailable(&m, &d.value),
     };
     let overlays = veneer_overlays(ctx, &name, NODEPOOL, m.annotations.as_ref())?;
     Ok((pool, overlays))
+}
+
+/// Why Karpenter would not provision from this NodePool: it is being
+/// deleted, or its `Ready` status condition is `False` (e.g. its
+/// EC2NodeClass is not ready). Status is read as given; no status: ready.
+fn unavailable(m: &meta::ObjectMeta, doc: &Value) -> Option<String> {
+    if m.deletion_timestamp.is_some() {
+        return Some("it is being deleted".into());
+    }
+    let conditions = doc
+        .get("status")
+        .and_then(|s| s.get("conditions"))
+        .and_then(Value::as_array)?;
+    let ready = conditions
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))?;
+    if ready.get("status").and_then(Value::as_str) != Some("False") {
+        return None;
+    }
+    let reason = ready
+        .get("reason")
+        .and_then(Value::as_str)
+        .filter(|r| !r.is_empty())
+        .unwrap_or("not ready");
+    Some(format!("its Ready condition is False ({reason})"))
 }
 
 /// `-50%`, `+10%` (percent) or `-0.01`, `+0.5` (USD per hour).

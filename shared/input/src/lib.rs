@@ -156,6 +156,13 @@ pub fn load(sources: &[Source]) -> Result<ClusterState, InputError> {
                 if let Some(p) = pod::pod_object(&ctx, d, &env, &mut state)? {
                     if p.node_name.is_some() {
                         bound.push(p);
+                    } else if p.terminating {
+                        // Karpenter does not provision for pods being deleted.
+                        state.warnings.push(format!(
+                            "{}: skipping pending pod {} (being deleted)",
+                            ctx.here(),
+                            p.key()
+                        ));
                     } else {
                         state.pending_pods.push(p);
                     }

@@ -97,6 +97,8 @@ impl Default for SchedulerOptions {
 
 struct Existing<'a> {
     node: &'a Node,
+    /// The taints that keep pods off it (see [`effective_taints`]).
+    taints: Vec<Taint>,
     labels: BTreeMap<String, String>,
     remaining: Resources,
     host_ports: BTreeSet<(String, i32)>,
@@ -252,6 +254,8 @@ struct Run<'a> {
     /// Whether step 3 of `add` joins heavier limited NodePools' NodeClaims
     /// (see [`schedule`]).
     join_heavier: bool,
+    /// NodePools that launch nothing now, with why (named in reasons).
+    unavailable_pools: Vec<String>,
     /// Bumped when a reservation runs out (see `JoinMemo`).
     epoch: u32,
 }
@@ -507,6 +511,7 @@ fn schedule_with(
                 .or_insert_with(|| n.name.clone());
             Existing {
                 node: n,
+                taints: effective_taints(n, &state.node_pools),
                 labels,
                 remaining: n.allocatable.minus(&used),
                 host_ports,
@@ -514,7 +519,12 @@ fn schedule_with(
             }
         })
         .collect();
-    existing.sort_by(|a, b| a.node.name.cmp(&b.node.name));
+    // Initialized nodes first (Karpenter's order), then by name.
+    existing.sort_by(|a, b| {
+        initialized(b.node)
+            .cmp(&initialized(a.node))
+            .then_with(|| a.node.name.cmp(&b.node.name))
+    });
 
     let limited_heavier = pools
         .iter()
@@ -555,6 +565,15 @@ fn schedule_with(
         epoch: 0,
         spread_hint: vec![None; n_sizes],
         join_heavier,
+        unavailable_pools: state
+            .node_pools
+            .iter()
+            .filter_map(|np| {
+                np.unavailable
+                    .as_ref()
+                    .map(|why| format!("NodePool {:?} launches nothing: {why}", np.name))
+            })
+            .collect(),
     };
 
     // Largest first: cpu, then memory, then name for a total order.
@@ -577,10 +596,7 @@ fn schedule_with(
     let mut queue: VecDeque<usize> = order.into_iter().collect();
     let is_prefer = |t: &Taint| t.effect == crate::model::TaintEffect::PreferNoSchedule;
     let prefer_no_schedule = run.pools.iter().any(|p| p.taints.iter().any(is_prefer))
-        || run
-            .existing
-            .iter()
-            .any(|e| e.node.taints.iter().any(is_prefer));
+        || run.existing.iter().any(|e| e.taints.iter().any(is_prefer));
     loop {
         let mut waiting = VecDeque::with_capacity(queue.len());
         let mut progress = false;
@@ -681,6 +697,44 @@ fn pool_domains(pool: &Pool, region: &str) -> DomainSource {
         domains,
         taints: pool.taints.clone(),
     }
+}
+
+/// Taints the kubelet or cloud provider put on a node for a while, which
+/// Karpenter never lets keep pods off it (`KnownEphemeralTaints`).
+const EPHEMERAL_TAINTS: [&str; 3] = [
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+    "node.cloudprovider.kubernetes.io/uninitialized",
+];
+
+/// Whether Karpenter has seen the node initialized (`karpenter.sh/initialized`),
+/// or the node is not Karpenter's (then it is taken as it is).
+fn initialized(n: &Node) -> bool {
+    n.nodepool().is_none()
+        || n.labels.get("karpenter.sh/initialized").map(String::as_str) == Some("true")
+}
+
+/// The taints that keep pods off an existing node, as Karpenter's state
+/// node reports them: without the ephemeral ones, and, until a NodePool's
+/// node is initialized, without that NodePool's startup taints.
+fn effective_taints(n: &Node, pools: &[crate::model::NodePool]) -> Vec<Taint> {
+    let startup: &[Taint] = match n.nodepool() {
+        Some(name) if !initialized(n) => pools
+            .iter()
+            .find(|p| p.name == name)
+            .map_or(&[], |p| p.startup_taints.as_slice()),
+        _ => &[],
+    };
+    n.taints
+        .iter()
+        .filter(|t| !EPHEMERAL_TAINTS.contains(&t.key.as_str()))
+        .filter(|t| {
+            !startup
+                .iter()
+                .any(|s| s.key == t.key && s.effect == t.effect)
+        })
+        .cloned()
+        .collect()
 }
 
 /// Whether a DaemonSet on nodes of type `ty` holds a host port `pod` asks for.
@@ -947,8 +1001,8 @@ impl<'a> Run<'a> {
         }
 
         // 3. A new NodeClaim from the heaviest NodePool that can take it.
-        let mut reasons = Vec::new();
-        if self.pools.is_empty() {
+        let mut reasons = self.unavailable_pools.clone();
+        if self.pools.is_empty() && reasons.is_empty() {
             reasons.push(
                 "no NodePool or Provisioner in the inputs, and no existing node fits".to_string(),
             );
@@ -1301,7 +1355,7 @@ impl<'a> Run<'a> {
         if !pod.requests.fits_in(&e.remaining) {
             return None;
         }
-        if groups.blocking_taint(&e.node.taints, pod).is_some() {
+        if groups.blocking_taint(&e.taints, pod).is_some() {
             return None;
         }
         if pod.host_ports.iter().any(|hp| e.host_ports.contains(hp)) {

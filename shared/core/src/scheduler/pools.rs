@@ -353,7 +353,12 @@ pub fn build<'a>(
     opts: &SchedulerOptions,
     available: &[u32],
 ) -> Vec<Pool<'a>> {
-    let mut nps: Vec<&NodePool> = state.node_pools.iter().collect();
+    // A NodePool being deleted or not ready launches nothing.
+    let mut nps: Vec<&NodePool> = state
+        .node_pools
+        .iter()
+        .filter(|np| np.unavailable.is_none())
+        .collect();
     nps.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
     let overlays = overlays_by_weight(&state.overlays);
 
