@@ -1429,14 +1429,12 @@ fn provisioning() {
             "should ignore NodePools that are deleting",
             vec![nps(&[default_np().deleting()]), pod("p", &p())],
             vec![Nodes(0), NotScheduled("p")],
-        )
-        .differs("a NodePool with metadata.deletionTimestamp is planned like any other: the pod gets a NodeClaim"),
+        ),
         one(
             "should mark pod as unschedulable if there are no valid nodepools",
             vec![nps(&[default_np().deleting()]), pod("p", &p())],
             vec![NotScheduled("p")],
-        )
-        .differs("a NodePool with metadata.deletionTimestamp is planned like any other: the pod gets a NodeClaim"),
+        ),
         case(
             "should provision nodes for pods with supported node selectors",
             vec![
@@ -1491,8 +1489,7 @@ fn provisioning() {
                 pods("p", 2, &p()),
             ],
             vec![Nodes(2), Scheduled("p*"), NotOn("p*", "deleting")],
-        )
-        .differs("a Node with metadata.deletionTimestamp still takes pending pods: both pods go to the deleting node and no NodeClaim is planned"),
+        ),
         sidecar_case(
             "should schedule based on the max resource requests of containers and initContainers with sidecar containers when initcontainer comes first",
             &[("cpu", "6"), ("memory", "2Gi")],
