@@ -16,6 +16,8 @@ pub const MIXES: &[&str] = &[
     "node-affinity-fallback",
     "many-nodepools",
     "existing-nodes",
+    "independent",
+    "random",
 ];
 
 /// Mixes whose pods carry only resource requests (the LP bound is tight).
@@ -136,6 +138,80 @@ fn deployments(
         d += 1;
     }
     pods
+}
+
+/// Twelve request sizes, small ones most often picked (uniformly).
+const TWELVE_SIZES: &[(&str, &str)] = &[
+    ("50m", "64Mi"),
+    ("100m", "128Mi"),
+    ("100m", "256Mi"),
+    ("200m", "256Mi"),
+    ("250m", "512Mi"),
+    ("300m", "384Mi"),
+    ("500m", "512Mi"),
+    ("500m", "1Gi"),
+    ("750m", "1536Mi"),
+    ("1", "2Gi"),
+    ("1500m", "3Gi"),
+    ("2", "4Gi"),
+];
+
+/// A zone or hostname spread of maxSkew 1 over the pods of `app`.
+fn spread(key: &str, app: &str, do_not_schedule: bool) -> TopologySpreadConstraint {
+    TopologySpreadConstraint {
+        max_skew: 1,
+        topology_key: key.into(),
+        when_unsatisfiable: if do_not_schedule {
+            WhenUnsatisfiable::DoNotSchedule
+        } else {
+            WhenUnsatisfiable::ScheduleAnyway
+        },
+        label_selector: selector(app),
+        min_domains: None,
+        node_affinity_policy: InclusionPolicy::Honor,
+        node_taints_policy: InclusionPolicy::Ignore,
+    }
+}
+
+/// A pod (anti-)affinity term on `key` selecting `label=value`.
+fn term_on(key: &str, label: &str, value: &str) -> PodAffinityTerm {
+    PodAffinityTerm {
+        label_selector: LabelSelector {
+            match_labels: [(label.to_string(), value.to_string())].into(),
+            match_expressions: vec![],
+        },
+        namespaces: vec![],
+        all_namespaces: false,
+        topology_key: key.into(),
+    }
+}
+
+/// A GPU NodePool tainted `nvidia.com/gpu=true:NoSchedule`.
+fn gpu_pool() -> NodePool {
+    let mut gpu = node_pool(
+        "gpu",
+        vec![
+            in_req(labels::CAPACITY_TYPE, &["spot", "on-demand"]),
+            Requirement::exists(labels::INSTANCE_GPU_COUNT),
+        ],
+    );
+    gpu.taints = vec![Taint {
+        key: "nvidia.com/gpu".into(),
+        value: "true".into(),
+        effect: TaintEffect::NoSchedule,
+    }];
+    gpu
+}
+
+/// One GPU and the toleration of [`gpu_pool`]'s taint.
+fn make_gpu(p: &mut Pod) {
+    p.requests.set("nvidia.com/gpu", q("1"));
+    p.tolerations.push(Toleration {
+        key: "nvidia.com/gpu".into(),
+        operator: TolerationOperator::Exists,
+        value: String::new(),
+        effect: Some(TaintEffect::NoSchedule),
+    });
 }
 
 /// Builds mix `name` with `n` pending pods.
@@ -285,6 +361,115 @@ pub fn build(name: &str, n: usize, seed: u64) -> Option<ClusterState> {
                 .collect();
             s.pending_pods = deployments(n, 50, seed, |_, _| {});
         }
+        "independent" => {
+            // An independently written mix (issue: "plans that hold on
+            // workloads we did not write"): twelve sizes over 40 apps; ~10%
+            // carry a zone spread whose selector also matches pods of their
+            // app without it; 5% arm64, 5% zone pins, 3% hostname
+            // anti-affinity groups, 2% GPU on a tainted pool; the default
+            // NodePool limited to three zones.
+            let zones = ["us-west-2a", "us-west-2b", "us-west-2c"];
+            s.node_pools[0]
+                .requirements
+                .add(in_req(labels::ZONE, &zones));
+            s.node_pools.push(gpu_pool());
+            let mut rng = Rng::new(seed);
+            s.pending_pods = (0..n)
+                .map(|i| {
+                    let app = format!("app-{:02}", rng.below(40));
+                    let (cpu, mem) = TWELVE_SIZES[rng.below(TWELVE_SIZES.len())];
+                    let mut p = pod("bench", format!("{app}-{i}"), &app, cpu, mem);
+                    match rng.below(100) {
+                        0..=9 => p.topology_spread.push(spread(labels::ZONE, &app, true)),
+                        10..=14 => p.node_selector.add(in_req(labels::ARCH, &["arm64"])),
+                        15..=19 => p
+                            .node_selector
+                            .add(in_req(labels::ZONE, &[zones[rng.below(3)]])),
+                        20..=22 => {
+                            let group = format!("ha-{}", rng.below(10));
+                            p.labels.insert("group".into(), group.clone());
+                            p.pod_anti_affinity
+                                .push(term_on(labels::HOSTNAME, "group", &group));
+                        }
+                        23..=24 => make_gpu(&mut p),
+                        _ => {}
+                    }
+                    p
+                })
+                .collect();
+        }
+        "random" => {
+            // Deployments of random size and shape: spreads in both modes,
+            // self anti-affinity, preferred pod and node affinity, arch and
+            // capacity-type selectors, a tainted weighted batch pool.
+            let mut batch = node_pool("batch", vec![in_req(labels::CAPACITY_TYPE, &["spot"])]);
+            batch.weight = 10;
+            batch.taints = vec![Taint {
+                key: "batch".into(),
+                value: "true".into(),
+                effect: TaintEffect::NoSchedule,
+            }];
+            s.node_pools.push(batch);
+            let mut rng = Rng::new(seed);
+            let mut pods = Vec::with_capacity(n);
+            let mut d = 0;
+            while pods.len() < n {
+                let app = format!("dep-{d:04}");
+                let replicas = (1 + rng.below(60)).min(n - pods.len());
+                let (cpu, mem) = TWELVE_SIZES[rng.below(TWELVE_SIZES.len())];
+                let mut t = pod("bench", String::new(), &app, cpu, mem);
+                for _ in 0..rng.below(3) {
+                    match rng.below(8) {
+                        0 => t.topology_spread.push(spread(labels::ZONE, &app, true)),
+                        1 => t.topology_spread.push(spread(labels::ZONE, &app, false)),
+                        2 => t
+                            .topology_spread
+                            .push(spread(labels::HOSTNAME, &app, false)),
+                        3 => t
+                            .pod_anti_affinity
+                            .push(term_on(labels::HOSTNAME, "app", &app)),
+                        4 => t.preferred_pod_affinity.push(WeightedPodAffinityTerm {
+                            weight: 1 + rng.below(100) as i32,
+                            term: term_on(
+                                labels::ZONE,
+                                "app",
+                                &format!("dep-{:04}", rng.below(d + 1)),
+                            ),
+                        }),
+                        5 => t.preferred_terms.push(PreferredNodeTerm {
+                            weight: 1 + rng.below(100) as i32,
+                            requirements: Requirements::from_iter_reqs([in_req(
+                                labels::ARCH,
+                                &[["arm64", "amd64"][rng.below(2)]],
+                            )]),
+                        }),
+                        // One arch selector per Deployment: two would
+                        // contradict each other.
+                        6 if !t.node_selector.has_key(labels::ARCH) => t
+                            .node_selector
+                            .add(in_req(labels::ARCH, &[["arm64", "amd64"][rng.below(2)]])),
+                        6 => {}
+                        _ => {
+                            t.node_selector
+                                .add(in_req(labels::CAPACITY_TYPE, &["spot"]));
+                            t.tolerations.push(Toleration {
+                                key: "batch".into(),
+                                operator: TolerationOperator::Exists,
+                                value: String::new(),
+                                effect: Some(TaintEffect::NoSchedule),
+                            });
+                        }
+                    }
+                }
+                for i in 0..replicas {
+                    let mut p = t.clone();
+                    p.name = format!("{app}-{i}");
+                    pods.push(p);
+                }
+                d += 1;
+            }
+            s.pending_pods = pods;
+        }
         _ => return None,
     }
     Some(s)
@@ -309,5 +494,27 @@ mod tests {
             assert_eq!(names(&a), names(&b), "{m}");
         }
         assert!(build("nope", 1, 1).is_none());
+    }
+
+    /// The mixes written independently of the scheduler's optimizations
+    /// (issue "plans that hold on workloads we did not write"): every pod
+    /// has a valid place, and gets one, whatever the seed.
+    #[test]
+    fn independent_mixes_schedule_every_pod() {
+        let catalog = match flotilla_core::catalog::Catalog::embedded("us-west-2") {
+            Ok(c) => c,
+            Err(e) => panic!("embedded catalog: {e}"),
+        };
+        for mix in ["independent", "random"] {
+            for seed in [1, 2, 3] {
+                let s = build(mix, 400, seed).unwrap();
+                let plan = flotilla_core::scheduler::schedule(&s, &catalog, &Default::default());
+                assert!(
+                    plan.unschedulable.is_empty(),
+                    "{mix} seed {seed}: {:?}",
+                    plan.unschedulable.first()
+                );
+            }
+        }
     }
 }

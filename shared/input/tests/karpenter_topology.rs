@@ -1747,7 +1747,13 @@ fn node_taints_policy() {
         one(
             "should balance pods across a label when discovered from the nodepool (NodeTaintsPolicy=ignore)",
             vec![discovered(), pods("p", 2, &spread("Ignore"))],
-            vec![skew(LABEL, &[1])],
+            // Differs on purpose (issue "plans that hold on workloads we did
+            // not write"): a domain that only a NodePool the pod cannot use
+            // offers (here the tainted pool's `bar`) does not hold the
+            // spread's minimum at zero; Karpenter places one pod (skew [1]).
+            // The same rule keeps a tainted GPU pool's fourth zone from
+            // blocking zone spreads over a three-zone default pool.
+            vec![skew(LABEL, &[2])],
         ),
         one(
             "should balance pods across a label when discovered from the nodepool (NodeTaintsPolicy=honor)",

@@ -233,6 +233,9 @@ struct Run<'a> {
     solo_cache: Vec<Option<Option<f64>>>,
     /// Types of a pool compatible with requirements (hostname excluded).
     compat_cache: CompatCache,
+    /// See [`ReqTypeCache`]: a candidate NodeClaim's types are narrowed by
+    /// bit sets, not by testing each type's labels.
+    req_type_cache: ReqTypeCache,
     /// Repack candidates per (pool, requirements, dimensions), see
     /// `Run::candidates`.
     cand_cache: CandCache,
@@ -326,6 +329,10 @@ type CandCache = std::cell::RefCell<
         std::rc::Rc<Vec<(usize, f64, Vec<i64>)>>,
     >,
 >;
+
+/// (pool, one requirement) → the pool's types whose labels intersect it.
+type ReqTypeCache =
+    std::cell::RefCell<std::collections::HashMap<(usize, Requirement), std::rc::Rc<TypeSet>>>;
 
 type CompatCache =
     std::cell::RefCell<std::collections::HashMap<(usize, Requirements), std::rc::Rc<Vec<usize>>>>;
@@ -556,6 +563,7 @@ fn schedule_with(
         claim_hint: vec![0; n_shapes],
         solo_cache: vec![None; n_shapes],
         compat_cache: Default::default(),
+        req_type_cache: Default::default(),
         cand_cache: Default::default(),
         slot_cache: Default::default(),
         no_type_reasons: Default::default(),
@@ -699,6 +707,26 @@ fn pool_domains(pool: &Pool, region: &str) -> DomainSource {
     }
 }
 
+/// Keys that decide which offerings of a type a NodeClaim may take.
+const OFFERING_KEYS: [&str; 4] = [
+    labels::ZONE,
+    labels::CAPACITY_TYPE,
+    labels::CAPACITY_RESERVATION_ID,
+    labels::CAPACITY_RESERVATION_TYPE,
+];
+
+/// The requirements of `merged` that differ from `base`'s on the same key
+/// (`merged` is `base` intersected with more: it never drops a key).
+fn narrowing(base: &Requirements, merged: &Requirements) -> Requirements {
+    Requirements::from_iter_reqs(
+        merged
+            .iter()
+            .filter(|r| base.get(&r.key) != Some(*r))
+            .cloned()
+            .collect::<Vec<_>>(),
+    )
+}
+
 /// Taints the kubelet or cloud provider put on a node for a while, which
 /// Karpenter never lets keep pods off it (`KnownEphemeralTaints`).
 const EPHEMERAL_TAINTS: [&str; 3] = [
@@ -795,12 +823,49 @@ impl<'a> Run<'a> {
         out
     }
 
+    /// `strict` (the pod's own node requirements) narrowed, on each key the
+    /// pod spreads over (but hostname), to the domains it can reach: those
+    /// of the NodePools whose taints it tolerates and whose requirements it
+    /// is compatible with, and those of the existing nodes. A domain only a
+    /// NodePool the pod cannot use offers (a tainted GPU pool's fourth
+    /// zone) would otherwise hold the spread's minimum at zero and make
+    /// every zone the pod can use look full; no node the pod could count
+    /// ever appears there unless planned, and then it is counted.
+    fn reachable_domains(&self, p: usize, mut strict: Requirements) -> Requirements {
+        let pod = &self.pods[p];
+        for c in &pod.topology_spread {
+            let key = c.topology_key.as_str();
+            if key == labels::HOSTNAME {
+                continue;
+            }
+            let mut reach: BTreeSet<&str> = BTreeSet::new();
+            for (pi, pool) in self.pools.iter().enumerate() {
+                if untolerated(&pool.taints, &pod.tolerations).is_none()
+                    && pool.requirements.compatible_ok(&strict)
+                {
+                    if let Some(d) = self.topology.pool_domains(pi, key) {
+                        reach.extend(d.iter().map(String::as_str));
+                    }
+                }
+            }
+            for e in &self.existing {
+                if let Some(v) = e.labels.get(key) {
+                    reach.insert(v);
+                }
+            }
+            if !reach.is_empty() {
+                strict.add(Requirement::in_values(key, reach));
+            }
+        }
+        strict
+    }
+
     fn add(&mut self, p: usize, r: &Relaxation) -> Result<(), String> {
         let pod = &self.pods[p];
         let pod_reqs = pod_view::node_requirements(pod, &self.volume[p], r);
         let groups = ActiveTopology {
             groups: self.active_groups(p, r),
-            domains: pod_view::domain_requirements(pod, r),
+            domains: self.reachable_domains(p, pod_view::domain_requirements(pod, r)),
             tolerate_prefer_no_schedule: r.tolerate_prefer_no_schedule,
         };
 
@@ -1410,14 +1475,26 @@ impl<'a> Run<'a> {
                 .add_requirements(pod, &groups.groups, &groups.domains, &merged)
                 .map_err(|e| e.0)?;
         }
-        let narrowed = merged != claim.requirements;
+        // Only the keys the pod (or topology) narrowed need checking: every
+        // type of the claim already intersects the claim's requirements.
+        let changed = narrowing(&claim.requirements, &merged);
+        let offerings_change = changed
+            .iter()
+            .any(|r| OFFERING_KEYS.contains(&r.key.as_str()));
         let filter = pool.filter(&merged).holding(claim.reservation);
-        let types = claim.types.filter(|t| {
+        let mut candidates = std::borrow::Cow::Borrowed(&claim.types);
+        for r in changed.iter() {
+            let allowed = self.types_intersecting(claim.pool, r);
+            candidates = std::borrow::Cow::Owned(candidates.intersect(&allowed));
+            if candidates.is_empty() {
+                return Err("no instance type fits".into());
+            }
+        }
+        let types = candidates.filter(|t| {
             let ty = &pool.types[t];
             requests.fits_in(&ty.allocatable)
                 && !daemon_port_conflict(pod, ty)
-                && (!narrowed
-                    || (ty.requirements.intersects_ok(&merged) && ty.has_offering(&filter)))
+                && (!offerings_change || ty.has_offering(&filter))
         });
         if types.is_empty() {
             return Err("no instance type fits".into());
@@ -1664,6 +1741,22 @@ impl<'a> Run<'a> {
         let v = std::rc::Rc::new(v);
         self.compat_cache.borrow_mut().insert((pi, key), v.clone());
         v
+    }
+
+    /// Pool `pi`'s types whose labels intersect `r`, cached.
+    fn types_intersecting(&self, pi: usize, r: &Requirement) -> std::rc::Rc<TypeSet> {
+        let key = (pi, r.clone());
+        if let Some(hit) = self.req_type_cache.borrow().get(&key) {
+            return hit.clone();
+        }
+        let single = Requirements::from_iter_reqs([r.clone()]);
+        let types = &self.pools[pi].types;
+        let set = std::rc::Rc::new(TypeSet::from_indices(
+            (0..types.len()).filter(|&t| types[t].requirements.intersects_ok(&single)),
+            types.len(),
+        ));
+        self.req_type_cache.borrow_mut().insert(key, set.clone());
+        set
     }
 
     /// Resources charged against pool `pi`'s limits by this run's NodeClaims.

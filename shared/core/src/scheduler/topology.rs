@@ -682,6 +682,11 @@ impl Topology {
         out
     }
 
+    /// The domains of `key` NodePool `pool` (in build order) can create.
+    pub fn pool_domains(&self, pool: usize, key: &str) -> Option<&BTreeSet<String>> {
+        self.sources.get(pool).and_then(|s| s.domains.get(key))
+    }
+
     /// A spread group's pods per domain, `maxSkew`, `minDomains` and
     /// whether the owners' node affinity limits its domains.
     pub fn spread_view(&self, gi: usize) -> SpreadView<'_> {

@@ -59,6 +59,18 @@ impl TypeSet {
         self.iter().next()
     }
 
+    /// The members of both sets.
+    pub fn intersect(&self, o: &TypeSet) -> TypeSet {
+        let words: Box<[u64]> = self
+            .words
+            .iter()
+            .zip(o.words.iter().chain(std::iter::repeat(&0)))
+            .map(|(a, b)| a & b)
+            .collect();
+        let len = words.iter().map(|w| w.count_ones()).sum();
+        TypeSet { words, len }
+    }
+
     /// The members for which `keep` holds.
     pub fn filter(&self, mut keep: impl FnMut(usize) -> bool) -> TypeSet {
         let mut words = vec![0u64; self.words.len()].into_boxed_slice();
@@ -87,6 +99,9 @@ mod tests {
         let f = s.filter(|t| t % 2 == 0);
         assert_eq!(f.iter().collect::<Vec<_>>(), vec![0, 64, 130]);
         assert_eq!(f.len(), 3);
+        let g = s.intersect(&TypeSet::from_indices([3, 130, 7], 131));
+        assert_eq!(g.iter().collect::<Vec<_>>(), vec![3, 130]);
+        assert_eq!(g.len(), 2);
         assert!(TypeSet::default().is_empty());
         assert_eq!(TypeSet::default().first(), None);
     }
