@@ -979,3 +979,23 @@ fn describe_instance_types() {
     assert!(m.starts_with("types.json doc 1: "), "{m}");
     assert!(m.contains("InstanceTypes[0].VCpuInfo.DefaultVCpus"), "{m}");
 }
+
+/// Inputs the fuzzer (`fuzz/`, target `documents`) kept: each loads and
+/// plans without a panic (this one was a slow unit under the sanitizer).
+#[test]
+fn fuzz_findings_load_and_plan() {
+    let found = [(
+        "slow-nodepools.yaml",
+        include_str!("fixtures/fuzz/slow-nodepools.yaml"),
+    )];
+    let catalog = match flotilla_core::catalog::Catalog::embedded("us-west-2") {
+        Ok(c) => c,
+        Err(e) => panic!("embedded catalog: {e}"),
+    };
+    for (name, text) in found {
+        if let Ok(state) = load_str(name, text) {
+            let plan = flotilla_core::scheduler::schedule(&state, &catalog, &Default::default());
+            assert!(serde_json::to_vec(&plan).is_ok(), "{name}");
+        }
+    }
+}
