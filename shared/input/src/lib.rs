@@ -257,6 +257,7 @@ pub fn load(sources: &[Source]) -> Result<ClusterState, InputError> {
         .enumerate()
         .map(|(i, n)| (n.name.clone(), i))
         .collect();
+    drop_duplicate_pods(&mut state, &bound);
     for p in bound {
         let node = p.node_name.clone().unwrap_or_default();
         match by_name.get(&node) {
@@ -268,6 +269,58 @@ pub fn load(sources: &[Source]) -> Result<ClusterState, InputError> {
         }
     }
     Ok(state)
+}
+
+/// The pods a workload expansion made up for pods the inputs also hold:
+/// a pending pod given twice is one pod (the last definition); a pending
+/// pod that is also bound is the bound one; a Deployment given together
+/// with its pods (`kubectl get deploy,pods`) expands only to the replicas
+/// its ReplicaSets' pods do not already account for.
+fn drop_duplicate_pods(state: &mut ClusterState, bound: &[Pod]) {
+    let w = &mut state.warnings;
+    dedupe(&mut state.pending_pods, "Pod", |p| p.key(), w);
+    let running: BTreeSet<String> = bound.iter().map(Pod::key).collect();
+    state.pending_pods.retain(|p| !running.contains(&p.key()));
+    // Pods of each Deployment among the Pod objects (bound or pending).
+    let mut present: BTreeMap<String, usize> = BTreeMap::new();
+    for p in bound.iter().chain(state.pending_pods.iter()) {
+        if let Some(d) = deployment_of(p) {
+            *present.entry(d).or_default() += 1;
+        }
+    }
+    for (deployment, mut n) in present {
+        let before = state.pending_pods.len();
+        let mut keep = vec![true; before];
+        for (i, p) in state.pending_pods.iter().enumerate().rev() {
+            if n == 0 {
+                break;
+            }
+            if p.owner.as_deref() == Some(deployment.as_str()) {
+                keep[i] = false;
+                n -= 1;
+            }
+        }
+        let mut it = keep.iter();
+        state
+            .pending_pods
+            .retain(|_| it.next().copied().unwrap_or(true));
+        let dropped = before - state.pending_pods.len();
+        if dropped > 0 {
+            state.warnings.push(format!(
+                "{deployment}: {dropped} of its replicas are pods in the inputs already; expanding only the rest"
+            ));
+        }
+    }
+}
+
+/// `Deployment/<ns>/<name>` of a pod a Deployment's ReplicaSet owns: the
+/// ReplicaSet is named `<name>-<pod-template-hash>`.
+fn deployment_of(p: &Pod) -> Option<String> {
+    let rs = p.owner.as_deref()?.strip_prefix("ReplicaSet/")?;
+    let hash = p.labels.get("pod-template-hash")?;
+    let (ns, rs_name) = rs.split_once('/')?;
+    let name = rs_name.strip_suffix(hash.as_str())?.strip_suffix('-')?;
+    Some(format!("Deployment/{ns}/{name}"))
 }
 
 /// Splits `kind: List` documents (recursively) into their items.

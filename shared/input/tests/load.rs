@@ -999,3 +999,46 @@ fn fuzz_findings_load_and_plan() {
         }
     }
 }
+
+/// `kubectl get deploy,pods -o yaml`: a Deployment given with its pods is
+/// not counted twice, a pod given twice is one pod, and a pending pod that
+/// is also bound is the bound one.
+#[test]
+fn workloads_given_with_their_pods_are_not_counted_twice() {
+    let owned = |name: &str, node: Option<&str>| {
+        let node = node
+            .map(|n| format!("  nodeName: {n}\n"))
+            .unwrap_or_default();
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  labels: {{app: web, pod-template-hash: 7d9f8c}}\n  ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: web-7d9f8c, uid: u, controller: true}}]\nspec:\n{node}  containers: [{{name: c, resources: {{requests: {{cpu: 500m}}}}}}]\n"
+        )
+    };
+    let deploy = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  replicas: 4\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: c, resources: {requests: {cpu: 500m}}}]}\n";
+    let node = "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: '4', memory: 8Gi, pods: '20'}}\n";
+    let docs = [
+        deploy.to_string(),
+        node.to_string(),
+        owned("web-7d9f8c-a", Some("n1")),
+        owned("web-7d9f8c-b", Some("n1")),
+        owned("web-7d9f8c-c", None),
+        owned("web-7d9f8c-c", None),
+    ]
+    .join("---\n");
+    let s = ok("all.yaml", &docs);
+    // 4 replicas: 2 running, 1 pending given, 1 left to expand.
+    let pending: Vec<String> = s.pending_pods.iter().map(|p| p.key()).collect();
+    assert_eq!(pending.len(), 2, "{pending:?}");
+    assert!(pending.contains(&"default/web-7d9f8c-c".to_string()));
+    assert!(s
+        .warnings
+        .iter()
+        .any(|w| w.contains("defined more than once")));
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.contains("Deployment/default/web: 3 of its replicas")),
+        "{:?}",
+        s.warnings
+    );
+    assert_eq!(s.nodes[0].pods.len(), 2);
+}
