@@ -239,28 +239,10 @@ pub fn build(name: &str, n: usize, seed: u64) -> Option<ClusterState> {
         }
         "mixed" => s.pending_pods = deployments(n, 50, seed, |_, _| {}),
         "gpu" => {
-            let mut gpu = node_pool(
-                "gpu",
-                vec![
-                    in_req(labels::CAPACITY_TYPE, &["spot", "on-demand"]),
-                    Requirement::exists(labels::INSTANCE_GPU_COUNT),
-                ],
-            );
-            gpu.taints = vec![Taint {
-                key: "nvidia.com/gpu".into(),
-                value: "true".into(),
-                effect: TaintEffect::NoSchedule,
-            }];
-            s.node_pools.push(gpu);
+            s.node_pools.push(gpu_pool());
             s.pending_pods = deployments(n, 20, seed, |p, d| {
                 if d % 10 == 0 {
-                    p.requests.set("nvidia.com/gpu", q("1"));
-                    p.tolerations.push(Toleration {
-                        key: "nvidia.com/gpu".into(),
-                        operator: TolerationOperator::Exists,
-                        value: String::new(),
-                        effect: Some(TaintEffect::NoSchedule),
-                    });
+                    make_gpu(p);
                 }
             });
         }

@@ -436,7 +436,8 @@ pub(crate) fn node_selector_term(
     Ok(reqs)
 }
 
-/// One `{key, operator, values}` requirement, validated.
+/// One `{key, operator, values}` requirement of a pod, validated (the
+/// operators Kubernetes takes).
 pub(crate) fn requirement(
     ctx: &Ctx,
     path: &str,
@@ -444,17 +445,7 @@ pub(crate) fn requirement(
     op: &str,
     values: Vec<String>,
 ) -> Result<Requirement, InputError> {
-    let o = Operator::parse(op)
-        .filter(|o| !matches!(o, Operator::Gte | Operator::Lte))
-        .ok_or_else(|| {
-            ctx.err(
-                &join(path, "operator"),
-                format!(
-                    "unknown operator {op:?} (expected In, NotIn, Exists, DoesNotExist, Gt or Lt)"
-                ),
-            )
-        })?;
-    Requirement::from_parts(key, o, values).map_err(|e| ctx.err(path, e))
+    parse_requirement(ctx, path, key, op, values, false)
 }
 
 /// A karpenter.sh requirement: the pod operators plus `Gte` and `Lte`.
@@ -465,14 +456,30 @@ pub(crate) fn karpenter_requirement(
     op: &str,
     values: Vec<String>,
 ) -> Result<Requirement, InputError> {
-    let o = Operator::parse(op).ok_or_else(|| {
-        ctx.err(
-            &join(path, "operator"),
-            format!(
-                "unknown operator {op:?} (expected In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte or Lte)"
-            ),
-        )
-    })?;
+    parse_requirement(ctx, path, key, op, values, true)
+}
+
+fn parse_requirement(
+    ctx: &Ctx,
+    path: &str,
+    key: &str,
+    op: &str,
+    values: Vec<String>,
+    karpenter: bool,
+) -> Result<Requirement, InputError> {
+    let expected = if karpenter {
+        "In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte or Lte"
+    } else {
+        "In, NotIn, Exists, DoesNotExist, Gt or Lt"
+    };
+    let o = Operator::parse(op)
+        .filter(|o| karpenter || !matches!(o, Operator::Gte | Operator::Lte))
+        .ok_or_else(|| {
+            ctx.err(
+                &join(path, "operator"),
+                format!("unknown operator {op:?} (expected {expected})"),
+            )
+        })?;
     Requirement::from_parts(key, o, values).map_err(|e| ctx.err(path, e))
 }
 
