@@ -259,6 +259,9 @@ struct Run<'a> {
     join_heavier: bool,
     /// NodePools that launch nothing now, with why (named in reasons).
     unavailable_pools: Vec<String>,
+    /// Per key a pending pod spreads over (but hostname), the values the
+    /// existing nodes carry: built once, read by `reachable_domains`.
+    existing_domains: BTreeMap<String, BTreeSet<String>>,
     /// Bumped when a reservation runs out (see `JoinMemo`).
     epoch: u32,
 }
@@ -540,6 +543,7 @@ fn schedule_with(
     let shape_of = shape;
     let (size, n_sizes) = size_classes(pods, &volume);
     let (req_class, n_req_classes) = request_classes(pods);
+    let existing_domains = existing_domains(pods, &existing);
     let mut run = Run {
         pools,
         pods,
@@ -573,6 +577,7 @@ fn schedule_with(
         epoch: 0,
         spread_hint: vec![None; n_sizes],
         join_heavier,
+        existing_domains,
         unavailable_pools: state
             .node_pools
             .iter()
@@ -705,6 +710,26 @@ fn pool_domains(pool: &Pool, region: &str) -> DomainSource {
         domains,
         taints: pool.taints.clone(),
     }
+}
+
+/// For each key a pending pod spreads over (but hostname), the values the
+/// existing nodes carry for it.
+fn existing_domains(pods: &[Pod], existing: &[Existing]) -> BTreeMap<String, BTreeSet<String>> {
+    let keys: BTreeSet<&str> = pods
+        .iter()
+        .flat_map(|p| p.topology_spread.iter())
+        .map(|c| c.topology_key.as_str())
+        .filter(|k| *k != labels::HOSTNAME)
+        .collect();
+    keys.into_iter()
+        .map(|k| {
+            let values = existing
+                .iter()
+                .filter_map(|e| e.labels.get(k).cloned())
+                .collect();
+            (k.to_string(), values)
+        })
+        .collect()
 }
 
 /// Keys that decide which offerings of a type a NodeClaim may take.
@@ -848,10 +873,8 @@ impl<'a> Run<'a> {
                     }
                 }
             }
-            for e in &self.existing {
-                if let Some(v) = e.labels.get(key) {
-                    reach.insert(v);
-                }
+            if let Some(values) = self.existing_domains.get(key) {
+                reach.extend(values.iter().map(String::as_str));
             }
             if !reach.is_empty() {
                 strict.add(Requirement::in_values(key, reach));
