@@ -15,6 +15,7 @@ pub mod requirements;
 pub mod reservations;
 pub mod resources;
 pub mod scheduler;
+pub mod state;
 
 pub use quantity::Quantity;
 pub use requirements::{Operator, Requirement, Requirements};

@@ -1,0 +1,382 @@
+//! What one post changes, and the order posts must come in.
+//!
+//! The agent numbers its posts per *stream* (one stream per agent start):
+//! a full resync (`resync`: part `i` of `n`, all with the same sequence
+//! number) replaces the state; each later delta must carry the next
+//! number. Intake keeps a [`Head`] per cluster and [`admit`]s every post
+//! against it: a post already applied is acknowledged again without effect
+//! (a retry), a post after a gap, from another stream, or over a state
+//! intake does not have (a restored table, a new stack) is answered with
+//! "resync required", and the agent sends everything again.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::compact::{self, PodRow, TemplateId};
+use super::{ObjectKey, StateError};
+
+/// Added, modified and deleted objects. Pods come as rows, with the
+/// templates the rows use that intake may not have.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Changes {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub templates: BTreeMap<TemplateId, Value>,
+    /// Added or modified objects other than pods, whole.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<Value>,
+    /// Added or modified pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pods: Vec<PodRow>,
+    /// Deleted objects and pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deleted: Vec<ObjectKey>,
+}
+
+impl Changes {
+    /// Every document as added (pods compacted). Documents without kind
+    /// or name are refused by index.
+    pub fn of_documents(documents: Vec<Value>) -> Result<Changes, StateError> {
+        let mut out = Changes::default();
+        for (index, doc) in documents.into_iter().enumerate() {
+            if ObjectKey::of(&doc).is_none() {
+                return Err(StateError::Object {
+                    index,
+                    reason: "needs a kind and metadata.name".into(),
+                });
+            }
+            if doc.get("kind").and_then(Value::as_str) == Some("Pod") {
+                match PodRow::split(doc) {
+                    Some((id, t, row)) => {
+                        out.templates.entry(id).or_insert(t);
+                        out.pods.push(row);
+                    }
+                    None => {
+                        return Err(StateError::Object {
+                            index,
+                            reason: "a Pod needs metadata.name".into(),
+                        })
+                    }
+                }
+            } else {
+                out.objects.push(doc);
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty() && self.pods.is_empty() && self.deleted.is_empty()
+    }
+
+    /// Every object and row well-formed, every row's template present
+    /// (here or in `stored`) and of the row's namespace.
+    pub fn validate(&self, stored: &BTreeMap<TemplateId, Value>) -> Result<(), StateError> {
+        for (id, t) in &self.templates {
+            if compact::template_id(t) != *id {
+                return Err(StateError::Template {
+                    template: id.0.clone(),
+                    reason: "its id is not the hash of its content".into(),
+                });
+            }
+        }
+        for (index, doc) in self.objects.iter().enumerate() {
+            match ObjectKey::of(doc) {
+                Some(k) if k.is_pod() => {
+                    return Err(StateError::Object {
+                        index,
+                        reason: "pods are sent as rows (changes.pods)".into(),
+                    })
+                }
+                Some(_) => {}
+                None => {
+                    return Err(StateError::Object {
+                        index,
+                        reason: "needs a kind and metadata.name".into(),
+                    })
+                }
+            }
+        }
+        for (index, row) in self.pods.iter().enumerate() {
+            let pod = format!("{}/{}", row.namespace, row.name);
+            let Some(t) = self
+                .templates
+                .get(&row.template)
+                .or_else(|| stored.get(&row.template))
+            else {
+                return Err(StateError::MissingTemplate {
+                    index,
+                    pod,
+                    template: row.template.0.clone(),
+                });
+            };
+            let ns = t
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("default");
+            if row.name.is_empty() || ns != row.namespace {
+                return Err(StateError::Pod {
+                    index,
+                    pod,
+                    reason: format!("needs a name, and the namespace of its template ({ns})"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Cut into parts whose JSON is at most about `limit` bytes each, every
+    /// part with the templates its rows use. An object larger than the
+    /// limit gets a part of its own.
+    pub fn split(self, limit: usize) -> Vec<Changes> {
+        let mut parts = vec![Changes::default()];
+        let mut size = 0usize;
+        let mut room = |parts: &mut Vec<Changes>, size: &mut usize, need: usize| {
+            if *size > 0 && size.saturating_add(need) > limit {
+                parts.push(Changes::default());
+                *size = 0;
+            }
+            *size = size.saturating_add(need);
+        };
+        for key in self.deleted {
+            room(&mut parts, &mut size, key.0.len() + 3);
+            if let Some(p) = parts.last_mut() {
+                p.deleted.push(key);
+            }
+        }
+        for doc in self.objects {
+            room(&mut parts, &mut size, json_len(&doc) + 1);
+            if let Some(p) = parts.last_mut() {
+                p.objects.push(doc);
+            }
+        }
+        for row in self.pods {
+            let template = self.templates.get(&row.template);
+            let in_part = parts
+                .last()
+                .is_some_and(|p| p.templates.contains_key(&row.template));
+            let t_len = match (in_part, template) {
+                (false, Some(t)) => json_len(t) + row.template.0.len() + 4,
+                _ => 0,
+            };
+            room(&mut parts, &mut size, json_len(&row) + 1 + t_len);
+            if let Some(p) = parts.last_mut() {
+                if let Some(t) = template {
+                    if !p.templates.contains_key(&row.template) {
+                        p.templates.insert(row.template.clone(), t.clone());
+                    }
+                }
+                p.pods.push(row);
+            }
+        }
+        parts
+    }
+}
+
+fn json_len<T: Serialize>(v: &T) -> usize {
+    serde_json::to_vec(v).map_or(0, |b| b.len())
+}
+
+/// What changed between what intake acknowledged (`acked`: key → digest)
+/// and the agent's cache now.
+pub fn changes_since(acked: &BTreeMap<ObjectKey, u64>, now: &super::ClusterCache) -> Changes {
+    let mut out = Changes::default();
+    for (key, doc) in &now.objects {
+        if acked.get(key) != Some(&compact::digest(doc)) {
+            out.objects.push(doc.clone());
+        }
+    }
+    for (key, row) in &now.pods {
+        if acked.get(key) != Some(&row.digest()) {
+            if let Some(t) = now.templates.get(&row.template) {
+                out.templates.insert(row.template.clone(), t.clone());
+            }
+            out.pods.push(row.clone());
+        }
+    }
+    for key in acked.keys() {
+        let present = if key.is_pod() {
+            now.pods.contains_key(key)
+        } else {
+            now.objects.contains_key(key)
+        };
+        if !present {
+            out.deleted.push(key.clone());
+        }
+    }
+    out
+}
+
+/// Where a post stands in its stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Sequence {
+    /// The agent's stream (one per agent start).
+    pub stream: String,
+    /// The post's number in the stream, from 1.
+    pub seq: u64,
+    /// Set on the parts of a full resync.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resync: Option<Resync>,
+}
+
+/// Part `part` (from 0) of the `parts` of a full resync.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Resync {
+    pub part: u32,
+    pub parts: u32,
+}
+
+/// Most parts a resync may have (each up to the 6 MiB body limit).
+pub const MAX_RESYNC_PARTS: u32 = 10_000;
+
+/// What intake holds for a cluster: the stream and the last post applied,
+/// and a resync being received.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Head {
+    #[serde(default)]
+    pub stream: String,
+    /// The last post applied (0: none; the state is empty).
+    #[serde(default)]
+    pub seq: u64,
+    /// A resync whose parts are arriving.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiving: Option<Receiving>,
+}
+
+/// A resync being received.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Receiving {
+    pub stream: String,
+    pub seq: u64,
+    pub parts: u32,
+    pub received: BTreeSet<u32>,
+}
+
+impl Receiving {
+    /// The parts not received yet.
+    pub fn missing(&self) -> Vec<u32> {
+        (0..self.parts)
+            .filter(|p| !self.received.contains(p))
+            .collect()
+    }
+}
+
+/// What to do with a post.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// The next delta: apply it; the head moves to its sequence.
+    Apply,
+    /// Already applied (a retry, or a post overtaken by a resync):
+    /// acknowledge, change nothing.
+    Duplicate,
+    /// A resync part to keep; `complete` when it is the last one missing,
+    /// and the resync's parts then replace the state.
+    Part { complete: bool },
+    /// Intake cannot apply it: the agent must send everything again.
+    ResyncRequired { reason: String },
+}
+
+/// Check a post's place against the cluster's head.
+pub fn admit(head: &Head, seq: &Sequence) -> Admission {
+    if seq.seq == 0 {
+        return Admission::ResyncRequired {
+            reason: "sequence numbers start at 1".into(),
+        };
+    }
+    let same_stream = head.stream == seq.stream && head.seq > 0;
+    if let Some(r) = seq.resync {
+        if r.parts == 0 || r.parts > MAX_RESYNC_PARTS || r.part >= r.parts {
+            return Admission::ResyncRequired {
+                reason: format!(
+                    "resync part {} of {}: parts must be 1..={MAX_RESYNC_PARTS}, part below them",
+                    r.part, r.parts
+                ),
+            };
+        }
+        if same_stream && seq.seq <= head.seq {
+            return Admission::Duplicate;
+        }
+        let received = match &head.receiving {
+            Some(rx) if rx.stream == seq.stream && rx.seq == seq.seq && rx.parts == r.parts => {
+                &rx.received
+            }
+            Some(rx) if rx.stream == seq.stream && rx.seq > seq.seq => {
+                return Admission::Duplicate;
+            }
+            _ => &BTreeSet::new(),
+        };
+        let complete = (0..r.parts).all(|p| p == r.part || received.contains(&p));
+        return Admission::Part { complete };
+    }
+    if !same_stream {
+        return Admission::ResyncRequired {
+            reason: if head.seq == 0 {
+                "no state is stored for this cluster".into()
+            } else {
+                format!(
+                    "the stored state is of another agent stream ({})",
+                    head.stream
+                )
+            },
+        };
+    }
+    match seq.seq.cmp(&head.seq.saturating_add(1)) {
+        std::cmp::Ordering::Less => Admission::Duplicate,
+        std::cmp::Ordering::Equal => Admission::Apply,
+        std::cmp::Ordering::Greater => Admission::ResyncRequired {
+            reason: format!(
+                "post {} follows {}: posts {}..{} are missing",
+                seq.seq,
+                head.seq,
+                head.seq.saturating_add(1),
+                seq.seq
+            ),
+        },
+    }
+}
+
+impl Head {
+    /// The head after an admitted post.
+    pub fn after(&self, seq: &Sequence, admission: &Admission) -> Head {
+        match (admission, seq.resync) {
+            (Admission::Apply, _) => Head {
+                stream: self.stream.clone(),
+                seq: seq.seq,
+                receiving: self.receiving.clone(),
+            },
+            (Admission::Part { complete: true }, _) => Head {
+                stream: seq.stream.clone(),
+                seq: seq.seq,
+                receiving: None,
+            },
+            (Admission::Part { complete: false }, Some(r)) => {
+                let mut rx = match &self.receiving {
+                    Some(rx)
+                        if rx.stream == seq.stream && rx.seq == seq.seq && rx.parts == r.parts =>
+                    {
+                        rx.clone()
+                    }
+                    _ => Receiving {
+                        stream: seq.stream.clone(),
+                        seq: seq.seq,
+                        parts: r.parts,
+                        received: BTreeSet::new(),
+                    },
+                };
+                rx.received.insert(r.part);
+                Head {
+                    stream: self.stream.clone(),
+                    seq: self.seq,
+                    receiving: Some(rx),
+                }
+            }
+            _ => self.clone(),
+        }
+    }
+}
