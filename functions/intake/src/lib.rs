@@ -3,6 +3,7 @@
 //! | method | path | what |
 //! |--------|------|------|
 //! | `POST` | `/batches` (or `/`) | accept a batch (JSON body, optionally `Content-Encoding: gzip`) → 202 |
+//! | `POST` | `/changes` | accept the cluster's changes or a resync part (`flotilla_service::changes`) → 202; 409 `{"error", "resyncRequired": true}` when the agent must resync |
 //! | `GET`  | `/clusters/<id>` | NodeClaims, pending actions and the last result → 200 |
 //! | `POST` | `/clusters/<id>/actions` | the agent acknowledges actions (`{"acks": [{"id", "outcome", "message"}]}`, optionally gzip) → 200 |
 //!
@@ -47,6 +48,10 @@ fn service_error(e: &ServiceError) -> LambdaFunctionUrlResponse {
     match e {
         ServiceError::BadRequest(m) => error(400, m),
         ServiceError::Forbidden(m) => error(403, m),
+        ServiceError::ResyncRequired(m) => response(
+            409,
+            &serde_json::json!({ "error": format!("resync required: {m}"), "resyncRequired": true }),
+        ),
         e if e.is_retryable() => {
             tracing::warn!(error = %e, "dependency unavailable");
             error(503, "temporarily unavailable; retry")
@@ -146,8 +151,8 @@ fn record(
         .as_deref()
         .or(req.request_context.http.path.as_deref())
         .unwrap_or("/");
-    let batch_post =
-        method.eq_ignore_ascii_case("POST") && matches!(path.trim_matches('/'), "" | "batches");
+    let batch_post = method.eq_ignore_ascii_case("POST")
+        && matches!(path.trim_matches('/'), "" | "batches" | "changes");
     if !batch_post {
         return;
     }
@@ -175,6 +180,7 @@ pub fn refusal_reason(status: i64) -> String {
     match status {
         400 => "BadRequest".into(),
         403 => "Forbidden".into(),
+        409 => "ResyncRequired".into(),
         413 => "TooLarge".into(),
         429 => "Throttled".into(),
         500 => "Internal".into(),
@@ -207,6 +213,26 @@ async fn route<S: Store, E: Ec2, B: Bus, C: Clock>(
                 Err((status, m)) => return error(status, m),
             };
             match intake::accept(
+                &ports.store,
+                &ports.bus,
+                &ports.clock,
+                &ports.config,
+                &ports.access,
+                &caller(req),
+                &body,
+            )
+            .await
+            {
+                Ok(accepted) => response(202, &serde_json::to_value(&accepted).unwrap_or_default()),
+                Err(e) => service_error(&e),
+            }
+        }
+        ("POST", ["changes"]) => {
+            let body = match body_bytes(req, ports.config.max_body_bytes) {
+                Ok(b) => b,
+                Err((status, m)) => return error(status, m),
+            };
+            match flotilla_service::changes::accept_changes(
                 &ports.store,
                 &ports.bus,
                 &ports.clock,
@@ -255,7 +281,7 @@ async fn route<S: Store, E: Ec2, B: Bus, C: Clock>(
                 Err(e) => service_error(&e),
             }
         }
-        (_, [] | ["batches"] | ["clusters", _] | ["clusters", _, "actions"]) => {
+        (_, [] | ["batches"] | ["changes"] | ["clusters", _] | ["clusters", _, "actions"]) => {
             error(405, format!("method {method} not allowed on {path}"))
         }
         _ => error(404, format!("no route for {method} {path}")),

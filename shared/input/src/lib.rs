@@ -36,6 +36,7 @@ mod workload;
 use std::collections::{BTreeMap, BTreeSet};
 
 use flotilla_core::model::{ClusterState, Pod};
+use flotilla_core::state::{ClusterCache, PodRow, TemplateId};
 use serde_json::Value;
 
 pub use error::InputError;
@@ -85,25 +86,88 @@ impl Doc<'_> {
 pub fn load(sources: &[Source]) -> Result<ClusterState, InputError> {
     let mut state = ClusterState::default();
     let mut docs: Vec<Doc> = Vec::new();
-    let mut instance_types: Option<Vec<flotilla_core::catalog::InstanceTypeInfo>> = None;
     for src in sources {
         let values = parse::parse_source(src)?;
-        for (i, value) in values.into_iter().enumerate() {
-            let index = i + 1;
-            let ctx = Ctx::new(src.name, index);
-            if let Some(types) = aws::instance_types(&ctx, &value)? {
-                instance_types.get_or_insert_with(Vec::new).extend(types);
-                continue;
-            }
-            if let Some(reservations) = aws::capacity_reservations(&ctx, &value)? {
-                state.capacity_reservations.extend(reservations);
-                continue;
-            }
-            flatten(src.name, index, String::new(), value, 0, &mut docs)?;
+        read_values(src.name, values, &mut state, &mut docs)?;
+    }
+    build(docs, state, &[])
+}
+
+/// Reads a cluster state kept by changes ([`ClusterCache`]). Bound pods
+/// that share a template are read once per template, not once per pod:
+/// the state of a large cluster loads in time and memory proportional to
+/// its workloads, plus a copy per pod of what differs (name, node, times).
+/// The result is the state [`load`] reads from the cache's documents.
+pub fn load_cache(cache: &ClusterCache) -> Result<ClusterState, InputError> {
+    const FILE: &str = "state";
+    let mut state = ClusterState::default();
+    let mut docs: Vec<Doc> = Vec::new();
+    let mut values: Vec<Value> = cache.objects.values().cloned().collect();
+    let mut shared: BTreeMap<&TemplateId, Vec<&PodRow>> = BTreeMap::new();
+    for row in cache.pods.values() {
+        let Some(template) = cache.templates.get(&row.template) else {
+            return Err(InputError {
+                object: Some(format!("Pod {}/{}", row.namespace, row.name)),
+                ..InputError::file(FILE, format!("its template {} is not stored", row.template))
+            });
+        };
+        if row.node.is_some() && pod::shareable(template) {
+            shared.entry(&row.template).or_default().push(row);
+        } else {
+            values.push(row.expand(template));
         }
     }
-    state.instance_types = instance_types;
+    read_values(FILE, values, &mut state, &mut docs)?;
+    let templated: Vec<Templated> = shared
+        .into_iter()
+        .filter_map(|(id, rows)| {
+            let template = cache.templates.get(id)?;
+            Some(Templated { template, rows })
+        })
+        .collect();
+    build(docs, state, &templated)
+}
 
+/// Bound pods sharing one template.
+struct Templated<'a> {
+    template: &'a Value,
+    rows: Vec<&'a PodRow>,
+}
+
+/// Sorts `values` (whole documents, AWS CLI outputs) of file `file` into
+/// `docs`, the instance types and the capacity reservations.
+fn read_values<'a>(
+    file: &'a str,
+    values: Vec<Value>,
+    state: &mut ClusterState,
+    docs: &mut Vec<Doc<'a>>,
+) -> Result<(), InputError> {
+    for (i, value) in values.into_iter().enumerate() {
+        let index = i + 1;
+        let ctx = Ctx::new(file, index);
+        if let Some(types) = aws::instance_types(&ctx, &value)? {
+            state
+                .instance_types
+                .get_or_insert_with(Vec::new)
+                .extend(types);
+            continue;
+        }
+        if let Some(reservations) = aws::capacity_reservations(&ctx, &value)? {
+            state.capacity_reservations.extend(reservations);
+            continue;
+        }
+        flatten(file, index, String::new(), value, 0, docs)?;
+    }
+    Ok(())
+}
+
+/// The cluster state of the documents read, and of the templated bound
+/// pods of a [`ClusterCache`].
+fn build(
+    docs: Vec<Doc>,
+    mut state: ClusterState,
+    templated: &[Templated],
+) -> Result<ClusterState, InputError> {
     // First pass: objects others refer to.
     let mut priority_classes: BTreeMap<String, i32> = BTreeMap::new();
     let mut default_priority: Option<i32> = None;
@@ -207,6 +271,9 @@ pub fn load(sources: &[Source]) -> Result<ClusterState, InputError> {
                 ));
             }
         }
+    }
+    for t in templated {
+        bound.extend(pod::templated_pods(t.template, &t.rows, &env, &mut state)?);
     }
 
     // A later definition of the same object replaces an earlier one.

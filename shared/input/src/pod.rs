@@ -18,6 +18,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use crate::util::{check_labels, join, quantity, taint_effect, Ctx};
 use crate::workload::Env;
 use crate::{Doc, InputError};
+use flotilla_core::state::PodRow;
+use serde_json::Value;
 
 /// A `kind: Pod` document. `None` for finished pods (Succeeded / Failed),
 /// which hold no resources.
@@ -662,4 +664,58 @@ fn affinity_term(
         all_namespaces,
         topology_key: labels::normalize_key(&t.topology_key).to_string(),
     })
+}
+
+/// Whether bound pods of `template` may be read once for all: nothing in
+/// the pod depends on its name but the name (ephemeral volumes name a
+/// claim after the pod).
+pub(crate) fn shareable(template: &Value) -> bool {
+    !template
+        .pointer("/spec/volumes")
+        .and_then(Value::as_array)
+        .is_some_and(|vs| vs.iter().any(|v| v.get("ephemeral").is_some()))
+}
+
+/// The bound pods of `rows` over their shared `template`: the first row's
+/// document is read as any pod is, and each row gets a copy with its own
+/// name, node and times.
+pub(crate) fn templated_pods(
+    template: &Value,
+    rows: &[&PodRow],
+    env: &Env,
+    state: &mut ClusterState,
+) -> Result<Vec<Pod>, InputError> {
+    let Some(first) = rows.first() else {
+        return Ok(Vec::new());
+    };
+    let doc = Doc {
+        file: "state",
+        index: 1,
+        prefix: String::new(),
+        value: first.expand(template),
+    };
+    let ctx = Ctx::for_doc(&doc);
+    let Some(model) = pod_object(&ctx, &doc, env, state)? else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        let mut p = model.clone();
+        p.name.clone_from(&row.name);
+        p.node_name.clone_from(&row.node);
+        let time = |v: &Option<Value>, field: &str| -> Result<Option<i64>, InputError> {
+            v.as_ref()
+                .map(|v| {
+                    serde_json::from_value::<meta::Time>(v.clone())
+                        .map(|t| t.0.as_second())
+                        .map_err(|e| ctx.err(field, format!("pod {}: {e}", row.name)))
+                })
+                .transpose()
+        };
+        p.created_at = time(&row.created, "metadata.creationTimestamp")?
+            .max(time(&row.started, "status.startTime")?);
+        p.terminating = row.deleting.is_some();
+        out.push(p);
+    }
+    Ok(out)
 }

@@ -24,10 +24,74 @@ pub struct LoadedState {
     pub state: ClusterState,
 }
 
-/// The cluster state of stored batch `batch`.
+/// The cluster state of stored batch `batch`: its documents, or the state
+/// kept by changes that it names (see [`crate::changes`]).
 pub async fn load<S: Store>(store: &S, cluster: &str, batch: &str) -> Result<ClusterState> {
+    if let Some(h) = header(store, cluster, batch).await? {
+        if let Some(state) = &h.state {
+            let cache = crate::changes::load_state(store, cluster, state).await?;
+            store_context(store, cluster, &h, &state.cluster, &cache).await?;
+            return flotilla_input::load_cache(&cache)
+                .map_err(|e| ServiceError::BadRequest(e.to_string()));
+        }
+    }
     let req = load_batch(store, cluster, batch).await?;
     cluster_state(&req)
+}
+
+/// The launch context (`CONTEXT#<batch>`) of a batch over the state kept
+/// by changes, written by the first reader of the state (idempotent: the
+/// same state gives the same context).
+async fn store_context<S: Store>(
+    store: &S,
+    cluster: &str,
+    header: &BatchHeader,
+    meta: &crate::records::ClusterMeta,
+    cache: &flotilla_core::state::ClusterCache,
+) -> Result<()> {
+    let key = keys::context(cluster, &header.batch_id);
+    if store
+        .get(&key)
+        .await
+        .map_err(ServiceError::port("read launch context"))?
+        .is_some()
+    {
+        return Ok(());
+    }
+    let documents = cache
+        .objects
+        .iter()
+        .filter(|(k, _)| {
+            let kind = k.0.split('/').next().unwrap_or("");
+            crate::intake::CONTEXT_KINDS.contains(&kind) || kind == "PodDisruptionBudget"
+        })
+        .map(|(_, v)| v.clone())
+        .collect();
+    let context = crate::records::LaunchContext {
+        cluster: meta.clone(),
+        documents,
+    };
+    let mut item = Item::new(key, codec::gzip(&codec::to_json(&context)));
+    item.expires_at =
+        Some((header.accepted_at / 1000).saturating_add(crate::Config::default().retention_secs));
+    if item.body.len() > flotilla_ports::MAX_BODY_BYTES {
+        return Err(ServiceError::BadRequest(
+            "the NodePools, EC2NodeClasses, NodeOverlays and PodDisruptionBudgets alone exceed 350 KB compressed"
+                .into(),
+        ));
+    }
+    match store
+        .write(Write::Put {
+            item,
+            condition: Condition::Absent {
+                now_secs: header.accepted_at / 1000,
+            },
+        })
+        .await
+    {
+        Ok(()) | Err(PortError::ConditionFailed(_)) => Ok(()),
+        Err(e) => Err(ServiceError::port("store launch context")(e)),
+    }
 }
 
 /// The header of a stored batch; `None` when it is gone (expired).
@@ -199,6 +263,7 @@ async fn store_state<S: Store>(
         chunks: parts.len(),
         accepted_at: now_ms,
         pending_pods: 0,
+        state: None,
     };
     let mut header_item = Item::new(
         keys::batch_header(cluster, &batch_id),

@@ -90,13 +90,17 @@ impl Access {
 /// ([`Config::cluster_name`]); a batch naming another is refused here, not
 /// by IAM deep in launch (the launch role may only tag and launch for the
 /// stack's cluster).
-fn check_cluster_name(config: &Config, req: &BatchRequest) -> Result<()> {
+pub(crate) fn check_cluster_name(
+    config: &Config,
+    cluster_id: &str,
+    meta: &ClusterMeta,
+) -> Result<()> {
     match &config.cluster_name {
-        Some(ours) if *ours != req.cluster.name => Err(ServiceError::BadRequest(format!(
+        Some(ours) if *ours != meta.name => Err(ServiceError::BadRequest(format!(
             "cluster.name {:?} of cluster {:?}: this Flotilla stack provisions EKS cluster {ours:?} \
              (its ClusterName parameter, FLOTILLA_CLUSTER_NAME); set the agent's \
              FLOTILLA_CLUSTER_NAME to {ours:?} or post to the stack deployed for {:?}",
-            req.cluster.name, req.cluster_id, req.cluster.name
+            meta.name, cluster_id, meta.name
         ))),
         _ => Ok(()),
     }
@@ -152,7 +156,7 @@ pub struct Accepted {
 }
 
 /// Kinds the launch stage needs again (small, no pods).
-const CONTEXT_KINDS: &[&str] = &[
+pub(crate) const CONTEXT_KINDS: &[&str] = &[
     "NodePool",
     "Provisioner",
     "EC2NodeClass",
@@ -228,6 +232,17 @@ fn validate_meta(m: &ClusterMeta) -> Result<()> {
     Ok(())
 }
 
+/// The cluster id and the cluster facts of a post.
+pub(crate) fn validate_ids(cluster_id: &str, meta: &ClusterMeta) -> Result<()> {
+    if !valid_cluster_id(cluster_id) {
+        return Err(ServiceError::BadRequest(format!(
+            "clusterId {:?}: must be 1-63 characters of [a-z0-9-], not starting or ending with '-'",
+            cluster_id.chars().take(80).collect::<String>()
+        )));
+    }
+    validate_meta(meta)
+}
+
 /// Parse and fully validate a request body. Errors name the field (and,
 /// for documents, the object).
 pub fn parse_batch(
@@ -249,13 +264,7 @@ pub fn parse_batch(
         let path = e.path().to_string();
         ServiceError::BadRequest(format!("batch at {path}: {}", e.inner()))
     })?;
-    if !valid_cluster_id(&req.cluster_id) {
-        return Err(ServiceError::BadRequest(format!(
-            "clusterId {:?}: must be 1-63 characters of [a-z0-9-], not starting or ending with '-'",
-            req.cluster_id.chars().take(80).collect::<String>()
-        )));
-    }
-    validate_meta(&req.cluster)?;
+    validate_ids(&req.cluster_id, &req.cluster)?;
     let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": req.documents});
     let bytes = serde_json::to_vec(&list).map_err(|e| ServiceError::BadRequest(e.to_string()))?;
     let state = flotilla_input::load(&[flotilla_input::Source {
@@ -356,7 +365,7 @@ pub async fn accept<S: Store, B: Bus, C: Clock>(
 ) -> Result<Accepted> {
     let (req, state) = parse_batch(body, config)?;
     access.check(caller, &req.cluster_id)?;
-    check_cluster_name(config, &req)?;
+    check_cluster_name(config, &req.cluster_id, &req.cluster)?;
     let cluster = req.cluster_id.clone();
     let pending_pods = state.pending_pods.len();
     // Nodes carrying a NodeClaim's label have registered: record it now,
@@ -449,6 +458,7 @@ pub async fn accept<S: Store, B: Bus, C: Clock>(
         chunks: parts.len(),
         accepted_at: now,
         pending_pods,
+        state: None,
     };
     let mut header_item = Item::new(
         keys::batch_header(&cluster, &batch_id),
@@ -478,22 +488,7 @@ pub async fn accept<S: Store, B: Bus, C: Clock>(
     })
     .await?;
 
-    let registration = ClusterRegistration {
-        first_seen: now,
-        cluster_name: Some(req.cluster.name.clone()),
-    };
-    let mut reg = Item::new(keys::registry(&cluster), codec::to_json(&registration));
-    reg.expires_at = None;
-    match store
-        .write(Write::Put {
-            item: reg,
-            condition: Condition::Absent { now_secs },
-        })
-        .await
-    {
-        Ok(()) | Err(PortError::ConditionFailed(_)) => {}
-        Err(e) => return Err(ServiceError::port("register cluster")(e)),
-    }
+    register(store, &cluster, &req.cluster, now, now_secs).await?;
 
     put_accepted(bus, &cluster, &batch_id).await?;
     tracing::info!(cluster = %cluster, batch = %batch_id, pods = pending_pods, chunks = parts.len(), "batch accepted");
@@ -504,6 +499,32 @@ pub async fn accept<S: Store, B: Bus, C: Clock>(
         deduplicated: false,
         registered,
     })
+}
+
+/// Enter the cluster in the registry (`CLUSTERS`) unless it is there.
+pub(crate) async fn register<S: Store>(
+    store: &S,
+    cluster: &str,
+    meta: &ClusterMeta,
+    now: i64,
+    now_secs: i64,
+) -> Result<()> {
+    let registration = ClusterRegistration {
+        first_seen: now,
+        cluster_name: Some(meta.name.clone()),
+    };
+    let mut reg = Item::new(keys::registry(cluster), codec::to_json(&registration));
+    reg.expires_at = None;
+    match store
+        .write(Write::Put {
+            item: reg,
+            condition: Condition::Absent { now_secs },
+        })
+        .await
+    {
+        Ok(()) | Err(PortError::ConditionFailed(_)) => Ok(()),
+        Err(e) => Err(ServiceError::port("register cluster")(e)),
+    }
 }
 
 /// `Launched → Registered` for every node labelled with one of the
@@ -581,36 +602,122 @@ pub async fn record_nodes<S: Store, C: Clock>(
     cluster: &str,
     nodes: &[flotilla_core::model::Node],
 ) -> Result<()> {
-    let report = NodesReport {
-        at: clock.now_millis(),
-        nodes: nodes
-            .iter()
-            .filter_map(|n| {
-                n.labels
-                    .get(crate::records::NODECLAIM_LABEL)
-                    .map(|claim| (claim.clone(), n.name.clone()))
-            })
-            .collect(),
-        placeholder: false,
+    let all = labelled(nodes);
+    update_nodes_report(store, clock, cluster, |_| Some(all.clone())).await
+}
+
+/// NodeClaim name → node name, of the nodes carrying a NodeClaim's label.
+fn labelled(nodes: &[flotilla_core::model::Node]) -> std::collections::BTreeMap<String, String> {
+    nodes
+        .iter()
+        .filter_map(|n| {
+            n.labels
+                .get(crate::records::NODECLAIM_LABEL)
+                .map(|claim| (claim.clone(), n.name.clone()))
+        })
+        .collect()
+}
+
+/// Record what a change post shows of the cluster's nodes: nodes added or
+/// changed are registered ([`mark_registered`]) and, with the nodes
+/// deleted, change the [`NodesReport`]; a completed resync (`full`)
+/// replaces it.
+pub(crate) async fn record_changed_nodes<S: Store, C: Clock>(
+    store: &S,
+    clock: &C,
+    cluster: &str,
+    changes: &flotilla_core::state::Changes,
+    full: Option<&flotilla_core::state::ClusterCache>,
+) -> Result<()> {
+    use flotilla_core::state::ClusterCache;
+    let is_node = |k: &flotilla_core::state::ObjectKey| k.0.starts_with("Node//");
+    let nodes_only = |objects: &mut dyn Iterator<
+        Item = (&flotilla_core::state::ObjectKey, &serde_json::Value),
+    >| {
+        let cache = ClusterCache {
+            objects: objects
+                .filter(|(k, _)| is_node(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            ..ClusterCache::default()
+        };
+        flotilla_input::load_cache(&cache)
+            .map(|s| s.nodes)
+            .map_err(|e| ServiceError::BadRequest(e.to_string()))
     };
+    if let Some(full) = full {
+        let nodes = nodes_only(&mut full.objects.iter())?;
+        mark_registered(store, clock, cluster, &nodes).await?;
+        return record_nodes(store, clock, cluster, &nodes).await;
+    }
+    let keyed: Vec<(flotilla_core::state::ObjectKey, serde_json::Value)> = changes
+        .objects
+        .iter()
+        .filter_map(|d| flotilla_core::state::ObjectKey::of(d).map(|k| (k, d.clone())))
+        .collect();
+    let upserted = nodes_only(&mut keyed.iter().map(|(k, v)| (k, v)))?;
+    let deleted: Vec<&str> = changes
+        .deleted
+        .iter()
+        .filter(|k| is_node(k))
+        .filter_map(|k| k.0.rsplit('/').next())
+        .collect();
+    if upserted.is_empty() && deleted.is_empty() {
+        return Ok(());
+    }
+    mark_registered(store, clock, cluster, &upserted).await?;
+    let added = labelled(&upserted);
+    update_nodes_report(store, clock, cluster, |old| {
+        let mut nodes = old.map(|o| o.nodes.clone()).unwrap_or_default();
+        nodes.retain(|_, node| {
+            !deleted.contains(&node.as_str()) && !upserted.iter().any(|n| n.name == *node)
+        });
+        nodes.extend(added.clone());
+        Some(nodes)
+    })
+    .await
+}
+
+/// Write the [`NodesReport`] `f` makes of the stored one (`None`: leave
+/// it), only when it changed; version-checked, a few tries.
+async fn update_nodes_report<S: Store, C: Clock>(
+    store: &S,
+    clock: &C,
+    cluster: &str,
+    f: impl Fn(Option<&NodesReport>) -> Option<std::collections::BTreeMap<String, String>>,
+) -> Result<()> {
+    let at = clock.now_millis();
     let key = keys::nodes(cluster);
     for _ in 0..4 {
         let current = store
             .get(&key)
             .await
             .map_err(ServiceError::port("read nodes report"))?;
-        let condition = match &current {
+        let old: Option<NodesReport> = match &current {
             Some(item) => {
                 let json = codec::gunzip(&key.to_string(), &item.body)?;
-                let old: NodesReport = codec::from_json(&key.to_string(), &json)?;
-                if old.at > report.at || (old.nodes == report.nodes && !old.placeholder) {
+                Some(codec::from_json(&key.to_string(), &json)?)
+            }
+            None => None,
+        };
+        let Some(nodes) = f(old.as_ref()) else {
+            return Ok(());
+        };
+        let condition = match (&current, &old) {
+            (Some(item), Some(old)) => {
+                if old.at > at || (old.nodes == nodes && !old.placeholder) {
                     return Ok(());
                 }
                 Condition::Version(item.version)
             }
-            None => Condition::Absent {
+            _ => Condition::Absent {
                 now_secs: clock.now_secs(),
             },
+        };
+        let report = NodesReport {
+            at,
+            nodes,
+            placeholder: false,
         };
         let mut item = Item::new(key.clone(), codec::gzip(&codec::to_json(&report)));
         item.version = current.as_ref().map_or(1, |i| i.version + 1);

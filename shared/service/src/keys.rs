@@ -12,6 +12,8 @@
 //! | `CLUSTER#<c>` | `ACTION#<id>` | an action for the agent (cordon, drain, relabel) | after done |
 //! | `CLUSTER#<c>` | `NODES` | the cluster's nodes of Flotilla NodeClaims, as the agent last posted them | — |
 //! | `CLUSTER#<c>` | `STATE` | the newest stored batch (cluster state) of any post, heartbeats included | — |
+//! | `CLUSTER#<c>` | `STATE#HEAD` | the state kept by changes: stream, sequence, snapshot and deltas since (see `changes`) | — |
+//! | `CLUSTER#<c>` | `STATE#<SNAPSHOT\|DELTA\|PART>#<id>#<nnnn>` | a snapshot of the state, one post's changes, a resync part (gzip JSON chunks) | retention |
 //! | `CLUSTER#<c>` | `DISRUPTION#<id>` | a disruption decision being carried out (state machine) | after it ends |
 //! | `CLUSTER#<c>` | `DISRUPTING#<node>` | the node's in-flight decision (one per node: written with it) | after it ends |
 //! | `CLUSTER#<c>` | `INTERRUPTED#<nodeclaim>` | an EC2 interruption (or rebalance) notice for the NodeClaim's instance | 1 day |
@@ -75,6 +77,17 @@ pub fn nodes(cluster: &str) -> Key {
 /// The newest stored batch of the cluster (see `cluster_state`).
 pub fn state_pointer(cluster: &str) -> Key {
     Key::new(cluster_pk(cluster), "STATE")
+}
+
+/// The head of the cluster's state kept by changes (see `changes`).
+pub fn state_head(cluster: &str) -> Key {
+    Key::new(cluster_pk(cluster), "STATE#HEAD")
+}
+
+/// Chunk `i` of a stored state blob: `kind` is `SNAPSHOT`, `DELTA` or
+/// `PART`.
+pub fn state_blob(cluster: &str, kind: &str, id: &str, i: usize) -> Key {
+    Key::new(cluster_pk(cluster), format!("STATE#{kind}#{id}#{i:04}"))
 }
 
 pub const DISRUPTION_PREFIX: &str = "DISRUPTION#";

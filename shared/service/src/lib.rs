@@ -21,6 +21,7 @@
 //!
 //! The table layout is in [`keys`].
 
+pub mod changes;
 pub mod cluster_state;
 pub mod codec;
 pub mod disruption;
@@ -118,6 +119,11 @@ pub enum ServiceError {
     /// Stored data could not be read back (corrupt or from a newer version).
     #[error("stored data {key}: {reason}")]
     Corrupt { key: String, reason: String },
+    /// A change post intake cannot apply over the state it holds (a gap in
+    /// the sequence, another agent stream, no state stored): the agent
+    /// must send a full resync (intake answers 409).
+    #[error("resync required: {0}")]
+    ResyncRequired(String),
 }
 
 impl ServiceError {

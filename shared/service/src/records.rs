@@ -55,6 +55,34 @@ pub struct BatchHeader {
     pub chunks: usize,
     pub accepted_at: i64,
     pub pending_pods: usize,
+    /// Set for a batch over the state kept by changes: the state to load
+    /// (its `chunks` are 0; see `changes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<StateRef>,
+}
+
+/// A cluster state kept by changes, as of one post: the snapshot and the
+/// deltas applied over it, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StateRef {
+    pub cluster: ClusterMeta,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<StoredBlob>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deltas: Vec<StoredBlob>,
+}
+
+/// A JSON body stored gzip-compressed in chunks (`STATE#<kind>#<id>#n`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredBlob {
+    pub id: String,
+    pub chunks: usize,
+    /// Uncompressed bytes.
+    pub bytes: usize,
+    /// [`crate::codec::content_hash`] of the uncompressed JSON.
+    pub hash: String,
 }
 
 /// The cluster facts the launch stage needs (for the bootstrap user data).

@@ -1,9 +1,11 @@
 //! What one post changes, and the order posts must come in.
 //!
-//! The agent numbers its posts per *stream* (one stream per agent start):
-//! a full resync (`resync`: part `i` of `n`, all with the same sequence
-//! number) replaces the state; each later delta must carry the next
-//! number. Intake keeps a [`Head`] per cluster and [`admit`]s every post
+//! The agent numbers its posts per *stream*: a stream starts with a full
+//! resync (`resync`: part `i` of `n`, all with sequence number 1) that
+//! replaces the state, and each later delta must carry the next number.
+//! Every resync starts a new stream (the agent's start id and a counter),
+//! so a resync is never mistaken for a retry of earlier posts, whatever
+//! answers the agent missed. Intake keeps a [`Head`] per cluster and [`admit`]s every post
 //! against it: a post already applied is acknowledged again without effect
 //! (a retry), a post after a gap, from another stream, or over a state
 //! intake does not have (a restored table, a new stack) is answered with
@@ -133,7 +135,7 @@ impl Changes {
     pub fn split(self, limit: usize) -> Vec<Changes> {
         let mut parts = vec![Changes::default()];
         let mut size = 0usize;
-        let mut room = |parts: &mut Vec<Changes>, size: &mut usize, need: usize| {
+        let room = |parts: &mut Vec<Changes>, size: &mut usize, need: usize| {
             if *size > 0 && size.saturating_add(need) > limit {
                 parts.push(Changes::default());
                 *size = 0;
@@ -213,7 +215,7 @@ pub fn changes_since(acked: &BTreeMap<ObjectKey, u64>, now: &super::ClusterCache
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Sequence {
-    /// The agent's stream (one per agent start).
+    /// The agent's stream (a new one with every resync).
     pub stream: String,
     /// The post's number in the stream, from 1.
     pub seq: u64,
@@ -243,6 +245,11 @@ pub struct Head {
     /// The last post applied (0: none; the state is empty).
     #[serde(default)]
     pub seq: u64,
+    /// A hash of the last post applied: the same number again with other
+    /// content is not a retry (the agent did not learn that the post was
+    /// applied, and recomputed it).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_hash: String,
     /// A resync whose parts are arriving.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receiving: Option<Receiving>,
@@ -282,8 +289,9 @@ pub enum Admission {
     ResyncRequired { reason: String },
 }
 
-/// Check a post's place against the cluster's head.
-pub fn admit(head: &Head, seq: &Sequence) -> Admission {
+/// Check a post's place against the cluster's head; `hash` identifies its
+/// content.
+pub fn admit(head: &Head, seq: &Sequence, hash: &str) -> Admission {
     if seq.seq == 0 {
         return Admission::ResyncRequired {
             reason: "sequence numbers start at 1".into(),
@@ -326,6 +334,14 @@ pub fn admit(head: &Head, seq: &Sequence) -> Admission {
             },
         };
     }
+    if seq.seq == head.seq && !head.last_hash.is_empty() && head.last_hash != hash {
+        return Admission::ResyncRequired {
+            reason: format!(
+                "post {} was applied with other content (its answer was lost?)",
+                seq.seq
+            ),
+        };
+    }
     match seq.seq.cmp(&head.seq.saturating_add(1)) {
         std::cmp::Ordering::Less => Admission::Duplicate,
         std::cmp::Ordering::Equal => Admission::Apply,
@@ -342,17 +358,19 @@ pub fn admit(head: &Head, seq: &Sequence) -> Admission {
 }
 
 impl Head {
-    /// The head after an admitted post.
-    pub fn after(&self, seq: &Sequence, admission: &Admission) -> Head {
+    /// The head after an admitted post of content `hash`.
+    pub fn after(&self, seq: &Sequence, admission: &Admission, hash: &str) -> Head {
         match (admission, seq.resync) {
             (Admission::Apply, _) => Head {
                 stream: self.stream.clone(),
                 seq: seq.seq,
+                last_hash: hash.to_string(),
                 receiving: self.receiving.clone(),
             },
             (Admission::Part { complete: true }, _) => Head {
                 stream: seq.stream.clone(),
                 seq: seq.seq,
+                last_hash: String::new(),
                 receiving: None,
             },
             (Admission::Part { complete: false }, Some(r)) => {
@@ -371,9 +389,8 @@ impl Head {
                 };
                 rx.received.insert(r.part);
                 Head {
-                    stream: self.stream.clone(),
-                    seq: self.seq,
                     receiving: Some(rx),
+                    ..self.clone()
                 }
             }
             _ => self.clone(),

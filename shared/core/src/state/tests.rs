@@ -198,6 +198,7 @@ fn admission_by_sequence() {
     let head = Head {
         stream: "s".into(),
         seq: 5,
+        last_hash: "h5".into(),
         receiving: None,
     };
     let rx = Head {
@@ -245,7 +246,12 @@ fn admission_by_sequence() {
         ("too many parts", &head, part("s", 9, 0, 20_000), gap),
     ];
     for (name, head, s, ok) in cases {
-        let got = admit(head, &s);
+        let hash = if name == "same number, other content" {
+            "other"
+        } else {
+            "h5"
+        };
+        let got = admit(head, &s, hash);
         assert!(ok(&got), "{name}: {got:?}");
     }
 }
@@ -265,7 +271,8 @@ mod faults {
 
     impl Intake {
         fn post(&mut self, s: &Sequence, c: &Changes) -> Result<(), ()> {
-            let a = admit(&self.head, s);
+            let hash = format!("{:x}", compact::digest(&serde_json::to_value(c).unwrap()));
+            let a = admit(&self.head, s, &hash);
             match &a {
                 Admission::Apply => self.state.apply(c).map_err(|_| ())?,
                 Admission::Part { complete } => {
@@ -291,9 +298,19 @@ mod faults {
                 Admission::Duplicate => {}
                 Admission::ResyncRequired { .. } => return Err(()),
             }
-            self.head = self.head.after(s, &a);
+            self.head = self.head.after(s, &a, &hash);
             Ok(())
         }
+    }
+
+    /// What happens to one post on the way.
+    #[derive(Debug, Clone, Copy)]
+    enum Fate {
+        Delivered,
+        /// The request never reaches intake.
+        RequestLost,
+        /// Intake applies it; the answer never reaches the agent.
+        AnswerLost,
     }
 
     #[derive(Debug, Clone)]
@@ -303,30 +320,43 @@ mod faults {
         DeletePod(u8),
         AddNode(u8),
         DeleteNode(u8),
-        Post { lose: bool, dup: bool, delay: bool },
+        Post { fate: Fate, dup: bool, delay: bool },
         DeliverDelayed,
         RestoreTable,
+        RestartAgent,
     }
 
     fn op() -> impl Strategy<Value = Op> {
+        let fate = prop_oneof![
+            Just(Fate::Delivered),
+            Just(Fate::RequestLost),
+            Just(Fate::AnswerLost)
+        ];
         prop_oneof![
             (any::<u8>(), any::<u8>()).prop_map(|(a, b)| Op::AddPod(a % 40, b % 4)),
             (any::<u8>(), any::<u8>()).prop_map(|(a, b)| Op::BindPod(a % 40, b % 6)),
             any::<u8>().prop_map(|a| Op::DeletePod(a % 40)),
             any::<u8>().prop_map(|a| Op::AddNode(a % 6)),
             any::<u8>().prop_map(|a| Op::DeleteNode(a % 6)),
-            (any::<bool>(), any::<bool>(), any::<bool>()).prop_map(|(lose, dup, delay)| Op::Post {
-                lose,
+            (fate, any::<bool>(), any::<bool>()).prop_map(|(fate, dup, delay)| Op::Post {
+                fate,
                 dup,
                 delay
             }),
             Just(Op::DeliverDelayed),
             Just(Op::RestoreTable),
+            Just(Op::RestartAgent),
         ]
     }
 
+    /// The agent's side, as `flotilla-agent` does it: every resync starts
+    /// a new stream (numbered from 1); a delta's number is taken only once
+    /// intake acknowledged it.
     struct Agent {
         docs: BTreeMap<ObjectKey, Value>,
+        base: String,
+        resyncs: u32,
+        stream: String,
         acked: BTreeMap<ObjectKey, u64>,
         seq: u64,
         synced: bool,
@@ -337,55 +367,77 @@ mod faults {
             ClusterCache::from_documents(self.docs.values().cloned().collect()).unwrap()
         }
 
-        /// The next posts: a delta, or every part of a resync.
         fn posts(&mut self) -> Vec<(Sequence, Changes)> {
             let cache = self.cache();
-            self.seq += 1;
             if !self.synced {
-                let all = changes_since(&BTreeMap::new(), &cache);
-                let parts = all.split(600);
+                self.resyncs += 1;
+                self.stream = format!("{}.{}", self.base, self.resyncs);
+                self.seq = 1;
+                let parts = changes_since(&BTreeMap::new(), &cache).split(600);
                 let n = parts.len() as u32;
                 return parts
                     .into_iter()
                     .enumerate()
-                    .map(|(i, p)| (part("agent", self.seq, i as u32, n), p))
+                    .map(|(i, p)| (part(&self.stream, self.seq, i as u32, n), p))
                     .collect();
             }
-            vec![(seq("agent", self.seq), changes_since(&self.acked, &cache))]
+            vec![(
+                seq(&self.stream, self.seq + 1),
+                changes_since(&self.acked, &cache),
+            )]
+        }
+
+        /// Send `posts` (stopping at the first failure); whether all were
+        /// acknowledged.
+        fn send(
+            &mut self,
+            intake: &mut Intake,
+            posts: Vec<(Sequence, Changes)>,
+            fate: Fate,
+            dup: bool,
+        ) -> bool {
+            for (s, c) in posts {
+                let answer = match fate {
+                    Fate::RequestLost => return false,
+                    Fate::Delivered | Fate::AnswerLost => {
+                        let first = intake.post(&s, &c);
+                        if dup {
+                            intake.post(&s, &c)
+                        } else {
+                            first
+                        }
+                    }
+                };
+                if matches!(fate, Fate::AnswerLost) {
+                    return false;
+                }
+                if answer.is_err() {
+                    self.synced = false;
+                    return false;
+                }
+                if s.resync.is_none() {
+                    self.seq = s.seq;
+                }
+            }
+            self.acked = self.cache().digests();
+            self.synced = true;
+            true
         }
     }
 
     fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
         let mut agent = Agent {
             docs: BTreeMap::new(),
+            base: "agent-0".into(),
+            resyncs: 0,
+            stream: String::new(),
             acked: BTreeMap::new(),
             seq: 0,
             synced: false,
         };
         let mut intake = Intake::default();
         let mut delayed: Vec<(Sequence, Changes)> = Vec::new();
-        let deliver = |intake: &mut Intake,
-                       agent: &mut Agent,
-                       posts: Vec<(Sequence, Changes)>,
-                       lose: bool,
-                       dup: bool|
-         -> bool {
-            let mut ok = true;
-            for (s, c) in posts {
-                if lose {
-                    ok = false;
-                    continue;
-                }
-                let times = if dup { 2 } else { 1 };
-                for _ in 0..times {
-                    if intake.post(&s, &c).is_err() {
-                        ok = false;
-                        agent.synced = false;
-                    }
-                }
-            }
-            ok
-        };
+        let mut restarts = 0;
         for op in ops {
             match op {
                 Op::AddPod(p, app) => {
@@ -412,33 +464,34 @@ mod faults {
                         .docs
                         .remove(&ObjectKey::new("Node", "", &format!("n{n}")));
                 }
-                Op::Post { lose, dup, delay } => {
+                Op::Post { fate, dup, delay } => {
                     let posts = agent.posts();
                     if delay {
                         delayed.extend(posts.clone());
                     }
-                    // A lost post is never acknowledged: the agent does
-                    // not move its acknowledged digests.
-                    if deliver(&mut intake, &mut agent, posts, lose, dup) {
-                        agent.acked = agent.cache().digests();
-                        agent.synced = true;
-                    }
+                    agent.send(&mut intake, posts, fate, dup);
                 }
                 Op::DeliverDelayed => {
                     for (s, c) in std::mem::take(&mut delayed) {
-                        // A late post is never a resync trigger that
-                        // matters: its answer went to a request long gone.
+                        // Its answer goes to a request long given up.
                         let _ = intake.post(&s, &c);
                     }
                 }
                 Op::RestoreTable => intake = Intake::default(),
+                Op::RestartAgent => {
+                    restarts += 1;
+                    agent.base = format!("agent-{restarts}");
+                    agent.resyncs = 0;
+                    agent.acked.clear();
+                    agent.seq = 0;
+                    agent.synced = false;
+                }
             }
         }
         // Settle: the agent posts until intake acknowledges.
         for _ in 0..3 {
             let posts = agent.posts();
-            if deliver(&mut intake, &mut agent, posts, false, false) {
-                agent.synced = true;
+            if agent.send(&mut intake, posts, Fate::Delivered, false) {
                 break;
             }
         }
@@ -449,7 +502,7 @@ mod faults {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(200))]
+        #![proptest_config(ProptestConfig::with_cases(300))]
         #[test]
         fn the_stored_state_equals_the_agents_cache_after_any_faults(ops in prop::collection::vec(op(), 1..60)) {
             run(ops)?;

@@ -1,0 +1,214 @@
+use flotilla_core::state::{changes::changes_since, Resync};
+use flotilla_sim::{block_on, ManualClock, MemBus, MemStore};
+use serde_json::{json, Value};
+
+use super::*;
+
+fn meta() -> Value {
+    json!({"name": "demo", "endpoint": "https://example", "caBundle": "Y2E=",
+           "serviceCidr": "10.100.0.0/16", "kubernetesVersion": "1.33"})
+}
+
+fn node(name: &str, claim: Option<&str>) -> Value {
+    let mut labels =
+        json!({"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": "us-west-2a"});
+    if let Some(c) = claim {
+        labels[crate::records::NODECLAIM_LABEL] = json!(c);
+    }
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+           "status": {"allocatable": {"cpu": "2", "memory": "8Gi", "pods": "29"}}})
+}
+
+fn pod(name: &str, node: Option<&str>) -> Value {
+    let mut p = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}]},
+        "status": {"phase": "Pending"}});
+    if let Some(n) = node {
+        p["spec"]["nodeName"] = json!(n);
+        p["status"]["phase"] = json!("Running");
+    }
+    p
+}
+
+fn pool() -> Value {
+    json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+           "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []}}}})
+}
+
+fn body(seq: Sequence, pending: usize, changes: &Changes) -> Vec<u8> {
+    serde_json::to_vec(
+        &json!({"clusterId": "demo", "cluster": meta(), "sequence": seq,
+        "pendingPods": pending, "changes": changes}),
+    )
+    .unwrap()
+}
+
+struct World {
+    store: MemStore,
+    bus: MemBus,
+    clock: ManualClock,
+    config: Config,
+    access: Access,
+}
+
+impl World {
+    fn new() -> World {
+        World {
+            store: MemStore::new(),
+            bus: MemBus::new(),
+            clock: ManualClock::at_millis(1_800_000_000_000),
+            config: Config::default(),
+            access: Access::default().allow("demo", "agent"),
+        }
+    }
+
+    fn post(&self, body: &[u8]) -> Result<ChangesAccepted> {
+        let caller = Caller {
+            principal: Some("agent".into()),
+        };
+        self.clock.advance_millis(1000);
+        block_on(accept_changes(
+            &self.store,
+            &self.bus,
+            &self.clock,
+            &self.config,
+            &self.access,
+            &caller,
+            body,
+        ))
+    }
+
+    fn state(&self) -> ClusterCache {
+        let (_, head) = block_on(read_head(&self.store, "demo")).unwrap();
+        let meta: ClusterMeta = serde_json::from_value(meta()).unwrap();
+        let mut c = block_on(load_state(&self.store, "demo", &head.state_ref(&meta))).unwrap();
+        c.drop_unused_templates();
+        c
+    }
+}
+
+fn seq(n: u64) -> Sequence {
+    Sequence {
+        stream: "s1".into(),
+        seq: n,
+        resync: None,
+    }
+}
+
+fn resync(n: u64, part: u32, parts: u32) -> Sequence {
+    Sequence {
+        stream: "s1".into(),
+        seq: n,
+        resync: Some(Resync { part, parts }),
+    }
+}
+
+#[test]
+fn a_resync_in_parts_then_deltas_keep_the_agents_state_and_schedule_pending_pods() {
+    let w = World::new();
+    let mut docs = vec![pool(), node("n1", Some("claim-1")), node("n2", None)];
+    docs.extend((0..40).map(|i| pod(&format!("web-{i}"), Some("n1"))));
+    let agent = ClusterCache::from_documents(docs.clone()).unwrap();
+    // A delta before any state: resync required.
+    let err = w.post(&body(seq(1), 0, &Changes::default())).unwrap_err();
+    assert!(matches!(err, ServiceError::ResyncRequired(_)), "{err}");
+    let parts = changes_since(&BTreeMap::new(), &agent).split(1_000);
+    let n = parts.len() as u32;
+    assert!(n >= 3, "{n}");
+    // Parts in any order, one of them twice.
+    let mut order: Vec<u32> = (0..n).rev().collect();
+    order.insert(1, n - 1);
+    for (k, i) in order.iter().enumerate() {
+        let out = w
+            .post(&body(resync(2, *i, n), 0, &parts[*i as usize]))
+            .unwrap();
+        if k + 1 < order.len() {
+            assert!(!out.missing_parts.is_empty());
+        }
+    }
+    assert_eq!(w.state(), agent);
+    // The registered node is in the nodes report.
+    let report = block_on(crate::intake::nodes_report(&w.store, "demo"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(report.nodes.get("claim-1").map(String::as_str), Some("n1"));
+
+    // A delta with two pending pods is applied and scheduled.
+    let mut docs2 = docs.clone();
+    docs2.push(pod("new-1", None));
+    docs2.push(pod("new-2", None));
+    docs2.retain(|d| d["metadata"]["name"] != "web-0" && d["metadata"]["name"] != "n2");
+    let now = ClusterCache::from_documents(docs2).unwrap();
+    let delta = changes_since(&agent.digests(), &now);
+    let out = w.post(&body(seq(3), 2, &delta)).unwrap();
+    assert!(out.applied && !out.batch_id.is_empty());
+    assert_eq!(w.state(), now);
+    let state = block_on(crate::cluster_state::load(&w.store, "demo", &out.batch_id)).unwrap();
+    assert_eq!(state.pending_pods.len(), 2);
+    assert_eq!(state.nodes.len(), 1);
+    assert_eq!(state.nodes[0].pods.len(), 39);
+    assert_eq!(state.node_pools.len(), 1);
+    // The launch context was written for the batch.
+    assert!(w
+        .store
+        .peek(&keys::context("demo", &out.batch_id))
+        .is_some());
+    // The retry is acknowledged without effect.
+    let again = w.post(&body(seq(3), 2, &delta)).unwrap();
+    assert!(!again.applied);
+    assert_eq!(w.state(), now);
+    // A gap asks for a resync and changes nothing.
+    let err = w.post(&body(seq(5), 0, &Changes::default())).unwrap_err();
+    assert!(err.to_string().contains("posts 4..5 are missing"), "{err}");
+    assert_eq!(w.state(), now);
+}
+
+#[test]
+fn deltas_are_folded_into_a_snapshot_and_the_state_is_unchanged() {
+    let w = World::new();
+    let mut docs = vec![pool(), node("n1", None)];
+    let agent = ClusterCache::from_documents(docs.clone()).unwrap();
+    w.post(&body(
+        resync(1, 0, 1),
+        0,
+        &changes_since(&BTreeMap::new(), &agent),
+    ))
+    .unwrap();
+    let mut acked = agent.digests();
+    for i in 0..(MAX_DELTAS as u64 + 3) {
+        docs.push(pod(&format!("p{i}"), Some("n1")));
+        let now = ClusterCache::from_documents(docs.clone()).unwrap();
+        w.post(&body(seq(i + 2), 0, &changes_since(&acked, &now)))
+            .unwrap();
+        acked = now.digests();
+    }
+    let (_, head) = block_on(read_head(&w.store, "demo")).unwrap();
+    assert!(head.deltas.len() < MAX_DELTAS, "{}", head.deltas.len());
+    assert_eq!(w.state(), ClusterCache::from_documents(docs).unwrap());
+}
+
+#[test]
+fn bad_changes_are_refused_naming_the_object_and_field_and_store_nothing() {
+    let w = World::new();
+    let bad_pod = {
+        let mut p = pod("web-1", None);
+        p["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("lots");
+        p
+    };
+    let changes = Changes::of_documents(vec![bad_pod]).unwrap();
+    let err = w
+        .post(&body(resync(1, 0, 1), 1, &changes))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("default/web-1") && err.contains("cpu"),
+        "{err}"
+    );
+    assert!(block_on(read_head(&w.store, "demo")).unwrap().0.is_none());
+    let err = w
+        .post(br#"{"clusterId": "demo", "cluster": {}, "sequence": {"stream": "s", "seq": 1}, "changes": {}}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("cluster"), "{err}");
+}
