@@ -77,6 +77,16 @@ pub struct Args {
     /// The leader steps down when it could not renew for this long (seconds).
     #[arg(long, env = "FLOTILLA_RENEW_DEADLINE_SECONDS", default_value_t = 10.0)]
     pub renew_deadline_seconds: f64,
+    /// How the cluster is posted: `changes` (what changed since intake's
+    /// last acknowledgement, `POST /changes`) or `batches` (the whole
+    /// cluster in every post, `POST /batches`: for an intake that predates
+    /// changes, and limited to clusters that fit one 6 MiB body).
+    #[arg(long, env = "FLOTILLA_INTAKE_PROTOCOL", value_enum, default_value_t = Protocol::Changes)]
+    pub intake_protocol: Protocol,
+    /// Send the whole cluster again (a resync) at least this often
+    /// (seconds), repairing anything a change post missed.
+    #[arg(long, env = "FLOTILLA_RESYNC_SECONDS", default_value_t = 3600.0)]
+    pub resync_seconds: f64,
     /// How often the lease is renewed or tried (seconds).
     #[arg(long, env = "FLOTILLA_LEASE_RETRY_SECONDS", default_value_t = 2.0)]
     pub lease_retry_seconds: f64,
@@ -97,6 +107,17 @@ pub struct Settings {
     pub renew_deadline: Duration,
     pub lease_retry: Duration,
     pub retry: crate::intake::RetryPolicy,
+    pub protocol: Protocol,
+    pub resync_every: Duration,
+}
+
+/// How the agent posts the cluster (`FLOTILLA_INTAKE_PROTOCOL`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Protocol {
+    /// `POST /changes`: changes since the last acknowledged post.
+    Changes,
+    /// `POST /batches`: the whole cluster in every post.
+    Batches,
 }
 
 impl Default for Settings {
@@ -112,6 +133,8 @@ impl Default for Settings {
             renew_deadline: Duration::from_secs(10),
             lease_retry: Duration::from_secs(2),
             retry: crate::intake::RetryPolicy::default(),
+            protocol: Protocol::Changes,
+            resync_every: Duration::from_secs(3600),
         }
     }
 }
@@ -165,6 +188,12 @@ impl Args {
             renew_deadline,
             lease_retry,
             retry: crate::intake::RetryPolicy::default(),
+            protocol: self.intake_protocol,
+            resync_every: secs(
+                "FLOTILLA_RESYNC_SECONDS",
+                self.resync_seconds,
+                7.0 * 86_400.0,
+            )?,
         })
     }
 

@@ -5,6 +5,7 @@
 //! | call | route |
 //! |------|-------|
 //! | [`IntakeClient::post_batch`] | `POST /batches` |
+//! | [`IntakeClient::post_changes`] | `POST /changes` |
 //! | [`IntakeClient::cluster`] | `GET /clusters/<id>` |
 //! | [`IntakeClient::acknowledge`] | `POST /clusters/<id>/actions` |
 
@@ -126,6 +127,21 @@ pub struct Accepted {
     pub registered: usize,
 }
 
+/// `POST /changes` → 202.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ChangesAccepted {
+    pub cluster_id: String,
+    pub stream: String,
+    pub seq: u64,
+    /// False for a post intake had already applied.
+    pub applied: bool,
+    /// Of a resync: the parts intake still waits for.
+    pub missing_parts: Vec<u32>,
+    /// The batch scheduled over the new state (pending pods), if any.
+    pub batch_id: String,
+}
+
 /// `POST /clusters/<id>/actions` → 200.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -192,6 +208,15 @@ impl IntakeClient {
         let z = crate::batch::gzip(body);
         let bytes = self.send("POST", "/batches", Some(&z)).await?;
         decode("/batches", &bytes)
+    }
+
+    /// Post a change body (uncompressed `ChangeRequest` JSON); it is gzip'd.
+    /// A 409 (resync required) is an [`IntakeError::Status`] and is not
+    /// retried.
+    pub async fn post_changes(&self, body: &[u8]) -> Result<ChangesAccepted, IntakeError> {
+        let z = crate::batch::gzip(body);
+        let bytes = self.send("POST", "/changes", Some(&z)).await?;
+        decode("/changes", &bytes)
     }
 
     /// The cluster's NodeClaims, pending actions and last result.

@@ -17,6 +17,7 @@
 
 pub mod apply;
 pub mod batch;
+pub mod changes;
 pub mod config;
 pub mod docs;
 pub mod intake;

@@ -22,6 +22,8 @@ use tokio::time::Instant;
 
 use crate::apply::{ActionRunner, Applier};
 use crate::batch::{self, Window};
+use crate::changes::{self, ChangeStream};
+use crate::config::Protocol;
 use crate::config::{ClusterMeta, Settings};
 use crate::intake::IntakeClient;
 use crate::leader::LeaseLock;
@@ -119,6 +121,9 @@ struct Poster {
     last_sent: HashMap<String, Instant>,
     /// Posts failed in a row (the next try backs off).
     failures: u32,
+    /// Posting by changes (`POST /changes`); `None`: whole batches
+    /// (`POST /batches`, for an intake that predates changes).
+    changes: Option<ChangeStream>,
 }
 
 impl Poster {
@@ -159,6 +164,9 @@ impl Poster {
     /// do not fit in one body. False when a part was not delivered: its
     /// pods stay pending (never marked sent) for the next try.
     async fn post(&mut self, cache: &Cache, leading: &signal::Receiver<bool>) -> bool {
+        if self.changes.is_some() {
+            return self.post_changes(cache, leading).await;
+        }
         let mut sent: HashSet<String> = HashSet::new();
         let mut part = 0usize;
         loop {
@@ -244,6 +252,76 @@ impl Poster {
                 }
             }
         }
+    }
+
+    /// Post what changed since intake's last acknowledgement (a resync
+    /// when due), in parts under the body limit. False when a part was not
+    /// delivered: the next post sends its changes again (intake applies a
+    /// post once, and asks for a resync when it cannot apply one).
+    async fn post_changes(&mut self, cache: &Cache, leading: &signal::Receiver<bool>) -> bool {
+        let Some(stream) = self.changes.as_mut() else {
+            return false;
+        };
+        let (observed, pending) = cache.observed();
+        // The envelope (ids, cluster facts, sequence) around the changes.
+        let limit = self
+            .settings
+            .max_body_bytes
+            .saturating_sub(self.meta.len() + 1024);
+        let prepared = stream.prepare(observed, limit, Instant::now());
+        let parts = prepared.posts.len();
+        for (i, (sequence, changes)) in prepared.posts.iter().enumerate() {
+            if !*leading.borrow() {
+                return true;
+            }
+            let body = changes::body(&self.cluster_id, &self.meta, sequence, pending, changes);
+            self.metrics.batch_bytes.observe(body.len() as f64);
+            match self.intake.post_changes(&body).await {
+                Ok(accepted) => {
+                    let last = i + 1 == parts;
+                    if last && !accepted.missing_parts.is_empty() {
+                        tracing::warn!(missing = ?accepted.missing_parts, "intake lacks resync parts; resyncing");
+                        stream.resync_required();
+                        return false;
+                    }
+                    if sequence.resync.is_none() {
+                        stream.delivered(sequence);
+                    }
+                    self.metrics.batch("accepted");
+                    tracing::info!(
+                        stream = %sequence.stream,
+                        seq = sequence.seq,
+                        part = i,
+                        parts,
+                        resync = prepared.resync,
+                        objects = changes.objects.len(),
+                        pods = changes.pods.len(),
+                        deleted = changes.deleted.len(),
+                        bytes = body.len(),
+                        applied = accepted.applied,
+                        batch = %accepted.batch_id,
+                        "changes posted"
+                    );
+                }
+                Err(e) => {
+                    if e.status() == Some(409) {
+                        self.metrics.batch("resync");
+                        tracing::warn!(error = %e, "intake asks for a resync");
+                        stream.resync_required();
+                    } else {
+                        self.metrics.batch(if e.is_forbidden() {
+                            "forbidden"
+                        } else {
+                            "failed"
+                        });
+                        tracing::error!(error = %e, "changes not posted");
+                    }
+                    return false;
+                }
+            }
+        }
+        stream.delivered_all(prepared, Instant::now());
+        true
     }
 
     /// Wait (at most `part_hold`) until intake reports the batch scheduled.
@@ -362,6 +440,13 @@ pub async fn run(agent: Agent, mut shutdown: signal::Receiver<bool>) -> anyhow::
         metrics: metrics.clone(),
         last_sent: HashMap::new(),
         failures: 0,
+        changes: match settings.protocol {
+            Protocol::Changes => Some(ChangeStream::new(
+                format!("{identity}.{}", unix_now()),
+                settings.resync_every,
+            )),
+            Protocol::Batches => None,
+        },
     };
     let applier = Applier::new(client.clone());
     let mut runner = ActionRunner::new();

@@ -26,9 +26,11 @@ use tokio::sync::watch as signal;
 use tokio::task::JoinHandle;
 
 use crate::batch::PendingDoc;
+use crate::changes::Observed;
 use crate::docs;
 use crate::metrics::Metrics;
 use crate::plan::{NodeFacts, PodFacts, Taint};
+use flotilla_core::state::ObjectKey;
 
 /// The Karpenter kinds read as dynamic objects: (group, version, kind,
 /// plural).
@@ -422,6 +424,95 @@ impl Cache {
             context.push(to_bytes(&docs::pdb_document(&pdb)));
         }
         Snapshot { context, pending }
+    }
+
+    /// Every object a post by changes sends ([`crate::changes`]): the same
+    /// objects as [`Cache::snapshot`] (pods: the unschedulable and the
+    /// bound ones), each with its `resourceVersion` and how to make its
+    /// document; and the number of unschedulable pods.
+    pub fn observed(&self) -> (Vec<Observed>, usize) {
+        fn key_of<K: ResourceExt>(kind: &str, o: &K) -> (ObjectKey, String) {
+            let ns = o.namespace().unwrap_or_default();
+            (
+                ObjectKey::new(kind, &ns, &o.name_any()),
+                o.resource_version().unwrap_or_default(),
+            )
+        }
+        fn typed<K>(
+            out: &mut Vec<Observed>,
+            store: &Store<K>,
+            api_version: &'static str,
+            kind: &'static str,
+        ) where
+            K: Resource<DynamicType = ()> + serde::Serialize + Clone + Send + Sync + 'static,
+        {
+            for o in store.state() {
+                let (key, version) = key_of(kind, o.as_ref());
+                out.push(Observed {
+                    key,
+                    version,
+                    document: Box::new(move || {
+                        let v = serde_json::to_value(o.as_ref()).unwrap_or_default();
+                        docs::object_document(v, Some(api_version), Some(kind))
+                    }),
+                });
+            }
+        }
+        let mut out = Vec::new();
+        for (ar, store) in &self.custom {
+            for o in store.state() {
+                let (key, version) = key_of(&ar.kind, o.as_ref());
+                let (api_version, kind) = (ar.api_version.clone(), ar.kind.clone());
+                out.push(Observed {
+                    key,
+                    version,
+                    document: Box::new(move || {
+                        let v = serde_json::to_value(o.as_ref()).unwrap_or_default();
+                        docs::object_document(v, Some(&api_version), Some(&kind))
+                    }),
+                });
+            }
+        }
+        for n in self.nodes.state() {
+            let (key, version) = key_of("Node", n.as_ref());
+            out.push(Observed {
+                key,
+                version,
+                document: Box::new(move || docs::node_document(&n)),
+            });
+        }
+        let mut pending = 0;
+        for p in self.pods.state() {
+            let unschedulable = docs::is_unschedulable(&p);
+            if !unschedulable && docs::bound_node(&p).is_none() {
+                continue;
+            }
+            pending += usize::from(unschedulable);
+            let ns = p.namespace().unwrap_or_else(|| "default".into());
+            out.push(Observed {
+                key: ObjectKey::pod(&ns, &p.name_any()),
+                version: p.resource_version().unwrap_or_default(),
+                document: Box::new(move || docs::pod_document(&p)),
+            });
+        }
+        typed(&mut out, &self.daemon_sets, "apps/v1", "DaemonSet");
+        typed(
+            &mut out,
+            &self.storage_classes,
+            "storage.k8s.io/v1",
+            "StorageClass",
+        );
+        typed(&mut out, &self.pvcs, "v1", "PersistentVolumeClaim");
+        typed(&mut out, &self.pvs, "v1", "PersistentVolume");
+        for pdb in self.pdbs.state() {
+            let (key, version) = key_of("PodDisruptionBudget", pdb.as_ref());
+            out.push(Observed {
+                key,
+                version,
+                document: Box::new(move || docs::pdb_document(&pdb)),
+            });
+        }
+        (out, pending)
     }
 
     /// The nodes as the action planner sees them.

@@ -10,7 +10,7 @@ use std::time::Duration;
 use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_credential_types::Credentials;
 use common::{eventually, FakeApi, FakeIntake};
-use flotilla_agent::config::{ClusterMeta, Settings};
+use flotilla_agent::config::{ClusterMeta, Protocol, Settings};
 use flotilla_agent::intake::{IntakeClient, RetryPolicy};
 use flotilla_agent::leader::LeaseLock;
 use flotilla_agent::metrics::Metrics;
@@ -447,7 +447,7 @@ async fn a_403_is_counted_and_its_pods_go_out_with_the_next_post() {
     let posts = intake
         .log()
         .iter()
-        .filter(|l| *l == "POST /batches")
+        .filter(|l| *l == "POST /changes")
         .count();
     assert_eq!(posts, 2, "{:?}", intake.log());
     // The next successful post carries the refused post's pods.
@@ -821,6 +821,11 @@ async fn only_the_leader_posts_and_the_follower_takes_over_on_shutdown() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_over_the_body_limit_go_in_parts_each_after_the_previous_result() {
+    // Whole batches (`FLOTILLA_INTAKE_PROTOCOL=batches`).
+    let settings = || Settings {
+        protocol: Protocol::Batches,
+        ..settings()
+    };
     let api = FakeApi::start().await;
     cluster(&api);
     for i in 0..5 {
@@ -889,4 +894,70 @@ async fn pods_over_the_body_limit_go_in_parts_each_after_the_previous_result() {
             "{log:?}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_larger_than_a_body_goes_by_changes_a_resync_in_parts_then_deltas() {
+    let api = FakeApi::start().await;
+    cluster(&api);
+    for i in 0..60 {
+        api.put("pods", bound_pod(&format!("web-{i}"), "ip-10-0-1-1", false));
+    }
+    api.put("pods", pending_pod("pending-0"));
+    let intake = FakeIntake::start(empty_view()).await;
+    // A body far smaller than the cluster.
+    let limit = 4 * 1024;
+    let agent = start(
+        &api,
+        &intake,
+        "agent-a",
+        Settings {
+            max_body_bytes: limit,
+            ..settings()
+        },
+    );
+    eventually(10, "the resync", || {
+        (!intake.batches().is_empty()).then_some(())
+    })
+    .await;
+    let first = intake.batches()[0].clone();
+    let pods = |b: &Value| {
+        b["documents"]
+            .as_array()
+            .map(|d| d.iter().filter(|d| d["kind"] == "Pod").count())
+            .unwrap_or(0)
+    };
+    // The 61 pods above and the cluster's own.
+    let n0 = pods(&first);
+    assert!(n0 >= 61, "{n0}");
+    assert_eq!(intake.pending_counts()[0], 1);
+    let posts = intake.change_posts();
+    assert!(posts.get("part").copied().unwrap_or(0) >= 1, "{posts:?}");
+
+    // One pod more: a delta, not the cluster again.
+    api.put("pods", pending_pod("pending-1"));
+    eventually(10, "the delta", || {
+        intake
+            .pending_counts()
+            .iter()
+            .any(|n| *n == 2)
+            .then_some(())
+    })
+    .await;
+    let last = intake.batches().last().cloned().unwrap_or_default();
+    assert_eq!(pods(&last), n0 + 1);
+
+    // Intake loses its state: 409, and the agent sends everything again.
+    intake.lose_state();
+    api.put("pods", pending_pod("pending-2"));
+    eventually(10, "the resync after the 409", || {
+        (intake.change_posts().get("resync").copied().unwrap_or(0) >= 1
+            && intake.pending_counts().iter().any(|n| *n == 3))
+        .then_some(())
+    })
+    .await;
+    let last = intake.batches().last().cloned().unwrap_or_default();
+    assert_eq!(pods(&last), n0 + 2);
+    assert!(intake.problems().is_empty(), "{:?}", intake.problems());
+    agent.shutdown().await;
 }

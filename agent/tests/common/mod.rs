@@ -493,6 +493,10 @@ struct IntakeState {
     /// Set lastResult to each accepted batch at once.
     complete_batches: bool,
     problems: Vec<String>,
+    /// `POST /changes` runs intake's own service over this store.
+    store: flotilla_sim::MemStore,
+    /// Change posts by outcome: applied, duplicate, resync (409).
+    change_posts: BTreeMap<String, usize>,
 }
 
 /// The fake intake Function URL.
@@ -672,6 +676,17 @@ impl FakeIntake {
         self.lock().log.clone()
     }
 
+    /// Change posts by outcome (`applied`, `duplicate`, `resync`).
+    pub fn change_posts(&self) -> BTreeMap<String, usize> {
+        self.lock().change_posts.clone()
+    }
+
+    /// Forget the stored state (a restored table, a new stack): the next
+    /// change post is answered 409.
+    pub fn lose_state(&self) {
+        self.lock().store = flotilla_sim::MemStore::new();
+    }
+
     pub fn problems(&self) -> Vec<String> {
         self.lock().problems.clone()
     }
@@ -741,6 +756,16 @@ fn handle_intake(
                 "pendingPods": cluster.pending_pods.len(), "deduplicated": false, "registered": 0}),
             )
         }
+        ("POST", "/changes") => {
+            if let Some(code) = st.fail_batches.pop_front() {
+                return full(code, &json!({"error": format!("injected {code}")}));
+            }
+            let raw = match inflate(&mut st) {
+                Ok(b) => b,
+                Err(e) => return full(400, &json!({"error": e})),
+            };
+            accept_changes(&mut st, &raw)
+        }
         ("GET", path) if path.starts_with("/clusters/") => full(200, &st.view),
         ("POST", path) if path.starts_with("/clusters/") && path.ends_with("/actions") => {
             let raw = match inflate(&mut st) {
@@ -775,6 +800,71 @@ fn handle_intake(
             &json!({"error": format!("no route for {method} {uri}")}),
         ),
     }
+}
+
+/// `POST /changes` through intake's own service (over an in-memory
+/// store). Every post that changes the stored state is recorded as a batch
+/// holding the whole state's documents, as `POST /batches` would have.
+fn accept_changes(st: &mut IntakeState, raw: &[u8]) -> Response<Body> {
+    use flotilla_service::changes;
+    let cluster = serde_json::from_slice::<Value>(raw)
+        .ok()
+        .and_then(|v| v["clusterId"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    let access = flotilla_service::intake::Access::default().allow(&cluster, "*");
+    let caller = flotilla_service::intake::Caller {
+        principal: Some("agent".into()),
+    };
+    let config = flotilla_service::Config::default();
+    let clock =
+        flotilla_sim::ManualClock::at_millis(1_800_000_000_000 + st.log.len() as i64 * 1000);
+    let bus = flotilla_sim::MemBus::new();
+    let out = flotilla_sim::block_on(changes::accept_changes(
+        &st.store, &bus, &clock, &config, &access, &caller, raw,
+    ));
+    let accepted = match out {
+        Ok(a) => a,
+        Err(flotilla_service::ServiceError::ResyncRequired(m)) => {
+            *st.change_posts.entry("resync".into()).or_default() += 1;
+            return full(409, &json!({"error": m, "resyncRequired": true}));
+        }
+        Err(e) => {
+            st.problems
+                .push(format!("intake would reject the changes: {e}"));
+            return full(400, &json!({"error": e.to_string()}));
+        }
+    };
+    let complete = accepted.applied && accepted.missing_parts.is_empty();
+    let outcome = if complete {
+        "applied"
+    } else if accepted.applied {
+        "part"
+    } else {
+        "duplicate"
+    };
+    *st.change_posts.entry(outcome.into()).or_default() += 1;
+    if complete {
+        let (_, head) =
+            flotilla_sim::block_on(changes::read_head(&st.store, &cluster)).expect("head");
+        let meta = head.cluster.clone().expect("cluster facts");
+        let state_ref = flotilla_service::records::StateRef {
+            cluster: meta.clone(),
+            snapshot: head.snapshot.clone(),
+            deltas: head.deltas.clone(),
+        };
+        let cache = flotilla_sim::block_on(changes::load_state(&st.store, &cluster, &state_ref))
+            .expect("stored state");
+        let parsed = flotilla_input::load_cache(&cache).expect("stored state loads");
+        let n = st.batches.len() + 1;
+        st.batches
+            .push(json!({"clusterId": cluster, "cluster": meta, "documents": cache.documents()}));
+        st.pending_counts.push(parsed.pending_pods.len());
+        st.pdbs.push(parsed.pdbs.iter().map(|p| p.key()).collect());
+        if st.complete_batches && !accepted.batch_id.is_empty() {
+            st.view["lastResult"] = json!({"batchId": format!("b{n}")});
+        }
+    }
+    full(202, &serde_json::to_value(&accepted).unwrap_or_default())
 }
 
 /// Poll `f` every 20 ms for at most `secs` seconds.

@@ -1,0 +1,308 @@
+//! Posting the cluster by changes (`POST /changes`): what intake has
+//! acknowledged, and the posts that bring it to the watch caches' state.
+//!
+//! The agent remembers, per object it sent, the `resourceVersion` and a
+//! digest of the document as sent. A post compares the caches with that:
+//! an object whose `resourceVersion` is unchanged is not even serialized;
+//! one whose document (as sent: stripped, pods as template + row) is
+//! unchanged is not sent. Objects gone from the caches are sent as
+//! deleted. The first post of a stream is a full resync in parts; so is
+//! the post after intake answered 409 (a gap, a restored table, a new
+//! stack) and, every [`ChangeStream::resync_every`], a periodic one that
+//! repairs anything unnoticed. See `flotilla_core::state`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use flotilla_core::state::{compact, Changes, ObjectKey, PodRow, Resync, Sequence};
+use serde_json::Value;
+use tokio::time::Instant;
+
+/// One object of the caches, as a post may send it.
+pub struct Observed {
+    pub key: ObjectKey,
+    /// `metadata.resourceVersion` (empty: always compared by content).
+    pub version: String,
+    /// The document as sent (made only when the version changed).
+    pub document: Box<dyn Fn() -> Value + Send>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Acked {
+    version: String,
+    digest: u64,
+}
+
+/// The agent's side of the change protocol.
+#[derive(Debug)]
+pub struct ChangeStream {
+    /// This agent process's id: streams are `<base>-<n>`.
+    base: String,
+    resyncs: u64,
+    stream: String,
+    /// The last post of the stream intake acknowledged.
+    seq: u64,
+    acked: HashMap<ObjectKey, Acked>,
+    synced: bool,
+    pub resync_every: Duration,
+    last_resync: Option<Instant>,
+}
+
+/// The posts that bring intake to the caches' state.
+pub struct Prepared {
+    pub posts: Vec<(Sequence, Changes)>,
+    pub resync: bool,
+    acked: HashMap<ObjectKey, Acked>,
+}
+
+impl ChangeStream {
+    pub fn new(base: String, resync_every: Duration) -> Self {
+        ChangeStream {
+            base,
+            resyncs: 0,
+            stream: String::new(),
+            seq: 0,
+            acked: HashMap::new(),
+            synced: false,
+            resync_every,
+            last_resync: None,
+        }
+    }
+
+    /// The posts for `observed` (a resync when due), each at most about
+    /// `limit` bytes of changes.
+    pub fn prepare(&mut self, observed: Vec<Observed>, limit: usize, now: Instant) -> Prepared {
+        let resync = !self.synced
+            || self
+                .last_resync
+                .is_none_or(|t| now.duration_since(t) >= self.resync_every);
+        let empty = HashMap::new();
+        let (mut changes, acked) = diff(if resync { &empty } else { &self.acked }, observed);
+        if !resync {
+            changes.deleted = self
+                .acked
+                .keys()
+                .filter(|k| !acked.contains_key(*k))
+                .cloned()
+                .collect();
+            changes.deleted.sort();
+        }
+        let parts = changes.split(limit);
+        let posts = if resync {
+            self.resyncs += 1;
+            self.stream = format!("{}-{}", self.base, self.resyncs);
+            self.seq = 0;
+            self.synced = false;
+            let n = u32::try_from(parts.len()).unwrap_or(u32::MAX);
+            parts
+                .into_iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let part = u32::try_from(i).unwrap_or(u32::MAX);
+                    let seq = Sequence {
+                        stream: self.stream.clone(),
+                        seq: 1,
+                        resync: Some(Resync { part, parts: n }),
+                    };
+                    (seq, p)
+                })
+                .collect()
+        } else {
+            parts
+                .into_iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let seq = Sequence {
+                        stream: self.stream.clone(),
+                        seq: self.seq.saturating_add(1).saturating_add(i as u64),
+                        resync: None,
+                    };
+                    (seq, p)
+                })
+                .collect()
+        };
+        Prepared {
+            posts,
+            resync,
+            acked,
+        }
+    }
+
+    /// Intake acknowledged `seq`.
+    pub fn delivered(&mut self, seq: &Sequence) {
+        self.seq = seq.seq;
+    }
+
+    /// Intake acknowledged every post of `prepared`.
+    pub fn delivered_all(&mut self, prepared: Prepared, now: Instant) {
+        self.acked = prepared.acked;
+        self.synced = true;
+        if prepared.resync {
+            self.seq = 1;
+            self.last_resync = Some(now);
+        }
+    }
+
+    /// Intake answered 409: the next post is a resync.
+    pub fn resync_required(&mut self) {
+        self.synced = false;
+    }
+
+    /// Objects acknowledged (the agent's memory of intake's state).
+    pub fn acknowledged(&self) -> usize {
+        self.acked.len()
+    }
+}
+
+/// What changed in `observed` against `acked`, and the acknowledgements
+/// once it is sent.
+fn diff(
+    acked: &HashMap<ObjectKey, Acked>,
+    observed: Vec<Observed>,
+) -> (Changes, HashMap<ObjectKey, Acked>) {
+    let mut changes = Changes::default();
+    let mut next = HashMap::with_capacity(observed.len());
+    for o in observed {
+        let old = acked.get(&o.key);
+        if let Some(a) = old.filter(|a| !o.version.is_empty() && a.version == o.version) {
+            next.insert(o.key, a.clone());
+            continue;
+        }
+        let doc = (o.document)();
+        let digest = if o.key.is_pod() {
+            let Some((id, template, row)) = PodRow::split(doc) else {
+                continue;
+            };
+            let d = row.digest();
+            if old.is_none_or(|a| a.digest != d) {
+                changes.templates.entry(id).or_insert(template);
+                changes.pods.push(row);
+            }
+            d
+        } else {
+            let d = compact::digest(&doc);
+            if old.is_none_or(|a| a.digest != d) {
+                changes.objects.push(doc);
+            }
+            d
+        };
+        next.insert(
+            o.key,
+            Acked {
+                version: o.version,
+                digest,
+            },
+        );
+    }
+    (changes, next)
+}
+
+/// The body of `POST /changes` (`flotilla_service::changes::ChangeRequest`).
+pub fn body(
+    cluster_id: &str,
+    meta: &[u8],
+    sequence: &Sequence,
+    pending_pods: usize,
+    changes: &Changes,
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(b"{\"clusterId\":");
+    out.extend_from_slice(&serde_json::to_vec(cluster_id).unwrap_or_default());
+    out.extend_from_slice(b",\"cluster\":");
+    out.extend_from_slice(meta);
+    out.extend_from_slice(b",\"sequence\":");
+    out.extend_from_slice(&serde_json::to_vec(sequence).unwrap_or_default());
+    out.extend_from_slice(format!(",\"pendingPods\":{pending_pods},\"changes\":").as_bytes());
+    out.extend_from_slice(&serde_json::to_vec(changes).unwrap_or_default());
+    out.push(b'}');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obs(kind: &str, name: &str, version: &str, extra: Value) -> Observed {
+        let doc = json!({"apiVersion": "v1", "kind": kind,
+            "metadata": {"name": name, "namespace": if kind == "Pod" { "default" } else { "" }},
+            "spec": extra});
+        let key = if kind == "Pod" {
+            ObjectKey::pod("default", name)
+        } else {
+            ObjectKey::new(kind, "", name)
+        };
+        Observed {
+            key,
+            version: version.into(),
+            document: Box::new(move || doc.clone()),
+        }
+    }
+
+    #[test]
+    fn a_stream_starts_with_a_resync_then_sends_only_what_changed() {
+        let t0 = Instant::now();
+        let mut s = ChangeStream::new("a".into(), Duration::from_secs(3600));
+        let p = s.prepare(
+            vec![
+                obs("Node", "n1", "1", json!({})),
+                obs("Pod", "p1", "1", json!({"x": 1})),
+            ],
+            1 << 20,
+            t0,
+        );
+        assert!(p.resync);
+        assert_eq!(p.posts.len(), 1);
+        assert_eq!(p.posts[0].0.stream, "a-1");
+        assert_eq!(p.posts[0].0.resync, Some(Resync { part: 0, parts: 1 }));
+        s.delivered_all(p, t0);
+        // Same versions: an empty delta (the heartbeat).
+        let p = s.prepare(
+            vec![
+                obs("Node", "n1", "1", json!({})),
+                obs("Pod", "p1", "1", json!({"x": 1})),
+            ],
+            1 << 20,
+            t0,
+        );
+        assert!(!p.resync);
+        assert!(p.posts[0].1.is_empty());
+        assert_eq!(p.posts[0].0.seq, 2);
+        // A new version with the same document is not sent; a changed pod
+        // is; a node gone is deleted.
+        let p = s.prepare(
+            vec![
+                obs("Pod", "p1", "2", json!({"x": 1})),
+                obs("Pod", "p2", "1", json!({})),
+            ],
+            1 << 20,
+            t0,
+        );
+        let c = &p.posts[0].1;
+        assert_eq!(c.pods.len(), 1);
+        assert_eq!(c.pods[0].name, "p2");
+        assert_eq!(c.deleted, vec![ObjectKey::new("Node", "", "n1")]);
+        // Not delivered: the same changes again, with the same number.
+        let p = s.prepare(
+            vec![
+                obs("Pod", "p1", "2", json!({"x": 1})),
+                obs("Pod", "p2", "1", json!({})),
+            ],
+            1 << 20,
+            t0,
+        );
+        assert_eq!(p.posts[0].0.seq, 2);
+        assert_eq!(p.posts[0].1.pods.len(), 1);
+        s.delivered(&p.posts[0].0);
+        s.delivered_all(p, t0);
+        // A 409: a resync on a new stream.
+        s.resync_required();
+        let p = s.prepare(vec![obs("Pod", "p2", "1", json!({}))], 1 << 20, t0);
+        assert!(p.resync);
+        assert_eq!(p.posts[0].0.stream, "a-2");
+        // And the periodic one.
+        s.delivered_all(p, t0);
+        let p = s.prepare(vec![], 1 << 20, t0 + Duration::from_secs(3600));
+        assert!(p.resync);
+    }
+}
