@@ -109,6 +109,90 @@ fn documents(inputs: &[Input]) -> Result<Vec<serde_json::Value>> {
     Ok(out)
 }
 
+/// What [`post_changes`] sent.
+struct Posted {
+    objects: usize,
+    pods: usize,
+    templates: usize,
+    parts: usize,
+    bytes: usize,
+    pending_pods: usize,
+}
+
+/// Post `documents` to intake the way the agent does: a resync of the
+/// whole cluster by changes (pods as templates plus rows), in parts under
+/// intake's body limit, so a cluster of any size goes through.
+fn post_changes(
+    ports: &Ports<MemStore, Ec2Sim, MemBus, Arc<ManualClock>>,
+    documents: Vec<serde_json::Value>,
+) -> Result<Posted> {
+    use flotilla_core::state::{changes::changes_since, ClusterCache, Resync, Sequence};
+    let list = serde_json::to_vec(
+        &serde_json::json!({"apiVersion": "v1", "kind": "List", "items": documents}),
+    )?;
+    let pending_pods = flotilla_input::load(&[flotilla_input::Source {
+        name: "inputs",
+        bytes: &list,
+    }])?
+    .pending_pods
+    .len();
+    for (i, d) in documents.iter().enumerate() {
+        if d.get("kind").is_none() {
+            bail!(
+                "input document {}: not a Kubernetes object (simulate posts the cluster as the agent does; \
+                 AWS CLI outputs are read by `flotilla plan` only)",
+                i + 1
+            );
+        }
+    }
+    let cache =
+        ClusterCache::from_documents(documents).map_err(|e| anyhow::anyhow!("inputs: {e}"))?;
+    let envelope = 64 * 1024;
+    let parts = changes_since(&Default::default(), &cache)
+        .split(ports.config.max_body_bytes.saturating_sub(envelope));
+    let n = u32::try_from(parts.len()).context("too many parts")?;
+    let mut posted = Posted {
+        objects: cache.objects.len(),
+        pods: cache.pods.len(),
+        templates: cache.templates.len(),
+        parts: parts.len(),
+        bytes: 0,
+        pending_pods,
+    };
+    for (i, changes) in parts.iter().enumerate() {
+        let body = serde_json::to_vec(&serde_json::json!({
+            "clusterId": "simulated",
+            "cluster": {
+                "name": "simulated",
+                "endpoint": "https://simulated.eks.example.com",
+                "caBundle": "c2ltdWxhdGVk",
+                "serviceCidr": "10.100.0.0/16",
+                "kubernetesVersion": flotilla_sim::ec2::DEFAULT_K8S_VERSION,
+            },
+            "sequence": Sequence {
+                stream: "simulate-1".into(),
+                seq: 1,
+                resync: Some(Resync { part: u32::try_from(i)?, parts: n }),
+            },
+            "pendingPods": pending_pods,
+            "changes": changes,
+        }))?;
+        posted.bytes += body.len();
+        block_on(flotilla_service::changes::accept_changes(
+            &ports.store,
+            &ports.bus,
+            &ports.clock,
+            &ports.config,
+            &ports.access,
+            &Caller {
+                principal: Some(SIMULATED_AGENT.into()),
+            },
+            &body,
+        ))?;
+    }
+    Ok(posted)
+}
+
 /// The IAM principal `flotilla simulate` posts as, granted its cluster
 /// (intake denies clusters nobody was granted).
 const SIMULATED_AGENT: &str = "arn:aws:sts::000000000000:assumed-role/flotilla-agent/simulate";
@@ -210,31 +294,14 @@ pub fn run(
         },
         access: Access::default().allow("simulated", SIMULATED_AGENT),
     };
-    let body = serde_json::to_vec(&serde_json::json!({
-        "clusterId": "simulated",
-        "cluster": {
-            "name": "simulated",
-            "endpoint": "https://simulated.eks.example.com",
-            "caBundle": "c2ltdWxhdGVk",
-            "serviceCidr": "10.100.0.0/16",
-            "kubernetesVersion": flotilla_sim::ec2::DEFAULT_K8S_VERSION,
-        },
-        "documents": documents(inputs)?,
-    }))?;
-    let accepted = block_on(intake::accept(
-        &ports.store,
-        &ports.bus,
-        &ports.clock,
-        &ports.config,
-        &ports.access,
-        &Caller {
-            principal: Some(SIMULATED_AGENT.into()),
-        },
-        &body,
-    ))?;
-    if accepted.pending_pods == 0 {
+    let posted = post_changes(&ports, documents(inputs)?)?;
+    if posted.pending_pods == 0 {
         bail!("no pending pods in the inputs");
     }
+    eprintln!(
+        "posted the cluster as the agent does: {} objects, {} pods over {} templates, {} part(s), {} bytes",
+        posted.objects, posted.pods, posted.templates, posted.parts, posted.bytes
+    );
     let wait = {
         let clock = clock.clone();
         move |ms: i64| {

@@ -7,6 +7,7 @@
 //! (`disruption_rounds`).
 
 pub mod baseline;
+pub mod cluster_docs;
 pub mod disruption_apply;
 pub mod disruption_baseline;
 pub mod disruption_rounds;
