@@ -415,6 +415,11 @@ pub struct NodePool {
     pub weight: i32,
     /// Requirements from the template plus one `In` per template label.
     pub requirements: Requirements,
+    /// `minValues` of the requirements, per key (the largest when a key is
+    /// given several times, as Karpenter takes the max): a NodeClaim of this
+    /// NodePool must keep at least that many distinct values of the key
+    /// among its instance types.
+    pub min_values: BTreeMap<String, u32>,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
@@ -447,6 +452,7 @@ impl NodePool {
             source: NodePoolSource::NodePool,
             weight: 0,
             requirements,
+            min_values: BTreeMap::new(),
             labels: BTreeMap::new(),
             annotations: BTreeMap::new(),
             taints: vec![],

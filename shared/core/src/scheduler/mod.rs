@@ -19,6 +19,7 @@
 //! largest it could be at creation and never gives it back).
 
 mod chain;
+mod min_values;
 mod pod_view;
 mod pools;
 mod rebalance;
@@ -39,6 +40,7 @@ use crate::plan::{
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
+pub use min_values::MinValuesPolicy;
 pub use pod_view::Relaxation;
 pub use pools::{daemon_overhead, labels_satisfy, overlay_adjusted_price, overlays_by_weight};
 use pools::{Pool, PoolOffering};
@@ -81,6 +83,9 @@ pub struct SchedulerOptions {
     /// Unix seconds, if known: capacity blocks past their drain time are
     /// not offered. Injected (the scheduler reads no clock).
     pub now: Option<i64>,
+    /// Karpenter's `MIN_VALUES_POLICY`: what a new NodeClaim does when its
+    /// instance types cannot keep a NodePool requirement's `minValues`.
+    pub min_values_policy: MinValuesPolicy,
 }
 
 impl Default for SchedulerOptions {
@@ -91,6 +96,7 @@ impl Default for SchedulerOptions {
             vm_memory_overhead: 0.075,
             reservation_available: None,
             now: None,
+            min_values_policy: MinValuesPolicy::Strict,
         }
     }
 }
@@ -136,6 +142,11 @@ struct Claim {
     memo_yes: bool,
     /// Whether the requirements pin the NodeClaim to one zone.
     zone_pin: ZonePin,
+    /// Per key, the distinct values its types must keep (the NodePool's
+    /// `minValues`, lowered where the BestEffort policy relaxed them).
+    min_values: BTreeMap<String, u32>,
+    /// Whether the BestEffort policy lowered a `minValues`.
+    min_values_relaxed: bool,
 }
 
 /// A NodeClaim's zone requirement, for the spread pre-check in `Run::add`.
@@ -264,6 +275,7 @@ struct Run<'a> {
     existing_domains: BTreeMap<String, BTreeSet<String>>,
     /// Bumped when a reservation runs out (see `JoinMemo`).
     epoch: u32,
+    min_values_policy: MinValuesPolicy,
 }
 
 /// NodeClaims (ascending) not yet known to be too full for pods of one
@@ -575,6 +587,7 @@ fn schedule_with(
         req_class,
         roomy: (0..n_req_classes).map(|_| Roomy::default()).collect(),
         epoch: 0,
+        min_values_policy: opts.min_values_policy,
         spread_hint: vec![None; n_sizes],
         join_heavier,
         existing_domains,
@@ -1522,6 +1535,9 @@ impl<'a> Run<'a> {
         if types.is_empty() {
             return Err("no instance type fits".into());
         }
+        if claim.reservation.is_none() && !min_values::met(pool, types.iter(), &claim.min_values) {
+            return Err("minValues not met".into());
+        }
         Ok(Fit {
             requirements: merged,
             types,
@@ -1642,6 +1658,10 @@ impl<'a> Run<'a> {
             None => fitting,
         };
         let (types, reservation) = self.reserve(pi, &mut merged, types)?;
+        let (min_values, min_values_relaxed) = match reservation {
+            Some(_) => (BTreeMap::new(), false),
+            None => self.min_values_floor(pi, &types)?,
+        };
         let claim = Claim {
             pool: pi,
             name: claim_name,
@@ -1659,6 +1679,8 @@ impl<'a> Run<'a> {
             memo: None,
             memo_yes: false,
             zone_pin: ZonePin::Free,
+            min_values,
+            min_values_relaxed,
         };
         Ok((
             claim,
@@ -1742,6 +1764,30 @@ impl<'a> Run<'a> {
             ));
         }
         Ok((types, None))
+    }
+
+    /// The `minValues` floors of a new NodeClaim of pool `pi` over `types`,
+    /// and whether they were relaxed: the NodePool's own when the types
+    /// meet them; under BestEffort, lowered to what the types offer;
+    /// under Strict, the pod's reason.
+    fn min_values_floor(
+        &self,
+        pi: usize,
+        types: &[usize],
+    ) -> Result<(BTreeMap<String, u32>, bool), String> {
+        let pool = &self.pools[pi];
+        let mut floor = pool.np.min_values.clone();
+        let short = min_values::shortfalls(pool, types.iter().copied(), &floor);
+        if short.is_empty() {
+            return Ok((floor, false));
+        }
+        if self.min_values_policy == MinValuesPolicy::Strict {
+            return Err(min_values::strict_reason(&pool.np.name, &short));
+        }
+        for s in &short {
+            floor.insert(s.key.clone(), s.have);
+        }
+        Ok((floor, true))
     }
 
     /// Indices of pool `pi`'s types compatible with `reqs`, cached: every
@@ -2166,10 +2212,11 @@ fn claim_plan(claim: &Claim, pool: &Pool, pods: &[Pod], lists: &mut TypeLists) -
         instance_types: summary.instance_types.clone(),
         capacity_types: summary.capacity_types.clone(),
         zones: summary.zones.clone(),
-        requirements: out_reqs.to_wire(),
+        requirements: wire_requirements(&out_reqs, &claim.min_values),
         labels: node_labels,
         taints: pool.np.taints.clone(),
         startup_taints: pool.np.startup_taints.clone(),
+        annotations: claim_annotations(claim, pool),
         resources: NodeClaimResources {
             requests: claim.requests.clone(),
             allocatable,
@@ -2177,6 +2224,40 @@ fn claim_plan(claim: &Claim, pool: &Pool, pods: &[Pod], lists: &mut TypeLists) -
         pods: pod_keys,
         price,
     }
+}
+
+/// The NodeClaim's requirements in wire form, each `minValues` on its
+/// key's first entry.
+fn wire_requirements(
+    reqs: &Requirements,
+    min_values: &BTreeMap<String, u32>,
+) -> Vec<crate::requirements::NodeSelectorRequirement> {
+    let mut out = reqs.to_wire();
+    let mut seen = BTreeSet::new();
+    for r in out.iter_mut() {
+        if let Some(&m) = min_values.get(&r.key) {
+            if seen.insert(r.key.clone()) {
+                r.min_values = Some(m);
+            }
+        }
+    }
+    out
+}
+
+/// Karpenter's annotation of a NodeClaim whose `minValues` were relaxed.
+pub const MIN_VALUES_RELAXED: &str = "karpenter.sh/nodeclaim-min-values-relaxed";
+
+/// The template's annotations, and whether `minValues` were relaxed (for a
+/// NodePool with `minValues`).
+fn claim_annotations(claim: &Claim, pool: &Pool) -> BTreeMap<String, String> {
+    let mut out = pool.np.annotations.clone();
+    if !pool.np.min_values.is_empty() {
+        out.insert(
+            MIN_VALUES_RELAXED.into(),
+            claim.min_values_relaxed.to_string(),
+        );
+    }
+    out
 }
 
 #[cfg(test)]

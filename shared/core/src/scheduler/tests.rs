@@ -2249,3 +2249,73 @@ fn prefer_no_schedule_pools_are_a_last_resort() {
     let p = plan(&state(vec![pod("web", "1", "1Gi")], vec![preferred_off]));
     assert_eq!(claim_of(&p, "web").node_pool, "a-tainted");
 }
+
+/// `minValues` (NodePool requirements) under both policies: a pod that
+/// would narrow a NodeClaim below the floor does not join it; a new
+/// NodeClaim that cannot meet it leaves the pod pending (Strict) or is
+/// relaxed and marked (BestEffort).
+#[test]
+fn min_values_are_kept_or_relaxed_by_policy() {
+    use MinValuesPolicy::{BestEffort, Strict};
+    let it = labels::INSTANCE_TYPE;
+    let two_m5 = || {
+        let mut np = pool("default", vec![req(it, Operator::In, &["m5.large", "m5.xlarge"])]);
+        np.min_values.insert(it.into(), 2);
+        np
+    };
+    let wants_xlarge = || {
+        let mut p = pod("b", "500m", "1Gi");
+        p.node_selector = reqs(vec![req(it, Operator::In, &["m5.xlarge"])]);
+        p
+    };
+    // (policy, pods, claims, pending pod with the reason's text, relaxed
+    // claims: (pod, its minValues on the instance type)).
+    type Case = (MinValuesPolicy, Vec<Pod>, usize, Option<(&'static str, &'static str)>, Vec<(&'static str, u32)>);
+    let cases: Vec<Case> = vec![
+        // b would leave a's NodeClaim one type: it does not join, and a
+        // NodeClaim of its own cannot keep two either.
+        (
+            Strict,
+            vec![pod("a", "500m", "1Gi"), wants_xlarge()],
+            1,
+            Some(("default/b", "node.kubernetes.io/instance-type has minValues 2 but the instance types left offer 1")),
+            vec![],
+        ),
+        (BestEffort, vec![pod("a", "500m", "1Gi"), wants_xlarge()], 2, None, vec![("b", 1)]),
+        // 10Gi fits m5.xlarge alone.
+        (Strict, vec![pod("c", "1", "10Gi")], 0, Some(("default/c", "MIN_VALUES_POLICY is Strict")), vec![]),
+        (BestEffort, vec![pod("c", "1", "10Gi")], 1, None, vec![("c", 1)]),
+        // Both fit both types: one NodeClaim, its floor kept.
+        (Strict, vec![pod("a", "500m", "1Gi"), pod("d", "500m", "1Gi")], 1, None, vec![]),
+    ];
+    for (i, (policy, pods, claims, pending, relaxed)) in cases.into_iter().enumerate() {
+        let opts = SchedulerOptions {
+            min_values_policy: policy,
+            ..SchedulerOptions::default()
+        };
+        let p = schedule(&state(pods, vec![two_m5()]), &catalog(), &opts);
+        assert_eq!(p.node_claims.len(), claims, "case {i}: {p:#?}");
+        match pending {
+            Some((pod, text)) => {
+                assert_eq!(p.unschedulable.len(), 1, "case {i}");
+                assert_eq!(p.unschedulable[0].pod, pod, "case {i}");
+                assert!(p.unschedulable[0].reason.contains(text), "case {i}: {}", p.unschedulable[0].reason);
+            }
+            None => assert!(p.unschedulable.is_empty(), "case {i}: {:?}", p.unschedulable),
+        }
+        for nc in &p.node_claims {
+            let relax = relaxed.iter().find(|(pod, _)| nc.pods.contains(&format!("default/{pod}")));
+            let min = nc.requirements.iter().find(|r| r.key == it).and_then(|r| r.min_values);
+            assert_eq!(min, Some(relax.map_or(2, |r| r.1)), "case {i}: {}", nc.name);
+            assert_eq!(
+                nc.annotations.get(MIN_VALUES_RELAXED).map(String::as_str),
+                Some(if relax.is_some() { "true" } else { "false" }),
+                "case {i}: {}",
+                nc.name
+            );
+            if relax.is_none() {
+                assert!(nc.instance_types.len() >= 2, "case {i}: {:?}", nc.instance_types);
+            }
+        }
+    }
+}
