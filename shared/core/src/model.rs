@@ -556,6 +556,10 @@ pub struct PersistentVolumeClaim {
     pub storage_class: Option<String>,
     /// Bound volume, if any.
     pub volume_name: Option<String>,
+    /// `metadata.deletionTimestamp` is set: a pod using it waits.
+    pub deleting: bool,
+    /// `status.phase: Lost` (its volume is gone): a pod using it waits.
+    pub lost: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -566,6 +570,8 @@ pub struct PersistentVolume {
     /// A `local` or `hostPath` volume: its hostname affinity is not a
     /// constraint on new nodes (Karpenter ignores it).
     pub local_or_host_path: bool,
+    /// `metadata.deletionTimestamp` is set: a pod using it waits.
+    pub deleting: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

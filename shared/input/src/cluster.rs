@@ -117,6 +117,8 @@ pub(crate) fn pvc(ctx: &Ctx, d: &Doc) -> Result<PersistentVolumeClaim, InputErro
         volume_name: spec
             .and_then(|s| s.volume_name.clone())
             .filter(|v| !v.is_empty()),
+        deleting: c.metadata.deletion_timestamp.is_some(),
+        lost: c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Lost"),
     })
 }
 
@@ -143,6 +145,7 @@ pub(crate) fn pv(ctx: &Ctx, d: &Doc) -> Result<PersistentVolume, InputError> {
         name,
         node_affinity,
         local_or_host_path,
+        deleting: v.metadata.deletion_timestamp.is_some(),
     })
 }
 

@@ -131,6 +131,8 @@ pub(crate) fn name_pod(
                     name: claim.clone(),
                     storage_class,
                     volume_name: None,
+                    deleting: false,
+                    lost: false,
                 });
             }
             pod.pvc_names.push(claim);

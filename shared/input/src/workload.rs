@@ -260,6 +260,8 @@ fn emit(
                         name: claim.clone(),
                         storage_class: sc.clone(),
                         volume_name: None,
+                        deleting: false,
+                        lost: false,
                     });
                 }
                 p.pvc_names.push(claim);

@@ -774,6 +774,8 @@ fn volume_topology_pins_the_zone() {
         name: "data".into(),
         storage_class: Some("ebs".into()),
         volume_name: None,
+        deleting: false,
+        lost: false,
     }];
     s.storage_classes = vec![StorageClass {
         name: "ebs".into(),
@@ -795,6 +797,7 @@ fn volume_topology_pins_the_zone() {
         name: "pv-1".into(),
         node_affinity: vec![reqs(vec![req(labels::ZONE, Operator::In, &["test-1c"])])],
         local_or_host_path: false,
+        deleting: false,
     }];
     let p = plan(&s);
     assert_eq!(p.node_claims[0].zones, vec!["test-1c"]);
@@ -823,6 +826,8 @@ fn volume_topology_table() {
         pod_zones: Option<&'static [&'static str]>,
         /// Zones of the pod's NodeClaim; None: unschedulable, reason contains.
         expect: Result<&'static [&'static str], &'static str>,
+        /// `pvc-deleting`, `pvc-lost`, `pv-deleting` or empty.
+        marks: &'static str,
     }
     let zone = |z: &[&str]| reqs(vec![req(labels::ZONE, Operator::In, z)]);
     let host = |h: &str| reqs(vec![req(labels::HOSTNAME, Operator::In, &[h])]);
@@ -833,6 +838,7 @@ fn volume_topology_table() {
             volume: None,
             pod_zones: Some(&["test-1a", "test-1c"]),
             expect: Ok(&["test-1c"]),
+            marks: "",
         },
         Case {
             name: "should not schedule if storage class zones are incompatible",
@@ -840,6 +846,7 @@ fn volume_topology_table() {
             volume: None,
             pod_zones: Some(&["test-1a"]),
             expect: Err(""),
+            marks: "",
         },
         Case {
             name: "OR'd allowedTopologies: the term the pod can use",
@@ -847,6 +854,7 @@ fn volume_topology_table() {
             volume: None,
             pod_zones: Some(&["test-1a"]),
             expect: Ok(&["test-1a"]),
+            marks: "",
         },
         Case {
             name: "should schedule to volume zones if volume already bound",
@@ -854,6 +862,7 @@ fn volume_topology_table() {
             volume: Some((vec![zone(&["test-1c"])], false)),
             pod_zones: None,
             expect: Ok(&["test-1c"]),
+            marks: "",
         },
         Case {
             name: "OR'd PV node affinity: the term the pod can use",
@@ -861,6 +870,7 @@ fn volume_topology_table() {
             volume: Some((vec![zone(&["test-1c"]), zone(&["test-1a"])], false)),
             pod_zones: Some(&["test-1a", "test-1b"]),
             expect: Ok(&["test-1a"]),
+            marks: "",
         },
         Case {
             name: "should not schedule if volume zones are incompatible",
@@ -868,6 +878,7 @@ fn volume_topology_table() {
             volume: Some((vec![zone(&["test-1c"])], false)),
             pod_zones: Some(&["test-1a"]),
             expect: Err(""),
+            marks: "",
         },
         Case {
             name: "should schedule with an empty storage class if the pvc is bound",
@@ -875,6 +886,7 @@ fn volume_topology_table() {
             volume: Some((vec![], false)),
             pod_zones: None,
             expect: Ok(&ZONES),
+            marks: "",
         },
         Case {
             name: "should not schedule with an empty storage class if the pvc is not bound",
@@ -882,6 +894,7 @@ fn volume_topology_table() {
             volume: None,
             pod_zones: None,
             expect: Err("has no StorageClass and is not bound"),
+            marks: "",
         },
         Case {
             name: "should schedule with a missing storage class if the pvc is bound",
@@ -889,6 +902,7 @@ fn volume_topology_table() {
             volume: Some((vec![], false)),
             pod_zones: None,
             expect: Ok(&ZONES),
+            marks: "",
         },
         Case {
             name: "should not schedule with a missing storage class if the pvc is not bound",
@@ -896,6 +910,7 @@ fn volume_topology_table() {
             volume: None,
             pod_zones: None,
             expect: Err("StorageClass missing of claim default/data does not exist"),
+            marks: "",
         },
         Case {
             name: "unbound claim of an Immediate class waits for its volume",
@@ -903,6 +918,7 @@ fn volume_topology_table() {
             volume: None,
             pod_zones: None,
             expect: Err("binds Immediate"),
+            marks: "",
         },
         Case {
             name: "unbound claim of the default class (Immediate) waits",
@@ -910,6 +926,7 @@ fn volume_topology_table() {
             volume: None,
             pod_zones: None,
             expect: Err("binds Immediate"),
+            marks: "",
         },
         Case {
             name: "should ignore hostname affinity scheduling when using local path volumes",
@@ -917,6 +934,7 @@ fn volume_topology_table() {
             volume: Some((vec![host("gone-node")], true)),
             pod_zones: None,
             expect: Ok(&ZONES),
+            marks: "",
         },
         Case {
             name: "should not ignore hostname affinity when using non-local path volumes",
@@ -924,6 +942,31 @@ fn volume_topology_table() {
             volume: Some((vec![host("gone-node")], false)),
             pod_zones: None,
             expect: Err(""),
+            marks: "",
+        },
+        Case {
+            name: "should not launch nodes for pod with deleting persistentVolumeClaim",
+            class: Some("wffc"),
+            volume: None,
+            pod_zones: None,
+            expect: Err("is being deleted"),
+            marks: "pvc-deleting",
+        },
+        Case {
+            name: "should not launch nodes for pod with Lost persistentVolumeClaim",
+            class: Some("wffc"),
+            volume: None,
+            pod_zones: None,
+            expect: Err("is Lost"),
+            marks: "pvc-lost",
+        },
+        Case {
+            name: "should not launch nodes for pod with bound persistentVolume that is marked for deletion",
+            class: Some("wffc"),
+            volume: Some((vec![], false)),
+            pod_zones: None,
+            expect: Err("is being deleted"),
+            marks: "pv-deleting",
         },
     ];
     let class = |name: &str, mode: VolumeBindingMode, terms: Vec<Requirements>, default: bool| {
@@ -964,12 +1007,15 @@ fn volume_topology_table() {
             name: "data".into(),
             storage_class: c.class.map(String::from),
             volume_name: c.volume.as_ref().map(|_| "pv-1".to_string()),
+            deleting: c.marks == "pvc-deleting",
+            lost: c.marks == "pvc-lost",
         }];
         if let Some((terms, local)) = &c.volume {
             s.pvs = vec![PersistentVolume {
                 name: "pv-1".into(),
                 node_affinity: terms.clone(),
                 local_or_host_path: *local,
+                deleting: c.marks == "pv-deleting",
             }];
         }
         let p = plan(&s);
