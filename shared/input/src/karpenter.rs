@@ -65,8 +65,8 @@ struct NodePoolSpec {
     limits: Option<BTreeMap<String, KQuantity>>,
     #[serde(default)]
     weight: Option<i32>,
-    /// Static NodePools (fixed replica count) are not provisioned by the
-    /// planner; accepted with a warning.
+    /// Static NodePools (fixed replica count): their NodeClaims are not
+    /// provisioned for pending pods (the NodePool launches nothing here).
     #[serde(default)]
     replicas: Option<i64>,
 }
@@ -624,9 +624,14 @@ pub(crate) fn node_pool(
         expire_after,
         termination_grace_period,
     );
-    if spec.replicas.is_some() {
+    // A static NodePool's NodeClaims come from its replica count (Karpenter's
+    // static provisioning controller), never from pending pods.
+    let static_pool = spec.replicas.map(|r| {
+        format!("it is a static NodePool (spec.replicas: {r}), whose NodeClaims are not provisioned for pending pods")
+    });
+    if static_pool.is_some() {
         warnings.push(format!(
-            "{}: spec.replicas (static NodePool) is not planned; treating the NodePool as dynamic",
+            "{}: spec.replicas (static NodePool): not provisioned for pending pods (its nodes still take pods)",
             ctx.here()
         ));
     }
@@ -660,7 +665,7 @@ pub(crate) fn node_pool(
         source: NodePoolSource::NodePool,
         name: name.clone(),
         template_hash: Some(template_hash),
-        unavailable: unavailable(&m, &d.value),
+        unavailable: unavailable(&m, &d.value).or(static_pool),
     };
     let overlays = veneer_overlays(ctx, &name, NODEPOOL, m.annotations.as_ref())?;
     Ok((pool, overlays))

@@ -2365,14 +2365,12 @@ fn multiple_and_static_nodepools() {
             "should not create NodeClaims for StaticNodePool",
             vec![nps(&[np("static", vec![]).replicas(2)]), pod("p", &p())],
             vec![NotScheduled("p")],
-        )
-        .differs("a NodePool with spec.replicas is planned as a dynamic NodePool (with a warning): the pod gets a NodeClaim from it"),
+        ),
         one(
             "should still provision dynamic NodeClaims when there are both Static and Dynamic NodePools",
             vec![nps(&[np("b-dynamic", vec![]), np("a-static", vec![]).replicas(1)]), pod("p", &p())],
             vec![NodeLabel("p", NODEPOOL, "b-dynamic")],
-        )
-        .differs("the static NodePool (spec.replicas) is planned as a dynamic one and, equal in weight and first by name, takes the pod"),
+        ),
     ];
     run_table(SUITE, "Provisioning / StaticNodePool", static_pools);
 }
