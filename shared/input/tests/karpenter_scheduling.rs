@@ -2255,8 +2255,7 @@ fn in_flight_nodes_taints() {
                     vec![Scheduled("b"), NewNodes(0)],
                 ),
             ],
-        )
-        .differs("a new NodeClaim is planned: the existing node's taints all block, its NodePool's startupTaints are not recognised on a Node that has not initialized (nor the karpenter.sh/unregistered taint)"),
+        ),
         case(
             "should not assume pod will schedule to a node with startup taints after initialization",
             vec![
@@ -2876,8 +2875,7 @@ fn nodepool_requirements_instance_filtering() {
                     vec![NotScheduled("test-pod-filtered"), Reason("test-pod-filtered", MSG)],
                 ),
             ],
-        )
-        .differs("the pod is unschedulable, but its reason names the first requirement it checks, the capacity-type default: \"no instance type in NodePool \\\"default\\\" satisfies karpenter.sh/capacity-type In [on-demand]\", not the NodePool requirement that filtered out every type"),
+        ),
         one(
             "should handle multiple pods when requirements filter out all instance types",
             vec![
@@ -2892,8 +2890,7 @@ fn nodepool_requirements_instance_filtering() {
                 Reason("pod-2", MSG),
                 Reason("pod-3", MSG),
             ],
-        )
-        .differs("the pod is unschedulable, but its reason names the first requirement it checks, the capacity-type default: \"no instance type in NodePool \\\"default\\\" satisfies karpenter.sh/capacity-type In [on-demand]\", not the NodePool requirement that filtered out every type"),
+        ),
         one(
             "should handle conflicting requirements that eliminate all instance types",
             vec![
@@ -2904,8 +2901,7 @@ fn nodepool_requirements_instance_filtering() {
                 NotScheduled("conflicting-requirements-pod"),
                 Reason("conflicting-requirements-pod", MSG),
             ],
-        )
-        .differs("the pod is unschedulable, but its reason names the first requirement it checks, the capacity-type default: \"no instance type in NodePool \\\"default\\\" satisfies karpenter.sh/capacity-type In [on-demand]\", not the NodePool requirement that filtered out every type"),
+        ),
         one(
             "should handle zone requirements that filter out all instance types",
             vec![
@@ -2913,8 +2909,7 @@ fn nodepool_requirements_instance_filtering() {
                 pod("zone-filtered-pod", &p()),
             ],
             vec![NotScheduled("zone-filtered-pod"), Reason("zone-filtered-pod", MSG)],
-        )
-        .differs("the pod is unschedulable, but its reason names the first requirement it checks, the capacity-type default: \"no instance type in NodePool \\\"default\\\" satisfies karpenter.sh/capacity-type In [on-demand]\", not the NodePool requirement that filtered out every type"),
+        ),
     ];
     run_table("NodePool requirements instance filtering", cases);
 }

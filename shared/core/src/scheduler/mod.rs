@@ -773,6 +773,15 @@ const EPHEMERAL_TAINTS: [&str; 3] = [
     "node.cloudprovider.kubernetes.io/uninitialized",
 ];
 
+/// Karpenter's own registration taint (`karpenter.sh/unregistered:NoExecute`)
+/// and the Node Readiness Controller's (`readiness.k8s.io/*`): ephemeral
+/// taints (`KnownEphemeralTaints`) that do not keep pods off a NodePool's
+/// node until it is initialized.
+fn registration_taint(t: &Taint) -> bool {
+    (t.key == "karpenter.sh/unregistered" && t.effect == crate::model::TaintEffect::NoExecute)
+        || t.key.starts_with("readiness.k8s.io/")
+}
+
 /// Whether Karpenter has seen the node initialized (`karpenter.sh/initialized`),
 /// or the node is not Karpenter's (then it is taken as it is).
 fn initialized(n: &Node) -> bool {
@@ -791,9 +800,11 @@ fn effective_taints(n: &Node, pools: &[crate::model::NodePool]) -> Vec<Taint> {
             .map_or(&[], |p| p.startup_taints.as_slice()),
         _ => &[],
     };
+    let uninitialized = n.nodepool().is_some() && !initialized(n);
     n.taints
         .iter()
         .filter(|t| !EPHEMERAL_TAINTS.contains(&t.key.as_str()))
+        .filter(|t| !(uninitialized && registration_taint(t)))
         .filter(|t| {
             !startup
                 .iter()
@@ -1554,6 +1565,14 @@ impl<'a> Run<'a> {
         let pool = &self.pools[pi];
         let name = &pool.np.name;
         let pod = &self.pods[p];
+        // Karpenter drops such a NodePool before scheduling, with this
+        // message.
+        if pool.types.is_empty() {
+            return Err(format!(
+                "NodePool {name:?}: nodepool requirements filtered out all available instance types ({})",
+                display_reqs(&pool.requirements)
+            ));
+        }
         if let Some(t) = groups.blocking_taint(&pool.taints, pod) {
             return Err(format!(
                 "NodePool {name:?} has taint {} that the pod does not tolerate",

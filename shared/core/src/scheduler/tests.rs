@@ -2365,3 +2365,39 @@ fn min_values_are_kept_or_relaxed_by_policy() {
         }
     }
 }
+
+/// Karpenter's registration and readiness taints (`karpenter.sh/unregistered:NoExecute`,
+/// `readiness.k8s.io/*`) keep no pod off a NodePool's node until it is
+/// initialized; afterwards, and on nodes of no NodePool, they do.
+#[test]
+fn registration_taints_block_only_initialized_or_unmanaged_nodes() {
+    // (taint key, effect, NodePool label, initialized, pod placed on n1)
+    let cases = [
+        ("karpenter.sh/unregistered", TaintEffect::NoExecute, true, false, true),
+        ("karpenter.sh/unregistered", TaintEffect::NoExecute, true, true, false),
+        ("karpenter.sh/unregistered", TaintEffect::NoExecute, false, false, false),
+        ("karpenter.sh/unregistered", TaintEffect::NoSchedule, true, false, false),
+        ("readiness.k8s.io/network", TaintEffect::NoSchedule, true, false, true),
+        ("readiness.k8s.io/network", TaintEffect::NoSchedule, true, true, false),
+    ];
+    for (key, effect, managed, init, placed) in cases {
+        let mut node = existing_node("test-1a", ["4", "8Gi", "10"], false, pod("old", "100m", "128Mi"));
+        node.pods[0].node_name = Some("n1".into());
+        node.taints = vec![Taint {
+            key: key.into(),
+            value: String::new(),
+            effect,
+        }];
+        if managed {
+            node.labels.insert(labels::NODEPOOL.into(), "default".into());
+        }
+        if init {
+            node.labels.insert("karpenter.sh/initialized".into(), "true".into());
+        }
+        let mut s = state(vec![pod("a", "1", "1Gi")], vec![default_pool()]);
+        s.nodes = vec![node];
+        let p = plan(&s);
+        let on_n1 = p.existing_nodes.iter().any(|n| n.name == "n1");
+        assert_eq!(on_n1, placed, "{key} {effect:?} managed={managed} initialized={init}");
+    }
+}
