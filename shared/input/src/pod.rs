@@ -20,12 +20,14 @@ use crate::workload::Env;
 use crate::{Doc, InputError};
 
 /// A `kind: Pod` document. `None` for finished pods (Succeeded / Failed),
-/// which hold no resources.
+/// which hold no resources, and for pending DaemonSet pods (kept in
+/// `daemon_pods`: their requests stand for their DaemonSet's).
 pub(crate) fn pod_object(
     ctx: &Ctx,
     d: &Doc,
     env: &Env,
     state: &mut ClusterState,
+    daemon_pods: &mut Vec<Pod>,
 ) -> Result<Option<Pod>, InputError> {
     let p: core::Pod = ctx.de(&d.value, "")?;
     let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
@@ -90,6 +92,8 @@ pub(crate) fn pod_object(
         // Karpenter does not provision for DaemonSet pods; their overhead
         // comes from the DaemonSet itself.
         tracing::debug!("skipping pending DaemonSet pod {ns}/{name}");
+        pod.name = name;
+        daemon_pods.push(pod);
         return Ok(None);
     }
     if pod.node_name.is_none()
