@@ -656,6 +656,13 @@ fn schedule_with(
 
     run.repack(!state.overlays.is_empty(), &relax);
     run.repack_chain(!state.overlays.is_empty());
+    if !opts.reserved_capacity {
+        for &p in &queue {
+            if let (Some(e), true) = (&mut errors[p], needs_reserved(&pods[p], &state.node_pools)) {
+                e.push_str(RESERVED_GATE_OFF);
+            }
+        }
+    }
     queue.extend(waiting_for_volumes);
     (
         run.into_plan(queue.into_iter().collect(), errors, warnings),
@@ -2051,6 +2058,37 @@ impl<'a> Run<'a> {
             warnings,
         }
     }
+}
+
+/// Appended to the reason of a pod that only reserved capacity could take
+/// while the ReservedCapacity feature gate is off.
+const RESERVED_GATE_OFF: &str = " (the ReservedCapacity feature gate is off, so no reserved capacity is offered; flotilla plan --reserved-capacity turns it on)";
+
+/// Whether `reqs` leave only reserved capacity: `capacity-type` allows
+/// `reserved` and neither spot nor on-demand, or a reservation id or type
+/// is asked for.
+fn only_reserved(reqs: &Requirements) -> bool {
+    let ct = |v: &str| reqs.allows(labels::CAPACITY_TYPE, v);
+    let asks = |k: &str| reqs.get(k).is_some_and(|r| !r.is_complement());
+    (ct(labels::CAPACITY_TYPE_RESERVED)
+        && !ct(CapacityType::Spot.as_str())
+        && !ct(CapacityType::OnDemand.as_str()))
+        || asks(labels::CAPACITY_RESERVATION_ID)
+        || asks(labels::CAPACITY_RESERVATION_TYPE)
+}
+
+/// Whether only reserved capacity could take `pod`: it asks for it (node
+/// selector, or every required affinity term), or every NodePool that
+/// launches offers nothing else.
+fn needs_reserved(pod: &Pod, pools: &[crate::model::NodePool]) -> bool {
+    let pod_only = only_reserved(&pod.node_selector)
+        || (!pod.required_terms.is_empty()
+            && pod
+                .required_terms
+                .iter()
+                .all(|t| only_reserved(&pod.node_selector.intersection(t))));
+    let mut launching = pools.iter().filter(|np| np.unavailable.is_none()).peekable();
+    pod_only || (launching.peek().is_some() && launching.all(|np| only_reserved(&np.requirements)))
 }
 
 fn display_reqs(r: &Requirements) -> String {

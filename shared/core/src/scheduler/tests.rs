@@ -1580,6 +1580,30 @@ fn gate_off_ignores_reservations() {
     );
     let p = schedule(&s, &catalog(), &SchedulerOptions::default());
     assert_eq!(p.unschedulable.len(), 1);
+    assert!(p.unschedulable[0].reason.contains("ReservedCapacity feature gate is off"), "{}", p.unschedulable[0].reason);
+}
+
+/// A pod pending because the ReservedCapacity gate is off says so: it asks
+/// for reserved capacity (or a reservation), or every NodePool offers only
+/// reserved capacity; any other pending pod does not.
+#[test]
+fn pods_pending_for_the_reserved_capacity_gate_say_so() {
+    let ct = |v: &[&str]| req(labels::CAPACITY_TYPE, Operator::In, v);
+    let big = || pod("big", "500", "1Gi");
+    // (pods, pool capacity types, pending pod, reason names the gate)
+    let cases: Vec<(Pod, &[&str], bool)> = vec![
+        ({ let mut p = pod("a", "1", "1Gi"); p.node_selector = reqs(vec![ct(&["reserved"])]); p }, &["spot", "on-demand", "reserved"], true),
+        ({ let mut p = pod("a", "1", "1Gi"); p.node_selector = reqs(vec![req(labels::CAPACITY_RESERVATION_ID, Operator::In, &["cr-1"])]); p }, &["spot", "on-demand", "reserved"], true),
+        (pod("a", "1", "1Gi"), &["reserved"], true),
+        (big(), &["spot", "on-demand"], false),
+    ];
+    for (i, (p, cts, gate)) in cases.into_iter().enumerate() {
+        let s = state(vec![p], vec![pool("default", vec![ct(cts)])]);
+        let plan = schedule(&s, &catalog(), &SchedulerOptions::default());
+        assert_eq!(plan.unschedulable.len(), 1, "case {i}");
+        let reason = &plan.unschedulable[0].reason;
+        assert_eq!(reason.contains("ReservedCapacity feature gate is off"), gate, "case {i}: {reason}");
+    }
 }
 
 #[test]
