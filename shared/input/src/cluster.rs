@@ -1,5 +1,5 @@
 //! Cluster objects: Node, StorageClass, PersistentVolumeClaim,
-//! PersistentVolume, PriorityClass.
+//! PersistentVolume, PriorityClass, Namespace.
 
 use flotilla_core::model::{
     Node, PersistentVolume, PersistentVolumeClaim, StorageClass, VolumeBindingMode,
@@ -154,4 +154,17 @@ pub(crate) fn priority_class(ctx: &Ctx, d: &Doc) -> Result<(String, i32, bool), 
     let p: scheduling::PriorityClass = ctx.de(&d.value, "")?;
     let name = name_of(ctx, p.metadata.name.as_ref(), "PriorityClass")?;
     Ok((name, p.value.unwrap_or(0), p.global_default == Some(true)))
+}
+
+/// A `Namespace`: its name and labels (what a `namespaceSelector` sees,
+/// `kubernetes.io/metadata.name` included, as the API server sets it).
+pub(crate) fn namespace(
+    ctx: &Ctx,
+    d: &Doc,
+) -> Result<(String, std::collections::BTreeMap<String, String>), InputError> {
+    let n: core::Namespace = ctx.de(&d.value, "")?;
+    let name = name_of(ctx, n.metadata.name.as_ref(), "Namespace")?;
+    let mut labels = n.metadata.labels.unwrap_or_default();
+    labels.insert("kubernetes.io/metadata.name".into(), name.clone());
+    Ok((name, labels))
 }

@@ -109,6 +109,7 @@ pub fn load(sources: &[Source]) -> Result<ClusterState, InputError> {
     let mut default_priority: Option<i32> = None;
     let mut deployments: BTreeSet<(String, String)> = BTreeSet::new();
     let mut pvc_names: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut namespaces: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
     for d in &docs {
         let meta = d.value.get("metadata");
         let name = meta
@@ -134,6 +135,11 @@ pub fn load(sources: &[Source]) -> Result<ClusterState, InputError> {
             "PersistentVolumeClaim" => {
                 pvc_names.insert((ns.to_string(), name.to_string()));
             }
+            "Namespace" => {
+                let ctx = Ctx::for_doc(d);
+                let (n, labels) = cluster::namespace(&ctx, d)?;
+                namespaces.insert(n, labels);
+            }
             _ => {}
         }
     }
@@ -143,6 +149,7 @@ pub fn load(sources: &[Source]) -> Result<ClusterState, InputError> {
         default_priority: default_priority.unwrap_or(0),
         deployments: &deployments,
         existing_pvcs: &pvc_names,
+        namespaces: &namespaces,
         expanded: 0,
         expanded_claims: 0,
     };
@@ -152,7 +159,7 @@ pub fn load(sources: &[Source]) -> Result<ClusterState, InputError> {
     for d in &docs {
         let ctx = Ctx::for_doc(d);
         match d.kind() {
-            "PriorityClass" => {}
+            "PriorityClass" | "Namespace" => {}
             "Pod" => {
                 if let Some(p) = pod::pod_object(&ctx, d, &env, &mut state, &mut daemon_pods)? {
                     if p.node_name.is_some() {

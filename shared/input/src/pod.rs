@@ -240,7 +240,7 @@ pub(crate) fn convert(
                 &format!("{rp}[{i}]"),
                 t,
                 &labels,
-                &here,
+                (&here, env.namespaces),
                 warnings,
             )?);
         }
@@ -261,7 +261,7 @@ pub(crate) fn convert(
                     &join(&p, "podAffinityTerm"),
                     &t.pod_affinity_term,
                     &labels,
-                    &here,
+                    (&here, env.namespaces),
                     warnings,
                 )?,
             });
@@ -623,7 +623,7 @@ fn affinity_term(
     path: &str,
     t: &core::PodAffinityTerm,
     pod_labels: &BTreeMap<String, String>,
-    here: &str,
+    (here, known): (&str, &BTreeMap<String, BTreeMap<String, String>>),
     warnings: &mut Vec<String>,
 ) -> Result<PodAffinityTerm, InputError> {
     if t.topology_key.is_empty() {
@@ -651,20 +651,36 @@ fn affinity_term(
         }
     }
     let mut all_namespaces = false;
+    let mut namespaces = t.namespaces.clone().unwrap_or_default();
     if let Some(ns) = &t.namespace_selector {
         let empty = ns.match_labels.as_ref().is_none_or(BTreeMap::is_empty)
             && ns.match_expressions.as_ref().is_none_or(Vec::is_empty);
         if empty {
             all_namespaces = true;
-        } else {
+        } else if known.is_empty() {
             warnings.push(format!(
-                "{here}: {path}.namespaceSelector selects namespaces by label, which the inputs do not describe; using the listed namespaces (or the pod's own)"
+                "{here}: {path}.namespaceSelector selects namespaces by label and the inputs hold no Namespace objects; using the listed namespaces (or the pod's own)"
             ));
+        } else {
+            // The listed namespaces and those the selector matches; none at
+            // all selects no pod (no namespace is named "").
+            let sel = self::label_selector(ctx, &join(path, "namespaceSelector"), Some(ns))?;
+            namespaces.extend(
+                known
+                    .iter()
+                    .filter(|(_, l)| sel.matches(l))
+                    .map(|(n, _)| n.clone()),
+            );
+            namespaces.sort();
+            namespaces.dedup();
+            if namespaces.is_empty() {
+                namespaces.push(String::new());
+            }
         }
     }
     Ok(PodAffinityTerm {
         label_selector,
-        namespaces: t.namespaces.clone().unwrap_or_default(),
+        namespaces,
         all_namespaces,
         topology_key: labels::normalize_key(&t.topology_key).to_string(),
     })
