@@ -667,6 +667,15 @@ pub struct NodeClaimObject {
     /// `spec.expireAfter` in seconds, when set on the NodeClaim (wins over
     /// the NodePool's).
     pub expire_after_seconds: Option<u64>,
+    /// `spec.requirements`.
+    pub requirements: Requirements,
+    /// `spec.taints` (its `startupTaints` are left out: they do not keep
+    /// pods off a NodeClaim that has not initialized).
+    pub taints: Vec<Taint>,
+    /// `status.allocatable` (empty until launched).
+    pub allocatable: Resources,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
 }
 
 /// Everything the scheduler needs, as read from the inputs.

@@ -290,6 +290,7 @@ status:
                 consolidatable_since: Some(JAN7 + 3600),
                 drifted: true,
                 expire_after_seconds: Some(720 * 3600),
+                ..Default::default()
             },
         ),
         (

@@ -19,6 +19,7 @@
 //! largest it could be at creation and never gives it back).
 
 mod chain;
+mod in_flight;
 mod min_values;
 mod pod_view;
 mod pools;
@@ -514,10 +515,16 @@ fn schedule_with(
                 .extend(v.iter().cloned());
         }
     }
-    let (topology, groups) = Topology::build(pods, &state.nodes, universe, sources);
+    // Existing nodes, then in-flight NodeClaims (see `in_flight`).
+    let in_flight = in_flight::nodes(state);
+    let all_nodes: std::borrow::Cow<[Node]> = if in_flight.is_empty() {
+        std::borrow::Cow::Borrowed(&state.nodes)
+    } else {
+        std::borrow::Cow::Owned(state.nodes.iter().cloned().chain(in_flight).collect())
+    };
+    let (topology, groups) = Topology::build(pods, &all_nodes, universe, sources);
 
-    let mut existing: Vec<Existing> = state
-        .nodes
+    let mut existing: Vec<Existing> = all_nodes
         .iter()
         .filter(|n| !n.unschedulable)
         .map(|n| {

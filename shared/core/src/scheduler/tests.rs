@@ -2425,3 +2425,56 @@ fn registration_taints_block_only_initialized_or_unmanaged_nodes() {
         assert_eq!(on_n1, placed, "{key} {effect:?} managed={managed} initialized={init}");
     }
 }
+
+/// NodeClaims given among the inputs that launched but have no Node yet
+/// are in-flight capacity: pods are planned onto them, unless they are
+/// being deleted, not launched, tainted against the pod, or their Node is
+/// already there (then the Node counts, once).
+#[test]
+fn in_flight_node_claims_take_pods() {
+    let claim = || NodeClaimObject {
+        name: "default-x1".into(),
+        node_pool: Some("default".into()),
+        node_name: Some("ip-10-0-0-9".into()),
+        provider_id: Some("aws:///test-1a/i-9".into()),
+        labels: [(labels::INSTANCE_TYPE.to_string(), "m5.xlarge".to_string())].into(),
+        requirements: reqs(vec![req(labels::ZONE, Operator::In, &["test-1a"])]),
+        allocatable: Resources::new()
+            .with("cpu", q("3900m"))
+            .with("memory", q("14Gi"))
+            .with("pods", q("58")),
+        ..Default::default()
+    };
+    let full_node = || Node {
+        name: "ip-10-0-0-9".into(),
+        provider_id: Some("aws:///test-1a/i-9".into()),
+        allocatable: Resources::new().with("cpu", q("100m")).with("memory", q("1Gi")).with("pods", q("10")),
+        ..Node::default()
+    };
+    // (name, claim, nodes, pod placed on the in-flight node)
+    let cases: Vec<(&str, NodeClaimObject, Vec<Node>, bool)> = vec![
+        ("launched, no node yet", claim(), vec![], true),
+        ("being deleted", NodeClaimObject { deleting: true, ..claim() }, vec![], false),
+        ("not launched", NodeClaimObject { provider_id: None, ..claim() }, vec![], false),
+        ("no allocatable yet", NodeClaimObject { allocatable: Resources::new(), ..claim() }, vec![], false),
+        (
+            "tainted",
+            NodeClaimObject {
+                taints: vec![Taint { key: "dedicated".into(), value: String::new(), effect: TaintEffect::NoSchedule }],
+                ..claim()
+            },
+            vec![],
+            false,
+        ),
+        ("its Node is there (full)", claim(), vec![full_node()], false),
+    ];
+    for (name, c, nodes, placed) in cases {
+        let mut s = state(vec![pod("a", "1", "1Gi")], vec![default_pool()]);
+        s.node_claims = vec![c];
+        s.nodes = nodes;
+        let p = plan(&s);
+        let on_it = p.existing_nodes.iter().any(|n| n.name == "ip-10-0-0-9");
+        assert_eq!(on_it, placed, "{name}: {p:#?}");
+        assert_eq!(p.node_claims.is_empty(), placed, "{name}");
+    }
+}
