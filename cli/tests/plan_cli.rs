@@ -579,7 +579,11 @@ metadata: {name: p, namespace: default}
 spec:
   containers: [{name: c, image: x, resources: {requests: {cpu: 100m}}}]
 "#;
-    for (policy, relaxed) in [(None, None), (Some("strict"), None), (Some("best-effort"), Some("true"))] {
+    for (policy, relaxed) in [
+        (None, None),
+        (Some("strict"), None),
+        (Some("best-effort"), Some("true")),
+    ] {
         let mut args = vec!["plan", "-f", "-", "-o", "json"];
         if let Some(p) = policy {
             args.extend(["--min-values-policy", p]);
@@ -594,8 +598,19 @@ spec:
             }
             Some(r) => {
                 let nc = &v["nodeClaims"][0];
-                assert_eq!(nc["annotations"]["karpenter.sh/nodeclaim-min-values-relaxed"], r);
-                assert_eq!(nc["requirements"].as_array().and_then(|a| a.iter().find(|q| q["key"] == "node.kubernetes.io/instance-type")).map(|q| q["minValues"].clone()), Some(serde_json::json!(1)));
+                assert_eq!(
+                    nc["annotations"]["karpenter.sh/nodeclaim-min-values-relaxed"],
+                    r
+                );
+                assert_eq!(
+                    nc["requirements"]
+                        .as_array()
+                        .and_then(|a| a
+                            .iter()
+                            .find(|q| q["key"] == "node.kubernetes.io/instance-type"))
+                        .map(|q| q["minValues"].clone()),
+                    Some(serde_json::json!(1))
+                );
             }
         }
     }

@@ -363,11 +363,7 @@ pub struct NodeSelectorRequirement {
     pub values: Vec<String>,
     /// A NodeClaim's `minValues` for the key (on the key's first entry):
     /// the distinct values its instance types keep at least.
-    #[serde(
-        default,
-        rename = "minValues",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, rename = "minValues", skip_serializing_if = "Option::is_none")]
     pub min_values: Option<u32>,
 }
 

@@ -16,9 +16,9 @@ use serde_json::Value;
 
 use crate::pod::{karpenter_requirement, label_selector};
 use crate::util::{duration_secs, resources, taints, Ctx};
+use crate::{Doc, InputError};
 use flotilla_core::requirements::Requirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KQuantity;
-use crate::{Doc, InputError};
 
 /// `"N"` or `"N%"` (0..=100) as a string; `N` (non-negative) as a number
 /// when `numbers` (PDBs' IntOrString; budgets' `nodes` is a string in

@@ -366,11 +366,7 @@ const MAX_MIN_VALUES: i64 = 50;
 /// The `minValues` of `reqs` per key: the largest when a key is given
 /// several times (Karpenter keeps the max). Checked as the CRD does: 1 to
 /// 50, and an `In` requirement lists at least that many values.
-fn min_values(
-    ctx: &Ctx,
-    path: &str,
-    reqs: &[ReqDoc],
-) -> Result<BTreeMap<String, u32>, InputError> {
+fn min_values(ctx: &Ctx, path: &str, reqs: &[ReqDoc]) -> Result<BTreeMap<String, u32>, InputError> {
     let mut out: BTreeMap<String, u32> = BTreeMap::new();
     for (i, r) in reqs.iter().enumerate() {
         let Some(m) = r.min_values else { continue };

@@ -1071,9 +1071,15 @@ impl World {
             }
             ClaimMinValues(pod, key, want) => {
                 let nc = self.claim_of(pod)?;
-                let got = nc.requirements.iter().find_map(|r| (r.key == *key).then_some(r.min_values)).flatten();
+                let got = nc
+                    .requirements
+                    .iter()
+                    .find_map(|r| (r.key == *key).then_some(r.min_values))
+                    .flatten();
                 if got != *want {
-                    return Err(format!("{pod}'s NodeClaim: want minValues {want:?} on {key}, got {got:?}"));
+                    return Err(format!(
+                        "{pod}'s NodeClaim: want minValues {want:?} on {key}, got {got:?}"
+                    ));
                 }
             }
             Reason(pod, text) => {
@@ -1085,7 +1091,10 @@ impl World {
                     .find(|u| u.pod == key)
                     .ok_or_else(|| format!("{pod} is not unschedulable"))?;
                 if !u.reason.contains(text) {
-                    return Err(format!("reason of {pod}: want {text:?} in it, got {:?}", u.reason));
+                    return Err(format!(
+                        "reason of {pod}: want {text:?} in it, got {:?}",
+                        u.reason
+                    ));
                 }
             }
             NodeAnnotation(pod, key, value) => {
@@ -1899,9 +1908,11 @@ fn annotations_labels_taints() {
             nps(&[default_np().annotations(&[("karpenter.sh/do-not-disrupt", "true")])]),
             pod("p", &p()),
         ],
-        vec![Scheduled("p"), NodeAnnotation("p", "karpenter.sh/do-not-disrupt", "true")],
-    )
-];
+        vec![
+            Scheduled("p"),
+            NodeAnnotation("p", "karpenter.sh/do-not-disrupt", "true"),
+        ],
+    )];
     run_table(SUITE, "Provisioning / Annotations", annotations);
 
     let labels = vec![

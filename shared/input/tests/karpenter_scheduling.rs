@@ -2863,16 +2863,29 @@ fn nodepool_requirements_instance_filtering() {
         case(
             "should return appropriate pod error when no available instance types exist",
             vec![
-                step(vec![nps(&[default_np()]), pod("normal", &p())], vec![Scheduled("normal")]),
+                step(
+                    vec![nps(&[default_np()]), pod("normal", &p())],
+                    vec![Scheduled("normal")],
+                ),
                 step(
                     vec![
-                        nps(&[default_with(vec![req(ITYPE, "In", &["non-existent-instance-type"])])]),
+                        nps(&[default_with(vec![req(
+                            ITYPE,
+                            "In",
+                            &["non-existent-instance-type"],
+                        )])]),
                         pod(
                             "test-pod-filtered",
-                            &p().cpu("32").mem("256Gi").limit("cpu", "32").limit("memory", "256Gi"),
+                            &p().cpu("32")
+                                .mem("256Gi")
+                                .limit("cpu", "32")
+                                .limit("memory", "256Gi"),
                         ),
                     ],
-                    vec![NotScheduled("test-pod-filtered"), Reason("test-pod-filtered", MSG)],
+                    vec![
+                        NotScheduled("test-pod-filtered"),
+                        Reason("test-pod-filtered", MSG),
+                    ],
                 ),
             ],
         ),
@@ -2894,7 +2907,10 @@ fn nodepool_requirements_instance_filtering() {
         one(
             "should handle conflicting requirements that eliminate all instance types",
             vec![
-                nps(&[default_with(vec![req(ARCH, "In", &["amd64"]), req(ARCH, "In", &["arm64"])])]),
+                nps(&[default_with(vec![
+                    req(ARCH, "In", &["amd64"]),
+                    req(ARCH, "In", &["arm64"]),
+                ])]),
                 pod("conflicting-requirements-pod", &p()),
             ],
             vec![
@@ -2905,10 +2921,17 @@ fn nodepool_requirements_instance_filtering() {
         one(
             "should handle zone requirements that filter out all instance types",
             vec![
-                nps(&[default_with(vec![req(ZONE, "In", &["non-existent-zone-1", "non-existent-zone-2"])])]),
+                nps(&[default_with(vec![req(
+                    ZONE,
+                    "In",
+                    &["non-existent-zone-1", "non-existent-zone-2"],
+                )])]),
                 pod("zone-filtered-pod", &p()),
             ],
-            vec![NotScheduled("zone-filtered-pod"), Reason("zone-filtered-pod", MSG)],
+            vec![
+                NotScheduled("zone-filtered-pod"),
+                Reason("zone-filtered-pod", MSG),
+            ],
         ),
     ];
     run_table("NodePool requirements instance filtering", cases);

@@ -891,9 +891,21 @@ fn namespace_selector_resolves_namespace_objects() {
     // (namespaceSelector, namespaces, resolved namespaces)
     let cases: [(&str, &str, &[&str]); 5] = [
         ("{matchLabels: {team: a}}", "[]", &["team-a", "team-a2"]),
-        ("{matchLabels: {team: b}}", "[default]", &["default", "team-b"]),
-        ("{matchExpressions: [{key: team, operator: NotIn, values: [a]}]}", "[]", &["team-b"]),
-        ("{matchLabels: {kubernetes.io/metadata.name: team-b}}", "[]", &["team-b"]),
+        (
+            "{matchLabels: {team: b}}",
+            "[default]",
+            &["default", "team-b"],
+        ),
+        (
+            "{matchExpressions: [{key: team, operator: NotIn, values: [a]}]}",
+            "[]",
+            &["team-b"],
+        ),
+        (
+            "{matchLabels: {kubernetes.io/metadata.name: team-b}}",
+            "[]",
+            &["team-b"],
+        ),
         ("{matchLabels: {team: c}}", "[]", &[""]),
     ];
     for (sel, listed, want) in cases {
@@ -901,8 +913,16 @@ fn namespace_selector_resolves_namespace_objects() {
         let term = &s.pending_pods[0].pod_anti_affinity[0];
         assert!(!term.all_namespaces, "{sel}");
         assert_eq!(term.namespaces, want, "{sel}");
-        assert!(!s.warnings.iter().any(|w| w.contains("namespaceSelector")), "{sel}: {:?}", s.warnings);
-        assert!(!s.warnings.iter().any(|w| w.contains("Namespace")), "{sel}: {:?}", s.warnings);
+        assert!(
+            !s.warnings.iter().any(|w| w.contains("namespaceSelector")),
+            "{sel}: {:?}",
+            s.warnings
+        );
+        assert!(
+            !s.warnings.iter().any(|w| w.contains("Namespace")),
+            "{sel}: {:?}",
+            s.warnings
+        );
     }
 }
 

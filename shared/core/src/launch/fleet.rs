@@ -740,7 +740,13 @@ pub(crate) mod tests {
                 _ => "c",
             };
             family.insert(name.clone(), vec![f.to_string()]);
-            offerings.push(offering(&name, "amd64", "us-east-1a", SPOT, 1.0 + i as f64 / 100.0));
+            offerings.push(offering(
+                &name,
+                "amd64",
+                "us-east-1a",
+                SPOT,
+                1.0 + i as f64 / 100.0,
+            ));
         }
         (offerings, family)
     }
@@ -748,7 +754,8 @@ pub(crate) mod tests {
     #[test]
     fn truncation_keeps_min_values() {
         // (key, minValues, Ok(types that must be in) | Err(error text)).
-        let cases: Vec<(&str, u32, Result<Vec<&str>, &str>)> = vec![
+        type Case<'a> = (&'a str, u32, Result<Vec<&'a str>, &'a str>);
+        let cases: Vec<Case> = vec![
             // The cheapest 60 are all family a: t60 (b) and t61 (c) take
             // the places of the two dearest a types.
             ("family", 3, Ok(vec!["t00.large", "t57.large", "t60.large", "t61.large"])),
@@ -763,7 +770,11 @@ pub(crate) mod tests {
             i.min_values = vec![MinValuesFloor {
                 key: key.into(),
                 min,
-                values: if key == "family" { family } else { BTreeMap::new() },
+                values: if key == "family" {
+                    family
+                } else {
+                    BTreeMap::new()
+                },
             }];
             match (build_fleet_request(&i), want) {
                 (Ok(r), Ok(must)) => {

@@ -28,11 +28,7 @@ pub(super) fn nodes(state: &ClusterState) -> Vec<Node> {
         .node_claims
         .iter()
         .filter(|c| !c.deleting && !c.allocatable.is_zero())
-        .filter(|c| {
-            c.provider_id
-                .as_deref()
-                .is_some_and(|id| !ids.contains(id))
-        })
+        .filter(|c| c.provider_id.as_deref().is_some_and(|id| !ids.contains(id)))
         .filter(|c| !names.contains(node_name(c)))
         .map(node)
         .collect();

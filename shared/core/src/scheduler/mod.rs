@@ -2094,7 +2094,10 @@ fn needs_reserved(pod: &Pod, pools: &[crate::model::NodePool]) -> bool {
                 .required_terms
                 .iter()
                 .all(|t| only_reserved(&pod.node_selector.intersection(t))));
-    let mut launching = pools.iter().filter(|np| np.unavailable.is_none()).peekable();
+    let mut launching = pools
+        .iter()
+        .filter(|np| np.unavailable.is_none())
+        .peekable();
     pod_only || (launching.peek().is_some() && launching.all(|np| only_reserved(&np.requirements)))
 }
 

@@ -1580,7 +1580,13 @@ fn gate_off_ignores_reservations() {
     );
     let p = schedule(&s, &catalog(), &SchedulerOptions::default());
     assert_eq!(p.unschedulable.len(), 1);
-    assert!(p.unschedulable[0].reason.contains("ReservedCapacity feature gate is off"), "{}", p.unschedulable[0].reason);
+    assert!(
+        p.unschedulable[0]
+            .reason
+            .contains("ReservedCapacity feature gate is off"),
+        "{}",
+        p.unschedulable[0].reason
+    );
 }
 
 /// A pod pending because the ReservedCapacity gate is off says so: it asks
@@ -1592,8 +1598,28 @@ fn pods_pending_for_the_reserved_capacity_gate_say_so() {
     let big = || pod("big", "500", "1Gi");
     // (pods, pool capacity types, pending pod, reason names the gate)
     let cases: Vec<(Pod, &[&str], bool)> = vec![
-        ({ let mut p = pod("a", "1", "1Gi"); p.node_selector = reqs(vec![ct(&["reserved"])]); p }, &["spot", "on-demand", "reserved"], true),
-        ({ let mut p = pod("a", "1", "1Gi"); p.node_selector = reqs(vec![req(labels::CAPACITY_RESERVATION_ID, Operator::In, &["cr-1"])]); p }, &["spot", "on-demand", "reserved"], true),
+        (
+            {
+                let mut p = pod("a", "1", "1Gi");
+                p.node_selector = reqs(vec![ct(&["reserved"])]);
+                p
+            },
+            &["spot", "on-demand", "reserved"],
+            true,
+        ),
+        (
+            {
+                let mut p = pod("a", "1", "1Gi");
+                p.node_selector = reqs(vec![req(
+                    labels::CAPACITY_RESERVATION_ID,
+                    Operator::In,
+                    &["cr-1"],
+                )]);
+                p
+            },
+            &["spot", "on-demand", "reserved"],
+            true,
+        ),
         (pod("a", "1", "1Gi"), &["reserved"], true),
         (big(), &["spot", "on-demand"], false),
     ];
@@ -1602,7 +1628,11 @@ fn pods_pending_for_the_reserved_capacity_gate_say_so() {
         let plan = schedule(&s, &catalog(), &SchedulerOptions::default());
         assert_eq!(plan.unschedulable.len(), 1, "case {i}");
         let reason = &plan.unschedulable[0].reason;
-        assert_eq!(reason.contains("ReservedCapacity feature gate is off"), gate, "case {i}: {reason}");
+        assert_eq!(
+            reason.contains("ReservedCapacity feature gate is off"),
+            gate,
+            "case {i}: {reason}"
+        );
     }
 }
 
@@ -2329,7 +2359,10 @@ fn min_values_are_kept_or_relaxed_by_policy() {
     use MinValuesPolicy::{BestEffort, Strict};
     let it = labels::INSTANCE_TYPE;
     let two_m5 = || {
-        let mut np = pool("default", vec![req(it, Operator::In, &["m5.large", "m5.xlarge"])]);
+        let mut np = pool(
+            "default",
+            vec![req(it, Operator::In, &["m5.large", "m5.xlarge"])],
+        );
         np.min_values.insert(it.into(), 2);
         np
     };
@@ -2340,7 +2373,13 @@ fn min_values_are_kept_or_relaxed_by_policy() {
     };
     // (policy, pods, claims, pending pod with the reason's text, relaxed
     // claims: (pod, its minValues on the instance type)).
-    type Case = (MinValuesPolicy, Vec<Pod>, usize, Option<(&'static str, &'static str)>, Vec<(&'static str, u32)>);
+    type Case = (
+        MinValuesPolicy,
+        Vec<Pod>,
+        usize,
+        Option<(&'static str, &'static str)>,
+        Vec<(&'static str, u32)>,
+    );
     let cases: Vec<Case> = vec![
         // b would leave a's NodeClaim one type: it does not join, and a
         // NodeClaim of its own cannot keep two either.
@@ -2369,13 +2408,27 @@ fn min_values_are_kept_or_relaxed_by_policy() {
             Some((pod, text)) => {
                 assert_eq!(p.unschedulable.len(), 1, "case {i}");
                 assert_eq!(p.unschedulable[0].pod, pod, "case {i}");
-                assert!(p.unschedulable[0].reason.contains(text), "case {i}: {}", p.unschedulable[0].reason);
+                assert!(
+                    p.unschedulable[0].reason.contains(text),
+                    "case {i}: {}",
+                    p.unschedulable[0].reason
+                );
             }
-            None => assert!(p.unschedulable.is_empty(), "case {i}: {:?}", p.unschedulable),
+            None => assert!(
+                p.unschedulable.is_empty(),
+                "case {i}: {:?}",
+                p.unschedulable
+            ),
         }
         for nc in &p.node_claims {
-            let relax = relaxed.iter().find(|(pod, _)| nc.pods.contains(&format!("default/{pod}")));
-            let min = nc.requirements.iter().find(|r| r.key == it).and_then(|r| r.min_values);
+            let relax = relaxed
+                .iter()
+                .find(|(pod, _)| nc.pods.contains(&format!("default/{pod}")));
+            let min = nc
+                .requirements
+                .iter()
+                .find(|r| r.key == it)
+                .and_then(|r| r.min_values);
             assert_eq!(min, Some(relax.map_or(2, |r| r.1)), "case {i}: {}", nc.name);
             assert_eq!(
                 nc.annotations.get(MIN_VALUES_RELAXED).map(String::as_str),
@@ -2384,7 +2437,11 @@ fn min_values_are_kept_or_relaxed_by_policy() {
                 nc.name
             );
             if relax.is_none() {
-                assert!(nc.instance_types.len() >= 2, "case {i}: {:?}", nc.instance_types);
+                assert!(
+                    nc.instance_types.len() >= 2,
+                    "case {i}: {:?}",
+                    nc.instance_types
+                );
             }
         }
     }
@@ -2397,15 +2454,56 @@ fn min_values_are_kept_or_relaxed_by_policy() {
 fn registration_taints_block_only_initialized_or_unmanaged_nodes() {
     // (taint key, effect, NodePool label, initialized, pod placed on n1)
     let cases = [
-        ("karpenter.sh/unregistered", TaintEffect::NoExecute, true, false, true),
-        ("karpenter.sh/unregistered", TaintEffect::NoExecute, true, true, false),
-        ("karpenter.sh/unregistered", TaintEffect::NoExecute, false, false, false),
-        ("karpenter.sh/unregistered", TaintEffect::NoSchedule, true, false, false),
-        ("readiness.k8s.io/network", TaintEffect::NoSchedule, true, false, true),
-        ("readiness.k8s.io/network", TaintEffect::NoSchedule, true, true, false),
+        (
+            "karpenter.sh/unregistered",
+            TaintEffect::NoExecute,
+            true,
+            false,
+            true,
+        ),
+        (
+            "karpenter.sh/unregistered",
+            TaintEffect::NoExecute,
+            true,
+            true,
+            false,
+        ),
+        (
+            "karpenter.sh/unregistered",
+            TaintEffect::NoExecute,
+            false,
+            false,
+            false,
+        ),
+        (
+            "karpenter.sh/unregistered",
+            TaintEffect::NoSchedule,
+            true,
+            false,
+            false,
+        ),
+        (
+            "readiness.k8s.io/network",
+            TaintEffect::NoSchedule,
+            true,
+            false,
+            true,
+        ),
+        (
+            "readiness.k8s.io/network",
+            TaintEffect::NoSchedule,
+            true,
+            true,
+            false,
+        ),
     ];
     for (key, effect, managed, init, placed) in cases {
-        let mut node = existing_node("test-1a", ["4", "8Gi", "10"], false, pod("old", "100m", "128Mi"));
+        let mut node = existing_node(
+            "test-1a",
+            ["4", "8Gi", "10"],
+            false,
+            pod("old", "100m", "128Mi"),
+        );
         node.pods[0].node_name = Some("n1".into());
         node.taints = vec![Taint {
             key: key.into(),
@@ -2413,16 +2511,21 @@ fn registration_taints_block_only_initialized_or_unmanaged_nodes() {
             effect,
         }];
         if managed {
-            node.labels.insert(labels::NODEPOOL.into(), "default".into());
+            node.labels
+                .insert(labels::NODEPOOL.into(), "default".into());
         }
         if init {
-            node.labels.insert("karpenter.sh/initialized".into(), "true".into());
+            node.labels
+                .insert("karpenter.sh/initialized".into(), "true".into());
         }
         let mut s = state(vec![pod("a", "1", "1Gi")], vec![default_pool()]);
         s.nodes = vec![node];
         let p = plan(&s);
         let on_n1 = p.existing_nodes.iter().any(|n| n.name == "n1");
-        assert_eq!(on_n1, placed, "{key} {effect:?} managed={managed} initialized={init}");
+        assert_eq!(
+            on_n1, placed,
+            "{key} {effect:?} managed={managed} initialized={init}"
+        );
     }
 }
 
@@ -2448,25 +2551,61 @@ fn in_flight_node_claims_take_pods() {
     let full_node = || Node {
         name: "ip-10-0-0-9".into(),
         provider_id: Some("aws:///test-1a/i-9".into()),
-        allocatable: Resources::new().with("cpu", q("100m")).with("memory", q("1Gi")).with("pods", q("10")),
+        allocatable: Resources::new()
+            .with("cpu", q("100m"))
+            .with("memory", q("1Gi"))
+            .with("pods", q("10")),
         ..Node::default()
     };
     // (name, claim, nodes, pod placed on the in-flight node)
     let cases: Vec<(&str, NodeClaimObject, Vec<Node>, bool)> = vec![
         ("launched, no node yet", claim(), vec![], true),
-        ("being deleted", NodeClaimObject { deleting: true, ..claim() }, vec![], false),
-        ("not launched", NodeClaimObject { provider_id: None, ..claim() }, vec![], false),
-        ("no allocatable yet", NodeClaimObject { allocatable: Resources::new(), ..claim() }, vec![], false),
         (
-            "tainted",
+            "being deleted",
             NodeClaimObject {
-                taints: vec![Taint { key: "dedicated".into(), value: String::new(), effect: TaintEffect::NoSchedule }],
+                deleting: true,
                 ..claim()
             },
             vec![],
             false,
         ),
-        ("its Node is there (full)", claim(), vec![full_node()], false),
+        (
+            "not launched",
+            NodeClaimObject {
+                provider_id: None,
+                ..claim()
+            },
+            vec![],
+            false,
+        ),
+        (
+            "no allocatable yet",
+            NodeClaimObject {
+                allocatable: Resources::new(),
+                ..claim()
+            },
+            vec![],
+            false,
+        ),
+        (
+            "tainted",
+            NodeClaimObject {
+                taints: vec![Taint {
+                    key: "dedicated".into(),
+                    value: String::new(),
+                    effect: TaintEffect::NoSchedule,
+                }],
+                ..claim()
+            },
+            vec![],
+            false,
+        ),
+        (
+            "its Node is there (full)",
+            claim(),
+            vec![full_node()],
+            false,
+        ),
     ];
     for (name, c, nodes, placed) in cases {
         let mut s = state(vec![pod("a", "1", "1Gi")], vec![default_pool()]);
