@@ -340,6 +340,7 @@ async fn create_fleet_launches_a_tagged_instance_and_terminates_it() {
         target_count: 1,
         tags,
         excluded: Vec::new(),
+        min_values: Vec::new(),
     };
     let request = build_fleet_request(&input).unwrap();
     let response = ec2.create_fleet(&request).await.unwrap();

@@ -37,11 +37,13 @@ pub fn decide(
     catalog: &Catalog,
     now: i64,
     reserved_capacity: bool,
+    min_values_policy: flotilla_core::scheduler::MinValuesPolicy,
 ) -> Disruptions {
     let opts = DisruptOptions {
         now,
         scheduler: SchedulerOptions {
             reserved_capacity,
+            min_values_policy,
             now: Some(now),
             ..SchedulerOptions::default()
         },

@@ -88,6 +88,28 @@ struct PlanOptions {
     /// given as DescribeCapacityReservations documents.
     #[arg(long)]
     reserved_capacity: bool,
+    /// Karpenter's MIN_VALUES_POLICY: `strict` leaves a pod pending when a
+    /// new NodeClaim cannot keep a NodePool requirement's `minValues`;
+    /// `best-effort` lowers the `minValues` to what the instance types
+    /// offer (the NodeClaim is annotated
+    /// `karpenter.sh/nodeclaim-min-values-relaxed: "true"`).
+    #[arg(long, value_enum, default_value_t = MinValuesPolicyArg::Strict)]
+    min_values_policy: MinValuesPolicyArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum MinValuesPolicyArg {
+    Strict,
+    BestEffort,
+}
+
+impl From<MinValuesPolicyArg> for scheduler::MinValuesPolicy {
+    fn from(a: MinValuesPolicyArg) -> Self {
+        match a {
+            MinValuesPolicyArg::Strict => scheduler::MinValuesPolicy::Strict,
+            MinValuesPolicyArg::BestEffort => scheduler::MinValuesPolicy::BestEffort,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -203,7 +225,13 @@ fn run(cli: Cli) -> Result<()> {
                 Some(t) => t,
                 None => disrupt::clock_now(),
             };
-            let decisions = disrupt::decide(&state, &catalog, now, args.common.reserved_capacity);
+            let decisions = disrupt::decide(
+                &state,
+                &catalog,
+                now,
+                args.common.reserved_capacity,
+                args.common.min_values_policy.into(),
+            );
             for w in &decisions.warnings {
                 eprintln!("warning: {w}");
             }
@@ -276,6 +304,7 @@ fn plan(sources: &[inputs::Input], opts: &PlanOptions) -> Result<Plan> {
     );
     let sched = SchedulerOptions {
         reserved_capacity: opts.reserved_capacity,
+        min_values_policy: opts.min_values_policy.into(),
         ..SchedulerOptions::default()
     };
     let plan = scheduler::schedule(&state, &catalog, &sched);

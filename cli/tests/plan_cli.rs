@@ -557,3 +557,61 @@ fn plans_offline_in_every_embedded_region() {
         "{source}"
     );
 }
+
+/// `--min-values-policy`: strict (the default) leaves the pod pending with
+/// a reason naming minValues; best-effort plans it, relaxed and annotated.
+#[test]
+fn min_values_policy_flag() {
+    let doc = br#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [m6g.large, m6g.nosuch], minValues: 2}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: default}
+spec:
+  containers: [{name: c, image: x, resources: {requests: {cpu: 100m}}}]
+"#;
+    for (policy, relaxed) in [
+        (None, None),
+        (Some("strict"), None),
+        (Some("best-effort"), Some("true")),
+    ] {
+        let mut args = vec!["plan", "-f", "-", "-o", "json"];
+        if let Some(p) = policy {
+            args.extend(["--min-values-policy", p]);
+        }
+        let o = flotilla_with_stdin(&args, Some(doc));
+        assert_exit(&o, 0);
+        let v = json(&o);
+        match relaxed {
+            None => {
+                let reason = v["unschedulable"][0]["reason"].as_str().unwrap_or_default();
+                assert!(reason.contains("minValues"), "{policy:?}: {reason}");
+            }
+            Some(r) => {
+                let nc = &v["nodeClaims"][0];
+                assert_eq!(
+                    nc["annotations"]["karpenter.sh/nodeclaim-min-values-relaxed"],
+                    r
+                );
+                assert_eq!(
+                    nc["requirements"]
+                        .as_array()
+                        .and_then(|a| a
+                            .iter()
+                            .find(|q| q["key"] == "node.kubernetes.io/instance-type"))
+                        .map(|q| q["minValues"].clone()),
+                    Some(serde_json::json!(1))
+                );
+            }
+        }
+    }
+}

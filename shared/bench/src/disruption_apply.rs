@@ -323,6 +323,7 @@ mod tests {
             labels: BTreeMap::new(),
             taints: vec![],
             startup_taints: vec![],
+            annotations: Default::default(),
             resources: NodeClaimResources {
                 requests: Resources::new(),
                 allocatable: Resources::new(),

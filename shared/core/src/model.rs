@@ -415,6 +415,11 @@ pub struct NodePool {
     pub weight: i32,
     /// Requirements from the template plus one `In` per template label.
     pub requirements: Requirements,
+    /// `minValues` of the requirements, per key (the largest when a key is
+    /// given several times, as Karpenter takes the max): a NodeClaim of this
+    /// NodePool must keep at least that many distinct values of the key
+    /// among its instance types.
+    pub min_values: BTreeMap<String, u32>,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
@@ -447,6 +452,7 @@ impl NodePool {
             source: NodePoolSource::NodePool,
             weight: 0,
             requirements,
+            min_values: BTreeMap::new(),
             labels: BTreeMap::new(),
             annotations: BTreeMap::new(),
             taints: vec![],
@@ -550,6 +556,10 @@ pub struct PersistentVolumeClaim {
     pub storage_class: Option<String>,
     /// Bound volume, if any.
     pub volume_name: Option<String>,
+    /// `metadata.deletionTimestamp` is set: a pod using it waits.
+    pub deleting: bool,
+    /// `status.phase: Lost` (its volume is gone): a pod using it waits.
+    pub lost: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -560,6 +570,8 @@ pub struct PersistentVolume {
     /// A `local` or `hostPath` volume: its hostname affinity is not a
     /// constraint on new nodes (Karpenter ignores it).
     pub local_or_host_path: bool,
+    /// `metadata.deletionTimestamp` is set: a pod using it waits.
+    pub deleting: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -655,6 +667,15 @@ pub struct NodeClaimObject {
     /// `spec.expireAfter` in seconds, when set on the NodeClaim (wins over
     /// the NodePool's).
     pub expire_after_seconds: Option<u64>,
+    /// `spec.requirements`.
+    pub requirements: Requirements,
+    /// `spec.taints` (its `startupTaints` are left out: they do not keep
+    /// pods off a NodeClaim that has not initialized).
+    pub taints: Vec<Taint>,
+    /// `status.allocatable` (empty until launched).
+    pub allocatable: Resources,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
 }
 
 /// Everything the scheduler needs, as read from the inputs.

@@ -71,6 +71,12 @@ pub struct NodeClaimPlan {
     /// Taints the node starts with that pods need not tolerate.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub startup_taints: Vec<Taint>,
+    /// The NodeClaim's annotations: the NodePool template's, and
+    /// `karpenter.sh/nodeclaim-min-values-relaxed` (`"true"` when the
+    /// BestEffort `minValues` policy lowered a `minValues`) for a NodePool
+    /// with `minValues`. Omitted when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
     pub resources: NodeClaimResources,
     pub pods: Vec<String>,
     pub price: Price,

@@ -361,6 +361,10 @@ pub struct NodeSelectorRequirement {
     pub operator: Operator,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub values: Vec<String>,
+    /// A NodeClaim's `minValues` for the key (on the key's first entry):
+    /// the distinct values its instance types keep at least.
+    #[serde(default, rename = "minValues", skip_serializing_if = "Option::is_none")]
+    pub min_values: Option<u32>,
 }
 
 impl Requirement {
@@ -378,6 +382,7 @@ impl Requirement {
                     Operator::In
                 },
                 values: vals,
+                min_values: None,
             });
             return out;
         }
@@ -386,6 +391,7 @@ impl Requirement {
                 key: self.key.clone(),
                 operator: Operator::NotIn,
                 values: vals,
+                min_values: None,
             });
         }
         if let Some(g) = self.greater_than {
@@ -393,6 +399,7 @@ impl Requirement {
                 key: self.key.clone(),
                 operator: Operator::Gt,
                 values: vec![g.to_string()],
+                min_values: None,
             });
         }
         if let Some(l) = self.less_than {
@@ -400,6 +407,7 @@ impl Requirement {
                 key: self.key.clone(),
                 operator: Operator::Lt,
                 values: vec![l.to_string()],
+                min_values: None,
             });
         }
         if out.is_empty() {
@@ -407,6 +415,7 @@ impl Requirement {
                 key: self.key.clone(),
                 operator: Operator::Exists,
                 values: vec![],
+                min_values: None,
             });
         }
         out

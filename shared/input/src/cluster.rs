@@ -1,5 +1,5 @@
 //! Cluster objects: Node, StorageClass, PersistentVolumeClaim,
-//! PersistentVolume, PriorityClass.
+//! PersistentVolume, PriorityClass, Namespace.
 
 use flotilla_core::model::{
     Node, PersistentVolume, PersistentVolumeClaim, StorageClass, VolumeBindingMode,
@@ -117,6 +117,8 @@ pub(crate) fn pvc(ctx: &Ctx, d: &Doc) -> Result<PersistentVolumeClaim, InputErro
         volume_name: spec
             .and_then(|s| s.volume_name.clone())
             .filter(|v| !v.is_empty()),
+        deleting: c.metadata.deletion_timestamp.is_some(),
+        lost: c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Lost"),
     })
 }
 
@@ -143,6 +145,7 @@ pub(crate) fn pv(ctx: &Ctx, d: &Doc) -> Result<PersistentVolume, InputError> {
         name,
         node_affinity,
         local_or_host_path,
+        deleting: v.metadata.deletion_timestamp.is_some(),
     })
 }
 
@@ -151,4 +154,17 @@ pub(crate) fn priority_class(ctx: &Ctx, d: &Doc) -> Result<(String, i32, bool), 
     let p: scheduling::PriorityClass = ctx.de(&d.value, "")?;
     let name = name_of(ctx, p.metadata.name.as_ref(), "PriorityClass")?;
     Ok((name, p.value.unwrap_or(0), p.global_default == Some(true)))
+}
+
+/// A `Namespace`: its name and labels (what a `namespaceSelector` sees,
+/// `kubernetes.io/metadata.name` included, as the API server sets it).
+pub(crate) fn namespace(
+    ctx: &Ctx,
+    d: &Doc,
+) -> Result<(String, std::collections::BTreeMap<String, String>), InputError> {
+    let n: core::Namespace = ctx.de(&d.value, "")?;
+    let name = name_of(ctx, n.metadata.name.as_ref(), "Namespace")?;
+    let mut labels = n.metadata.labels.unwrap_or_default();
+    labels.insert("kubernetes.io/metadata.name".into(), name.clone());
+    Ok((name, labels))
 }

@@ -14,9 +14,11 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::pod::label_selector;
-use crate::util::{duration_secs, Ctx};
+use crate::pod::{karpenter_requirement, label_selector};
+use crate::util::{duration_secs, resources, taints, Ctx};
 use crate::{Doc, InputError};
+use flotilla_core::requirements::Requirements;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KQuantity;
 
 /// `"N"` or `"N%"` (0..=100) as a string; `N` (non-negative) as a number
 /// when `numbers` (PDBs' IntOrString; budgets' `nodes` is a string in
@@ -179,6 +181,50 @@ struct NodeClaimStatus {
     provider_id: Option<String>,
     #[serde(default)]
     conditions: Option<Vec<Condition>>,
+    #[serde(default)]
+    allocatable: Option<std::collections::BTreeMap<String, KQuantity>>,
+}
+
+/// The part of a NodeClaim's spec the scheduler reads.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct NodeClaimSpecDoc {
+    #[serde(default)]
+    requirements: Vec<NodeClaimReq>,
+    #[serde(default)]
+    taints: Option<Vec<k8s_openapi::api::core::v1::Taint>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NodeClaimReq {
+    key: String,
+    operator: String,
+    #[serde(default)]
+    values: Option<Vec<String>>,
+}
+
+/// `spec.requirements` and `spec.taints` of a NodeClaim.
+fn node_claim_spec(
+    ctx: &Ctx,
+    spec: Option<&Value>,
+) -> Result<(Requirements, Vec<flotilla_core::model::Taint>), InputError> {
+    let Some(v) = spec.filter(|v| !v.is_null()) else {
+        return Ok((Requirements::new(), Vec::new()));
+    };
+    let s: NodeClaimSpecDoc = ctx.de(v, "spec")?;
+    let mut reqs = Requirements::new();
+    for (i, r) in s.requirements.iter().enumerate() {
+        reqs.add(karpenter_requirement(
+            ctx,
+            &format!("spec.requirements[{i}]"),
+            &r.key,
+            &r.operator,
+            r.values.clone().unwrap_or_default(),
+        )?);
+    }
+    let taints = taints(ctx, "spec.taints", s.taints.as_ref(), false)?;
+    Ok((reqs, taints))
 }
 
 #[derive(Deserialize)]
@@ -237,7 +283,17 @@ pub(crate) fn node_claim(ctx: &Ctx, d: &Doc) -> Result<NodeClaimObject, InputErr
             _ => {}
         }
     }
+    let (requirements, taints) = node_claim_spec(ctx, o.spec.as_ref())?;
+    let allocatable = resources(
+        ctx,
+        "status.allocatable",
+        status.and_then(|s| s.allocatable.as_ref()),
+    )?;
     Ok(NodeClaimObject {
+        requirements,
+        taints,
+        allocatable,
+        deleting: o.metadata.deletion_timestamp.is_some(),
         node_pool: labels.get(NODEPOOL).cloned(),
         node_name: status
             .and_then(|s| s.node_name.clone())

@@ -49,9 +49,9 @@ struct ReqDoc {
     operator: String,
     #[serde(default)]
     values: Option<Vec<String>>,
-    /// Accepted and ignored.
+    /// The least number of distinct values of the key a NodeClaim's
+    /// instance types must keep (see [`min_values`]).
     #[serde(default)]
-    #[allow(dead_code)]
     min_values: Option<i64>,
 }
 
@@ -65,8 +65,8 @@ struct NodePoolSpec {
     limits: Option<BTreeMap<String, KQuantity>>,
     #[serde(default)]
     weight: Option<i32>,
-    /// Static NodePools (fixed replica count) are not provisioned by the
-    /// planner; accepted with a warning.
+    /// Static NodePools (fixed replica count): their NodeClaims are not
+    /// provisioned for pending pods (the NodePool launches nothing here).
     #[serde(default)]
     replicas: Option<i64>,
 }
@@ -360,6 +360,34 @@ fn reqs_from(ctx: &Ctx, path: &str, reqs: &[ReqDoc]) -> Result<Requirements, Inp
     Ok(out)
 }
 
+/// Karpenter's CRD bound on `minValues`.
+const MAX_MIN_VALUES: i64 = 50;
+
+/// The `minValues` of `reqs` per key: the largest when a key is given
+/// several times (Karpenter keeps the max). Checked as the CRD does: 1 to
+/// 50, and an `In` requirement lists at least that many values.
+fn min_values(ctx: &Ctx, path: &str, reqs: &[ReqDoc]) -> Result<BTreeMap<String, u32>, InputError> {
+    let mut out: BTreeMap<String, u32> = BTreeMap::new();
+    for (i, r) in reqs.iter().enumerate() {
+        let Some(m) = r.min_values else { continue };
+        let p = format!("{path}[{i}].minValues");
+        if !(1..=MAX_MIN_VALUES).contains(&m) {
+            return Err(ctx.err(&p, format!("minValues {m} is not in 1..{MAX_MIN_VALUES}")));
+        }
+        let values = r.values.as_ref().map_or(0, Vec::len);
+        if r.operator == "In" && i64::try_from(values).unwrap_or(i64::MAX) < m {
+            return Err(ctx.err(
+                &p,
+                format!("minValues {m} is more than the {values} value(s) of this In requirement"),
+            ));
+        }
+        let m = u32::try_from(m).unwrap_or(u32::MAX);
+        let e = out.entry(r.key.clone()).or_insert(m);
+        *e = (*e).max(m);
+    }
+    Ok(out)
+}
+
 fn weight(ctx: &Ctx, path: &str, w: Option<i32>) -> Result<i32, InputError> {
     match w {
         None => Ok(0),
@@ -536,6 +564,7 @@ pub(crate) fn node_pool(
     )?;
     let ts = &spec.template.spec;
     let mut reqs = reqs_from(ctx, "spec.template.spec.requirements", &ts.requirements)?;
+    let min_values = min_values(ctx, "spec.template.spec.requirements", &ts.requirements)?;
     finish_requirements(ctx, &mut reqs, lp, &tlabels, NODEPOOL, &name)?;
 
     let policy = spec
@@ -591,9 +620,14 @@ pub(crate) fn node_pool(
         expire_after,
         termination_grace_period,
     );
-    if spec.replicas.is_some() {
+    // A static NodePool's NodeClaims come from its replica count (Karpenter's
+    // static provisioning controller), never from pending pods.
+    let static_pool = spec.replicas.map(|r| {
+        format!("it is a static NodePool (spec.replicas: {r}), whose NodeClaims are not provisioned for pending pods")
+    });
+    if static_pool.is_some() {
         warnings.push(format!(
-            "{}: spec.replicas (static NodePool) is not planned; treating the NodePool as dynamic",
+            "{}: spec.replicas (static NodePool): not provisioned for pending pods (its nodes still take pods)",
             ctx.here()
         ));
     }
@@ -604,6 +638,7 @@ pub(crate) fn node_pool(
     let pool = NodePool {
         weight: weight(ctx, "spec.weight", spec.weight)?,
         requirements: reqs,
+        min_values,
         labels: tlabels,
         annotations: tannotations,
         taints: taints(ctx, "spec.template.spec.taints", ts.taints.as_ref(), true)?,
@@ -626,7 +661,7 @@ pub(crate) fn node_pool(
         source: NodePoolSource::NodePool,
         name: name.clone(),
         template_hash: Some(template_hash),
-        unavailable: unavailable(&m, &d.value),
+        unavailable: unavailable(&m, &d.value).or(static_pool),
     };
     let overlays = veneer_overlays(ctx, &name, NODEPOOL, m.annotations.as_ref())?;
     Ok((pool, overlays))
@@ -648,6 +683,7 @@ pub(crate) fn provisioner(ctx: &Ctx, d: &Doc) -> Result<(NodePool, Vec<NodeOverl
     pool_labels(ctx, "spec.labels", &plabels)?;
     check_labels(ctx, "spec.annotations", &pannotations, false)?;
     let mut reqs = reqs_from(ctx, "spec.requirements", &spec.requirements)?;
+    let min_values = min_values(ctx, "spec.requirements", &spec.requirements)?;
     finish_requirements(
         ctx,
         &mut reqs,
@@ -710,6 +746,7 @@ pub(crate) fn provisioner(ctx: &Ctx, d: &Doc) -> Result<(NodePool, Vec<NodeOverl
     let pool = NodePool {
         weight: weight(ctx, "spec.weight", spec.weight)?,
         requirements: reqs,
+        min_values,
         labels: plabels,
         annotations: pannotations,
         taints: taints(ctx, "spec.taints", spec.taints.as_ref(), true)?,

@@ -173,6 +173,7 @@ fn build(
     let mut default_priority: Option<i32> = None;
     let mut deployments: BTreeSet<(String, String)> = BTreeSet::new();
     let mut pvc_names: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut namespaces: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
     for d in &docs {
         let meta = d.value.get("metadata");
         let name = meta
@@ -198,6 +199,11 @@ fn build(
             "PersistentVolumeClaim" => {
                 pvc_names.insert((ns.to_string(), name.to_string()));
             }
+            "Namespace" => {
+                let ctx = Ctx::for_doc(d);
+                let (n, labels) = cluster::namespace(&ctx, d)?;
+                namespaces.insert(n, labels);
+            }
             _ => {}
         }
     }
@@ -207,17 +213,19 @@ fn build(
         default_priority: default_priority.unwrap_or(0),
         deployments: &deployments,
         existing_pvcs: &pvc_names,
+        namespaces: &namespaces,
         expanded: 0,
         expanded_claims: 0,
     };
     let mut bound: Vec<Pod> = Vec::new();
+    let mut daemon_pods: Vec<Pod> = Vec::new();
     let mut class_kubelet: BTreeMap<String, flotilla_core::model::KubeletConfig> = BTreeMap::new();
     for d in &docs {
         let ctx = Ctx::for_doc(d);
         match d.kind() {
-            "PriorityClass" => {}
+            "PriorityClass" | "Namespace" => {}
             "Pod" => {
-                if let Some(p) = pod::pod_object(&ctx, d, &env, &mut state)? {
+                if let Some(p) = pod::pod_object(&ctx, d, &env, &mut state, &mut daemon_pods)? {
                     if p.node_name.is_some() {
                         bound.push(p);
                     } else if p.terminating {
@@ -303,6 +311,8 @@ fn build(
     );
     dedupe(&mut state.pdbs, "PodDisruptionBudget", |p| p.key(), w);
     dedupe(&mut state.node_claims, "NodeClaim", |c| c.name.clone(), w);
+
+    daemon_pod_requests(&mut state.daemon_sets, daemon_pods.iter().chain(&bound));
 
     // Karpenter v1 keeps the kubelet configuration on the EC2NodeClass; a
     // NodePool without its own (v1beta1) kubelet block takes its class's.
@@ -488,4 +498,29 @@ fn dedupe<T>(
         i += 1;
         keep
     });
+}
+
+/// A DaemonSet's overhead is its newest pod's requests when the inputs hold
+/// one (Karpenter's daemonset cache: a LimitRange or VPA may have changed
+/// them), else its template's.
+fn daemon_pod_requests<'a>(
+    daemon_sets: &mut [flotilla_core::model::DaemonSet],
+    pods: impl Iterator<Item = &'a Pod>,
+) {
+    let mut newest: BTreeMap<&str, &Pod> = BTreeMap::new();
+    for p in pods {
+        let Some(owner) = p.owner.as_deref().filter(|o| o.starts_with("DaemonSet/")) else {
+            continue;
+        };
+        let slot = newest.entry(owner).or_insert(p);
+        if (p.created_at, &p.name) > (slot.created_at, &slot.name) {
+            *slot = p;
+        }
+    }
+    for ds in daemon_sets {
+        let key = format!("DaemonSet/{}/{}", ds.namespace, ds.name);
+        if let Some(p) = newest.get(key.as_str()) {
+            ds.pod.requests = p.requests.clone();
+        }
+    }
 }

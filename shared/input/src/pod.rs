@@ -22,12 +22,14 @@ use flotilla_core::state::PodRow;
 use serde_json::Value;
 
 /// A `kind: Pod` document. `None` for finished pods (Succeeded / Failed),
-/// which hold no resources.
+/// which hold no resources, and for pending DaemonSet pods (kept in
+/// `daemon_pods`: their requests stand for their DaemonSet's).
 pub(crate) fn pod_object(
     ctx: &Ctx,
     d: &Doc,
     env: &Env,
     state: &mut ClusterState,
+    daemon_pods: &mut Vec<Pod>,
 ) -> Result<Option<Pod>, InputError> {
     let p: core::Pod = ctx.de(&d.value, "")?;
     let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
@@ -92,6 +94,8 @@ pub(crate) fn pod_object(
         // Karpenter does not provision for DaemonSet pods; their overhead
         // comes from the DaemonSet itself.
         tracing::debug!("skipping pending DaemonSet pod {ns}/{name}");
+        pod.name = name;
+        daemon_pods.push(pod);
         return Ok(None);
     }
     if pod.node_name.is_none()
@@ -133,6 +137,8 @@ pub(crate) fn name_pod(
                     name: claim.clone(),
                     storage_class,
                     volume_name: None,
+                    deleting: false,
+                    lost: false,
                 });
             }
             pod.pvc_names.push(claim);
@@ -236,7 +242,7 @@ pub(crate) fn convert(
                 &format!("{rp}[{i}]"),
                 t,
                 &labels,
-                &here,
+                (&here, env.namespaces),
                 warnings,
             )?);
         }
@@ -257,7 +263,7 @@ pub(crate) fn convert(
                     &join(&p, "podAffinityTerm"),
                     &t.pod_affinity_term,
                     &labels,
-                    &here,
+                    (&here, env.namespaces),
                     warnings,
                 )?,
             });
@@ -619,7 +625,7 @@ fn affinity_term(
     path: &str,
     t: &core::PodAffinityTerm,
     pod_labels: &BTreeMap<String, String>,
-    here: &str,
+    (here, known): (&str, &BTreeMap<String, BTreeMap<String, String>>),
     warnings: &mut Vec<String>,
 ) -> Result<PodAffinityTerm, InputError> {
     if t.topology_key.is_empty() {
@@ -647,20 +653,36 @@ fn affinity_term(
         }
     }
     let mut all_namespaces = false;
+    let mut namespaces = t.namespaces.clone().unwrap_or_default();
     if let Some(ns) = &t.namespace_selector {
         let empty = ns.match_labels.as_ref().is_none_or(BTreeMap::is_empty)
             && ns.match_expressions.as_ref().is_none_or(Vec::is_empty);
         if empty {
             all_namespaces = true;
-        } else {
+        } else if known.is_empty() {
             warnings.push(format!(
-                "{here}: {path}.namespaceSelector selects namespaces by label, which the inputs do not describe; using the listed namespaces (or the pod's own)"
+                "{here}: {path}.namespaceSelector selects namespaces by label and the inputs hold no Namespace objects; using the listed namespaces (or the pod's own)"
             ));
+        } else {
+            // The listed namespaces and those the selector matches; none at
+            // all selects no pod (no namespace is named "").
+            let sel = self::label_selector(ctx, &join(path, "namespaceSelector"), Some(ns))?;
+            namespaces.extend(
+                known
+                    .iter()
+                    .filter(|(_, l)| sel.matches(l))
+                    .map(|(n, _)| n.clone()),
+            );
+            namespaces.sort();
+            namespaces.dedup();
+            if namespaces.is_empty() {
+                namespaces.push(String::new());
+            }
         }
     }
     Ok(PodAffinityTerm {
         label_selector,
-        namespaces: t.namespaces.clone().unwrap_or_default(),
+        namespaces,
         all_namespaces,
         topology_key: labels::normalize_key(&t.topology_key).to_string(),
     })

@@ -22,6 +22,9 @@ pub(crate) struct Env<'a> {
     pub deployments: &'a BTreeSet<(String, String)>,
     /// `(namespace, name)` of PersistentVolumeClaims in the inputs.
     pub existing_pvcs: &'a BTreeSet<(String, String)>,
+    /// Labels of the `Namespace` objects in the inputs, by name (for pod
+    /// affinity terms' `namespaceSelector`).
+    pub namespaces: &'a BTreeMap<String, BTreeMap<String, String>>,
     /// Pods created by expansion so far.
     pub expanded: usize,
     /// PersistentVolumeClaims created from `volumeClaimTemplates` so far.
@@ -260,6 +263,8 @@ fn emit(
                         name: claim.clone(),
                         storage_class: sc.clone(),
                         volume_name: None,
+                        deleting: false,
+                        lost: false,
                     });
                 }
                 p.pvc_names.push(claim);

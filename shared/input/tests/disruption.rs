@@ -290,6 +290,7 @@ status:
                 consolidatable_since: Some(JAN7 + 3600),
                 drifted: true,
                 expire_after_seconds: Some(720 * 3600),
+                ..Default::default()
             },
         ),
         (
@@ -312,6 +313,31 @@ status:
             claim_doc(""),
             NodeClaimObject {
                 name: "default-abcde".into(),
+                ..Default::default()
+            },
+        ),
+        (
+            // What the scheduler reads of an in-flight NodeClaim.
+            claim_doc(
+                "  deletionTimestamp: \"2024-01-07T00:00:00Z\"\nspec:\n  requirements:\n  - {key: topology.kubernetes.io/zone, operator: In, values: [us-west-2a]}\n  taints: [{key: dedicated, value: gpu, effect: NoSchedule}]\n  startupTaints: [{key: init, effect: NoSchedule}]\nstatus:\n  allocatable: {cpu: 3920m, pods: \"58\"}\n",
+            ),
+            NodeClaimObject {
+                name: "default-abcde".into(),
+                requirements: flotilla_core::requirements::Requirements::from_iter_reqs([
+                    flotilla_core::requirements::Requirement::in_values(
+                        "topology.kubernetes.io/zone",
+                        ["us-west-2a"],
+                    ),
+                ]),
+                taints: vec![flotilla_core::model::Taint {
+                    key: "dedicated".into(),
+                    value: "gpu".into(),
+                    effect: flotilla_core::model::TaintEffect::NoSchedule,
+                }],
+                allocatable: flotilla_core::resources::Resources::new()
+                    .with("cpu", flotilla_core::Quantity::parse("3920m").unwrap())
+                    .with("pods", flotilla_core::Quantity::parse("58").unwrap()),
+                deleting: true,
                 ..Default::default()
             },
         ),

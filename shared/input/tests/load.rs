@@ -880,6 +880,52 @@ fn namespace_selector_with_labels_warns() {
     );
 }
 
+/// `namespaceSelector` with labels resolved from the `Namespace` objects:
+/// the listed namespaces plus those it matches (none: no namespace).
+#[test]
+fn namespace_selector_resolves_namespace_objects() {
+    let ns = "apiVersion: v1\nkind: Namespace\nmetadata: {name: team-a, labels: {team: a}}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: team-a2, labels: {team: a}}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: team-b, labels: {team: b}}\n---\n";
+    let pod = |sel: &str, listed: &str| {
+        format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: p, labels: {{app: x}}}}\nspec:\n  affinity:\n    podAntiAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n      - labelSelector: {{matchLabels: {{app: x}}}}\n        namespaceSelector: {sel}\n        namespaces: {listed}\n        topologyKey: kubernetes.io/hostname\n  containers: [{{name: c}}]\n")
+    };
+    // (namespaceSelector, namespaces, resolved namespaces)
+    let cases: [(&str, &str, &[&str]); 5] = [
+        ("{matchLabels: {team: a}}", "[]", &["team-a", "team-a2"]),
+        (
+            "{matchLabels: {team: b}}",
+            "[default]",
+            &["default", "team-b"],
+        ),
+        (
+            "{matchExpressions: [{key: team, operator: NotIn, values: [a]}]}",
+            "[]",
+            &["team-b"],
+        ),
+        (
+            "{matchLabels: {kubernetes.io/metadata.name: team-b}}",
+            "[]",
+            &["team-b"],
+        ),
+        ("{matchLabels: {team: c}}", "[]", &[""]),
+    ];
+    for (sel, listed, want) in cases {
+        let s = ok("p.yaml", &format!("{ns}{}", pod(sel, listed)));
+        let term = &s.pending_pods[0].pod_anti_affinity[0];
+        assert!(!term.all_namespaces, "{sel}");
+        assert_eq!(term.namespaces, want, "{sel}");
+        assert!(
+            !s.warnings.iter().any(|w| w.contains("namespaceSelector")),
+            "{sel}: {:?}",
+            s.warnings
+        );
+        assert!(
+            !s.warnings.iter().any(|w| w.contains("Namespace")),
+            "{sel}: {:?}",
+            s.warnings
+        );
+    }
+}
+
 #[test]
 fn duplicates_keep_the_last_definition() {
     let np = |w: u32| {

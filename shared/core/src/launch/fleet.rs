@@ -109,6 +109,20 @@ pub struct FleetInput {
     pub tags: BTreeMap<String, String>,
     /// Offerings removed by earlier attempts (insufficient capacity).
     pub excluded: Vec<UnavailableOffering>,
+    /// The NodeClaim's `minValues`: the types sent must keep them (see
+    /// [`MinValuesFloor`]).
+    pub min_values: Vec<MinValuesFloor>,
+}
+
+/// A `minValues` of the NodeClaim's requirements: the instance types of
+/// the request must carry at least `min` distinct values of `key`. For
+/// the zone and capacity-type keys the values are those of the offerings
+/// in the request; for any other key, `values` gives each type's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MinValuesFloor {
+    pub key: String,
+    pub min: u32,
+    pub values: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -250,6 +264,82 @@ pub fn client_token(cluster: &str, node_claim: &str, attempt: u32, request_diges
     format!("flotilla-{:016x}", fnv1a64(key.as_bytes()))
 }
 
+/// The types a request takes (cheapest first, at most
+/// [`MAX_INSTANCE_TYPES`]): the cheapest, except that every `minValues`
+/// floor is kept: the cheapest type bringing a value a floor still lacks
+/// is taken before cheaper types that bring none (Karpenter's `Truncate`
+/// keeps the cheapest and fails when a floor is lost). Fails when the
+/// candidates themselves cannot meet a floor.
+fn truncate<'a>(
+    types: Vec<(&'a str, f64)>,
+    floors: &[MinValuesFloor],
+    offerings: &[&CandidateOffering],
+) -> Result<Vec<(&'a str, f64)>, LaunchError> {
+    if floors.is_empty() {
+        return Ok(types.into_iter().take(MAX_INSTANCE_TYPES).collect());
+    }
+    let values = |f: &MinValuesFloor, ty: &str| -> BTreeSet<String> {
+        match f.key.as_str() {
+            crate::labels::ZONE => offerings
+                .iter()
+                .filter(|o| o.instance_type == ty)
+                .map(|o| o.zone.clone())
+                .collect(),
+            crate::labels::CAPACITY_TYPE => offerings
+                .iter()
+                .filter(|o| o.instance_type == ty)
+                .map(|o| o.capacity_type.as_str().to_string())
+                .collect(),
+            _ => f.values.get(ty).into_iter().flatten().cloned().collect(),
+        }
+    };
+    let mut seen: Vec<BTreeSet<String>> = vec![BTreeSet::new(); floors.len()];
+    let mut keep = vec![false; types.len()];
+    for (i, (ty, _)) in types.iter().enumerate() {
+        let mut brings = false;
+        for (f, floor) in floors.iter().enumerate() {
+            if seen[f].len() >= floor.min as usize {
+                continue;
+            }
+            for v in values(floor, ty) {
+                brings |= seen[f].insert(v);
+            }
+        }
+        keep[i] = brings;
+    }
+    if let Some((f, floor)) = floors
+        .iter()
+        .enumerate()
+        .find(|(f, floor)| seen[*f].len() < floor.min as usize)
+    {
+        return Err(LaunchError::MinValues {
+            key: floor.key.clone(),
+            min: floor.min,
+            have: seen[f].len(),
+        });
+    }
+    let needed = keep.iter().filter(|k| **k).count();
+    if needed > MAX_INSTANCE_TYPES {
+        return Err(LaunchError::MinValuesTruncation {
+            needed,
+            max: MAX_INSTANCE_TYPES,
+        });
+    }
+    let mut room = MAX_INSTANCE_TYPES - needed;
+    for k in keep.iter_mut().filter(|k| !**k) {
+        if room == 0 {
+            break;
+        }
+        *k = true;
+        room -= 1;
+    }
+    Ok(types
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(t, k)| k.then_some(t))
+        .collect())
+}
+
 fn unique_sorted<'a>(it: impl Iterator<Item = &'a str>) -> Vec<String> {
     it.map(str::to_string)
         .collect::<BTreeSet<_>>()
@@ -342,7 +432,7 @@ pub fn build_fleet_request(input: &FleetInput) -> Result<FleetRequest, LaunchErr
     }
     let mut types: Vec<(&str, f64)> = lowest.into_iter().collect();
     types.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(b.0)));
-    types.truncate(MAX_INSTANCE_TYPES);
+    let types = truncate(types, &input.min_values, &offerings)?;
 
     // One override per (type, zone, reservation), cheapest offering wins.
     let mut per_type: BTreeMap<&str, BTreeMap<(&str, Option<&str>), &CandidateOffering>> =
@@ -560,6 +650,7 @@ pub(crate) mod tests {
             target_count: 1,
             tags: BTreeMap::from([("karpenter.sh/nodepool".to_string(), "default".to_string())]),
             excluded: Vec::new(),
+            min_values: Vec::new(),
         }
     }
 
@@ -634,6 +725,69 @@ pub(crate) mod tests {
         assert_eq!(types[0], "t69.large");
         assert_eq!(types[59], "t10.large");
         assert!(!types.contains(&"t00.large".to_string()));
+    }
+
+    /// 70 spot types in us-east-1a, cheapest first by number; `t00`-`t59`
+    /// of family `a`, the rest of families `b` (even) and `c` (odd).
+    fn seventy_with_families() -> (Vec<CandidateOffering>, BTreeMap<String, Vec<String>>) {
+        let mut offerings = Vec::new();
+        let mut family = BTreeMap::new();
+        for i in 0..70 {
+            let name = format!("t{i:02}.large");
+            let f = match i {
+                0..=59 => "a",
+                _ if i % 2 == 0 => "b",
+                _ => "c",
+            };
+            family.insert(name.clone(), vec![f.to_string()]);
+            offerings.push(offering(
+                &name,
+                "amd64",
+                "us-east-1a",
+                SPOT,
+                1.0 + i as f64 / 100.0,
+            ));
+        }
+        (offerings, family)
+    }
+
+    #[test]
+    fn truncation_keeps_min_values() {
+        // (key, minValues, Ok(types that must be in) | Err(error text)).
+        type Case<'a> = (&'a str, u32, Result<Vec<&'a str>, &'a str>);
+        let cases: Vec<Case> = vec![
+            // The cheapest 60 are all family a: t60 (b) and t61 (c) take
+            // the places of the two dearest a types.
+            ("family", 3, Ok(vec!["t00.large", "t57.large", "t60.large", "t61.large"])),
+            ("family", 1, Ok(vec!["t00.large", "t59.large"])),
+            ("family", 4, Err("minValues requirement is not met for family: 4 values needed, the instance types offer 3")),
+            // Only one zone is offered.
+            (crate::labels::ZONE, 2, Err("minValues requirement is not met for topology.kubernetes.io/zone")),
+        ];
+        for (key, min, want) in cases {
+            let (offerings, family) = seventy_with_families();
+            let mut i = input(offerings);
+            i.min_values = vec![MinValuesFloor {
+                key: key.into(),
+                min,
+                values: if key == "family" {
+                    family
+                } else {
+                    BTreeMap::new()
+                },
+            }];
+            match (build_fleet_request(&i), want) {
+                (Ok(r), Ok(must)) => {
+                    let types = types_of(&r);
+                    assert_eq!(types.len(), MAX_INSTANCE_TYPES, "{key} {min}");
+                    for t in must {
+                        assert!(types.contains(&t.to_string()), "{key} {min}: {t} missing");
+                    }
+                }
+                (Err(e), Err(text)) => assert!(e.to_string().contains(text), "{key} {min}: {e}"),
+                (got, want) => panic!("{key} {min}: got {got:?}, want {want:?}"),
+            }
+        }
     }
 
     #[test]

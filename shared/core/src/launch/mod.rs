@@ -86,6 +86,12 @@ pub enum LaunchError {
     /// nothing left after the ICE cache, ...).
     #[error("NodeClaim {node_claim}: {reason}")]
     NodeClaim { node_claim: String, reason: String },
+    /// The candidate types cannot keep a `minValues` of the NodeClaim.
+    #[error("minValues requirement is not met for {key}: {min} values needed, the instance types offer {have}")]
+    MinValues { key: String, min: u32, have: usize },
+    /// Keeping every `minValues` takes more types than one request holds.
+    #[error("keeping every minValues takes {needed} instance types, more than the {max} a request holds")]
+    MinValuesTruncation { needed: usize, max: usize },
 }
 
 /// 64-bit FNV-1a: a stable hash (unlike std's randomly seeded hasher) for

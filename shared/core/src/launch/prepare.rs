@@ -34,7 +34,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::fleet::{build_fleet_request, Ami, CandidateOffering, FleetInput, TemplateKey};
+use super::fleet::{
+    build_fleet_request, Ami, CandidateOffering, FleetInput, MinValuesFloor, TemplateKey,
+};
 use super::ice::UnavailableOffering;
 use super::launch_template::{
     instance_tags, launch_template_config, template_name, LaunchTemplateConfig, LaunchTemplateInput,
@@ -141,6 +143,34 @@ fn claim_err(claim: &NodeClaimPlan, reason: impl Into<String>) -> LaunchError {
         node_claim: claim.name.clone(),
         reason: reason.into(),
     }
+}
+
+/// The NodeClaim's `minValues` with each candidate type's values of the
+/// key (its catalog labels; the zone and capacity type are read from the
+/// offerings by the fleet builder).
+fn min_values_floors(
+    claim: &NodeClaimPlan,
+    offerings: &[CandidateOffering],
+    catalog: &Catalog,
+) -> Vec<MinValuesFloor> {
+    let types: BTreeSet<&str> = offerings.iter().map(|o| o.instance_type.as_str()).collect();
+    claim
+        .requirements
+        .iter()
+        .filter_map(|r| r.min_values.map(|m| (r.key.as_str(), m)))
+        .map(|(key, min)| MinValuesFloor {
+            key: key.to_string(),
+            min,
+            values: types
+                .iter()
+                .filter_map(|ty| {
+                    let info = &catalog.get(ty)?.info;
+                    let v = info.label_values().into_iter().find(|(k, _)| *k == key)?.1;
+                    Some((ty.to_string(), vec![v]))
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 fn claim_requirements(claim: &NodeClaimPlan) -> Result<Requirements, LaunchError> {
@@ -389,6 +419,7 @@ pub fn prepare_launch(input: &PrepareInput) -> Result<PreparedLaunch, LaunchErro
         templates.insert(name, config);
     }
 
+    let min_values = min_values_floors(claim, &offerings, input.catalog);
     let fleet = FleetInput {
         cluster_name: input.cluster_name.to_string(),
         node_claim_name: claim.name.clone(),
@@ -402,6 +433,7 @@ pub fn prepare_launch(input: &PrepareInput) -> Result<PreparedLaunch, LaunchErro
         target_count: input.target_count,
         tags: instance_tags(input.cluster_name, &np.name, input.node_class, &claim.name),
         excluded: Vec::new(),
+        min_values,
     };
     // The request must build: fail here, not in the service.
     build_fleet_request(&fleet)?;
@@ -554,6 +586,7 @@ mod tests {
             ]),
             taints: vec![],
             startup_taints: vec![],
+            annotations: Default::default(),
             resources: NodeClaimResources {
                 requests: Resources::new(),
                 allocatable: Resources::new(),
@@ -752,6 +785,7 @@ mod tests {
             key: labels::CAPACITY_RESERVATION_ID.into(),
             operator: crate::Operator::In,
             values: vec!["cr-2".into()],
+            min_values: None,
         }];
         let p = f.prepare().unwrap();
         let ids: BTreeSet<&str> = p

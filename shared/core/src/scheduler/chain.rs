@@ -51,6 +51,10 @@ impl Run<'_> {
         if !self.pools.iter().any(|p| p.remaining.is_some()) {
             return;
         }
+        // The packings choose types by price alone: not for minValues.
+        if self.pools.iter().any(|p| !p.np.min_values.is_empty()) {
+            return;
+        }
         if self
             .claims
             .iter()

@@ -19,6 +19,8 @@
 //! largest it could be at creation and never gives it back).
 
 mod chain;
+mod in_flight;
+mod min_values;
 mod pod_view;
 mod pools;
 mod rebalance;
@@ -39,6 +41,7 @@ use crate::plan::{
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
+pub use min_values::MinValuesPolicy;
 pub use pod_view::Relaxation;
 pub use pools::{daemon_overhead, labels_satisfy, overlay_adjusted_price, overlays_by_weight};
 use pools::{Pool, PoolOffering};
@@ -81,6 +84,9 @@ pub struct SchedulerOptions {
     /// Unix seconds, if known: capacity blocks past their drain time are
     /// not offered. Injected (the scheduler reads no clock).
     pub now: Option<i64>,
+    /// Karpenter's `MIN_VALUES_POLICY`: what a new NodeClaim does when its
+    /// instance types cannot keep a NodePool requirement's `minValues`.
+    pub min_values_policy: MinValuesPolicy,
 }
 
 impl Default for SchedulerOptions {
@@ -91,6 +97,7 @@ impl Default for SchedulerOptions {
             vm_memory_overhead: 0.075,
             reservation_available: None,
             now: None,
+            min_values_policy: MinValuesPolicy::Strict,
         }
     }
 }
@@ -136,6 +143,11 @@ struct Claim {
     memo_yes: bool,
     /// Whether the requirements pin the NodeClaim to one zone.
     zone_pin: ZonePin,
+    /// Per key, the distinct values its types must keep (the NodePool's
+    /// `minValues`, lowered where the BestEffort policy relaxed them).
+    min_values: BTreeMap<String, u32>,
+    /// Whether the BestEffort policy lowered a `minValues`.
+    min_values_relaxed: bool,
 }
 
 /// A NodeClaim's zone requirement, for the spread pre-check in `Run::add`.
@@ -264,6 +276,7 @@ struct Run<'a> {
     existing_domains: BTreeMap<String, BTreeSet<String>>,
     /// Bumped when a reservation runs out (see `JoinMemo`).
     epoch: u32,
+    min_values_policy: MinValuesPolicy,
 }
 
 /// NodeClaims (ascending) not yet known to be too full for pods of one
@@ -502,10 +515,16 @@ fn schedule_with(
                 .extend(v.iter().cloned());
         }
     }
-    let (topology, groups) = Topology::build(pods, &state.nodes, universe, sources);
+    // Existing nodes, then in-flight NodeClaims (see `in_flight`).
+    let in_flight = in_flight::nodes(state);
+    let all_nodes: std::borrow::Cow<[Node]> = if in_flight.is_empty() {
+        std::borrow::Cow::Borrowed(&state.nodes)
+    } else {
+        std::borrow::Cow::Owned(state.nodes.iter().cloned().chain(in_flight).collect())
+    };
+    let (topology, groups) = Topology::build(pods, &all_nodes, universe, sources);
 
-    let mut existing: Vec<Existing> = state
-        .nodes
+    let mut existing: Vec<Existing> = all_nodes
         .iter()
         .filter(|n| !n.unschedulable)
         .map(|n| {
@@ -575,6 +594,7 @@ fn schedule_with(
         req_class,
         roomy: (0..n_req_classes).map(|_| Roomy::default()).collect(),
         epoch: 0,
+        min_values_policy: opts.min_values_policy,
         spread_hint: vec![None; n_sizes],
         join_heavier,
         existing_domains,
@@ -643,6 +663,13 @@ fn schedule_with(
 
     run.repack(!state.overlays.is_empty(), &relax);
     run.repack_chain(!state.overlays.is_empty());
+    if !opts.reserved_capacity {
+        for &p in &queue {
+            if let (Some(e), true) = (&mut errors[p], needs_reserved(&pods[p], &state.node_pools)) {
+                e.push_str(RESERVED_GATE_OFF);
+            }
+        }
+    }
     queue.extend(waiting_for_volumes);
     (
         run.into_plan(queue.into_iter().collect(), errors, warnings),
@@ -760,6 +787,15 @@ const EPHEMERAL_TAINTS: [&str; 3] = [
     "node.cloudprovider.kubernetes.io/uninitialized",
 ];
 
+/// Karpenter's own registration taint (`karpenter.sh/unregistered:NoExecute`)
+/// and the Node Readiness Controller's (`readiness.k8s.io/*`): ephemeral
+/// taints (`KnownEphemeralTaints`) that do not keep pods off a NodePool's
+/// node until it is initialized.
+fn registration_taint(t: &Taint) -> bool {
+    (t.key == "karpenter.sh/unregistered" && t.effect == crate::model::TaintEffect::NoExecute)
+        || t.key.starts_with("readiness.k8s.io/")
+}
+
 /// Whether Karpenter has seen the node initialized (`karpenter.sh/initialized`),
 /// or the node is not Karpenter's (then it is taken as it is).
 fn initialized(n: &Node) -> bool {
@@ -778,9 +814,11 @@ fn effective_taints(n: &Node, pools: &[crate::model::NodePool]) -> Vec<Taint> {
             .map_or(&[], |p| p.startup_taints.as_slice()),
         _ => &[],
     };
+    let uninitialized = n.nodepool().is_some() && !initialized(n);
     n.taints
         .iter()
         .filter(|t| !EPHEMERAL_TAINTS.contains(&t.key.as_str()))
+        .filter(|t| !(uninitialized && registration_taint(t)))
         .filter(|t| {
             !startup
                 .iter()
@@ -1522,6 +1560,9 @@ impl<'a> Run<'a> {
         if types.is_empty() {
             return Err("no instance type fits".into());
         }
+        if claim.reservation.is_none() && !min_values::met(pool, types.iter(), &claim.min_values) {
+            return Err("minValues not met".into());
+        }
         Ok(Fit {
             requirements: merged,
             types,
@@ -1538,6 +1579,14 @@ impl<'a> Run<'a> {
         let pool = &self.pools[pi];
         let name = &pool.np.name;
         let pod = &self.pods[p];
+        // Karpenter drops such a NodePool before scheduling, with this
+        // message.
+        if pool.types.is_empty() {
+            return Err(format!(
+                "NodePool {name:?}: nodepool requirements filtered out all available instance types ({})",
+                display_reqs(&pool.requirements)
+            ));
+        }
         if let Some(t) = groups.blocking_taint(&pool.taints, pod) {
             return Err(format!(
                 "NodePool {name:?} has taint {} that the pod does not tolerate",
@@ -1642,6 +1691,10 @@ impl<'a> Run<'a> {
             None => fitting,
         };
         let (types, reservation) = self.reserve(pi, &mut merged, types)?;
+        let (min_values, min_values_relaxed) = match reservation {
+            Some(_) => (BTreeMap::new(), false),
+            None => self.min_values_floor(pi, &types)?,
+        };
         let claim = Claim {
             pool: pi,
             name: claim_name,
@@ -1659,6 +1712,8 @@ impl<'a> Run<'a> {
             memo: None,
             memo_yes: false,
             zone_pin: ZonePin::Free,
+            min_values,
+            min_values_relaxed,
         };
         Ok((
             claim,
@@ -1742,6 +1797,30 @@ impl<'a> Run<'a> {
             ));
         }
         Ok((types, None))
+    }
+
+    /// The `minValues` floors of a new NodeClaim of pool `pi` over `types`,
+    /// and whether they were relaxed: the NodePool's own when the types
+    /// meet them; under BestEffort, lowered to what the types offer;
+    /// under Strict, the pod's reason.
+    fn min_values_floor(
+        &self,
+        pi: usize,
+        types: &[usize],
+    ) -> Result<(BTreeMap<String, u32>, bool), String> {
+        let pool = &self.pools[pi];
+        let mut floor = pool.np.min_values.clone();
+        let short = min_values::shortfalls(pool, types.iter().copied(), &floor);
+        if short.is_empty() {
+            return Ok((floor, false));
+        }
+        if self.min_values_policy == MinValuesPolicy::Strict {
+            return Err(min_values::strict_reason(&pool.np.name, &short));
+        }
+        for s in &short {
+            floor.insert(s.key.clone(), s.have);
+        }
+        Ok((floor, true))
     }
 
     /// Indices of pool `pi`'s types compatible with `reqs`, cached: every
@@ -1988,6 +2067,40 @@ impl<'a> Run<'a> {
     }
 }
 
+/// Appended to the reason of a pod that only reserved capacity could take
+/// while the ReservedCapacity feature gate is off.
+const RESERVED_GATE_OFF: &str = " (the ReservedCapacity feature gate is off, so no reserved capacity is offered; flotilla plan --reserved-capacity turns it on)";
+
+/// Whether `reqs` leave only reserved capacity: `capacity-type` allows
+/// `reserved` and neither spot nor on-demand, or a reservation id or type
+/// is asked for.
+fn only_reserved(reqs: &Requirements) -> bool {
+    let ct = |v: &str| reqs.allows(labels::CAPACITY_TYPE, v);
+    let asks = |k: &str| reqs.get(k).is_some_and(|r| !r.is_complement());
+    (ct(labels::CAPACITY_TYPE_RESERVED)
+        && !ct(CapacityType::Spot.as_str())
+        && !ct(CapacityType::OnDemand.as_str()))
+        || asks(labels::CAPACITY_RESERVATION_ID)
+        || asks(labels::CAPACITY_RESERVATION_TYPE)
+}
+
+/// Whether only reserved capacity could take `pod`: it asks for it (node
+/// selector, or every required affinity term), or every NodePool that
+/// launches offers nothing else.
+fn needs_reserved(pod: &Pod, pools: &[crate::model::NodePool]) -> bool {
+    let pod_only = only_reserved(&pod.node_selector)
+        || (!pod.required_terms.is_empty()
+            && pod
+                .required_terms
+                .iter()
+                .all(|t| only_reserved(&pod.node_selector.intersection(t))));
+    let mut launching = pools
+        .iter()
+        .filter(|np| np.unavailable.is_none())
+        .peekable();
+    pod_only || (launching.peek().is_some() && launching.all(|np| only_reserved(&np.requirements)))
+}
+
 fn display_reqs(r: &Requirements) -> String {
     r.iter()
         .filter(|q| q.key != labels::HOSTNAME)
@@ -2166,10 +2279,11 @@ fn claim_plan(claim: &Claim, pool: &Pool, pods: &[Pod], lists: &mut TypeLists) -
         instance_types: summary.instance_types.clone(),
         capacity_types: summary.capacity_types.clone(),
         zones: summary.zones.clone(),
-        requirements: out_reqs.to_wire(),
+        requirements: wire_requirements(&out_reqs, &claim.min_values),
         labels: node_labels,
         taints: pool.np.taints.clone(),
         startup_taints: pool.np.startup_taints.clone(),
+        annotations: claim_annotations(claim, pool),
         resources: NodeClaimResources {
             requests: claim.requests.clone(),
             allocatable,
@@ -2177,6 +2291,40 @@ fn claim_plan(claim: &Claim, pool: &Pool, pods: &[Pod], lists: &mut TypeLists) -
         pods: pod_keys,
         price,
     }
+}
+
+/// The NodeClaim's requirements in wire form, each `minValues` on its
+/// key's first entry.
+fn wire_requirements(
+    reqs: &Requirements,
+    min_values: &BTreeMap<String, u32>,
+) -> Vec<crate::requirements::NodeSelectorRequirement> {
+    let mut out = reqs.to_wire();
+    let mut seen = BTreeSet::new();
+    for r in out.iter_mut() {
+        if let Some(&m) = min_values.get(&r.key) {
+            if seen.insert(r.key.clone()) {
+                r.min_values = Some(m);
+            }
+        }
+    }
+    out
+}
+
+/// Karpenter's annotation of a NodeClaim whose `minValues` were relaxed.
+pub const MIN_VALUES_RELAXED: &str = "karpenter.sh/nodeclaim-min-values-relaxed";
+
+/// The template's annotations, and whether `minValues` were relaxed (for a
+/// NodePool with `minValues`).
+fn claim_annotations(claim: &Claim, pool: &Pool) -> BTreeMap<String, String> {
+    let mut out = pool.np.annotations.clone();
+    if !pool.np.min_values.is_empty() {
+        out.insert(
+            MIN_VALUES_RELAXED.into(),
+            claim.min_values_relaxed.to_string(),
+        );
+    }
+    out
 }
 
 #[cfg(test)]

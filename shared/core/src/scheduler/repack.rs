@@ -150,6 +150,8 @@ impl Claim {
             version: 0,
             memo: None,
             memo_yes: false,
+            min_values: Default::default(),
+            min_values_relaxed: false,
         }
     }
 }
@@ -213,7 +215,13 @@ impl Run<'_> {
         let mut groups: Vec<Group> = Vec::new();
         'claims: for (c, claim) in self.claims.iter().enumerate() {
             let pool = &self.pools[claim.pool];
-            if claim.reservation.is_some() || pool.remaining.is_some() || claim.pods.is_empty() {
+            // A NodeClaim with minValues keeps the types its pods left it
+            // (the packings below choose types by price alone).
+            if claim.reservation.is_some()
+                || pool.remaining.is_some()
+                || claim.pods.is_empty()
+                || !pool.np.min_values.is_empty()
+            {
                 continue;
             }
             let zone_pinned = matches!(claim.zone_pin, ZonePin::Bit(_) | ZonePin::Other);

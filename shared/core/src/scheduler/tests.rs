@@ -774,6 +774,8 @@ fn volume_topology_pins_the_zone() {
         name: "data".into(),
         storage_class: Some("ebs".into()),
         volume_name: None,
+        deleting: false,
+        lost: false,
     }];
     s.storage_classes = vec![StorageClass {
         name: "ebs".into(),
@@ -795,6 +797,7 @@ fn volume_topology_pins_the_zone() {
         name: "pv-1".into(),
         node_affinity: vec![reqs(vec![req(labels::ZONE, Operator::In, &["test-1c"])])],
         local_or_host_path: false,
+        deleting: false,
     }];
     let p = plan(&s);
     assert_eq!(p.node_claims[0].zones, vec!["test-1c"]);
@@ -823,6 +826,8 @@ fn volume_topology_table() {
         pod_zones: Option<&'static [&'static str]>,
         /// Zones of the pod's NodeClaim; None: unschedulable, reason contains.
         expect: Result<&'static [&'static str], &'static str>,
+        /// `pvc-deleting`, `pvc-lost`, `pv-deleting` or empty.
+        marks: &'static str,
     }
     let zone = |z: &[&str]| reqs(vec![req(labels::ZONE, Operator::In, z)]);
     let host = |h: &str| reqs(vec![req(labels::HOSTNAME, Operator::In, &[h])]);
@@ -833,6 +838,7 @@ fn volume_topology_table() {
             volume: None,
             pod_zones: Some(&["test-1a", "test-1c"]),
             expect: Ok(&["test-1c"]),
+            marks: "",
         },
         Case {
             name: "should not schedule if storage class zones are incompatible",
@@ -840,6 +846,7 @@ fn volume_topology_table() {
             volume: None,
             pod_zones: Some(&["test-1a"]),
             expect: Err(""),
+            marks: "",
         },
         Case {
             name: "OR'd allowedTopologies: the term the pod can use",
@@ -847,6 +854,7 @@ fn volume_topology_table() {
             volume: None,
             pod_zones: Some(&["test-1a"]),
             expect: Ok(&["test-1a"]),
+            marks: "",
         },
         Case {
             name: "should schedule to volume zones if volume already bound",
@@ -854,6 +862,7 @@ fn volume_topology_table() {
             volume: Some((vec![zone(&["test-1c"])], false)),
             pod_zones: None,
             expect: Ok(&["test-1c"]),
+            marks: "",
         },
         Case {
             name: "OR'd PV node affinity: the term the pod can use",
@@ -861,6 +870,7 @@ fn volume_topology_table() {
             volume: Some((vec![zone(&["test-1c"]), zone(&["test-1a"])], false)),
             pod_zones: Some(&["test-1a", "test-1b"]),
             expect: Ok(&["test-1a"]),
+            marks: "",
         },
         Case {
             name: "should not schedule if volume zones are incompatible",
@@ -868,6 +878,7 @@ fn volume_topology_table() {
             volume: Some((vec![zone(&["test-1c"])], false)),
             pod_zones: Some(&["test-1a"]),
             expect: Err(""),
+            marks: "",
         },
         Case {
             name: "should schedule with an empty storage class if the pvc is bound",
@@ -875,6 +886,7 @@ fn volume_topology_table() {
             volume: Some((vec![], false)),
             pod_zones: None,
             expect: Ok(&ZONES),
+            marks: "",
         },
         Case {
             name: "should not schedule with an empty storage class if the pvc is not bound",
@@ -882,6 +894,7 @@ fn volume_topology_table() {
             volume: None,
             pod_zones: None,
             expect: Err("has no StorageClass and is not bound"),
+            marks: "",
         },
         Case {
             name: "should schedule with a missing storage class if the pvc is bound",
@@ -889,6 +902,7 @@ fn volume_topology_table() {
             volume: Some((vec![], false)),
             pod_zones: None,
             expect: Ok(&ZONES),
+            marks: "",
         },
         Case {
             name: "should not schedule with a missing storage class if the pvc is not bound",
@@ -896,6 +910,7 @@ fn volume_topology_table() {
             volume: None,
             pod_zones: None,
             expect: Err("StorageClass missing of claim default/data does not exist"),
+            marks: "",
         },
         Case {
             name: "unbound claim of an Immediate class waits for its volume",
@@ -903,6 +918,7 @@ fn volume_topology_table() {
             volume: None,
             pod_zones: None,
             expect: Err("binds Immediate"),
+            marks: "",
         },
         Case {
             name: "unbound claim of the default class (Immediate) waits",
@@ -910,6 +926,7 @@ fn volume_topology_table() {
             volume: None,
             pod_zones: None,
             expect: Err("binds Immediate"),
+            marks: "",
         },
         Case {
             name: "should ignore hostname affinity scheduling when using local path volumes",
@@ -917,6 +934,7 @@ fn volume_topology_table() {
             volume: Some((vec![host("gone-node")], true)),
             pod_zones: None,
             expect: Ok(&ZONES),
+            marks: "",
         },
         Case {
             name: "should not ignore hostname affinity when using non-local path volumes",
@@ -924,6 +942,31 @@ fn volume_topology_table() {
             volume: Some((vec![host("gone-node")], false)),
             pod_zones: None,
             expect: Err(""),
+            marks: "",
+        },
+        Case {
+            name: "should not launch nodes for pod with deleting persistentVolumeClaim",
+            class: Some("wffc"),
+            volume: None,
+            pod_zones: None,
+            expect: Err("is being deleted"),
+            marks: "pvc-deleting",
+        },
+        Case {
+            name: "should not launch nodes for pod with Lost persistentVolumeClaim",
+            class: Some("wffc"),
+            volume: None,
+            pod_zones: None,
+            expect: Err("is Lost"),
+            marks: "pvc-lost",
+        },
+        Case {
+            name: "should not launch nodes for pod with bound persistentVolume that is marked for deletion",
+            class: Some("wffc"),
+            volume: Some((vec![], false)),
+            pod_zones: None,
+            expect: Err("is being deleted"),
+            marks: "pv-deleting",
         },
     ];
     let class = |name: &str, mode: VolumeBindingMode, terms: Vec<Requirements>, default: bool| {
@@ -964,12 +1007,15 @@ fn volume_topology_table() {
             name: "data".into(),
             storage_class: c.class.map(String::from),
             volume_name: c.volume.as_ref().map(|_| "pv-1".to_string()),
+            deleting: c.marks == "pvc-deleting",
+            lost: c.marks == "pvc-lost",
         }];
         if let Some((terms, local)) = &c.volume {
             s.pvs = vec![PersistentVolume {
                 name: "pv-1".into(),
                 node_affinity: terms.clone(),
                 local_or_host_path: *local,
+                deleting: c.marks == "pv-deleting",
             }];
         }
         let p = plan(&s);
@@ -1534,6 +1580,60 @@ fn gate_off_ignores_reservations() {
     );
     let p = schedule(&s, &catalog(), &SchedulerOptions::default());
     assert_eq!(p.unschedulable.len(), 1);
+    assert!(
+        p.unschedulable[0]
+            .reason
+            .contains("ReservedCapacity feature gate is off"),
+        "{}",
+        p.unschedulable[0].reason
+    );
+}
+
+/// A pod pending because the ReservedCapacity gate is off says so: it asks
+/// for reserved capacity (or a reservation), or every NodePool offers only
+/// reserved capacity; any other pending pod does not.
+#[test]
+fn pods_pending_for_the_reserved_capacity_gate_say_so() {
+    let ct = |v: &[&str]| req(labels::CAPACITY_TYPE, Operator::In, v);
+    let big = || pod("big", "500", "1Gi");
+    // (pods, pool capacity types, pending pod, reason names the gate)
+    let cases: Vec<(Pod, &[&str], bool)> = vec![
+        (
+            {
+                let mut p = pod("a", "1", "1Gi");
+                p.node_selector = reqs(vec![ct(&["reserved"])]);
+                p
+            },
+            &["spot", "on-demand", "reserved"],
+            true,
+        ),
+        (
+            {
+                let mut p = pod("a", "1", "1Gi");
+                p.node_selector = reqs(vec![req(
+                    labels::CAPACITY_RESERVATION_ID,
+                    Operator::In,
+                    &["cr-1"],
+                )]);
+                p
+            },
+            &["spot", "on-demand", "reserved"],
+            true,
+        ),
+        (pod("a", "1", "1Gi"), &["reserved"], true),
+        (big(), &["spot", "on-demand"], false),
+    ];
+    for (i, (p, cts, gate)) in cases.into_iter().enumerate() {
+        let s = state(vec![p], vec![pool("default", vec![ct(cts)])]);
+        let plan = schedule(&s, &catalog(), &SchedulerOptions::default());
+        assert_eq!(plan.unschedulable.len(), 1, "case {i}");
+        let reason = &plan.unschedulable[0].reason;
+        assert_eq!(
+            reason.contains("ReservedCapacity feature gate is off"),
+            gate,
+            "case {i}: {reason}"
+        );
+    }
 }
 
 #[test]
@@ -2248,4 +2348,272 @@ fn prefer_no_schedule_pools_are_a_last_resort() {
     assert_eq!(claim_of(&p, "web").node_pool, "default");
     let p = plan(&state(vec![pod("web", "1", "1Gi")], vec![preferred_off]));
     assert_eq!(claim_of(&p, "web").node_pool, "a-tainted");
+}
+
+/// `minValues` (NodePool requirements) under both policies: a pod that
+/// would narrow a NodeClaim below the floor does not join it; a new
+/// NodeClaim that cannot meet it leaves the pod pending (Strict) or is
+/// relaxed and marked (BestEffort).
+#[test]
+fn min_values_are_kept_or_relaxed_by_policy() {
+    use MinValuesPolicy::{BestEffort, Strict};
+    let it = labels::INSTANCE_TYPE;
+    let two_m5 = || {
+        let mut np = pool(
+            "default",
+            vec![req(it, Operator::In, &["m5.large", "m5.xlarge"])],
+        );
+        np.min_values.insert(it.into(), 2);
+        np
+    };
+    let wants_xlarge = || {
+        let mut p = pod("b", "500m", "1Gi");
+        p.node_selector = reqs(vec![req(it, Operator::In, &["m5.xlarge"])]);
+        p
+    };
+    // (policy, pods, claims, pending pod with the reason's text, relaxed
+    // claims: (pod, its minValues on the instance type)).
+    type Case = (
+        MinValuesPolicy,
+        Vec<Pod>,
+        usize,
+        Option<(&'static str, &'static str)>,
+        Vec<(&'static str, u32)>,
+    );
+    let cases: Vec<Case> = vec![
+        // b would leave a's NodeClaim one type: it does not join, and a
+        // NodeClaim of its own cannot keep two either.
+        (
+            Strict,
+            vec![pod("a", "500m", "1Gi"), wants_xlarge()],
+            1,
+            Some(("default/b", "node.kubernetes.io/instance-type has minValues 2 but the instance types left offer 1")),
+            vec![],
+        ),
+        (BestEffort, vec![pod("a", "500m", "1Gi"), wants_xlarge()], 2, None, vec![("b", 1)]),
+        // 10Gi fits m5.xlarge alone.
+        (Strict, vec![pod("c", "1", "10Gi")], 0, Some(("default/c", "MIN_VALUES_POLICY is Strict")), vec![]),
+        (BestEffort, vec![pod("c", "1", "10Gi")], 1, None, vec![("c", 1)]),
+        // Both fit both types: one NodeClaim, its floor kept.
+        (Strict, vec![pod("a", "500m", "1Gi"), pod("d", "500m", "1Gi")], 1, None, vec![]),
+    ];
+    for (i, (policy, pods, claims, pending, relaxed)) in cases.into_iter().enumerate() {
+        let opts = SchedulerOptions {
+            min_values_policy: policy,
+            ..SchedulerOptions::default()
+        };
+        let p = schedule(&state(pods, vec![two_m5()]), &catalog(), &opts);
+        assert_eq!(p.node_claims.len(), claims, "case {i}: {p:#?}");
+        match pending {
+            Some((pod, text)) => {
+                assert_eq!(p.unschedulable.len(), 1, "case {i}");
+                assert_eq!(p.unschedulable[0].pod, pod, "case {i}");
+                assert!(
+                    p.unschedulable[0].reason.contains(text),
+                    "case {i}: {}",
+                    p.unschedulable[0].reason
+                );
+            }
+            None => assert!(
+                p.unschedulable.is_empty(),
+                "case {i}: {:?}",
+                p.unschedulable
+            ),
+        }
+        for nc in &p.node_claims {
+            let relax = relaxed
+                .iter()
+                .find(|(pod, _)| nc.pods.contains(&format!("default/{pod}")));
+            let min = nc
+                .requirements
+                .iter()
+                .find(|r| r.key == it)
+                .and_then(|r| r.min_values);
+            assert_eq!(min, Some(relax.map_or(2, |r| r.1)), "case {i}: {}", nc.name);
+            assert_eq!(
+                nc.annotations.get(MIN_VALUES_RELAXED).map(String::as_str),
+                Some(if relax.is_some() { "true" } else { "false" }),
+                "case {i}: {}",
+                nc.name
+            );
+            if relax.is_none() {
+                assert!(
+                    nc.instance_types.len() >= 2,
+                    "case {i}: {:?}",
+                    nc.instance_types
+                );
+            }
+        }
+    }
+}
+
+/// Karpenter's registration and readiness taints (`karpenter.sh/unregistered:NoExecute`,
+/// `readiness.k8s.io/*`) keep no pod off a NodePool's node until it is
+/// initialized; afterwards, and on nodes of no NodePool, they do.
+#[test]
+fn registration_taints_block_only_initialized_or_unmanaged_nodes() {
+    // (taint key, effect, NodePool label, initialized, pod placed on n1)
+    let cases = [
+        (
+            "karpenter.sh/unregistered",
+            TaintEffect::NoExecute,
+            true,
+            false,
+            true,
+        ),
+        (
+            "karpenter.sh/unregistered",
+            TaintEffect::NoExecute,
+            true,
+            true,
+            false,
+        ),
+        (
+            "karpenter.sh/unregistered",
+            TaintEffect::NoExecute,
+            false,
+            false,
+            false,
+        ),
+        (
+            "karpenter.sh/unregistered",
+            TaintEffect::NoSchedule,
+            true,
+            false,
+            false,
+        ),
+        (
+            "readiness.k8s.io/network",
+            TaintEffect::NoSchedule,
+            true,
+            false,
+            true,
+        ),
+        (
+            "readiness.k8s.io/network",
+            TaintEffect::NoSchedule,
+            true,
+            true,
+            false,
+        ),
+    ];
+    for (key, effect, managed, init, placed) in cases {
+        let mut node = existing_node(
+            "test-1a",
+            ["4", "8Gi", "10"],
+            false,
+            pod("old", "100m", "128Mi"),
+        );
+        node.pods[0].node_name = Some("n1".into());
+        node.taints = vec![Taint {
+            key: key.into(),
+            value: String::new(),
+            effect,
+        }];
+        if managed {
+            node.labels
+                .insert(labels::NODEPOOL.into(), "default".into());
+        }
+        if init {
+            node.labels
+                .insert("karpenter.sh/initialized".into(), "true".into());
+        }
+        let mut s = state(vec![pod("a", "1", "1Gi")], vec![default_pool()]);
+        s.nodes = vec![node];
+        let p = plan(&s);
+        let on_n1 = p.existing_nodes.iter().any(|n| n.name == "n1");
+        assert_eq!(
+            on_n1, placed,
+            "{key} {effect:?} managed={managed} initialized={init}"
+        );
+    }
+}
+
+/// NodeClaims given among the inputs that launched but have no Node yet
+/// are in-flight capacity: pods are planned onto them, unless they are
+/// being deleted, not launched, tainted against the pod, or their Node is
+/// already there (then the Node counts, once).
+#[test]
+fn in_flight_node_claims_take_pods() {
+    let claim = || NodeClaimObject {
+        name: "default-x1".into(),
+        node_pool: Some("default".into()),
+        node_name: Some("ip-10-0-0-9".into()),
+        provider_id: Some("aws:///test-1a/i-9".into()),
+        labels: [(labels::INSTANCE_TYPE.to_string(), "m5.xlarge".to_string())].into(),
+        requirements: reqs(vec![req(labels::ZONE, Operator::In, &["test-1a"])]),
+        allocatable: Resources::new()
+            .with("cpu", q("3900m"))
+            .with("memory", q("14Gi"))
+            .with("pods", q("58")),
+        ..Default::default()
+    };
+    let full_node = || Node {
+        name: "ip-10-0-0-9".into(),
+        provider_id: Some("aws:///test-1a/i-9".into()),
+        allocatable: Resources::new()
+            .with("cpu", q("100m"))
+            .with("memory", q("1Gi"))
+            .with("pods", q("10")),
+        ..Node::default()
+    };
+    // (name, claim, nodes, pod placed on the in-flight node)
+    let cases: Vec<(&str, NodeClaimObject, Vec<Node>, bool)> = vec![
+        ("launched, no node yet", claim(), vec![], true),
+        (
+            "being deleted",
+            NodeClaimObject {
+                deleting: true,
+                ..claim()
+            },
+            vec![],
+            false,
+        ),
+        (
+            "not launched",
+            NodeClaimObject {
+                provider_id: None,
+                ..claim()
+            },
+            vec![],
+            false,
+        ),
+        (
+            "no allocatable yet",
+            NodeClaimObject {
+                allocatable: Resources::new(),
+                ..claim()
+            },
+            vec![],
+            false,
+        ),
+        (
+            "tainted",
+            NodeClaimObject {
+                taints: vec![Taint {
+                    key: "dedicated".into(),
+                    value: String::new(),
+                    effect: TaintEffect::NoSchedule,
+                }],
+                ..claim()
+            },
+            vec![],
+            false,
+        ),
+        (
+            "its Node is there (full)",
+            claim(),
+            vec![full_node()],
+            false,
+        ),
+    ];
+    for (name, c, nodes, placed) in cases {
+        let mut s = state(vec![pod("a", "1", "1Gi")], vec![default_pool()]);
+        s.node_claims = vec![c];
+        s.nodes = nodes;
+        let p = plan(&s);
+        let on_it = p.existing_nodes.iter().any(|n| n.name == "ip-10-0-0-9");
+        assert_eq!(on_it, placed, "{name}: {p:#?}");
+        assert_eq!(p.node_claims.is_empty(), placed, "{name}");
+    }
 }

@@ -41,7 +41,7 @@ impl TypeSet {
     }
 
     /// Ascending (cheapest first).
-    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = usize> + Clone + '_ {
         self.words.iter().enumerate().flat_map(|(i, &w)| {
             let mut w = w;
             std::iter::from_fn(move || {

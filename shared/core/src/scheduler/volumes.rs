@@ -12,7 +12,8 @@
 //!   pinned to a host (a CSI driver's local volume) keeps it: only that
 //!   node can run the pod.
 //! * The pod waits (unschedulable, with the reason) when a claim is missing,
-//!   its bound volume is missing, it names a StorageClass that is missing,
+//!   being deleted or `Lost`, its bound volume is missing or being deleted,
+//!   it names a StorageClass that is missing,
 //!   or it is unbound and its StorageClass binds `Immediate`ly: the volume
 //!   is provisioned, in a zone of the provisioner's choosing, before the pod
 //!   can be placed. Other pods are not affected.
@@ -76,12 +77,27 @@ impl<'a> VolumeTopology<'a> {
                 "PersistentVolumeClaim {ns}/{claim} does not exist: the pod waits for it"
             ));
         };
+        if pvc.deleting {
+            return Err(format!(
+                "PersistentVolumeClaim {ns}/{claim} is being deleted: the pod waits for it"
+            ));
+        }
+        if pvc.lost {
+            return Err(format!(
+                "PersistentVolumeClaim {ns}/{claim} is Lost (its PersistentVolume is gone): the pod waits for it"
+            ));
+        }
         if let Some(pv_name) = &pvc.volume_name {
             let Some(pv) = self.volumes.get(pv_name.as_str()) else {
                 return Err(format!(
                     "PersistentVolume {pv_name}, bound to claim {ns}/{claim}, does not exist: the pod waits for it"
                 ));
             };
+            if pv.deleting {
+                return Err(format!(
+                    "PersistentVolume {pv_name}, bound to claim {ns}/{claim}, is being deleted: the pod waits"
+                ));
+            }
             return Ok(pv
                 .node_affinity
                 .iter()

@@ -1120,6 +1120,7 @@ fn round_trip_with_the_core_launch_logic() {
             "default-1".to_string(),
         )]),
         excluded: vec![],
+        min_values: vec![],
     };
     let req = build_fleet_request(&input).unwrap();
     let resp = block_on(s.create_fleet(&req)).unwrap();
