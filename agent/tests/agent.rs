@@ -937,11 +937,7 @@ async fn a_cluster_larger_than_a_body_goes_by_changes_a_resync_in_parts_then_del
     // One pod more: a delta, not the cluster again.
     api.put("pods", pending_pod("pending-1"));
     eventually(10, "the delta", || {
-        intake
-            .pending_counts()
-            .iter()
-            .any(|n| *n == 2)
-            .then_some(())
+        intake.pending_counts().contains(&2).then_some(())
     })
     .await;
     let last = intake.batches().last().cloned().unwrap_or_default();
@@ -952,7 +948,7 @@ async fn a_cluster_larger_than_a_body_goes_by_changes_a_resync_in_parts_then_del
     api.put("pods", pending_pod("pending-2"));
     eventually(10, "the resync after the 409", || {
         (intake.change_posts().get("resync").copied().unwrap_or(0) >= 1
-            && intake.pending_counts().iter().any(|n| *n == 3))
+            && intake.pending_counts().contains(&3))
         .then_some(())
     })
     .await;

@@ -717,7 +717,9 @@ pub(crate) fn templated_pods(
         value: first.expand(template),
     };
     let ctx = Ctx::for_doc(&doc);
-    let Some(model) = pod_object(&ctx, &doc, env, state)? else {
+    // Bound pods only: a pending DaemonSet pod never comes here.
+    let mut daemon_pods = Vec::new();
+    let Some(model) = pod_object(&ctx, &doc, env, state, &mut daemon_pods)? else {
         return Ok(Vec::new());
     };
     let mut out = Vec::with_capacity(rows.len());

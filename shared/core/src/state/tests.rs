@@ -212,7 +212,8 @@ fn admission_by_sequence() {
     };
     let empty = Head::default();
     let gap = |r: &Admission| matches!(r, Admission::ResyncRequired { .. });
-    let cases: Vec<(&str, &Head, Sequence, fn(&Admission) -> bool)> = vec![
+    type Case<'a> = (&'a str, &'a Head, Sequence, fn(&Admission) -> bool);
+    let cases: Vec<Case> = vec![
         ("next delta", &head, seq("s", 6), |a| *a == Admission::Apply),
         ("retried delta", &head, seq("s", 5), |a| {
             *a == Admission::Duplicate
