@@ -132,7 +132,11 @@ impl Changes {
     /// Cut into parts whose JSON is at most about `limit` bytes each, every
     /// part with the templates its rows use. An object larger than the
     /// limit gets a part of its own.
-    pub fn split(self, limit: usize) -> Vec<Changes> {
+    pub fn split(mut self, limit: usize) -> Vec<Changes> {
+        // Rows of one template together: each template travels in as few
+        // parts as possible.
+        self.pods
+            .sort_by(|a, b| (&a.template, &a.namespace, &a.name).cmp(&(&b.template, &b.namespace, &b.name)));
         let mut parts = vec![Changes::default()];
         let mut size = 0usize;
         let room = |parts: &mut Vec<Changes>, size: &mut usize, need: usize| {

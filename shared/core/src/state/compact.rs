@@ -151,7 +151,7 @@ impl PodRow {
 
     /// A stable hash of the row (its template by id).
     pub fn digest(&self) -> u64 {
-        fnv(serde_json::to_vec(self).unwrap_or_default().as_slice())
+        hash_json(self)
     }
 }
 
@@ -163,17 +163,32 @@ pub fn template_id(template: &Value) -> TemplateId {
 
 /// A stable 64-bit hash of a document's canonical JSON.
 pub fn digest(doc: &Value) -> u64 {
-    fnv(serde_json::to_vec(doc).unwrap_or_default().as_slice())
+    hash_json(doc)
 }
 
-/// 64-bit FNV-1a.
-fn fnv(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+/// 64-bit FNV-1a of `v`'s JSON, hashed as it is written (no buffer).
+fn hash_json<T: Serialize + ?Sized>(v: &T) -> u64 {
+    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+    // Writing into the hasher cannot fail.
+    let _ = serde_json::to_writer(&mut h, v);
+    h.0
+}
+
+/// 64-bit FNV-1a as an [`std::io::Write`].
+struct Fnv(u64);
+
+impl std::io::Write for Fnv {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        for b in bytes {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        Ok(bytes.len())
     }
-    h
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Pods as templates and rows: `pods` split, templates shared.
