@@ -334,6 +334,7 @@ mod tests {
                 zone: zone.into(),
                 capacity_type: CapacityType::OnDemand,
             },
+            volume_price: 0.0,
         }
     }
 

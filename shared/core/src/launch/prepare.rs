@@ -566,6 +566,7 @@ mod tests {
                 zone: zones[0].into(),
                 capacity_type: cts[0],
             },
+            volume_price: 0.0,
         }
     }
 
