@@ -123,7 +123,10 @@ pub fn cluster_price(catalog: &Catalog, state: &ClusterState) -> Result<f64, Str
                 .nodepool()
                 .and_then(|p| state.node_pools.iter().find(|np| np.name == p));
             let volumes = pool.map_or(0.0, |np| crate::baseline::volume_price(state, catalog, np));
-            Ok(flotilla_core::catalog::ebs::node_hourly(node_price(catalog, n)?, volumes))
+            Ok(flotilla_core::catalog::ebs::node_hourly(
+                node_price(catalog, n)?,
+                volumes,
+            ))
         })
         .sum()
 }

@@ -76,7 +76,7 @@ pub struct NodeClaimPlan {
     pub price: Price,
     /// USD/hour of the node's EBS volumes (its EC2NodeClass's
     /// `blockDeviceMappings`, else its AMI family's defaults; see
-    /// `catalog::ebs`), on top of `price.min`. Added after the first
+    /// `catalog::ebs`), on top of `price.min`, rounded to 1e-6. Added after the first
     /// release: 0 when read from a record written before it.
     #[serde(default)]
     pub volume_price: f64,

@@ -1024,7 +1024,9 @@ fn volume_size(ctx: &Ctx, path: &str, v: &Value) -> Result<(Quantity, u64), Inpu
     if bytes <= 0 {
         return Err(ctx.err(path, "must be positive"));
     }
-    let gib = bytes.div_euclid(GIB).saturating_add(i64::from(bytes % GIB != 0));
+    let gib = bytes
+        .div_euclid(GIB)
+        .saturating_add(i64::from(bytes % GIB != 0));
     Ok((q, u64::try_from(gib).unwrap_or(u64::MAX)))
 }
 
@@ -1040,7 +1042,10 @@ fn volumes(ctx: &Ctx, bdms: &[BlockDeviceMapping]) -> Result<Vec<EbsVolume>, Inp
             Some(t) => VolumeType::parse(t).ok_or_else(|| {
                 ctx.err(
                     &f("volumeType"),
-                    format!("unknown volume type {t:?} (expected one of {})", VolumeType::NAMES.join(", ")),
+                    format!(
+                        "unknown volume type {t:?} (expected one of {})",
+                        VolumeType::NAMES.join(", ")
+                    ),
                 )
             })?,
         };

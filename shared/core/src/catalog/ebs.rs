@@ -126,20 +126,56 @@ const US: Rates = rates(0.08, 0.10, 0.125, 0.065, 0.045, 0.015, 0.05);
 
 /// The embedded table, sorted by region.
 pub const TABLE: [(&str, Rates); 15] = [
-    ("ap-northeast-1", rates(0.096, 0.12, 0.142, 0.074, 0.054, 0.018, 0.08)),
-    ("ap-northeast-2", rates(0.0912, 0.114, 0.1278, 0.0666, 0.051, 0.0174, 0.08)),
-    ("ap-south-1", rates(0.0912, 0.114, 0.131, 0.068, 0.051, 0.0174, 0.08)),
-    ("ap-southeast-1", rates(0.096, 0.12, 0.138, 0.072, 0.054, 0.018, 0.08)),
-    ("ap-southeast-2", rates(0.096, 0.12, 0.138, 0.072, 0.054, 0.018, 0.08)),
-    ("ca-central-1", rates(0.088, 0.11, 0.138, 0.072, 0.05, 0.0168, 0.055)),
-    ("eu-central-1", rates(0.0952, 0.119, 0.149, 0.078, 0.054, 0.018, 0.059)),
-    ("eu-north-1", rates(0.0836, 0.1045, 0.1311, 0.0684, 0.0475, 0.01596, 0.0523)),
-    ("eu-west-1", rates(0.088, 0.11, 0.138, 0.072, 0.05, 0.0168, 0.055)),
-    ("eu-west-2", rates(0.0928, 0.116, 0.145, 0.076, 0.053, 0.0174, 0.058)),
-    ("eu-west-3", rates(0.0928, 0.116, 0.145, 0.076, 0.053, 0.0174, 0.058)),
+    (
+        "ap-northeast-1",
+        rates(0.096, 0.12, 0.142, 0.074, 0.054, 0.018, 0.08),
+    ),
+    (
+        "ap-northeast-2",
+        rates(0.0912, 0.114, 0.1278, 0.0666, 0.051, 0.0174, 0.08),
+    ),
+    (
+        "ap-south-1",
+        rates(0.0912, 0.114, 0.131, 0.068, 0.051, 0.0174, 0.08),
+    ),
+    (
+        "ap-southeast-1",
+        rates(0.096, 0.12, 0.138, 0.072, 0.054, 0.018, 0.08),
+    ),
+    (
+        "ap-southeast-2",
+        rates(0.096, 0.12, 0.138, 0.072, 0.054, 0.018, 0.08),
+    ),
+    (
+        "ca-central-1",
+        rates(0.088, 0.11, 0.138, 0.072, 0.05, 0.0168, 0.055),
+    ),
+    (
+        "eu-central-1",
+        rates(0.0952, 0.119, 0.149, 0.078, 0.054, 0.018, 0.059),
+    ),
+    (
+        "eu-north-1",
+        rates(0.0836, 0.1045, 0.1311, 0.0684, 0.0475, 0.01596, 0.0523),
+    ),
+    (
+        "eu-west-1",
+        rates(0.088, 0.11, 0.138, 0.072, 0.05, 0.0168, 0.055),
+    ),
+    (
+        "eu-west-2",
+        rates(0.0928, 0.116, 0.145, 0.076, 0.053, 0.0174, 0.058),
+    ),
+    (
+        "eu-west-3",
+        rates(0.0928, 0.116, 0.145, 0.076, 0.053, 0.0174, 0.058),
+    ),
     ("us-east-1", US),
     ("us-east-2", US),
-    ("us-west-1", rates(0.096, 0.12, 0.138, 0.072, 0.054, 0.018, 0.08)),
+    (
+        "us-west-1",
+        rates(0.096, 0.12, 0.138, 0.072, 0.054, 0.018, 0.08),
+    ),
     ("us-west-2", US),
 ];
 
@@ -174,7 +210,10 @@ pub fn monthly(r: &Rates, v: &EbsVolume) -> f64 {
     match v.volume_type {
         VolumeType::Gp3 => {
             let extra_iops = v.iops.unwrap_or(0).saturating_sub(GP3_FREE_IOPS) as f64;
-            let extra_tput = v.throughput.unwrap_or(0).saturating_sub(GP3_FREE_THROUGHPUT) as f64;
+            let extra_tput = v
+                .throughput
+                .unwrap_or(0)
+                .saturating_sub(GP3_FREE_THROUGHPUT) as f64;
             gb * r.gp3 + extra_iops * r.gp3 / 16.0 + extra_tput * r.gp3 / 2.0
         }
         VolumeType::Gp2 => gb * r.gp2,
@@ -262,7 +301,10 @@ mod tests {
         assert!(TABLE.windows(2).all(|w| w[0].0 < w[1].0));
         let catalog = crate::catalog::embedded::embedded_regions();
         for (r, _) in TABLE {
-            assert!(catalog.iter().any(|c| c == r), "{r} is not a catalog region");
+            assert!(
+                catalog.iter().any(|c| c == r),
+                "{r} is not a catalog region"
+            );
         }
         assert!(!region_rates("us-west-2").assumed);
     }
@@ -325,7 +367,11 @@ mod tests {
             [("/dev/xvda".to_string(), 4), ("/dev/xvdb".to_string(), 20)]
         );
         assert_eq!(gib(AmiFamily::Windows2022), [("/dev/sda1".to_string(), 50)]);
-        for f in [AmiFamily::AL2023, AmiFamily::Bottlerocket, AmiFamily::Windows2019] {
+        for f in [
+            AmiFamily::AL2023,
+            AmiFamily::Bottlerocket,
+            AmiFamily::Windows2019,
+        ] {
             assert!(default_volumes(&f)
                 .iter()
                 .all(|v| v.volume_type == VolumeType::Gp3 && v.iops.is_none()));

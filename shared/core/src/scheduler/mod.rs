@@ -2180,7 +2180,7 @@ fn claim_plan(claim: &Claim, pool: &Pool, pods: &[Pod], lists: &mut TypeLists) -
         },
         pods: pod_keys,
         price,
-        volume_price: pool.volume_price,
+        volume_price: (pool.volume_price * 1e6).round() / 1e6,
     }
 }
 
