@@ -120,6 +120,11 @@ fn decision_block(out: &mut String, d: &Decision) {
         d.price.after,
         saving(d.price.before, d.price.after)
     );
+    let _ = writeln!(
+        out,
+        "  volumes  ${:.4}/h -> ${:.4}/h (EBS; decided on the totals ${:.4}/h -> ${:.4}/h)",
+        d.price.volumes_before, d.price.volumes_after, d.price.total_before, d.price.total_after
+    );
     if let Some(s) = d.termination_grace_period_seconds {
         let _ = writeln!(out, "  drain    bounded by terminationGracePeriod {s}s");
     }
@@ -207,7 +212,14 @@ mod tests {
                 pod: "shop/web-1".into(),
                 to: "ip-10-0-1-10".into(),
             }],
-            price: PriceChange { before, after },
+            price: PriceChange {
+                before,
+                after,
+                volumes_before: 0.0,
+                volumes_after: 0.0,
+                total_before: before,
+                total_after: after,
+            },
             termination_grace_period_seconds: None,
         }
     }

@@ -15,11 +15,13 @@
 //! mixes' price to be comparable.
 
 use flotilla_core::allocatable;
-use flotilla_core::catalog::{CapacityType, Catalog};
+use flotilla_core::catalog::{ebs, CapacityType, Catalog};
 use flotilla_core::labels;
 use std::collections::BTreeMap;
 
-use flotilla_core::model::{untolerated, ClusterState, KubeletConfig, Pod, WhenUnsatisfiable};
+use flotilla_core::model::{
+    untolerated, ClusterState, KubeletConfig, NodePool, Pod, WhenUnsatisfiable,
+};
 use flotilla_core::{Requirement, Requirements, Resources};
 
 struct Ty {
@@ -120,7 +122,10 @@ fn count_in(
 #[derive(Debug, Clone, PartialEq)]
 pub struct BaselinePlan {
     pub node_claims: usize,
+    /// Instances only.
     pub hourly_price: f64,
+    /// Instances plus each node's EBS volumes (its NodePool's node class).
+    pub total_hourly_price: f64,
     pub unschedulable: usize,
 }
 
@@ -368,11 +373,25 @@ pub fn plan(state: &ClusterState, catalog: &Catalog) -> BaselinePlan {
                 .fold(f64::INFINITY, f64::min)
         })
         .sum();
+    let volumes: f64 = bins
+        .iter()
+        .map(|b| volume_price(state, catalog, pools[b.pool]))
+        .sum();
     BaselinePlan {
         node_claims: bins.len(),
         hourly_price: (total * 1e6).round() / 1e6,
+        total_hourly_price: (ebs::node_hourly(total, volumes) * 1e6).round() / 1e6,
         unschedulable,
     }
+}
+
+/// $/h of the EBS volumes of one node of `np` (its node class's).
+pub fn volume_price(state: &ClusterState, catalog: &Catalog, np: &NodePool) -> f64 {
+    let nc = np
+        .node_class
+        .as_ref()
+        .and_then(|n| state.node_classes.iter().find(|c| &c.name == n));
+    ebs::node_class_hourly(&catalog.region, nc)
 }
 
 #[cfg(test)]

@@ -112,9 +112,23 @@ pub fn node_price(catalog: &Catalog, node: &Node) -> Result<f64, String> {
         .ok_or_else(|| format!("node {}: no offering {ty} {zone} {ct:?}", node.name))
 }
 
-/// $/hour of every node of the cluster.
+/// $/hour of every node of the cluster: offerings plus each node's EBS
+/// volumes (its NodePool's node class; none for a node of no NodePool).
 pub fn cluster_price(catalog: &Catalog, state: &ClusterState) -> Result<f64, String> {
-    state.nodes.iter().map(|n| node_price(catalog, n)).sum()
+    state
+        .nodes
+        .iter()
+        .map(|n| {
+            let pool = n
+                .nodepool()
+                .and_then(|p| state.node_pools.iter().find(|np| np.name == p));
+            let volumes = pool.map_or(0.0, |np| crate::baseline::volume_price(state, catalog, np));
+            Ok(flotilla_core::catalog::ebs::node_hourly(
+                node_price(catalog, n)?,
+                volumes,
+            ))
+        })
+        .sum()
 }
 
 /// Carries `change` out at `now`. New nodes are named `prefix` + the
@@ -335,6 +349,7 @@ mod tests {
                 zone: zone.into(),
                 capacity_type: CapacityType::OnDemand,
             },
+            volume_price: 0.0,
         }
     }
 

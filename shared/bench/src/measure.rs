@@ -35,7 +35,12 @@ pub struct RunFigures {
     pub input_rss_mib: Option<f64>,
     pub node_claims: usize,
     pub scheduled: usize,
+    /// Instances only (the plan's `hourlyPrice`).
     pub hourly_price: f64,
+    /// The NodeClaims' EBS volumes (`volumeHourlyPrice`).
+    pub volume_hourly_price: f64,
+    /// Instances and volumes (`totalHourlyPrice`): what the LP bound bounds.
+    pub total_hourly_price: f64,
 }
 
 /// Schedules `state` once and measures it.
@@ -58,6 +63,8 @@ pub fn run(mix: &str, state: &ClusterState, catalog: &Catalog) -> (RunFigures, P
         node_claims: plan.summary.node_claims,
         scheduled: plan.summary.scheduled,
         hourly_price: plan.summary.hourly_price,
+        volume_hourly_price: plan.summary.volume_hourly_price,
+        total_hourly_price: plan.summary.total_hourly_price,
     };
     (figures, plan)
 }

@@ -49,7 +49,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use flotilla_core::allocatable;
-use flotilla_core::catalog::{CapacityType, Catalog};
+use flotilla_core::catalog::{ebs, CapacityType, Catalog, Offering};
 use flotilla_core::labels;
 use flotilla_core::model::{
     untolerated, ClusterState, InclusionPolicy, NodePool, Pod, TopologySpreadConstraint,
@@ -258,6 +258,7 @@ pub fn export(state: &ClusterState, catalog: &Catalog) -> Value {
             .as_ref()
             .and_then(|n| state.node_classes.iter().find(|c| &c.name == n))
             .and_then(|c| c.root_volume_size);
+        let volumes = crate::baseline::volume_price(state, catalog, np);
         for entry in &catalog.entries {
             let mut reqs = entry.info.requirements();
             if pool.requirements.intersects(&reqs).is_err() {
@@ -276,13 +277,15 @@ pub fn export(state: &ClusterState, catalog: &Catalog) -> Value {
                         && pool.requirements.allows(labels::ZONE, &o.zone)
                 })
                 .collect();
-            let Some(price) = allowed.iter().map(|o| o.price).reduce(f64::min) else {
+            // A node's price: its offering plus its node class's volumes.
+            let node = |o: &&Offering| ebs::node_hourly(o.price, volumes);
+            let Some(price) = allowed.iter().map(node).reduce(f64::min) else {
                 continue;
             };
             let mut zone_prices: BTreeMap<String, f64> = BTreeMap::new();
             for o in &allowed {
-                let p = zone_prices.entry(o.zone.clone()).or_insert(o.price);
-                *p = p.min(o.price);
+                let p = zone_prices.entry(o.zone.clone()).or_insert(node(o));
+                *p = p.min(node(o));
             }
             reqs.add(Requirement::in_values(
                 labels::ZONE,
@@ -711,9 +714,11 @@ mod tests {
         // daemonset = 1830m; memory 8192 MiB - ceil(7.5%) 615 - kube-reserved
         // (11 * 58 pods + 255) 893 - eviction 100 - daemonset 128 = 6456 MiB;
         // pods 4 ENIs * 14 + 2 = 58, minus the daemonset pod = 57; on-demand
-        // only -> 0.096.
+        // only -> 0.096, plus the 20 GiB gp3 root of a NodePool without a
+        // node class (us-east-1's rates for region test-1): $1.60 a month.
+        let root = 1.6 / 730.0;
         assert_eq!(types[0]["capacity"], json!([1830, 6456, 57, 0]));
-        assert_eq!(types[0]["price"], json!(0.096));
+        assert!((types[0]["price"].as_f64().unwrap() - (0.096 + root)).abs() < 1e-12);
         assert_eq!(types[0]["maxCount"], Value::Null);
         // m5.xlarge: 4000 - 80 - 100 = 3820m.
         assert_eq!(types[1]["capacity"][0], json!(3820));
@@ -722,7 +727,7 @@ mod tests {
         // spot allowed -> 4.0 * 0.4.
         assert_eq!(types[2]["capacity"][0], json!(31850));
         assert_eq!(types[2]["capacity"][3], json!(4));
-        assert!((types[2]["price"].as_f64().unwrap() - 1.6).abs() < 1e-9);
+        assert!((types[2]["price"].as_f64().unwrap() - (1.6 + root)).abs() < 1e-9);
 
         let classes = v["classes"].as_array().unwrap();
         let summary: Vec<_> = classes
@@ -792,8 +797,11 @@ mod tests {
         assert_eq!(v["zones"], json!(["test-1a", "test-1b"]));
         let types = v["types"].as_array().unwrap();
         let large = types.iter().find(|t| t["name"] == "m5.large").unwrap();
-        assert!((large["zonePrices"]["test-1a"].as_f64().unwrap() - 0.0384).abs() < 1e-9);
-        assert!((large["zonePrices"]["test-1b"].as_f64().unwrap() - 0.0768).abs() < 1e-9);
+        // Spot offerings plus the default 20 GiB gp3 root ($1.60 a month).
+        let root = 1.6 / 730.0;
+        let zp = |z: &str| large["zonePrices"][z].as_f64().unwrap();
+        assert!((zp("test-1a") - (0.0384 + root)).abs() < 1e-9);
+        assert!((zp("test-1b") - (0.0768 + root)).abs() < 1e-9);
         assert_eq!(v["spreadGroups"].as_array().unwrap().len(), 2);
         let classes = v["classes"].as_array().unwrap();
         // a (2 pods), b unpinned, b pinned: one class each per group and zones.

@@ -441,6 +441,9 @@ pub struct NodePool {
     /// `Ready` condition is `False`); its nodes are still disruption
     /// candidates.
     pub unavailable: Option<String>,
+    /// [`CONSOLIDATE_TOLERANCE_ANNOTATION`] as a fraction (0: off): fewer,
+    /// larger nodes are preferred while they cost at most this much more.
+    pub consolidate_tolerance: f64,
 }
 
 impl NodePool {
@@ -466,8 +469,28 @@ impl NodePool {
             },
             template_hash: None,
             unavailable: None,
+            consolidate_tolerance: 0.0,
         }
     }
+}
+
+/// NodePool annotation: how much dearer (a percentage, `"5%"`) a plan with
+/// fewer, larger nodes may be and still be preferred (see
+/// `docs/scheduling.md`, "What a node costs"). Absent: 0, the cheapest plan.
+pub const CONSOLIDATE_TOLERANCE_ANNOTATION: &str = "flotilla.dev/consolidate-tolerance";
+
+/// Parses a [`CONSOLIDATE_TOLERANCE_ANNOTATION`] value: a percentage from
+/// 0% to 100% (`"5%"`, `"2.5%"`), as a fraction.
+pub fn parse_tolerance(s: &str) -> Result<f64, String> {
+    let n = s
+        .trim()
+        .strip_suffix('%')
+        .and_then(|n| n.trim().parse::<f64>().ok())
+        .ok_or_else(|| format!("{s:?} is not a percentage such as \"5%\""))?;
+    if !(0.0..=100.0).contains(&n) {
+        return Err(format!("{s:?} is not between 0% and 100%"));
+    }
+    Ok(n / 100.0)
 }
 
 /// AMI families Flotilla knows how to bootstrap.
@@ -490,6 +513,10 @@ pub struct NodeClass {
     pub ami_family: AmiFamily,
     /// Root volume size, which becomes the node's ephemeral-storage capacity.
     pub root_volume_size: Option<Quantity>,
+    /// The EBS volumes of its `blockDeviceMappings`, validated; `None`
+    /// when it has none (the AMI family's defaults apply, see
+    /// [`crate::catalog::ebs::node_class_volumes`]).
+    pub volumes: Option<Vec<crate::catalog::ebs::EbsVolume>>,
     pub spec: serde_json::Value,
     /// Hash of the spec as it affects launched nodes (all but the selector
     /// terms, which resolve dynamically; see `disruption::hash`). Recorded

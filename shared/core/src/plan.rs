@@ -80,6 +80,12 @@ pub struct NodeClaimPlan {
     pub resources: NodeClaimResources,
     pub pods: Vec<String>,
     pub price: Price,
+    /// USD/hour of the node's EBS volumes (its EC2NodeClass's
+    /// `blockDeviceMappings`, else its AMI family's defaults; see
+    /// `catalog::ebs`), on top of `price.min`, rounded to 1e-6. Added after the first
+    /// release: 0 when read from a record written before it.
+    #[serde(default)]
+    pub volume_price: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -125,8 +131,13 @@ pub struct Summary {
     /// Pods placed on existing nodes or new NodeClaims.
     pub scheduled: usize,
     pub node_claims: usize,
-    /// Sum of `price.min` over NodeClaims, USD/hour.
+    /// Sum of `price.min` over NodeClaims, USD/hour (instances only).
     pub hourly_price: f64,
+    /// Sum of `volumePrice` over NodeClaims, USD/hour.
+    pub volume_hourly_price: f64,
+    /// What the NodeClaims cost, USD/hour: `hourlyPrice` plus
+    /// `volumeHourlyPrice`. The scheduler minimises this.
+    pub total_hourly_price: f64,
 }
 
 impl Plan {
@@ -196,12 +207,14 @@ impl Plan {
         let s = &self.summary;
         let _ = writeln!(
             out,
-            "\n{} pending pod(s): {} scheduled, {} unschedulable; {} new NodeClaim(s) at ${:.4}/hour",
+            "\n{} pending pod(s): {} scheduled, {} unschedulable; {} new NodeClaim(s) at ${:.4}/hour \
+             (+ ${:.4}/hour EBS volumes)",
             s.pods,
             s.scheduled,
             s.pods - s.scheduled,
             s.node_claims,
-            s.hourly_price
+            s.hourly_price,
+            s.volume_hourly_price
         );
         out
     }

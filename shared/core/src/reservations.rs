@@ -552,6 +552,7 @@ mod tests {
             kind: "EC2NodeClass".into(),
             ami_family: AmiFamily::AL2023,
             root_volume_size: None,
+            volumes: None,
             template_hash: None,
             spec: serde_json::json!({ "capacityReservationSelectorTerms": terms }),
         }

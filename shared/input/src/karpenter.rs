@@ -9,15 +9,18 @@
 
 use std::collections::BTreeMap;
 
+use flotilla_core::catalog::ebs::{self, EbsVolume, VolumeType};
 use flotilla_core::disruption::hash;
 use flotilla_core::disruption::schedule::CronSchedule;
 use flotilla_core::labels::{
     self, CAPACITY_TYPE, CAPACITY_TYPE_ON_DEMAND, NODEPOOL, PROVISIONER_NAME,
 };
 use flotilla_core::model::{
-    AmiFamily, Budget, Disruption, DisruptionReason, IntOrPercent, KubeletConfig, NodeClass,
-    NodeOverlay, NodePool, NodePoolSource, PriceAdjustment,
+    parse_tolerance, AmiFamily, Budget, Disruption, DisruptionReason, IntOrPercent, KubeletConfig,
+    NodeClass, NodeOverlay, NodePool, NodePoolSource, PriceAdjustment,
+    CONSOLIDATE_TOLERANCE_ANNOTATION,
 };
+use flotilla_core::quantity::Quantity;
 use flotilla_core::requirements::{Operator, Requirement, Requirements};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KQuantity;
@@ -662,9 +665,23 @@ pub(crate) fn node_pool(
         name: name.clone(),
         template_hash: Some(template_hash),
         unavailable: unavailable(&m, &d.value).or(static_pool),
+        consolidate_tolerance: tolerance(ctx, m.annotations.as_ref())?,
     };
     let overlays = veneer_overlays(ctx, &name, NODEPOOL, m.annotations.as_ref())?;
     Ok((pool, overlays))
+}
+
+/// The `flotilla.dev/consolidate-tolerance` annotation (0 when absent).
+fn tolerance(ctx: &Ctx, annotations: Option<&BTreeMap<String, String>>) -> Result<f64, InputError> {
+    match annotations.and_then(|a| a.get(CONSOLIDATE_TOLERANCE_ANNOTATION)) {
+        None => Ok(0.0),
+        Some(v) => parse_tolerance(v).map_err(|e| {
+            ctx.err(
+                &format!("metadata.annotations[{CONSOLIDATE_TOLERANCE_ANNOTATION}]"),
+                e,
+            )
+        }),
+    }
 }
 
 /// A Provisioner (karpenter.sh/v1alpha5) as a NodePool.
@@ -770,6 +787,7 @@ pub(crate) fn provisioner(ctx: &Ctx, d: &Doc) -> Result<(NodePool, Vec<NodeOverl
         source: NodePoolSource::Provisioner,
         name: name.clone(),
         unavailable: unavailable(&m, &d.value),
+        consolidate_tolerance: tolerance(ctx, m.annotations.as_ref())?,
     };
     let overlays = veneer_overlays(ctx, &name, NODEPOOL, m.annotations.as_ref())?;
     Ok((pool, overlays))
@@ -1011,8 +1029,80 @@ struct BlockDeviceMapping {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Ebs {
+    /// A quantity (`100Gi`) or a number of GiB, as the launch stage reads it.
     #[serde(default)]
-    volume_size: Option<KQuantity>,
+    volume_size: Option<Value>,
+    #[serde(default)]
+    volume_type: Option<String>,
+    #[serde(default)]
+    iops: Option<i64>,
+    #[serde(default)]
+    throughput: Option<i64>,
+}
+
+/// `volumeSize`: a quantity string, or a positive number of GiB; the size
+/// (the quantity) and the GiB it is billed for (rounded up, saturating).
+fn volume_size(ctx: &Ctx, path: &str, v: &Value) -> Result<(Quantity, u64), InputError> {
+    const GIB: i64 = 1 << 30;
+    let q = match v {
+        Value::String(s) => quantity(ctx, path, s)?,
+        Value::Number(n) => match n.as_u64().filter(|g| *g > 0) {
+            Some(g) => Quantity::from_millis(
+                i64::try_from(g)
+                    .unwrap_or(i64::MAX)
+                    .saturating_mul(GIB)
+                    .saturating_mul(1000),
+            ),
+            None => return Err(ctx.err(path, format!("{n} is not a positive number of GiB"))),
+        },
+        other => return Err(ctx.err(path, format!("{other} is not a quantity"))),
+    };
+    let bytes = q.millis().div_euclid(1000);
+    if bytes <= 0 {
+        return Err(ctx.err(path, "must be positive"));
+    }
+    let gib = bytes
+        .div_euclid(GIB)
+        .saturating_add(i64::from(bytes % GIB != 0));
+    Ok((q, u64::try_from(gib).unwrap_or(u64::MAX)))
+}
+
+/// The EBS volumes of `blockDeviceMappings`, validated (type, size, IOPS,
+/// throughput); a mapping without `ebs` has no volume to price.
+fn volumes(ctx: &Ctx, bdms: &[BlockDeviceMapping]) -> Result<Vec<EbsVolume>, InputError> {
+    let mut out = Vec::new();
+    for (i, b) in bdms.iter().enumerate() {
+        let Some(e) = &b.ebs else { continue };
+        let f = |k: &str| format!("spec.blockDeviceMappings[{i}].ebs.{k}");
+        let volume_type = match e.volume_type.as_deref() {
+            None => VolumeType::Gp3,
+            Some(t) => VolumeType::parse(t).ok_or_else(|| {
+                ctx.err(
+                    &f("volumeType"),
+                    format!(
+                        "unknown volume type {t:?} (expected one of {})",
+                        VolumeType::NAMES.join(", ")
+                    ),
+                )
+            })?,
+        };
+        let size_gib = match &e.volume_size {
+            None => ebs::DEFAULT_VOLUME_GIB,
+            Some(v) => volume_size(ctx, &f("volumeSize"), v)?.1,
+        };
+        let count = |k: &str, v: Option<i64>| -> Result<Option<u64>, InputError> {
+            v.map(|n| u64::try_from(n).map_err(|_| ctx.err(&f(k), format!("{n} is negative"))))
+                .transpose()
+        };
+        out.push(EbsVolume {
+            device_name: b.device_name.clone().unwrap_or_default(),
+            size_gib,
+            volume_type,
+            iops: count("iops", e.iops)?,
+            throughput: count("throughput", e.throughput)?,
+        });
+    }
+    Ok(out)
 }
 
 fn ami_family(s: &str) -> Option<AmiFamily> {
@@ -1102,12 +1192,21 @@ pub(crate) fn node_class(
         None => None,
         Some(i) => match bdms[i].ebs.as_ref().and_then(|e| e.volume_size.as_ref()) {
             None => None,
-            Some(q) => Some(quantity(
-                ctx,
-                &format!("spec.blockDeviceMappings[{i}].ebs.volumeSize"),
-                &q.0,
-            )?),
+            Some(v) => Some(
+                volume_size(
+                    ctx,
+                    &format!("spec.blockDeviceMappings[{i}].ebs.volumeSize"),
+                    v,
+                )?
+                .0,
+            ),
         },
+    };
+    // No mappings (or `[]`): the AMI's own volumes, priced as the family's
+    // defaults.
+    let volumes = match bdms {
+        [] => None,
+        b => Some(volumes(ctx, b)?),
     };
     let kubelet_config = match &spec.kubelet {
         None => None,
@@ -1119,6 +1218,7 @@ pub(crate) fn node_class(
         kind,
         ami_family: family,
         root_volume_size,
+        volumes,
         template_hash: Some(template_hash),
         spec: d.value.get("spec").cloned().unwrap_or(Value::Null),
     };

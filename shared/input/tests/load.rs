@@ -390,6 +390,98 @@ fn node_classes() {
 }
 
 #[test]
+fn node_class_volumes_are_read_for_pricing() {
+    use flotilla_core::catalog::ebs::VolumeType;
+    let s = fixtures();
+    let d = s.node_classes.iter().find(|c| c.name == "default").unwrap();
+    let v = d.volumes.as_ref().unwrap();
+    let got: Vec<(u64, VolumeType)> = v.iter().map(|v| (v.size_gib, v.volume_type)).collect();
+    assert_eq!(got, [(4, VolumeType::Gp3), (100, VolumeType::Gp3)]);
+    let l = s.node_classes.iter().find(|c| c.name == "legacy").unwrap();
+    assert_eq!(l.volumes, None, "no mappings: the family's defaults");
+    let nc = |ebs: &str| {
+        format!("apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {{name: x}}\nspec:\n  blockDeviceMappings:\n  - deviceName: /dev/xvda\n    ebs: {ebs}\n")
+    };
+    let one = |ebs: &str| {
+        ok("nc.yaml", &nc(ebs)).node_classes[0]
+            .volumes
+            .clone()
+            .unwrap()[0]
+            .clone()
+    };
+    let v = one("{volumeSize: 1500Mi, volumeType: io2, iops: 64000}");
+    assert_eq!(
+        (v.size_gib, v.volume_type, v.iops),
+        (2, VolumeType::Io2, Some(64000))
+    );
+    let v = one("{volumeSize: 30, throughput: 500}");
+    assert_eq!(
+        (v.size_gib, v.volume_type, v.throughput),
+        (30, VolumeType::Gp3, Some(500))
+    );
+    assert_eq!(one("{encrypted: true}").size_gib, 20);
+    // Errors name the object and the field.
+    for (ebs, field) in [
+        (
+            "{volumeType: gp9}",
+            "spec.blockDeviceMappings[0].ebs.volumeType",
+        ),
+        ("{iops: -1}", "spec.blockDeviceMappings[0].ebs.iops"),
+        (
+            "{throughput: -5}",
+            "spec.blockDeviceMappings[0].ebs.throughput",
+        ),
+        (
+            "{volumeSize: 0}",
+            "spec.blockDeviceMappings[0].ebs.volumeSize",
+        ),
+        (
+            "{volumeSize: -1Gi}",
+            "spec.blockDeviceMappings[0].ebs.volumeSize",
+        ),
+        (
+            "{volumeSize: lots}",
+            "spec.blockDeviceMappings[0].ebs.volumeSize",
+        ),
+        (
+            "{volumeSize: 8Ei}",
+            "spec.blockDeviceMappings[0].ebs.volumeSize",
+        ),
+    ] {
+        let e = err("nc.yaml", &nc(ebs));
+        assert_eq!(e.path.as_deref(), Some(field), "{ebs}: {e}");
+        assert_eq!(e.object.as_deref(), Some("EC2NodeClass x"), "{e}");
+    }
+    // An absurd number of GiB saturates instead of overflowing.
+    let v = one("{volumeSize: 18446744073709551615, volumeType: sc1}");
+    assert!(v.size_gib > 1 << 20, "{v:?}");
+}
+
+#[test]
+fn consolidate_tolerance_annotation() {
+    let np = |v: &str| {
+        format!("apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: p\n  annotations: {{flotilla.dev/consolidate-tolerance: \"{v}\"}}\nspec:\n  template:\n    spec:\n      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}\n      requirements: []\n")
+    };
+    assert_eq!(
+        ok("p.yaml", &np("5%")).node_pools[0].consolidate_tolerance,
+        0.05
+    );
+    assert_eq!(
+        ok("p.yaml", &np("0%")).node_pools[0].consolidate_tolerance,
+        0.0
+    );
+    for bad in ["5", "-1%", "150%", "lots"] {
+        let e = err("p.yaml", &np(bad));
+        assert_eq!(
+            e.path.as_deref(),
+            Some("metadata.annotations[flotilla.dev/consolidate-tolerance]"),
+            "{bad}: {e}"
+        );
+    }
+    assert_eq!(fixtures().node_pools[0].consolidate_tolerance, 0.0);
+}
+
+#[test]
 fn node_class_wrong_type_is_an_error() {
     let e = err(
         "nc.yaml",

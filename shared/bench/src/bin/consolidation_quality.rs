@@ -214,7 +214,7 @@ fn case(a: &Args, catalog: &Catalog, mix: &str, nodes: usize, seed: u64) -> Resu
     sc["seed"] = json!(seed);
     // The fresh plan places every pod: its price caps an exact search.
     if fresh.unschedulable.is_empty() {
-        sc["upperBound"] = json!(fresh.summary.hourly_price);
+        sc["upperBound"] = json!(fresh.summary.total_hourly_price);
     }
     let file = format!("{mix}-{nodes}-{seed}.json");
     if a.bound {
@@ -234,7 +234,7 @@ fn case(a: &Args, catalog: &Catalog, mix: &str, nodes: usize, seed: u64) -> Resu
         "priceBefore": r4(before),
         "priceOurs": r4(ours_price),
         "priceBaseline": r4(base_price),
-        "priceFreshPlan": r4(fresh.summary.hourly_price),
+        "priceFreshPlan": r4(fresh.summary.total_hourly_price),
         "freshPlanUnschedulable": fresh.unschedulable.len(),
         "freshPlanSeconds": r2(fresh_seconds),
         "nodesBefore": start.nodes.len(),

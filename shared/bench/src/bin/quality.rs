@@ -128,13 +128,13 @@ fn main() -> ExitCode {
             // relaxation, so its price caps the ILP's search.
             let mut ub = f64::INFINITY;
             if ours.scheduled + unplaceable >= pods {
-                ub = ub.min(ours.hourly_price);
+                ub = ub.min(ours.total_hourly_price);
             }
             // FFD ignores topology spread: its plan caps the search only when
             // no class carries a spread constraint the ILP may model.
             let spread = sc["spreadGroups"].as_array().is_some_and(|g| !g.is_empty());
             if ffd.unschedulable <= unplaceable && !spread {
-                ub = ub.min(ffd.hourly_price);
+                ub = ub.min(ffd.total_hourly_price);
             }
             sc["mix"] = json!(mix);
             sc["seed"] = json!(seed);
@@ -152,10 +152,11 @@ fn main() -> ExitCode {
                     "mix": mix,
                     "seed": seed,
                     "pods": pods,
-                    "ourPrice": round(ours.hourly_price),
+                    "ourPrice": round(ours.total_hourly_price),
+                    "ourInstancePrice": round(ours.hourly_price),
                     "ourNodeClaims": ours.node_claims,
                     "ourUnschedulable": pods - ours.scheduled,
-                    "ffdPrice": ffd.hourly_price,
+                    "ffdPrice": ffd.total_hourly_price,
                     "ffdNodeClaims": ffd.node_claims,
                     "ffdUnschedulable": ffd.unschedulable,
                     "unplaceableInRelaxation": unplaceable,

@@ -80,6 +80,7 @@ fn main() {
             if n <= baseline_max {
                 let b = baseline::plan(&state, &catalog);
                 v["ffdHourlyPrice"] = serde_json::json!(b.hourly_price);
+                v["ffdTotalHourlyPrice"] = serde_json::json!(b.total_hourly_price);
                 v["ffdNodeClaims"] = serde_json::json!(b.node_claims);
                 v["ffdUnschedulable"] = serde_json::json!(b.unschedulable);
             }

@@ -7,6 +7,7 @@
 //! document can replace its facts (see `describe`).
 
 pub mod describe;
+pub mod ebs;
 pub mod embedded;
 pub mod live;
 pub mod pricelist;

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::catalog::Catalog;
+use crate::catalog::{ebs, Catalog};
 use crate::labels;
 use crate::model::{ClusterState, Node, NodeClaimObject, NodeOverlay, Pod};
 use crate::resources::Resources;
@@ -256,7 +256,14 @@ pub(crate) fn candidates(
             node: i,
             pool,
             claim,
-            cost: node_cost(catalog, overlays, &node.labels),
+            cost: node_cost(catalog, overlays, &node.labels).map(|c| {
+                let np = &state.node_pools[pool];
+                let nc = np
+                    .node_class
+                    .as_ref()
+                    .and_then(|n| state.node_classes.iter().find(|c| &c.name == n));
+                c.with_volumes(ebs::node_class_hourly(&catalog.region, nc))
+            }),
             created_at,
             since: since_of(node, claim_obj, since),
             movable,

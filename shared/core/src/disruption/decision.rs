@@ -7,6 +7,7 @@
 
 use serde::Serialize;
 
+use super::price::{round6, Cost};
 use crate::model::DisruptionReason;
 use crate::plan::NodeClaimPlan;
 
@@ -51,12 +52,36 @@ pub struct Move {
 }
 
 /// $/hour of the removed nodes and of the replacements. Reserved capacity
-/// counts $0 (pre-paid).
+/// counts $0 (pre-paid). `before` / `after` are the instances (their
+/// meaning since the first release); the EBS volumes are beside them, and
+/// the decision compares the totals.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PriceChange {
     pub before: f64,
     pub after: f64,
+    /// $/hour of the removed nodes' EBS volumes.
+    pub volumes_before: f64,
+    /// $/hour of the replacements' EBS volumes (their `volumePrice`).
+    pub volumes_after: f64,
+    /// `before + volumesBefore`.
+    pub total_before: f64,
+    /// `after + volumesAfter`.
+    pub total_after: f64,
+}
+
+impl PriceChange {
+    /// The figures of `before` and `after` (see [`Cost::reported`]).
+    pub fn of(before: Cost, after: Cost) -> PriceChange {
+        PriceChange {
+            before: before.reported(),
+            after: after.reported(),
+            volumes_before: round6(before.volumes),
+            volumes_after: round6(after.volumes),
+            total_before: round6(before.dollars),
+            total_after: round6(after.dollars),
+        }
+    }
 }
 
 /// A candidate that cannot be disrupted now.

@@ -261,10 +261,7 @@ impl<'a> Run<'a> {
             nodes,
             replacements,
             moves,
-            price: PriceChange {
-                before: before.reported(),
-                after: after.reported(),
-            },
+            price: PriceChange::of(before, after),
             termination_grace_period_seconds: pool.disruption.termination_grace_period_seconds,
         });
     }

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::catalog::{CapacityType, Catalog};
+use crate::catalog::{ebs, CapacityType, Catalog};
 use crate::labels;
 use crate::model::{NodeOverlay, NodePool};
 use crate::resources::Resources;
@@ -22,10 +22,13 @@ pub const MIN_ABSOLUTE_SAVING: f64 = 1e-4;
 /// price of reserved capacity.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Cost {
-    /// $/h actually paid (spot and on-demand offerings).
+    /// $/h actually paid: spot and on-demand offerings plus every node's
+    /// EBS volumes (`ebs::node_hourly`; reserved nodes pay their volumes).
     pub dollars: f64,
     /// Sum of on-demand prices of the reserved capacity used.
     pub reserved: f64,
+    /// The part of `dollars` that is EBS volumes.
+    pub volumes: f64,
 }
 
 impl std::ops::Add for Cost {
@@ -35,6 +38,7 @@ impl std::ops::Add for Cost {
         Cost {
             dollars: self.dollars + o.dollars,
             reserved: self.reserved + o.reserved,
+            volumes: self.volumes + o.volumes,
         }
     }
 }
@@ -54,9 +58,20 @@ impl Cost {
             && enough(self.reserved, after.reserved)
     }
 
-    /// The figure reported as `price`: reserved capacity counts $0.
+    /// The figure reported as `price.before` / `price.after`: instances
+    /// only, reserved capacity $0 (volumes are reported beside it).
     pub fn reported(self) -> f64 {
-        round6(self.dollars)
+        round6(self.dollars - self.volumes)
+    }
+
+    /// This cost with `volumes` $/h of EBS volumes added (see
+    /// [`ebs::node_hourly`]).
+    pub fn with_volumes(self, volumes: f64) -> Cost {
+        Cost {
+            dollars: ebs::node_hourly(self.dollars, volumes),
+            volumes: self.volumes + volumes,
+            ..self
+        }
     }
 }
 
@@ -64,8 +79,9 @@ pub fn round6(x: f64) -> f64 {
     (x * 1e6).round() / 1e6
 }
 
-/// The cost of a running node from its labels (instance type, zone,
-/// capacity type): its offering's price, NodeOverlay-adjusted. `None` when
+/// The cost of a running node's instance from its labels (instance type,
+/// zone, capacity type): its offering's price, NodeOverlay-adjusted (its
+/// volumes are added by the caller, [`Cost::with_volumes`]). `None` when
 /// the catalog does not know the type or the labels are missing.
 pub fn node_cost(
     catalog: &Catalog,
@@ -101,12 +117,12 @@ pub fn node_cost(
     let price = overlay_adjusted_price(overlays, &full, base).unwrap_or(base);
     Some(match ct {
         CapacityType::Reserved => Cost {
-            dollars: 0.0,
             reserved: price,
+            ..Cost::default()
         },
         _ => Cost {
             dollars: price,
-            reserved: 0.0,
+            ..Cost::default()
         },
     })
 }

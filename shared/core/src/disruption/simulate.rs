@@ -57,17 +57,18 @@ impl Sim {
 }
 
 pub(crate) fn replacement_cost(r: &NodeClaimPlan) -> Cost {
-    if r.price.capacity_type == CapacityType::Reserved {
+    let instance = if r.price.capacity_type == CapacityType::Reserved {
         Cost {
-            dollars: 0.0,
             reserved: r.price.min,
+            ..Cost::default()
         }
     } else {
         Cost {
             dollars: r.price.min,
-            reserved: 0.0,
+            ..Cost::default()
         }
-    }
+    };
+    instance.with_volumes(r.volume_price)
 }
 
 impl<'a> Work<'a> {

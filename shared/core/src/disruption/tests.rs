@@ -622,3 +622,85 @@ fn nominated_nodes_are_neither_candidates_nor_destinations_nor_counted() {
         assert!(dec.moves.iter().all(|m| m.to != "repl"), "{d:#?}");
     }
 }
+
+/// Two `m5.large`s (one 5 GiB pod each) cost exactly one `m5.xlarge`:
+/// only their second root volume makes replacing them pay.
+fn two_large_nodes_with_roots_of(gib: u64) -> ClusterState {
+    let mut s = cluster(vec![
+        node(
+            "a",
+            "m5.large",
+            "us-west-2a",
+            "on-demand",
+            vec![pod("web1", "1200m", "5Gi")],
+        ),
+        node(
+            "b",
+            "m5.large",
+            "us-west-2a",
+            "on-demand",
+            vec![pod("api1", "1200m", "5Gi")],
+        ),
+    ]);
+    s.node_pools[0].node_class = Some("nc".into());
+    s.node_classes.push(NodeClass {
+        name: "nc".into(),
+        kind: "EC2NodeClass".into(),
+        ami_family: AmiFamily::AL2023,
+        root_volume_size: None,
+        volumes: Some(vec![crate::catalog::ebs::EbsVolume::gp3("/dev/xvda", gib)]),
+        spec: serde_json::Value::Null,
+        template_hash: None,
+    });
+    s
+}
+
+#[test]
+fn volumes_are_priced_into_consolidation_and_reported_beside_the_instances() {
+    let vol = |gib: f64| gib * 0.08 / crate::catalog::ebs::HOURS_PER_MONTH;
+    // 1 GiB roots: one m5.xlarge saves $0.0001/h, under 1%: nothing.
+    let d = run(&two_large_nodes_with_roots_of(1));
+    assert!(d.decisions.is_empty(), "{d:#?}");
+    // 100 GiB roots: the second volume is 5% of what the two nodes cost.
+    let d = run(&two_large_nodes_with_roots_of(100));
+    assert_eq!(
+        reasons(&d),
+        vec![(
+            DisruptionReason::Underutilized,
+            vec!["a".to_string(), "b".to_string()]
+        )],
+        "{d:#?}"
+    );
+    let dec = &d.decisions[0];
+    assert_eq!(dec.replacements.len(), 1);
+    assert_eq!(dec.replacements[0].price.instance_type, "m5.xlarge");
+    let p = dec.price;
+    // `before` / `after` keep their meaning: the instances.
+    assert!(
+        (p.before - 0.192).abs() < 1e-6 && (p.after - 0.192).abs() < 1e-6,
+        "{p:?}"
+    );
+    assert!((p.volumes_before - 2.0 * vol(100.0)).abs() < 1e-6, "{p:?}");
+    assert!((p.volumes_after - vol(100.0)).abs() < 1e-6, "{p:?}");
+    assert!((p.total_before - (p.before + p.volumes_before)).abs() < 2e-6);
+    assert!((p.total_after - (p.after + p.volumes_after)).abs() < 2e-6);
+    assert!((dec.replacements[0].volume_price - vol(100.0)).abs() < 1e-6);
+}
+
+#[test]
+fn a_node_without_node_class_is_priced_with_al2023_default_root() {
+    let s = cluster(vec![node(
+        "idle",
+        "m5.xlarge",
+        "us-west-2a",
+        "on-demand",
+        vec![],
+    )]);
+    let d = run(&s);
+    let p = d.decisions[0].price;
+    assert!(
+        (p.volumes_before - 20.0 * 0.08 / 730.0).abs() < 1e-6,
+        "{p:?}"
+    );
+    assert_eq!((p.after, p.volumes_after, p.total_after), (0.0, 0.0, 0.0));
+}

@@ -511,6 +511,7 @@ mod tests {
             kind: "EC2NodeClass".into(),
             ami_family: AmiFamily::AL2023,
             root_volume_size: None,
+            volumes: None,
             template_hash: None,
             spec: json!({
                 "amiSelectorTerms": [{"alias": "al2023@latest"}],
@@ -598,6 +599,7 @@ mod tests {
                 zone: zones[0].into(),
                 capacity_type: cts[0],
             },
+            volume_price: 0.0,
         }
     }
 

@@ -31,7 +31,7 @@ mod volumes;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use crate::catalog::{CapacityType, Catalog};
+use crate::catalog::{ebs, CapacityType, Catalog};
 use crate::labels;
 use crate::model::{untolerated, untolerated_strict, ClusterState, Node, Pod, Taint};
 use crate::plan::{
@@ -62,7 +62,7 @@ fn slot_price(pool: &Pool, t: usize, pod: &Pod) -> Option<(f64, usize)> {
         .map(|(name, q)| room.get(name).millis() / q.millis().max(1))
         .min()
         .unwrap_or(0);
-    (copies > 0).then(|| (ty.price / copies as f64, copies as usize))
+    (copies > 0).then(|| (pool.node_price(ty.price) / copies as f64, copies as usize))
 }
 
 /// Knobs that are not part of the cluster state.
@@ -434,7 +434,7 @@ pub fn schedule(state: &ClusterState, catalog: &Catalog, opts: &SchedulerOptions
         return plan;
     }
     let (weights_first, _) = schedule_with(state, catalog, opts, true);
-    let key = |p: &Plan| (p.unschedulable.len(), p.summary.hourly_price);
+    let key = |p: &Plan| (p.unschedulable.len(), p.summary.total_hourly_price);
     let (a, b) = (key(&plan), key(&weights_first));
     if b.0 < a.0 || (b.0 == a.0 && b.1 <= a.1 + 1e-9) {
         weights_first
@@ -1300,7 +1300,7 @@ impl<'a> Run<'a> {
                 .iter()
                 .map(|&t| &pool.types[t])
                 .find(|t| need.fits_in(&t.allocatable))
-                .map(|t| t.price)
+                .map(|t| pool.node_price(t.price))
         })
     }
 
@@ -1388,7 +1388,7 @@ impl<'a> Run<'a> {
         };
         // Types are sorted by price: past the step the plain cost rule
         // allows, only the look-ahead rule (same size class) can still pass.
-        let cheap_limit = pool.types[before].price + solo * COST_TOLERANCE;
+        let cheap_limit = pool.types[before].price + solo * (COST_TOLERANCE + pool.tolerance());
         let look_ahead = claim.size == Some(self.size[p]);
         for t in claim.types.iter() {
             if !look_ahead && pool.types[t].price > cheap_limit {
@@ -1424,7 +1424,8 @@ impl<'a> Run<'a> {
             return true;
         };
         let Some(solo) = solo else { return true };
-        if pool.types[after].price - pool.types[before].price <= solo * COST_TOLERANCE {
+        let slack = COST_TOLERANCE + pool.tolerance();
+        if pool.types[after].price - pool.types[before].price <= solo * slack {
             return true;
         }
         // Slots are only meaningful when every pod on the claim has this
@@ -1443,7 +1444,7 @@ impl<'a> Run<'a> {
             .min(self.size_left[s]);
         let step = pool.types[after].price - pool.types[before].price;
         self.best_slot_price(claim.pool, p, pod_reqs)
-            .is_some_and(|best| step <= extra as f64 * best * COST_TOLERANCE)
+            .is_some_and(|best| step <= extra as f64 * best * slack)
     }
 
     /// The lowest price per pod slot for pods of `p`'s shape over the types
@@ -1997,7 +1998,7 @@ impl<'a> Run<'a> {
     ) -> Plan {
         let pods = self.pods;
         let mut node_claims = Vec::with_capacity(self.claims.len());
-        let mut hourly = 0.0;
+        let (mut hourly, mut volumes) = (0.0, 0.0);
         let mut lists = TypeLists::default();
         // Each NodeClaim is dropped once written out: the plan and the
         // run's bookkeeping never both exist in full (peak memory).
@@ -2005,6 +2006,7 @@ impl<'a> Run<'a> {
             let pool = &self.pools[claim.pool];
             let plan = claim_plan(&claim, pool, pods, &mut lists);
             hourly += plan.price.min;
+            volumes += plan.volume_price;
             node_claims.push(plan);
         }
         let mut existing_nodes: Vec<ExistingNodePlan> = self
@@ -2058,6 +2060,8 @@ impl<'a> Run<'a> {
                 scheduled,
                 node_claims: node_claims.len(),
                 hourly_price: (hourly * 1e6).round() / 1e6,
+                volume_hourly_price: (volumes * 1e6).round() / 1e6,
+                total_hourly_price: (ebs::node_hourly(hourly, volumes) * 1e6).round() / 1e6,
             },
             node_claims,
             existing_nodes,
@@ -2290,6 +2294,7 @@ fn claim_plan(claim: &Claim, pool: &Pool, pods: &[Pod], lists: &mut TypeLists) -
         },
         pods: pod_keys,
         price,
+        volume_price: (pool.volume_price * 1e6).round() / 1e6,
     }
 }
 
@@ -2329,3 +2334,5 @@ fn claim_annotations(claim: &Claim, pool: &Pool) -> BTreeMap<String, String> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod volume_tests;

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::allocatable;
-use crate::catalog::{CapacityType, Catalog, Offering, ReservationRef};
+use crate::catalog::{ebs, CapacityType, Catalog, Offering, ReservationRef};
 use crate::labels;
 use crate::model::{
     untolerated, ClusterState, DaemonSet, NodeOverlay, NodePool, PriceAdjustment, Taint,
@@ -190,11 +190,26 @@ pub struct Pool<'a> {
     /// `ClusterState::capacity_reservations`), available or not; empty with
     /// the ReservedCapacity gate off.
     pub reservations: Vec<u32>,
+    /// $/h of one node's EBS volumes (its node class's, see
+    /// [`ebs::node_class_hourly`]); the same for every type of the pool.
+    pub volume_price: f64,
 }
 
 impl Pool<'_> {
     pub fn filter<'r>(&self, reqs: &'r Requirements) -> OfferingFilter<'r> {
         OfferingFilter::new(reqs, &self.zones)
+    }
+
+    /// What a node of this pool costs per hour at instance price
+    /// `offering`: the offering plus the node class's volumes. Every
+    /// comparison of node prices in the scheduler goes through this.
+    pub fn node_price(&self, offering: f64) -> f64 {
+        ebs::node_hourly(offering, self.volume_price)
+    }
+
+    /// The NodePool's `flotilla.dev/consolidate-tolerance` (0: off).
+    pub fn tolerance(&self) -> f64 {
+        self.np.consolidate_tolerance
     }
 }
 
@@ -555,6 +570,7 @@ pub fn build<'a>(
             });
 
             Pool {
+                volume_price: ebs::node_class_hourly(&catalog.region, node_class),
                 reservations,
                 zones: catalog.zones.clone(),
                 np,

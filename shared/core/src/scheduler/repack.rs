@@ -170,6 +170,19 @@ pub(super) struct Packing {
     sized: Vec<Sized>,
 }
 
+/// Whether `packing` replaces group `g`'s NodeClaims: it costs less; with
+/// the NodePool's consolidate tolerance `t` (`flotilla.dev/consolidate-tolerance`),
+/// a packing with more nodes must cost less by more than `t`, and one with
+/// fewer nodes may cost up to `t` more.
+fn replaces(pool: &super::pools::Pool, g: &Group, packing: &Packing) -> bool {
+    let t = pool.tolerance();
+    match packing.bins.len().cmp(&g.members.len()) {
+        std::cmp::Ordering::Greater => packing.cost * (1.0 + t) < g.old - 1e-9,
+        std::cmp::Ordering::Less => packing.cost < g.old * (1.0 + t) - 1e-9,
+        std::cmp::Ordering::Equal => packing.cost < g.old - 1e-9,
+    }
+}
+
 /// NodeClaims the repack may replace: one NodePool, one set of
 /// requirements (hostname aside).
 pub(super) struct Group {
@@ -280,7 +293,7 @@ impl Run<'_> {
             let Some(packing) = packing else {
                 continue;
             };
-            if moved[gi] || packing.cost < g.old - 1e-9 {
+            if moved[gi] || replaces(&self.pools[g.pool], g, &packing) {
                 let new = self.build_claims(g.pool, &g.reqs, &g.members, packing);
                 replaced.push((g.members.clone(), new));
             }
@@ -385,10 +398,11 @@ impl Run<'_> {
         format!("{}-{}", self.pools[pi].np.name, n)
     }
 
-    /// The price of the offering a fleet would take for a NodeClaim of pool
-    /// `pi` allowed `filter` and `types` (in the pool's price order): the
-    /// first by capacity type, then price, as `offer_summary` picks it.
-    /// Infinite when no offering is allowed.
+    /// What a node costs (`Pool::node_price`: its volumes included) at the
+    /// offering a fleet would take for a NodeClaim of pool `pi` allowed
+    /// `filter` and `types` (in the pool's price order): the first by
+    /// capacity type, then price, as `offer_summary` picks it. Infinite when
+    /// no offering is allowed.
     pub(super) fn set_price(
         &self,
         pi: usize,
@@ -413,7 +427,7 @@ impl Run<'_> {
                 }
             }
         }
-        best.map_or(f64::INFINITY, |(_, p)| p)
+        best.map_or(f64::INFINITY, |(_, p)| pool.node_price(p))
     }
 
     /// Each pod's anti-affinity class (0: none; else one per distinct

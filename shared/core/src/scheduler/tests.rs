@@ -1349,6 +1349,7 @@ fn reserving_class(terms: serde_json::Value) -> NodeClass {
         kind: "EC2NodeClass".into(),
         ami_family: AmiFamily::AL2023,
         root_volume_size: None,
+        volumes: None,
         template_hash: None,
         spec: serde_json::json!({ "capacityReservationSelectorTerms": terms }),
     }
