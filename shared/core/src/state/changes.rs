@@ -135,8 +135,9 @@ impl Changes {
     pub fn split(mut self, limit: usize) -> Vec<Changes> {
         // Rows of one template together: each template travels in as few
         // parts as possible.
-        self.pods
-            .sort_by(|a, b| (&a.template, &a.namespace, &a.name).cmp(&(&b.template, &b.namespace, &b.name)));
+        self.pods.sort_by(|a, b| {
+            (&a.template, &a.namespace, &a.name).cmp(&(&b.template, &b.namespace, &b.name))
+        });
         let mut parts = vec![Changes::default()];
         let mut size = 0usize;
         let room = |parts: &mut Vec<Changes>, size: &mut usize, need: usize| {
