@@ -212,3 +212,169 @@ fn bad_changes_are_refused_naming_the_object_and_field_and_store_nothing() {
         .to_string();
     assert!(err.contains("cluster"), "{err}");
 }
+
+/// The change service itself (store, head, blobs, folding) under lost
+/// requests, lost answers, duplicates and a restored table: once the agent
+/// settles, the stored state is the agent's cache.
+mod faults {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Debug, Clone, Copy)]
+    enum Fate {
+        Delivered,
+        RequestLost,
+        AnswerLost,
+        Twice,
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Pod(u8, Option<u8>),
+        DeletePod(u8),
+        Node(u8),
+        Post(Fate),
+        RestoreTable,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let fate = prop_oneof![
+            4 => Just(Fate::Delivered),
+            1 => Just(Fate::RequestLost),
+            1 => Just(Fate::AnswerLost),
+            1 => Just(Fate::Twice),
+        ];
+        prop_oneof![
+            3 => (any::<u8>(), proptest::option::of(any::<u8>()))
+                .prop_map(|(p, n)| Op::Pod(p % 30, n.map(|n| n % 4))),
+            1 => any::<u8>().prop_map(|p| Op::DeletePod(p % 30)),
+            1 => any::<u8>().prop_map(|n| Op::Node(n % 4)),
+            4 => fate.prop_map(Op::Post),
+            1 => Just(Op::RestoreTable),
+        ]
+    }
+
+    struct Agent {
+        docs: BTreeMap<String, Value>,
+        resyncs: u64,
+        stream: String,
+        seq: u64,
+        acked: BTreeMap<flotilla_core::state::ObjectKey, u64>,
+        synced: bool,
+    }
+
+    impl Agent {
+        fn cache(&self) -> ClusterCache {
+            let mut docs = vec![pool()];
+            docs.extend(self.docs.values().cloned());
+            ClusterCache::from_documents(docs).unwrap()
+        }
+
+        fn posts(&mut self) -> Vec<(Sequence, Changes)> {
+            let cache = self.cache();
+            if !self.synced {
+                self.resyncs += 1;
+                self.stream = format!("s{}", self.resyncs);
+                self.seq = 1;
+                let parts = changes_since(&BTreeMap::new(), &cache).split(1_500);
+                let n = parts.len() as u32;
+                return parts
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, p)| {
+                        let s = Sequence {
+                            stream: self.stream.clone(),
+                            seq: 1,
+                            resync: Some(Resync {
+                                part: i as u32,
+                                parts: n,
+                            }),
+                        };
+                        (s, p)
+                    })
+                    .collect();
+            }
+            let s = Sequence {
+                stream: self.stream.clone(),
+                seq: self.seq + 1,
+                resync: None,
+            };
+            vec![(s, changes_since(&self.acked, &cache))]
+        }
+
+        fn send(&mut self, w: &World, fate: Fate) {
+            let cache = self.cache();
+            for (s, c) in self.posts() {
+                let b = body(s.clone(), 0, &c);
+                let answer = match fate {
+                    Fate::RequestLost => return,
+                    Fate::Twice => {
+                        let _ = w.post(&b);
+                        w.post(&b)
+                    }
+                    Fate::Delivered | Fate::AnswerLost => w.post(&b),
+                };
+                if matches!(fate, Fate::AnswerLost) {
+                    return;
+                }
+                match answer {
+                    Ok(_) => {
+                        if s.resync.is_none() {
+                            self.seq = s.seq;
+                        }
+                    }
+                    Err(ServiceError::ResyncRequired(_)) => {
+                        self.synced = false;
+                        return;
+                    }
+                    Err(e) => panic!("intake refused a post: {e}"),
+                }
+            }
+            self.acked = cache.digests();
+            self.synced = true;
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(40))]
+        #[test]
+        fn the_stored_state_is_the_agents_cache_after_any_faults(ops in proptest::collection::vec(op(), 1..80)) {
+            let mut w = World::new();
+            let mut agent = Agent {
+                docs: BTreeMap::new(),
+                resyncs: 0,
+                stream: String::new(),
+                seq: 0,
+                acked: BTreeMap::new(),
+                synced: false,
+            };
+            for op in ops {
+                match op {
+                    Op::Pod(p, n) => {
+                        let name = format!("web-{p}");
+                        let node = n.map(|n| format!("n{n}"));
+                        agent.docs.insert(name.clone(), pod(&name, node.as_deref()));
+                    }
+                    Op::DeletePod(p) => {
+                        agent.docs.remove(&format!("web-{p}"));
+                    }
+                    Op::Node(n) => {
+                        let name = format!("n{n}");
+                        agent.docs.insert(name.clone(), node(&name, Some(&format!("claim-{n}"))));
+                    }
+                    Op::Post(fate) => agent.send(&w, fate),
+                    Op::RestoreTable => w.store = MemStore::new(),
+                }
+            }
+            for _ in 0..3 {
+                agent.send(&w, Fate::Delivered);
+                if agent.synced {
+                    break;
+                }
+            }
+            prop_assert!(agent.synced);
+            prop_assert_eq!(w.state(), agent.cache());
+        }
+    }
+}
