@@ -243,27 +243,37 @@ pub(crate) fn validate_ids(cluster_id: &str, meta: &ClusterMeta) -> Result<()> {
     validate_meta(meta)
 }
 
+/// A posted body as `T` (a batch, a change post): within the body limit,
+/// JSON errors naming the path (`what at <path>: ...`).
+pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+    config: &Config,
+    what: &str,
+) -> Result<T> {
+    if body.is_empty() {
+        return Err(ServiceError::BadRequest("empty request body".into()));
+    }
+    if body.len() > config.max_body_bytes {
+        return Err(ServiceError::BadRequest(format!(
+            "request body is {} bytes; the limit is {} (split the {what})",
+            body.len(),
+            config.max_body_bytes
+        )));
+    }
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        ServiceError::BadRequest(format!("{what} at {path}: {}", e.inner()))
+    })
+}
+
 /// Parse and fully validate a request body. Errors name the field (and,
 /// for documents, the object).
 pub fn parse_batch(
     body: &[u8],
     config: &Config,
 ) -> Result<(BatchRequest, flotilla_core::model::ClusterState)> {
-    if body.is_empty() {
-        return Err(ServiceError::BadRequest("empty request body".into()));
-    }
-    if body.len() > config.max_body_bytes {
-        return Err(ServiceError::BadRequest(format!(
-            "request body is {} bytes; the limit is {} (split the batch)",
-            body.len(),
-            config.max_body_bytes
-        )));
-    }
-    let de = &mut serde_json::Deserializer::from_slice(body);
-    let req: BatchRequest = serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        ServiceError::BadRequest(format!("batch at {path}: {}", e.inner()))
-    })?;
+    let req: BatchRequest = parse_body(body, config, "batch")?;
     validate_ids(&req.cluster_id, &req.cluster)?;
     let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": req.documents});
     let bytes = serde_json::to_vec(&list).map_err(|e| ServiceError::BadRequest(e.to_string()))?;

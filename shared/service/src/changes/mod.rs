@@ -104,18 +104,7 @@ impl StateHead {
 
 /// Parse and validate a change post. Errors name the field (and object).
 pub fn parse_changes(body: &[u8], config: &Config) -> Result<ChangeRequest> {
-    if body.len() > config.max_body_bytes {
-        return Err(ServiceError::BadRequest(format!(
-            "request body is {} bytes; the limit is {} (split the changes)",
-            body.len(),
-            config.max_body_bytes
-        )));
-    }
-    let de = &mut serde_json::Deserializer::from_slice(body);
-    let req: ChangeRequest = serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        ServiceError::BadRequest(format!("changes at {path}: {}", e.inner()))
-    })?;
+    let req: ChangeRequest = crate::intake::parse_body(body, config, "changes")?;
     crate::intake::validate_ids(&req.cluster_id, &req.cluster)?;
     if req.sequence.stream.is_empty() || req.sequence.stream.len() > 64 {
         return Err(ServiceError::BadRequest(
