@@ -11,8 +11,8 @@
 use flotilla_core::model::ClusterState;
 use flotilla_ports::{Condition, Item, PortError, Store, Write};
 
+use crate::records::BatchRequest;
 use crate::records::{BatchHeader, SchedulerPointer, StatePointer};
-use crate::schedule::{cluster_state, load_batch};
 use crate::{codec, keys, Result, ServiceError};
 
 /// A cluster's state as of one stored batch.
@@ -305,7 +305,7 @@ pub const HEARTBEAT_REFRESH_MS: i64 = 4 * 60_000;
 pub async fn store_heartbeat<S: Store>(
     store: &S,
     config: &crate::Config,
-    req: &crate::intake::BatchRequest,
+    req: &crate::records::BatchRequest,
     context: &crate::records::LaunchContext,
     now_ms: i64,
     now_secs: i64,
@@ -331,10 +331,56 @@ pub async fn store_heartbeat<S: Store>(
     .await
 }
 
+/// Load a stored batch.
+pub async fn load_batch<S: Store>(store: &S, cluster: &str, batch: &str) -> Result<BatchRequest> {
+    let hkey = keys::batch_header(cluster, batch);
+    let header_item = store
+        .get(&hkey)
+        .await
+        .map_err(ServiceError::port("read batch header"))?
+        .ok_or_else(|| ServiceError::Corrupt {
+            key: hkey.to_string(),
+            reason: "batch header missing (expired?)".into(),
+        })?;
+    let header: BatchHeader = codec::from_json(&hkey.to_string(), &header_item.body)?;
+    let mut compressed = Vec::new();
+    for i in 0..header.chunks {
+        let key = keys::batch_chunk(cluster, batch, i);
+        let item = store
+            .get(&key)
+            .await
+            .map_err(ServiceError::port("read batch chunk"))?
+            .ok_or_else(|| ServiceError::Corrupt {
+                key: key.to_string(),
+                reason: "batch chunk missing".into(),
+            })?;
+        compressed.extend_from_slice(&item.body);
+    }
+    let json = codec::gunzip(&hkey.to_string(), &compressed)?;
+    if codec::content_hash(&json) != header.content_hash {
+        return Err(ServiceError::Corrupt {
+            key: hkey.to_string(),
+            reason: "content hash mismatch".into(),
+        });
+    }
+    codec::from_json(&hkey.to_string(), &json)
+}
+
+/// Parse a batch's documents into the scheduler's model.
+pub fn cluster_state(req: &BatchRequest) -> Result<ClusterState> {
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": req.documents});
+    let bytes = codec::to_json(&list);
+    flotilla_input::load(&[flotilla_input::Source {
+        name: "documents",
+        bytes: &bytes,
+    }])
+    .map_err(|e| ServiceError::BadRequest(e.to_string()))
+}
+
 #[cfg(test)]
 mod heartbeat_tests {
     use super::*;
-    use crate::intake::BatchRequest;
+    use crate::records::BatchRequest;
     use crate::records::LaunchContext;
     use flotilla_sim::{block_on, MemStore};
 

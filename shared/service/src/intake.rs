@@ -5,10 +5,10 @@
 //! cluster's pending pointer moved to it, `BatchAccepted` put. `GET` the
 //! cluster's NodeClaims, actions and last result.
 
-use flotilla_ports::events::{BatchAccepted, FlotillaEvent};
 use flotilla_ports::{Bus, Clock, Condition, Item, PortError, Store, Write};
 use serde::{Deserialize, Serialize};
 
+pub(crate) use crate::batches::{put_accepted, update_pointer};
 use crate::codec::{self, content_hash};
 use crate::records::{
     BatchHeader, BatchResult, ClusterMeta, LaunchContext, NodeClaimRecord, PendingBatch,
@@ -16,17 +16,7 @@ use crate::records::{
 };
 use crate::{keys, Config, Result, ServiceError};
 
-/// The request body of `POST /batches`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct BatchRequest {
-    pub cluster_id: String,
-    pub cluster: ClusterMeta,
-    /// Kubernetes objects (or `List`s of them): pending pods, NodePools or
-    /// Provisioners, EC2NodeClasses, Nodes with their pods, DaemonSets,
-    /// StorageClasses, PVCs/PVs, NodeOverlays.
-    pub documents: Vec<serde_json::Value>,
-}
+pub use crate::records::BatchRequest;
 
 /// Who is calling (from the Function URL's IAM request context).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -317,50 +307,6 @@ fn context_documents(docs: &[serde_json::Value]) -> Vec<serde_json::Value> {
     out
 }
 
-/// Read-modify-write of the scheduler pointer with optimistic locking.
-/// `f` returns whether to write the changed pointer, and a value.
-pub(crate) async fn update_pointer<S: Store, T>(
-    store: &S,
-    cluster: &str,
-    now_secs: i64,
-    mut f: impl FnMut(&mut SchedulerPointer) -> (bool, T),
-) -> Result<T> {
-    let key = keys::scheduler(cluster);
-    for _ in 0..16 {
-        let current = store
-            .get(&key)
-            .await
-            .map_err(ServiceError::port("read scheduler pointer"))?;
-        let (mut pointer, condition, version) = match &current {
-            Some(item) => (
-                codec::from_json::<SchedulerPointer>(&key.to_string(), &item.body)?,
-                Condition::Version(item.version),
-                item.version + 1,
-            ),
-            None => (
-                SchedulerPointer::default(),
-                Condition::Absent { now_secs },
-                1,
-            ),
-        };
-        let (write, out) = f(&mut pointer);
-        if !write {
-            return Ok(out);
-        }
-        let mut item = Item::new(key.clone(), codec::to_json(&pointer));
-        item.version = version;
-        match store.write(Write::Put { item, condition }).await {
-            Ok(()) => return Ok(out),
-            Err(PortError::ConditionFailed(_)) => continue,
-            Err(e) => return Err(ServiceError::port("write scheduler pointer")(e)),
-        }
-    }
-    Err(ServiceError::Port {
-        context: format!("scheduler pointer of {cluster}"),
-        source: PortError::Throttled("too much contention".into()),
-    })
-}
-
 /// Accept a batch: validate, store, move the pending pointer, put
 /// `BatchAccepted`. Re-posting identical content while it is still pending
 /// stores nothing new and puts the event again (the agent's retry).
@@ -552,7 +498,7 @@ pub async fn mark_registered<S: Store, C: Clock>(
             .map(|claim| (node.name.as_str(), claim))
     }) {
         let Some((item, mut record)) =
-            crate::schedule::node_claim_item(store, cluster, name).await?
+            crate::nodeclaims::node_claim_item(store, cluster, name).await?
         else {
             continue;
         };
@@ -564,7 +510,7 @@ pub async fn mark_registered<S: Store, C: Clock>(
             .notes
             .insert(crate::records::NODE_NOTE.into(), node.to_string());
         record.updated_at = clock.now_millis();
-        if crate::schedule::update_claim(store, &item, &record).await? {
+        if crate::nodeclaims::update_claim(store, &item, &record).await? {
             n += 1;
         }
     }
@@ -740,17 +686,6 @@ async fn update_nodes_report<S: Store, C: Clock>(
     }
     // Lost to concurrent posts four times: theirs are as new.
     Ok(())
-}
-
-/// Put `BatchAccepted` for a stored batch.
-pub(crate) async fn put_accepted<B: Bus>(bus: &B, cluster: &str, batch: &str) -> Result<()> {
-    let event = FlotillaEvent::BatchAccepted(BatchAccepted {
-        cluster_id: cluster.to_string(),
-        batch_id: batch.to_string(),
-    });
-    bus.put(vec![event.to_event()])
-        .await
-        .map_err(ServiceError::port("put BatchAccepted"))
 }
 
 /// One NodeClaim as the agent sees it.

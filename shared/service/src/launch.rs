@@ -22,8 +22,8 @@ use flotilla_ports::events::{FlotillaEvent, NodeClaimsPlanned, PodsUnschedulable
 use flotilla_ports::{Bus, Clock, Condition, Ec2, Filter, Item, Store, Write};
 use serde::Serialize;
 
+use crate::nodeclaims::{claim_written, node_claim_item, update_claim, update_claim_releasing};
 use crate::records::{LaunchContext, LaunchedInstanceRecord, NodeClaimRecord, NodeClaimState};
-use crate::schedule::{claim_written, node_claim_item, update_claim, update_claim_releasing};
 use crate::{codec, keys, offerings, Config, Result, ServiceError};
 
 /// CreateFleet calls per NodeClaim per invocation (ICE retries and the

@@ -21,6 +21,7 @@
 //!
 //! The table layout is in [`keys`].
 
+pub mod batches;
 pub mod changes;
 pub mod cluster_state;
 pub mod codec;
@@ -29,6 +30,7 @@ pub mod intake;
 pub mod keys;
 pub mod launch;
 pub mod local;
+pub mod nodeclaims;
 pub mod offerings;
 mod prepare;
 pub mod records;

@@ -474,3 +474,15 @@ mod tests {
         assert!(Replacing.can_become(Draining) && Draining.can_become(Terminating));
     }
 }
+
+/// The request body of `POST /batches`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BatchRequest {
+    pub cluster_id: String,
+    pub cluster: ClusterMeta,
+    /// Kubernetes objects (or `List`s of them): pending pods, NodePools or
+    /// Provisioners, EC2NodeClasses, Nodes with their pods, DaemonSets,
+    /// StorageClasses, PVCs/PVs, NodeOverlays.
+    pub documents: Vec<serde_json::Value>,
+}

@@ -17,10 +17,13 @@ use flotilla_ports::events::{
 use flotilla_ports::{Bus, Clock, Condition, Ec2, Item, PortError, Store, Write};
 use serde::Serialize;
 
-use crate::intake::{update_pointer, BatchRequest};
-use crate::records::{
-    BatchHeader, BatchResult, NodeClaimRecord, NodeClaimState, RunningBatch, NODECLAIM_LABEL,
+use crate::batches::update_pointer;
+
+pub use crate::nodeclaims::{
+    claim_written, node_claim_item, node_claims, update_claim, update_claim_releasing,
 };
+pub(crate) use crate::nodeclaims::{put_counting, SlotChange};
+use crate::records::{BatchResult, NodeClaimRecord, NodeClaimState, RunningBatch, NODECLAIM_LABEL};
 use crate::{codec, keys, offerings, Config, Result, ServiceError};
 
 /// Label Karpenter puts on NodeClaims launched into a reservation.
@@ -163,7 +166,7 @@ pub async fn on_batch_accepted<S: Store, E: Ec2, B: Bus, C: Clock>(
     .await?;
     // A batch that arrived during this run was told we were busy.
     if let Some(next) = waiting {
-        crate::intake::put_accepted(bus, cluster, &next).await?;
+        crate::batches::put_accepted(bus, cluster, &next).await?;
     }
     report.map(ScheduleOutcome::Scheduled)
 }
@@ -225,7 +228,7 @@ pub async fn on_pods_unschedulable<S: Store, B: Bus, C: Clock>(
     })
     .await?;
     if let Some(batch) = &rearmed {
-        crate::intake::put_accepted(bus, cluster, batch).await?;
+        crate::batches::put_accepted(bus, cluster, batch).await?;
         tracing::info!(cluster = %cluster, batch = %batch, node_claim = %event.node_claim, "re-scheduling after a failed launch");
     } else if exhausted {
         report_launch_failure(store, clock, config, event).await?;
@@ -318,51 +321,7 @@ async fn report_launch_failure<S: Store, C: Clock>(
     ))
 }
 
-/// Load a stored batch.
-pub async fn load_batch<S: Store>(store: &S, cluster: &str, batch: &str) -> Result<BatchRequest> {
-    let hkey = keys::batch_header(cluster, batch);
-    let header_item = store
-        .get(&hkey)
-        .await
-        .map_err(ServiceError::port("read batch header"))?
-        .ok_or_else(|| ServiceError::Corrupt {
-            key: hkey.to_string(),
-            reason: "batch header missing (expired?)".into(),
-        })?;
-    let header: BatchHeader = codec::from_json(&hkey.to_string(), &header_item.body)?;
-    let mut compressed = Vec::new();
-    for i in 0..header.chunks {
-        let key = keys::batch_chunk(cluster, batch, i);
-        let item = store
-            .get(&key)
-            .await
-            .map_err(ServiceError::port("read batch chunk"))?
-            .ok_or_else(|| ServiceError::Corrupt {
-                key: key.to_string(),
-                reason: "batch chunk missing".into(),
-            })?;
-        compressed.extend_from_slice(&item.body);
-    }
-    let json = codec::gunzip(&hkey.to_string(), &compressed)?;
-    if codec::content_hash(&json) != header.content_hash {
-        return Err(ServiceError::Corrupt {
-            key: hkey.to_string(),
-            reason: "content hash mismatch".into(),
-        });
-    }
-    codec::from_json(&hkey.to_string(), &json)
-}
-
-/// Parse a batch's documents into the scheduler's model.
-pub fn cluster_state(req: &BatchRequest) -> Result<ClusterState> {
-    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": req.documents});
-    let bytes = codec::to_json(&list);
-    flotilla_input::load(&[flotilla_input::Source {
-        name: "documents",
-        bytes: &bytes,
-    }])
-    .map_err(|e| ServiceError::BadRequest(e.to_string()))
-}
+pub use crate::cluster_state::{cluster_state, load_batch};
 
 /// Live offerings the ICE cache marks unavailable.
 pub async fn unavailable_offerings<S: Store>(
@@ -385,165 +344,6 @@ pub async fn unavailable_offerings<S: Store>(
         }
     }
     Ok(out)
-}
-
-/// All NodeClaim records of a cluster.
-pub async fn node_claims<S: Store>(
-    store: &S,
-    cluster: &str,
-) -> Result<Vec<(Item, NodeClaimRecord)>> {
-    let items = store
-        .query(&keys::cluster_pk(cluster), keys::NODECLAIM_PREFIX)
-        .await
-        .map_err(ServiceError::port("query NodeClaims"))?;
-    items
-        .into_iter()
-        .map(|item| {
-            let r = codec::from_json(&item.key.to_string(), &item.body)?;
-            Ok((item, r))
-        })
-        .collect()
-}
-
-/// One NodeClaim record and its item.
-pub async fn node_claim_item<S: Store>(
-    store: &S,
-    cluster: &str,
-    name: &str,
-) -> Result<Option<(Item, NodeClaimRecord)>> {
-    let key = keys::node_claim(cluster, name);
-    match store
-        .get(&key)
-        .await
-        .map_err(ServiceError::port("read NodeClaim"))?
-    {
-        None => Ok(None),
-        Some(item) => {
-            let r = codec::from_json(&key.to_string(), &item.body)?;
-            Ok(Some((item, r)))
-        }
-    }
-}
-
-/// The item [`update_claim`] writes for `record` over `item` (the next
-/// version; what a caller holds once the write succeeded).
-pub fn claim_written(item: &Item, record: &NodeClaimRecord) -> Item {
-    Item {
-        version: item.version + 1,
-        body: codec::to_json(record),
-        ..item.clone()
-    }
-}
-
-/// Write a NodeClaim record over `item` (version-checked). `Ok(false)`: lost
-/// the race.
-pub async fn update_claim<S: Store>(
-    store: &S,
-    item: &Item,
-    record: &NodeClaimRecord,
-) -> Result<bool> {
-    update_claim_releasing(store, item, record, None).await
-}
-
-/// [`update_claim`], giving back the reservation slot `release` in the same
-/// transaction: the NodeClaim ends (or its slot is freed) and the counter
-/// drops together or not at all, so a write that times out after taking
-/// effect, or a handler that dies between two writes, can never leave an
-/// ended NodeClaim's slot taken (its redelivery sees the NodeClaim ended
-/// and does nothing more). `Ok(false)`: the NodeClaim changed meanwhile
-/// (an end finding exactly its own bytes there counts as written: the SDK
-/// retried it after it took effect, or a concurrent writer ended it alike).
-pub async fn update_claim_releasing<S: Store>(
-    store: &S,
-    item: &Item,
-    record: &NodeClaimRecord,
-    release: Option<&str>,
-) -> Result<bool> {
-    let next = claim_written(item, record);
-    let put = Write::Put {
-        item: next.clone(),
-        condition: Condition::Version(item.version),
-    };
-    let failed = |e| ServiceError::port(format!("update NodeClaim {}", record.name))(e);
-    // Only for ends: a concurrent writer of the same bytes did the same
-    // thing; a take (`Pending → Launching`) written twice with the same
-    // bytes by two launchers must still have one loser.
-    let end = release.is_some() || !record.state.is_live();
-    let mut release = release;
-    loop {
-        let slot = release.map(SlotChange::release);
-        match put_counting(store, put.clone(), slot).await {
-            Ok(()) => return Ok(true),
-            Err(PortError::ConditionFailed(_)) => {
-                // The SDK may have retried a write that had taken effect
-                // (its own success fails the condition): look.
-                match store.get(&item.key).await.map_err(failed)? {
-                    Some(cur) if end && cur.version == next.version && cur.body == next.body => {
-                        return Ok(true)
-                    }
-                    Some(cur) if cur.version == item.version && release.is_some() => {
-                        // Unchanged: only the counter refused (already at
-                        // zero, which no holder should see). End the
-                        // NodeClaim anyway.
-                        tracing::warn!(node_claim = %record.name, reservation = ?release, "reservation counter already at zero");
-                        release = None;
-                    }
-                    _ => return Ok(false),
-                }
-            }
-            Err(e) => return Err(failed(e)),
-        }
-    }
-}
-
-/// A reservation slot taken (`+1`, up to the reservation's size) or given
-/// back (`-1`, never below zero) with a NodeClaim write.
-pub(crate) struct SlotChange<'a> {
-    reservation: &'a str,
-    delta: i64,
-    max: i64,
-}
-
-impl<'a> SlotChange<'a> {
-    pub(crate) fn take(reservation: &'a str, size: i64) -> Self {
-        SlotChange {
-            reservation,
-            delta: 1,
-            max: size,
-        }
-    }
-
-    fn release(reservation: &'a str) -> Self {
-        SlotChange {
-            reservation,
-            delta: -1,
-            max: i64::MAX,
-        }
-    }
-}
-
-/// `put`, and the slot change with it in one transaction (both or neither).
-pub(crate) async fn put_counting<S: Store>(
-    store: &S,
-    put: Write,
-    slot: Option<SlotChange<'_>>,
-) -> std::result::Result<(), PortError> {
-    match slot {
-        Some(c) => {
-            store
-                .transact(vec![
-                    put,
-                    Write::Add {
-                        key: keys::reservation(c.reservation),
-                        delta: c.delta,
-                        min: 0,
-                        max: c.max,
-                    },
-                ])
-                .await
-        }
-        None => store.write(put).await,
-    }
 }
 
 /// The name a planned NodeClaim is stored under: derived from the run and

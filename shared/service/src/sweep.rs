@@ -32,10 +32,10 @@ use flotilla_ports::{Bus, Clock, Condition, Ec2, Filter, Instance, Item, PortErr
 use serde::{Deserialize, Serialize};
 
 use crate::launch::announce_failure;
+use crate::nodeclaims::{node_claims, update_claim, update_claim_releasing};
 use crate::records::{
     InterruptionKind, InterruptionRecord, NodeClaimRecord, NodeClaimState, SchedulerPointer,
 };
-use crate::schedule::{node_claims, update_claim, update_claim_releasing};
 use crate::{codec, keys, Config, Result, ServiceError};
 
 /// Tag naming the Flotilla cluster id on everything Flotilla launches (so
@@ -674,7 +674,7 @@ async fn redrive_batch<S: Store, B: Bus>(
     };
     if let Some(batch) = stuck {
         tracing::warn!(cluster = %cluster, batch = %batch, "re-announcing a batch nobody is scheduling");
-        crate::intake::put_accepted(bus, cluster, &batch).await?;
+        crate::batches::put_accepted(bus, cluster, &batch).await?;
         report.batches_redriven.push(format!("{cluster}/{batch}"));
     }
     Ok(())
@@ -878,7 +878,8 @@ pub async fn on_ec2_notice<S: Store, E: Ec2, B: Bus, C: Clock>(
     }
     let now = clock.now_millis();
     let now_secs = clock.now_secs();
-    let Some((item, mut record)) = crate::schedule::node_claim_item(store, cluster, claim).await?
+    let Some((item, mut record)) =
+        crate::nodeclaims::node_claim_item(store, cluster, claim).await?
     else {
         return Ok(report);
     };

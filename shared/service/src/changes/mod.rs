@@ -466,7 +466,7 @@ async fn note_batch<S: Store, B: Bus, C: Clock>(
     if req.pending_pods == 0 {
         return Ok(String::new());
     }
-    crate::intake::update_pointer(store, cluster, now_secs, |p| {
+    crate::batches::update_pointer(store, cluster, now_secs, |p| {
         let first_at = p.pending.as_ref().map_or(now, |old| old.first_at);
         p.rearms = 0;
         p.pending = Some(PendingBatch {
@@ -478,7 +478,7 @@ async fn note_batch<S: Store, B: Bus, C: Clock>(
         (true, ())
     })
     .await?;
-    crate::intake::put_accepted(bus, cluster, &batch_id).await?;
+    crate::batches::put_accepted(bus, cluster, &batch_id).await?;
     tracing::info!(cluster = %cluster, batch = %batch_id, seq = req.sequence.seq, pods = req.pending_pods, "changes scheduled");
     Ok(batch_id)
 }

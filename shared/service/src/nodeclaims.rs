@@ -1,0 +1,170 @@
+//! NodeClaim records in the table (`CLUSTER#<c> / NODECLAIM#<name>`):
+//! reading them, and version-checked writes that take or give back a
+//! capacity reservation's slot in the same transaction. Shared by the
+//! stages (intake registers nodes, schedule writes, launch, sweep and
+//! disrupt move and end them), so that no stage module depends on another
+//! for them.
+
+use flotilla_ports::{Condition, Item, PortError, Store, Write};
+
+use crate::records::NodeClaimRecord;
+use crate::{codec, keys, Result, ServiceError};
+
+/// All NodeClaim records of a cluster.
+pub async fn node_claims<S: Store>(
+    store: &S,
+    cluster: &str,
+) -> Result<Vec<(Item, NodeClaimRecord)>> {
+    let items = store
+        .query(&keys::cluster_pk(cluster), keys::NODECLAIM_PREFIX)
+        .await
+        .map_err(ServiceError::port("query NodeClaims"))?;
+    items
+        .into_iter()
+        .map(|item| {
+            let r = codec::from_json(&item.key.to_string(), &item.body)?;
+            Ok((item, r))
+        })
+        .collect()
+}
+
+/// One NodeClaim record and its item.
+pub async fn node_claim_item<S: Store>(
+    store: &S,
+    cluster: &str,
+    name: &str,
+) -> Result<Option<(Item, NodeClaimRecord)>> {
+    let key = keys::node_claim(cluster, name);
+    match store
+        .get(&key)
+        .await
+        .map_err(ServiceError::port("read NodeClaim"))?
+    {
+        None => Ok(None),
+        Some(item) => {
+            let r = codec::from_json(&key.to_string(), &item.body)?;
+            Ok(Some((item, r)))
+        }
+    }
+}
+
+/// The item [`update_claim`] writes for `record` over `item` (the next
+/// version; what a caller holds once the write succeeded).
+pub fn claim_written(item: &Item, record: &NodeClaimRecord) -> Item {
+    Item {
+        version: item.version + 1,
+        body: codec::to_json(record),
+        ..item.clone()
+    }
+}
+
+/// Write a NodeClaim record over `item` (version-checked). `Ok(false)`: lost
+/// the race.
+pub async fn update_claim<S: Store>(
+    store: &S,
+    item: &Item,
+    record: &NodeClaimRecord,
+) -> Result<bool> {
+    update_claim_releasing(store, item, record, None).await
+}
+
+/// [`update_claim`], giving back the reservation slot `release` in the same
+/// transaction: the NodeClaim ends (or its slot is freed) and the counter
+/// drops together or not at all, so a write that times out after taking
+/// effect, or a handler that dies between two writes, can never leave an
+/// ended NodeClaim's slot taken (its redelivery sees the NodeClaim ended
+/// and does nothing more). `Ok(false)`: the NodeClaim changed meanwhile
+/// (an end finding exactly its own bytes there counts as written: the SDK
+/// retried it after it took effect, or a concurrent writer ended it alike).
+pub async fn update_claim_releasing<S: Store>(
+    store: &S,
+    item: &Item,
+    record: &NodeClaimRecord,
+    release: Option<&str>,
+) -> Result<bool> {
+    let next = claim_written(item, record);
+    let put = Write::Put {
+        item: next.clone(),
+        condition: Condition::Version(item.version),
+    };
+    let failed = |e| ServiceError::port(format!("update NodeClaim {}", record.name))(e);
+    // Only for ends: a concurrent writer of the same bytes did the same
+    // thing; a take (`Pending → Launching`) written twice with the same
+    // bytes by two launchers must still have one loser.
+    let end = release.is_some() || !record.state.is_live();
+    let mut release = release;
+    loop {
+        let slot = release.map(SlotChange::release);
+        match put_counting(store, put.clone(), slot).await {
+            Ok(()) => return Ok(true),
+            Err(PortError::ConditionFailed(_)) => {
+                // The SDK may have retried a write that had taken effect
+                // (its own success fails the condition): look.
+                match store.get(&item.key).await.map_err(failed)? {
+                    Some(cur) if end && cur.version == next.version && cur.body == next.body => {
+                        return Ok(true)
+                    }
+                    Some(cur) if cur.version == item.version && release.is_some() => {
+                        // Unchanged: only the counter refused (already at
+                        // zero, which no holder should see). End the
+                        // NodeClaim anyway.
+                        tracing::warn!(node_claim = %record.name, reservation = ?release, "reservation counter already at zero");
+                        release = None;
+                    }
+                    _ => return Ok(false),
+                }
+            }
+            Err(e) => return Err(failed(e)),
+        }
+    }
+}
+
+/// A reservation slot taken (`+1`, up to the reservation's size) or given
+/// back (`-1`, never below zero) with a NodeClaim write.
+pub(crate) struct SlotChange<'a> {
+    reservation: &'a str,
+    delta: i64,
+    max: i64,
+}
+
+impl<'a> SlotChange<'a> {
+    pub(crate) fn take(reservation: &'a str, size: i64) -> Self {
+        SlotChange {
+            reservation,
+            delta: 1,
+            max: size,
+        }
+    }
+
+    pub(crate) fn release(reservation: &'a str) -> Self {
+        SlotChange {
+            reservation,
+            delta: -1,
+            max: i64::MAX,
+        }
+    }
+}
+
+/// `put`, and the slot change with it in one transaction (both or neither).
+pub(crate) async fn put_counting<S: Store>(
+    store: &S,
+    put: Write,
+    slot: Option<SlotChange<'_>>,
+) -> std::result::Result<(), PortError> {
+    match slot {
+        Some(c) => {
+            store
+                .transact(vec![
+                    put,
+                    Write::Add {
+                        key: keys::reservation(c.reservation),
+                        delta: c.delta,
+                        min: 0,
+                        max: c.max,
+                    },
+                ])
+                .await
+        }
+        None => store.write(put).await,
+    }
+}
