@@ -7,7 +7,7 @@
 use flotilla_ports::events::{BatchAccepted, FlotillaEvent};
 use flotilla_ports::{Bus, Condition, Item, PortError, Store, Write};
 
-use crate::records::SchedulerPointer;
+use crate::records::{PendingBatch, SchedulerPointer};
 use crate::{codec, keys, Result, ServiceError};
 
 /// Read-modify-write of the scheduler pointer with optimistic locking.
@@ -63,4 +63,28 @@ pub(crate) async fn put_accepted<B: Bus>(bus: &B, cluster: &str, batch: &str) ->
     bus.put(vec![event.to_event()])
         .await
         .map_err(ServiceError::port("put BatchAccepted"))
+}
+
+/// Make `batch_id` (content `hash`) the cluster's pending batch, keeping
+/// the start of the batching window of a batch it supersedes.
+pub(crate) async fn make_pending<S: Store>(
+    store: &S,
+    cluster: &str,
+    batch_id: &str,
+    hash: &str,
+    now: i64,
+    now_secs: i64,
+) -> Result<()> {
+    update_pointer(store, cluster, now_secs, |p| {
+        let first_at = p.pending.as_ref().map_or(now, |old| old.first_at);
+        p.rearms = 0;
+        p.pending = Some(PendingBatch {
+            batch_id: batch_id.to_string(),
+            content_hash: hash.to_string(),
+            first_at,
+            last_at: now,
+        });
+        (true, ())
+    })
+    .await
 }

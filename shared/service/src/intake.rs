@@ -8,11 +8,10 @@
 use flotilla_ports::{Bus, Clock, Condition, Item, PortError, Store, Write};
 use serde::{Deserialize, Serialize};
 
-pub(crate) use crate::batches::{put_accepted, update_pointer};
+pub(crate) use crate::batches::put_accepted;
 use crate::codec::{self, content_hash};
 use crate::records::{
-    BatchHeader, BatchResult, ClusterMeta, LaunchContext, NodeClaimRecord, PendingBatch,
-    SchedulerPointer,
+    BatchHeader, BatchResult, ClusterMeta, LaunchContext, NodeClaimRecord, SchedulerPointer,
 };
 use crate::{keys, Config, Result, ServiceError};
 
@@ -431,18 +430,7 @@ pub async fn accept<S: Store, B: Bus, C: Clock>(
             .map_err(ServiceError::port("store batch"))?;
     }
 
-    update_pointer(store, &cluster, now_secs, |p| {
-        let first_at = p.pending.as_ref().map_or(now, |old| old.first_at);
-        p.rearms = 0;
-        p.pending = Some(PendingBatch {
-            batch_id: batch_id.clone(),
-            content_hash: hash.clone(),
-            first_at,
-            last_at: now,
-        });
-        (true, ())
-    })
-    .await?;
+    crate::batches::make_pending(store, &cluster, &batch_id, &hash, now, now_secs).await?;
 
     register(store, &cluster, &req.cluster, now, now_secs).await?;
 

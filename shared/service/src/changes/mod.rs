@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::codec::{self, content_hash};
 use crate::intake::{Access, Caller};
-use crate::records::{BatchHeader, ClusterMeta, PendingBatch, StatePointer, StateRef, StoredBlob};
+use crate::records::{BatchHeader, ClusterMeta, StatePointer, StateRef, StoredBlob};
 use crate::{keys, Config, Result, ServiceError};
 
 /// Deltas kept over a snapshot before they are folded into a new one.
@@ -466,18 +466,7 @@ async fn note_batch<S: Store, B: Bus, C: Clock>(
     if req.pending_pods == 0 {
         return Ok(String::new());
     }
-    crate::batches::update_pointer(store, cluster, now_secs, |p| {
-        let first_at = p.pending.as_ref().map_or(now, |old| old.first_at);
-        p.rearms = 0;
-        p.pending = Some(PendingBatch {
-            batch_id: batch_id.clone(),
-            content_hash: hash.clone(),
-            first_at,
-            last_at: now,
-        });
-        (true, ())
-    })
-    .await?;
+    crate::batches::make_pending(store, cluster, &batch_id, &hash, now, now_secs).await?;
     crate::batches::put_accepted(bus, cluster, &batch_id).await?;
     tracing::info!(cluster = %cluster, batch = %batch_id, seq = req.sequence.seq, pods = req.pending_pods, "changes scheduled");
     Ok(batch_id)
