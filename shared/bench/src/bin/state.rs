@@ -251,7 +251,9 @@ fn main() {
         println!(
             "{}",
             json!({"step": "plan", "seconds": t.elapsed().as_secs_f64(), "scheduled": plan.summary.scheduled,
-                "nodeClaims": plan.summary.node_claims, "loadAndPlanSeconds": load_s + t.elapsed().as_secs_f64(),
+                "nodeClaims": plan.summary.node_claims,
+                "onExistingNodes": plan.existing_nodes.iter().map(|e| e.pods.len()).sum::<usize>(),
+                "loadAndPlanSeconds": load_s + t.elapsed().as_secs_f64(),
                 "peakRssMib": rss()})
         );
     }

@@ -19,6 +19,7 @@
 //! largest it could be at creation and never gives it back).
 
 mod chain;
+mod existingnode;
 mod in_flight;
 mod min_values;
 mod pod_view;
@@ -41,6 +42,7 @@ use crate::plan::{
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
+use existingnode::{ExistingNode, ExistingNodes};
 pub use min_values::MinValuesPolicy;
 pub use pod_view::Relaxation;
 pub use pools::{daemon_overhead, labels_satisfy, overlay_adjusted_price, overlays_by_weight};
@@ -100,16 +102,6 @@ impl Default for SchedulerOptions {
             min_values_policy: MinValuesPolicy::Strict,
         }
     }
-}
-
-struct Existing<'a> {
-    node: &'a Node,
-    /// The taints that keep pods off it (see [`effective_taints`]).
-    taints: Vec<Taint>,
-    labels: BTreeMap<String, String>,
-    remaining: Resources,
-    host_ports: BTreeSet<(String, i32)>,
-    placed: Vec<usize>,
 }
 
 struct Claim {
@@ -224,7 +216,7 @@ struct Run<'a> {
     volume: Vec<Requirements>,
     groups: Vec<PodGroups>,
     topology: Topology,
-    existing: Vec<Existing<'a>>,
+    existing: ExistingNodes<'a>,
     claims: Vec<Claim>,
     claim_counter: BTreeMap<usize, usize>,
     /// Equivalence class of each pod (identical requests and constraints),
@@ -524,29 +516,10 @@ fn schedule_with(
     };
     let (topology, groups) = Topology::build(pods, &all_nodes, universe, sources);
 
-    let mut existing: Vec<Existing> = all_nodes
+    let mut existing: Vec<ExistingNode> = all_nodes
         .iter()
         .filter(|n| !n.unschedulable)
-        .map(|n| {
-            let mut used = Resources::new();
-            let mut host_ports = BTreeSet::new();
-            for p in &n.pods {
-                used.add_assign(&p.requests);
-                host_ports.extend(p.host_ports.iter().cloned());
-            }
-            let mut labels = n.labels.clone();
-            labels
-                .entry(labels::HOSTNAME.into())
-                .or_insert_with(|| n.name.clone());
-            Existing {
-                node: n,
-                taints: effective_taints(n, &state.node_pools),
-                labels,
-                remaining: n.allocatable.minus(&used),
-                host_ports,
-                placed: vec![],
-            }
-        })
+        .map(|n| ExistingNode::new(n, effective_taints(n, &state.node_pools)))
         .collect();
     // Initialized nodes first (Karpenter's order), then by name.
     existing.sort_by(|a, b| {
@@ -563,6 +536,7 @@ fn schedule_with(
     let (size, n_sizes) = size_classes(pods, &volume);
     let (req_class, n_req_classes) = request_classes(pods);
     let existing_domains = existing_domains(pods, &existing);
+    let existing = ExistingNodes::new(existing, &existingnode::keys_pods_read(pods, &volume));
     let mut run = Run {
         pools,
         pods,
@@ -741,7 +715,7 @@ fn pool_domains(pool: &Pool, region: &str) -> DomainSource {
 
 /// For each key a pending pod spreads over (but hostname), the values the
 /// existing nodes carry for it.
-fn existing_domains(pods: &[Pod], existing: &[Existing]) -> BTreeMap<String, BTreeSet<String>> {
+fn existing_domains(pods: &[Pod], existing: &[ExistingNode]) -> BTreeMap<String, BTreeSet<String>> {
     let keys: BTreeSet<&str> = pods
         .iter()
         .flat_map(|p| p.topology_spread.iter())
@@ -944,14 +918,24 @@ impl<'a> Run<'a> {
         }
 
         // 1. Existing nodes.
+        let zones_admitted =
+            self.topology
+                .spread_admits(pod, &groups.groups, &groups.domains, labels::ZONE);
         let first = shape.map_or(0, |s| self.existing_hint[s]);
-        for i in first..self.existing.len() {
-            if let Some(reqs) = self.try_existing(i, p, &pod_reqs, &groups) {
-                let e = &mut self.existing[i];
-                e.remaining = e.remaining.minus(&pod.requests);
-                e.host_ports.extend(pod.host_ports.iter().cloned());
-                e.placed.push(p);
-                let node = self.existing[i].node;
+        let found = self
+            .existing
+            .candidates(first, &pod.requests, &pod_reqs, |class| {
+                groups.blocking_taint(&class.taints, pod).is_none()
+                    && match (&zones_admitted, class.labels.get(labels::ZONE)) {
+                        (Some(ok), Some(zone)) => ok.contains(zone),
+                        _ => true,
+                    }
+            })
+            .find_map(|i| Some((i, self.try_existing(i, p, &pod_reqs, &groups)?)));
+        if let Some((i, reqs)) = found {
+            {
+                self.existing.place(i, p, pod);
+                let node = self.existing.get(i).node;
                 self.topology
                     .record(pod, &self.groups[p].inverse, &reqs, &node.taints);
                 self.size_left[self.size[p]] = self.size_left[self.size[p]].saturating_sub(1);
@@ -978,9 +962,6 @@ impl<'a> Run<'a> {
             }
         };
         let first = shape.map_or(0, |s| self.claim_hint[s]);
-        let zones_admitted =
-            self.topology
-                .spread_admits(pod, &groups.groups, &groups.domains, labels::ZONE);
         // Every pool carries the catalog's zone list: one bit per zone.
         let admitted_bits = match (&zones_admitted, self.pools.first()) {
             (Some(ok), Some(pool)) => pool
@@ -1477,7 +1458,7 @@ impl<'a> Run<'a> {
         pod_reqs: &Requirements,
         groups: &ActiveTopology,
     ) -> Option<Requirements> {
-        let e = &self.existing[i];
+        let e = self.existing.get(i);
         let pod = &self.pods[p];
         if !pod.requests.fits_in(&e.remaining) {
             return None;
@@ -1489,16 +1470,11 @@ impl<'a> Run<'a> {
             return None;
         }
         labels_satisfy(&e.labels, pod_reqs).ok()?;
-        let node_reqs = Requirements::from_iter_reqs(
-            e.labels
-                .iter()
-                .map(|(k, v)| Requirement::in_values(k, [v.as_str()])),
-        );
         if !self.topology.is_active() {
-            return Some(node_reqs);
+            return Some(e.requirements.clone());
         }
         self.topology
-            .add_requirements(pod, &groups.groups, &groups.domains, &node_reqs)
+            .add_requirements(pod, &groups.groups, &groups.domains, &e.requirements)
             .ok()
     }
 

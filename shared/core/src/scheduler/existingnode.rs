@@ -1,0 +1,391 @@
+//! Existing nodes (and in-flight NodeClaims) as the scheduler sees them,
+//! and an index that walks them in Karpenter's order without visiting the
+//! ones that cannot take a pod.
+//!
+//! A pending pod is tried on the existing nodes first, in order, and goes to
+//! the first that takes it. At 100,000 nodes a plain walk costs a trial per
+//! node per pod. Instead the nodes are grouped into classes (same taints,
+//! same values of every label key a pending pod's constraints read, the
+//! hostname aside), and each class keeps a max-tree of its nodes' room. A
+//! pod then skips whole classes its requirements, tolerations or zone
+//! spreads exclude, and inside a class jumps to the next node with room
+//! for its requests. The filters are necessary conditions only: every node
+//! they let through still gets the full trial, so the first node that takes
+//! the pod is the one the plain walk would have found.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+
+use crate::labels;
+use crate::model::{Node, Pod, Taint};
+use crate::requirements::{Requirement, Requirements};
+use crate::resources::{self, Resources};
+
+/// An existing node and what this run has placed on it.
+pub(super) struct ExistingNode<'a> {
+    pub node: &'a Node,
+    /// The taints that keep pods off it (see `effective_taints`).
+    pub taints: Vec<Taint>,
+    pub labels: BTreeMap<String, String>,
+    /// `labels` as `In` requirements (what topology reads).
+    pub requirements: Requirements,
+    pub remaining: Resources,
+    pub host_ports: BTreeSet<(String, i32)>,
+    pub placed: Vec<usize>,
+}
+
+impl<'a> ExistingNode<'a> {
+    pub fn new(node: &'a Node, taints: Vec<Taint>) -> Self {
+        let mut used = Resources::new();
+        let mut host_ports = BTreeSet::new();
+        for p in &node.pods {
+            used.add_assign(&p.requests);
+            host_ports.extend(p.host_ports.iter().cloned());
+        }
+        let mut labels = node.labels.clone();
+        labels
+            .entry(labels::HOSTNAME.into())
+            .or_insert_with(|| node.name.clone());
+        let requirements = Requirements::from_iter_reqs(
+            labels
+                .iter()
+                .map(|(k, v)| Requirement::in_values(k, [v.as_str()])),
+        );
+        ExistingNode {
+            node,
+            taints,
+            labels,
+            requirements,
+            remaining: node.allocatable.minus(&used),
+            host_ports,
+            placed: vec![],
+        }
+    }
+}
+
+/// Index of a class in [`ExistingNodes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct NodeClassId(u32);
+
+/// Nodes alike for every filter of [`ExistingNodes::candidates`].
+pub(super) struct NodeClass {
+    /// The members' values of the keys pending pods read (hostname aside).
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    /// Indices into the node list, ascending.
+    members: Vec<u32>,
+    room: RoomTree,
+}
+
+/// The existing nodes in trial order, grouped into classes.
+pub(super) struct ExistingNodes<'a> {
+    nodes: Vec<ExistingNode<'a>>,
+    class_of: Vec<NodeClassId>,
+    /// Position of each node within its class's `members`.
+    position: Vec<u32>,
+    classes: Vec<NodeClass>,
+    /// The label keys classes are told apart by (see [`keys_pods_read`]).
+    keys: BTreeSet<String>,
+}
+
+/// The label keys a pending pod's constraints may read: node selectors,
+/// node affinity (required and preferred), volume topology, and topology
+/// keys of spreads and pod (anti-)affinity. Hostname is left out: it is
+/// unique per node and checked on the node itself.
+pub(super) fn keys_pods_read(pods: &[Pod], volume: &[Requirements]) -> BTreeSet<String> {
+    let mut keys = BTreeSet::new();
+    for (p, v) in pods.iter().zip(volume) {
+        keys.extend(p.node_selector.keys().cloned());
+        keys.extend(v.keys().cloned());
+        for t in &p.required_terms {
+            keys.extend(t.keys().cloned());
+        }
+        for t in &p.preferred_terms {
+            keys.extend(t.requirements.keys().cloned());
+        }
+        keys.extend(p.topology_spread.iter().map(|c| c.topology_key.clone()));
+        let terms = p.pod_affinity.iter().chain(&p.pod_anti_affinity);
+        let weighted = p.preferred_pod_affinity.iter();
+        let weighted = weighted.chain(&p.preferred_pod_anti_affinity);
+        keys.extend(
+            terms
+                .chain(weighted.map(|w| &w.term))
+                .map(|t| t.topology_key.clone()),
+        );
+    }
+    keys.remove(labels::HOSTNAME);
+    keys
+}
+
+impl<'a> ExistingNodes<'a> {
+    /// `nodes` in trial order; `keys`: see [`keys_pods_read`].
+    pub fn new(nodes: Vec<ExistingNode<'a>>, keys: &BTreeSet<String>) -> Self {
+        let mut ids: BTreeMap<(BTreeMap<String, String>, Vec<String>), NodeClassId> =
+            BTreeMap::new();
+        let mut classes: Vec<NodeClass> = vec![];
+        let mut class_of = Vec::with_capacity(nodes.len());
+        let mut position = Vec::with_capacity(nodes.len());
+        for (i, n) in nodes.iter().enumerate() {
+            let labels: BTreeMap<String, String> = n
+                .labels
+                .iter()
+                .filter(|(k, _)| keys.contains(*k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let taint_key = n.taints.iter().map(|t| format!("{t:?}")).collect();
+            let id = *ids.entry((labels.clone(), taint_key)).or_insert_with(|| {
+                classes.push(NodeClass {
+                    labels,
+                    taints: n.taints.clone(),
+                    members: vec![],
+                    room: RoomTree::default(),
+                });
+                NodeClassId(u32::try_from(classes.len() - 1).unwrap_or(u32::MAX))
+            });
+            let members = &mut classes[id.0 as usize].members;
+            position.push(u32::try_from(members.len()).unwrap_or(u32::MAX));
+            members.push(u32::try_from(i).unwrap_or(u32::MAX));
+            class_of.push(id);
+        }
+        for c in &mut classes {
+            let rooms: Vec<Room> = c
+                .members
+                .iter()
+                .map(|&i| room(&nodes[i as usize].remaining))
+                .collect();
+            c.room = RoomTree::new(&rooms);
+        }
+        ExistingNodes {
+            nodes,
+            class_of,
+            position,
+            classes,
+            keys: keys.clone(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn get(&self, i: usize) -> &ExistingNode<'a> {
+        &self.nodes[i]
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &ExistingNode<'a>> {
+        self.nodes.iter()
+    }
+
+    /// Places pod `p` (requests, host ports) on node `i`.
+    pub fn place(&mut self, i: usize, p: usize, pod: &Pod) {
+        let e = &mut self.nodes[i];
+        e.remaining = e.remaining.minus(&pod.requests);
+        e.host_ports.extend(pod.host_ports.iter().cloned());
+        e.placed.push(p);
+        let r = room(&e.remaining);
+        let class = &mut self.classes[self.class_of[i].0 as usize];
+        class.room.set(self.position[i] as usize, r);
+    }
+
+    /// Nodes at index `from` or later, ascending, of the classes whose
+    /// labels may satisfy `reqs` and that `class_ok` admits, with room for
+    /// `requests` in cpu, memory, pods and ephemeral storage: a superset of
+    /// the nodes that can take the pod.
+    pub fn candidates<'s>(
+        &'s self,
+        from: usize,
+        requests: &Resources,
+        reqs: &Requirements,
+        mut class_ok: impl FnMut(&NodeClass) -> bool,
+    ) -> Candidates<'s, 'a> {
+        let need = room(requests);
+        let mut heap = BinaryHeap::new();
+        for (c, class) in self.classes.iter().enumerate() {
+            if !class.room.root_fits(&need) || !self.may_satisfy(class, reqs) || !class_ok(class) {
+                continue;
+            }
+            let start = class.members.partition_point(|&m| (m as usize) < from);
+            if let Some(pos) = class.room.first_fit(start, &need) {
+                heap.push(Reverse((class.members[pos], c as u32, pos as u32)));
+            }
+        }
+        Candidates {
+            index: self,
+            need,
+            heap,
+        }
+    }
+}
+
+impl ExistingNodes<'_> {
+    /// False when no node of `class` can satisfy `reqs`, judged on the keys
+    /// classes are told apart by (the others pass).
+    fn may_satisfy(&self, class: &NodeClass, reqs: &Requirements) -> bool {
+        reqs.iter().all(|r| {
+            if !self.keys.contains(&r.key) {
+                return true;
+            }
+            match class.labels.get(&r.key) {
+                Some(v) => r.has(v),
+                None => matches!(
+                    r.operator(),
+                    crate::Operator::NotIn | crate::Operator::DoesNotExist
+                ),
+            }
+        })
+    }
+}
+
+/// See [`ExistingNodes::candidates`].
+pub(super) struct Candidates<'s, 'a> {
+    index: &'s ExistingNodes<'a>,
+    need: Room,
+    /// (node index, class, position in class) of each class's next node.
+    heap: BinaryHeap<Reverse<(u32, u32, u32)>>,
+}
+
+impl Iterator for Candidates<'_, '_> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        let Reverse((node, c, pos)) = self.heap.pop()?;
+        let class = &self.index.classes[c as usize];
+        if let Some(next) = class.room.first_fit(pos as usize + 1, &self.need) {
+            self.heap
+                .push(Reverse((class.members[next], c, next as u32)));
+        }
+        Some(node as usize)
+    }
+}
+
+/// Room in the dimensions every pod has: cpu, memory, pods, ephemeral
+/// storage (in millis).
+const DIMS: usize = 4;
+type Room = [i64; DIMS];
+
+fn room(r: &Resources) -> Room {
+    [
+        r.cpu().millis(),
+        r.memory().millis(),
+        r.pods().millis(),
+        r.get(resources::EPHEMERAL_STORAGE).millis(),
+    ]
+}
+
+fn fits(need: &Room, have: &Room) -> bool {
+    need.iter().zip(have).all(|(n, h)| n <= h)
+}
+
+/// A max-tree over a class's nodes: per subtree, the largest room in each
+/// dimension (taken separately, so a subtree that fails is skipped whole
+/// and one that passes may still hold no fitting node).
+#[derive(Default)]
+struct RoomTree {
+    /// Leaves start at `leaves`; node `k` has children `2k`, `2k + 1`.
+    leaves: usize,
+    max: Vec<Room>,
+}
+
+const EMPTY: Room = [i64::MIN; DIMS];
+
+impl RoomTree {
+    fn new(rooms: &[Room]) -> Self {
+        let leaves = rooms.len().next_power_of_two().max(1);
+        let mut max = vec![EMPTY; 2 * leaves];
+        max[leaves..leaves + rooms.len()].copy_from_slice(rooms);
+        for k in (1..leaves).rev() {
+            max[k] = merge(&max[2 * k], &max[2 * k + 1]);
+        }
+        RoomTree { leaves, max }
+    }
+
+    fn root_fits(&self, need: &Room) -> bool {
+        self.max.get(1).is_some_and(|r| fits(need, r))
+    }
+
+    fn set(&mut self, pos: usize, r: Room) {
+        let mut k = self.leaves + pos;
+        self.max[k] = r;
+        while k > 1 {
+            k /= 2;
+            self.max[k] = merge(&self.max[2 * k], &self.max[2 * k + 1]);
+        }
+    }
+
+    /// The first position at or after `from` whose room fits `need`.
+    fn first_fit(&self, from: usize, need: &Room) -> Option<usize> {
+        if from >= self.leaves {
+            return None;
+        }
+        self.find(1, 0, self.leaves, from, need)
+    }
+
+    fn find(&self, k: usize, lo: usize, hi: usize, from: usize, need: &Room) -> Option<usize> {
+        if hi <= from || !fits(need, &self.max[k]) {
+            return None;
+        }
+        if hi - lo == 1 {
+            return Some(lo);
+        }
+        let mid = lo + (hi - lo) / 2;
+        self.find(2 * k, lo, mid, from, need)
+            .or_else(|| self.find(2 * k + 1, mid, hi, from, need))
+    }
+}
+
+fn merge(a: &Room, b: &Room) -> Room {
+    let mut out = *a;
+    for (o, x) in out.iter_mut().zip(b) {
+        *o = (*o).max(*x);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rooms(v: &[(i64, i64)]) -> Vec<Room> {
+        v.iter().map(|&(c, m)| [c, m, 10, 0]).collect()
+    }
+
+    #[test]
+    fn first_fit_finds_the_first_position_with_room_in_every_dimension() {
+        let t = RoomTree::new(&rooms(&[(1, 9), (9, 1), (5, 5), (2, 2), (9, 9)]));
+        let cases = [
+            // (from, need cpu, need memory, expected)
+            (0, 1, 1, Some(0)),
+            (0, 4, 4, Some(2)),
+            (3, 4, 4, Some(4)),
+            (0, 9, 2, Some(4)),
+            (0, 10, 1, None),
+            (5, 1, 1, None),
+            (1, 1, 9, Some(4)),
+        ];
+        for (from, c, m, want) in cases {
+            assert_eq!(
+                t.first_fit(from, &[c, m, 1, 0]),
+                want,
+                "from {from} need {c},{m}"
+            );
+        }
+    }
+
+    #[test]
+    fn set_updates_what_first_fit_sees() {
+        let mut t = RoomTree::new(&rooms(&[(4, 4), (4, 4), (4, 4)]));
+        t.set(0, [1, 1, 10, 0]);
+        assert_eq!(t.first_fit(0, &[2, 2, 1, 0]), Some(1));
+        t.set(1, [0, 0, 10, 0]);
+        t.set(2, [0, 0, 10, 0]);
+        assert_eq!(t.first_fit(0, &[2, 2, 1, 0]), None);
+        assert!(!t.root_fits(&[2, 2, 1, 0]));
+    }
+
+    #[test]
+    fn an_empty_tree_fits_nothing() {
+        let t = RoomTree::new(&[]);
+        assert_eq!(t.first_fit(0, &[0, 0, 0, 0]), None);
+        assert!(!t.root_fits(&[0, 0, 0, 0]));
+    }
+}
