@@ -336,8 +336,8 @@ fn build(
         .collect();
     drop_duplicate_pods(&mut state, &bound);
     for p in bound {
-        let node = p.node_name.clone().unwrap_or_default();
-        match by_name.get(&node) {
+        let node = p.node_name.as_deref().unwrap_or_default();
+        match by_name.get(node) {
             Some(&i) => state.nodes[i].pods.push(p),
             None => state.warnings.push(format!(
                 "pod {} is bound to node {node:?}, which is not in the inputs; ignoring it",
@@ -356,13 +356,33 @@ fn build(
 fn drop_duplicate_pods(state: &mut ClusterState, bound: &[Pod]) {
     let w = &mut state.warnings;
     dedupe(&mut state.pending_pods, "Pod", |p| p.key(), w);
-    let running: BTreeSet<String> = bound.iter().map(Pod::key).collect();
+    let pending: BTreeSet<(&str, &str)> = state
+        .pending_pods
+        .iter()
+        .map(|p| (p.namespace.as_str(), p.name.as_str()))
+        .collect();
+    let running: BTreeSet<String> = bound
+        .iter()
+        .filter(|p| pending.contains(&(p.namespace.as_str(), p.name.as_str())))
+        .map(Pod::key)
+        .collect();
     state.pending_pods.retain(|p| !running.contains(&p.key()));
-    // Pods of each Deployment among the Pod objects (bound or pending).
+    // Pods of each Deployment among the Pod objects (bound or pending),
+    // counted for the Deployments expanded into pending pods only.
+    let expanded: BTreeSet<&str> = state
+        .pending_pods
+        .iter()
+        .filter_map(|p| p.owner.as_deref())
+        .filter(|o| o.starts_with("Deployment/"))
+        .collect();
     let mut present: BTreeMap<String, usize> = BTreeMap::new();
-    for p in bound.iter().chain(state.pending_pods.iter()) {
-        if let Some(d) = deployment_of(p) {
-            *present.entry(d).or_default() += 1;
+    if !expanded.is_empty() {
+        for p in bound.iter().chain(state.pending_pods.iter()) {
+            if let Some(d) = deployment_of(p) {
+                if expanded.contains(d.as_str()) {
+                    *present.entry(d).or_default() += 1;
+                }
+            }
         }
     }
     for (deployment, mut n) in present {

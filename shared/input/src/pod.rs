@@ -730,7 +730,7 @@ pub(crate) fn templated_pods(
         let time = |v: &Option<Value>, field: &str| -> Result<Option<i64>, InputError> {
             v.as_ref()
                 .map(|v| {
-                    serde_json::from_value::<meta::Time>(v.clone())
+                    <meta::Time as serde::Deserialize>::deserialize(v)
                         .map(|t| t.0.as_second())
                         .map_err(|e| ctx.err(field, format!("pod {}: {e}", row.name)))
                 })

@@ -13,6 +13,7 @@
 //! they let through still gets the full trial, so the first node that takes
 //! the pod is the one the plain walk would have found.
 
+use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
@@ -26,9 +27,8 @@ pub(super) struct ExistingNode<'a> {
     pub node: &'a Node,
     /// The taints that keep pods off it (see `effective_taints`).
     pub taints: Vec<Taint>,
-    pub labels: BTreeMap<String, String>,
-    /// `labels` as `In` requirements (what topology reads).
-    pub requirements: Requirements,
+    /// The node's labels, with its hostname label added when missing.
+    pub labels: Cow<'a, BTreeMap<String, String>>,
     pub remaining: Resources,
     pub host_ports: BTreeSet<(String, i32)>,
     pub placed: Vec<usize>,
@@ -42,24 +42,29 @@ impl<'a> ExistingNode<'a> {
             used.add_assign(&p.requests);
             host_ports.extend(p.host_ports.iter().cloned());
         }
-        let mut labels = node.labels.clone();
-        labels
-            .entry(labels::HOSTNAME.into())
-            .or_insert_with(|| node.name.clone());
-        let requirements = Requirements::from_iter_reqs(
+        let mut labels = Cow::Borrowed(&node.labels);
+        if !labels.contains_key(labels::HOSTNAME) {
             labels
-                .iter()
-                .map(|(k, v)| Requirement::in_values(k, [v.as_str()])),
-        );
+                .to_mut()
+                .insert(labels::HOSTNAME.into(), node.name.clone());
+        }
         ExistingNode {
             node,
             taints,
             labels,
-            requirements,
             remaining: node.allocatable.minus(&used),
             host_ports,
             placed: vec![],
         }
+    }
+
+    /// The labels as `In` requirements (what topology reads).
+    pub fn requirements(&self) -> Requirements {
+        Requirements::from_iter_reqs(
+            self.labels
+                .iter()
+                .map(|(k, v)| Requirement::in_values(k, [v.as_str()])),
+        )
     }
 }
 

@@ -1471,10 +1471,14 @@ impl<'a> Run<'a> {
         }
         labels_satisfy(&e.labels, pod_reqs).ok()?;
         if !self.topology.is_active() {
-            return Some(e.requirements.clone());
+            return Some(e.requirements());
+        }
+        let host = e.labels.get(labels::HOSTNAME)?;
+        if !self.topology.admits_host(pod, &groups.groups, host) {
+            return None;
         }
         self.topology
-            .add_requirements(pod, &groups.groups, &groups.domains, &e.requirements)
+            .add_requirements(pod, &groups.groups, &groups.domains, &e.requirements())
             .ok()
     }
 

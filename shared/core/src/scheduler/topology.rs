@@ -305,21 +305,37 @@ impl Topology {
             }
         }
         // Count existing pods in every group that selects them, on the
-        // nodes the group counts (pods being deleted do not count).
+        // nodes the group counts (pods being deleted do not count). Only
+        // groups indexed under one of a pod's labels (or not indexed) can
+        // select it.
+        (t.by_label, t.unindexed) = index_by_label(&t.groups);
+        let mut candidates: Vec<usize> = Vec::new();
         for (n, nd) in nodes.iter().zip(&t.nodes) {
             for p in n.pods.iter().filter(|p| !p.terminating) {
-                for g in t.groups.iter_mut() {
+                candidates.clear();
+                candidates.extend_from_slice(&t.unindexed);
+                for (k, v) in &p.labels {
+                    if let Some(gs) = t.by_label.get(k).and_then(|m| m.get(v)) {
+                        candidates.extend_from_slice(gs);
+                    }
+                }
+                for &gi in &candidates {
+                    let g = &mut t.groups[gi];
                     if g.selects(&p.namespace, &p.labels)
                         && g.id.filter.matches(&nd.labels, &nd.taints)
                     {
                         if let Some(d) = node_domain(n, &g.id.key) {
-                            *g.counts.entry(d.to_string()).or_default() += 1;
+                            match g.counts.get_mut(d) {
+                                Some(c) => *c += 1,
+                                None => {
+                                    g.counts.insert(d.to_string(), 1);
+                                }
+                            }
                         }
                     }
                 }
             }
         }
-        (t.by_label, t.unindexed) = index_by_label(&t.groups);
         (t.inverse_by_label, t.inverse_unindexed) = index_by_label(&t.inverse);
         t.active = !t.groups.is_empty() || !t.inverse.is_empty();
         t.domain_anti_affinity = t
@@ -450,6 +466,29 @@ impl Topology {
             self.pin_anti_affinity_domains(pod, groups, &mut out)?;
         }
         Ok(out)
+    }
+
+    /// A cheap necessary condition for [`Self::add_requirements`] on a node
+    /// whose hostname is `host`: the pod's own hostname spreads (the
+    /// minimum over hostnames is 0) and hostname anti-affinity terms admit
+    /// that node. No allocation: the existing-node walk calls it for every
+    /// candidate.
+    pub fn admits_host(&self, pod: &Pod, groups: &[(usize, Kind)], host: &str) -> bool {
+        groups.iter().all(|&(gi, kind)| {
+            let g = &self.groups[gi];
+            if g.id.key != labels::HOSTNAME {
+                return true;
+            }
+            let count = i64::from(g.counts.get(host).copied().unwrap_or(0));
+            match kind {
+                Kind::Spread => {
+                    count + i64::from(g.selects(&pod.namespace, &pod.labels))
+                        <= i64::from(g.id.max_skew)
+                }
+                Kind::AntiAffinity => count == 0,
+                Kind::Affinity => true,
+            }
+        })
     }
 
     /// A pod that a required anti-affinity term concerns on a key other
