@@ -4,6 +4,8 @@
 //!   the workspace tests (cargo-nextest when installed, else `cargo test`;
 //!   moto's server installed into the venv first, for the AWS suites) and
 //!   `cfn-lint` over `infra/template.yaml` when that template exists.
+//!   Superseded test executables are pruned from the build cache first
+//!   ([`prune`]), so a cache kept across many runs does not fill the disk.
 //! * `demo`    – `flotilla demo` from a release build.
 //! * `catalog` – regenerates the embedded instance-type catalog
 //!   (`shared/core/data/generate_catalog.py`).
@@ -29,6 +31,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 
 mod coldstart;
+mod prune;
 
 const USAGE: &str = "\
 usage: cargo xtask <command>
@@ -184,6 +187,7 @@ fn test(args: &[String]) -> Result<()> {
     }
     let start = Instant::now();
     println!("CARGO_TARGET_DIR={}", target_dir().display());
+    prune::prune_stale_executables(&target_dir());
 
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--", "--check"]);
