@@ -280,8 +280,9 @@ fn build(
             }
         }
     }
+    bound.reserve(templated.iter().map(|t| t.rows.len()).sum());
     for t in templated {
-        bound.extend(pod::templated_pods(t.template, &t.rows, &env, &mut state)?);
+        pod::templated_pods(t.template, &t.rows, &env, &mut state, &mut bound)?;
     }
 
     // A later definition of the same object replaces an earlier one.

@@ -700,15 +700,16 @@ pub(crate) fn shareable(template: &Value) -> bool {
 
 /// The bound pods of `rows` over their shared `template`: the first row's
 /// document is read as any pod is, and each row gets a copy with its own
-/// name, node and times.
+/// name, node and times, appended to `out`.
 pub(crate) fn templated_pods(
     template: &Value,
     rows: &[&PodRow],
     env: &Env,
     state: &mut ClusterState,
-) -> Result<Vec<Pod>, InputError> {
+    out: &mut Vec<Pod>,
+) -> Result<(), InputError> {
     let Some(first) = rows.first() else {
-        return Ok(Vec::new());
+        return Ok(());
     };
     let doc = Doc {
         file: "state",
@@ -720,9 +721,9 @@ pub(crate) fn templated_pods(
     // Bound pods only: a pending DaemonSet pod never comes here.
     let mut daemon_pods = Vec::new();
     let Some(model) = pod_object(&ctx, &doc, env, state, &mut daemon_pods)? else {
-        return Ok(Vec::new());
+        return Ok(());
     };
-    let mut out = Vec::with_capacity(rows.len());
+    out.reserve(rows.len());
     for row in rows {
         let mut p = model.clone();
         p.name.clone_from(&row.name);
@@ -741,5 +742,5 @@ pub(crate) fn templated_pods(
         p.terminating = row.deleting.is_some();
         out.push(p);
     }
-    Ok(out)
+    Ok(())
 }

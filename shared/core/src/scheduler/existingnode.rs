@@ -387,6 +387,77 @@ mod tests {
         assert!(!t.root_fits(&[2, 2, 1, 0]));
     }
 
+    fn node(i: usize, zone: &str, cpu: i64, memory: i64) -> Node {
+        let labels = [
+            (labels::ZONE.to_string(), zone.to_string()),
+            ("unread".to_string(), format!("v{i}")),
+        ];
+        Node {
+            name: format!("n{i}"),
+            labels: labels.into_iter().collect(),
+            allocatable: Resources::new()
+                .with(resources::CPU, crate::quantity::Quantity::from_millis(cpu))
+                .with(
+                    resources::MEMORY,
+                    crate::quantity::Quantity::from_mib(memory),
+                )
+                .with(resources::PODS, crate::quantity::Quantity::from_units(110)),
+            ..Node::default()
+        }
+    }
+
+    proptest::proptest! {
+        /// The index yields exactly the nodes a plain walk would keep:
+        /// from `from` on, in order, labels satisfying the zone
+        /// requirement, room for the request, after any placements.
+        #[test]
+        fn candidates_are_the_plain_walk_filtered(
+            specs in proptest::collection::vec((0usize..3, 0i64..4000, 0i64..4096), 0..60),
+            placed in proptest::collection::vec(0usize..60, 0..30),
+            from in 0usize..70,
+            want_cpu in 0i64..3000,
+            want_mib in 0i64..3000,
+            zones in proptest::collection::btree_set(0usize..3, 1..3),
+        ) {
+            const ZONES: [&str; 3] = ["a", "b", "c"];
+            let nodes: Vec<Node> = specs
+                .iter()
+                .enumerate()
+                .map(|(i, &(z, c, m))| node(i, ZONES[z], c, m))
+                .collect();
+            let keys: BTreeSet<String> = [labels::ZONE.to_string()].into_iter().collect();
+            let mut index = ExistingNodes::new(
+                nodes.iter().map(|n| ExistingNode::new(n, vec![])).collect(),
+                &keys,
+            );
+            let small = Pod {
+                requests: Resources::new()
+                    .with(resources::CPU, crate::quantity::Quantity::from_millis(500))
+                    .with(resources::PODS, crate::quantity::Quantity::from_units(1)),
+                ..Pod::default()
+            };
+            for &i in placed.iter().filter(|&&i| i < nodes.len()) {
+                index.place(i, 0, &small);
+            }
+            let want = Resources::new()
+                .with(resources::CPU, crate::quantity::Quantity::from_millis(want_cpu))
+                .with(resources::MEMORY, crate::quantity::Quantity::from_mib(want_mib))
+                .with(resources::PODS, crate::quantity::Quantity::from_units(1));
+            let reqs = Requirements::from_iter_reqs([Requirement::in_values(
+                labels::ZONE,
+                zones.iter().map(|&z| ZONES[z]),
+            )]);
+            let got: Vec<usize> = index.candidates(from, &want, &reqs, |_| true).collect();
+            let plain: Vec<usize> = (from..index.len())
+                .filter(|&i| {
+                    let e = index.get(i);
+                    want.fits_in(&e.remaining) && crate::scheduler::labels_satisfy(&e.labels, &reqs).is_ok()
+                })
+                .collect();
+            proptest::prop_assert_eq!(got, plain);
+        }
+    }
+
     #[test]
     fn an_empty_tree_fits_nothing() {
         let t = RoomTree::new(&[]);
