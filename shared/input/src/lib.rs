@@ -104,6 +104,7 @@ pub fn load_cache(cache: &ClusterCache) -> Result<ClusterState, InputError> {
     let mut docs: Vec<Doc> = Vec::new();
     let mut values: Vec<Value> = cache.objects.values().cloned().collect();
     let mut shared: BTreeMap<&TemplateId, Vec<&PodRow>> = BTreeMap::new();
+    let mut shareable: BTreeMap<&TemplateId, bool> = BTreeMap::new();
     for row in cache.pods.values() {
         let Some(template) = cache.templates.get(&row.template) else {
             return Err(InputError {
@@ -111,7 +112,10 @@ pub fn load_cache(cache: &ClusterCache) -> Result<ClusterState, InputError> {
                 ..InputError::file(FILE, format!("its template {} is not stored", row.template))
             });
         };
-        if row.node.is_some() && pod::shareable(template) {
+        let share = *shareable
+            .entry(&row.template)
+            .or_insert_with(|| pod::shareable(template));
+        if row.node.is_some() && share {
             shared.entry(&row.template).or_default().push(row);
         } else {
             values.push(row.expand(template));
@@ -336,6 +340,15 @@ fn build(
         .map(|(i, n)| (n.name.clone(), i))
         .collect();
     drop_duplicate_pods(&mut state, &bound);
+    let mut per_node = vec![0usize; state.nodes.len()];
+    for p in &bound {
+        if let Some(&i) = p.node_name.as_deref().and_then(|n| by_name.get(n)) {
+            per_node[i] += 1;
+        }
+    }
+    for (n, count) in state.nodes.iter_mut().zip(per_node) {
+        n.pods.reserve(count);
+    }
     for p in bound {
         let node = p.node_name.as_deref().unwrap_or_default();
         match by_name.get(node) {
