@@ -778,8 +778,11 @@ fn initialized(n: &Node) -> bool {
 }
 
 /// The taints that keep pods off an existing node, as Karpenter's state
-/// node reports them: without the ephemeral ones, and, until a NodePool's
-/// node is initialized, without that NodePool's startup taints.
+/// node reports them: never the ephemeral `NoSchedule` ones (Karpenter's
+/// `KnownEphemeralTaints`); until a NodePool's node is initialized, not
+/// the registration taints, the ephemeral keys with any effect (the
+/// kubelet's `not-ready:NoExecute`) and that NodePool's startup taints. On
+/// an initialized node `not-ready:NoExecute` blocks.
 fn effective_taints(n: &Node, pools: &[crate::model::NodePool]) -> Vec<Taint> {
     let startup: &[Taint] = match n.nodepool() {
         Some(name) if !initialized(n) => pools
@@ -791,8 +794,11 @@ fn effective_taints(n: &Node, pools: &[crate::model::NodePool]) -> Vec<Taint> {
     let uninitialized = n.nodepool().is_some() && !initialized(n);
     n.taints
         .iter()
-        .filter(|t| !EPHEMERAL_TAINTS.contains(&t.key.as_str()))
-        .filter(|t| !(uninitialized && registration_taint(t)))
+        .filter(|t| {
+            let ephemeral = EPHEMERAL_TAINTS.contains(&t.key.as_str());
+            !(ephemeral && t.effect == crate::model::TaintEffect::NoSchedule)
+                && !(uninitialized && (ephemeral || registration_taint(t)))
+        })
         .filter(|t| {
             !startup
                 .iter()

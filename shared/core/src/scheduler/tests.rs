@@ -2618,3 +2618,57 @@ fn in_flight_node_claims_take_pods() {
         assert_eq!(p.node_claims.is_empty(), placed, "{name}");
     }
 }
+
+/// Which taints of an existing node block pods (Karpenter's state node):
+/// ephemeral `NoSchedule` taints never; the ephemeral keys with `NoExecute`
+/// and the registration taint only once a NodePool's node is initialized.
+#[test]
+fn effective_taints_of_existing_nodes() {
+    let t = |key: &str, effect: TaintEffect| Taint {
+        key: key.into(),
+        value: String::new(),
+        effect,
+    };
+    let not_ready_ns = t("node.kubernetes.io/not-ready", TaintEffect::NoSchedule);
+    let not_ready_ne = t("node.kubernetes.io/not-ready", TaintEffect::NoExecute);
+    let unregistered = t("karpenter.sh/unregistered", TaintEffect::NoExecute);
+    let custom = t("team", TaintEffect::NoSchedule);
+    let all = vec![
+        not_ready_ns.clone(),
+        not_ready_ne.clone(),
+        unregistered.clone(),
+        custom.clone(),
+    ];
+    let node = |labels: &[(&str, &str)]| Node {
+        name: "n".into(),
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        taints: all.clone(),
+        ..Node::default()
+    };
+    let cases = [
+        (
+            "managed, not initialized",
+            node(&[(labels::NODEPOOL, "default")]),
+            vec![custom.clone()],
+        ),
+        (
+            "managed, initialized",
+            node(&[
+                (labels::NODEPOOL, "default"),
+                ("karpenter.sh/initialized", "true"),
+            ]),
+            vec![not_ready_ne.clone(), unregistered.clone(), custom.clone()],
+        ),
+        (
+            "not Karpenter's",
+            node(&[]),
+            vec![not_ready_ne, unregistered, custom],
+        ),
+    ];
+    for (what, n, want) in cases {
+        assert_eq!(effective_taints(&n, &[]), want, "{what}");
+    }
+}
