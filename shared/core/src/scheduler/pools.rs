@@ -310,8 +310,13 @@ fn daemon_runs_on(
             ds_reqs.add_all(t);
         }
         // A DaemonSet pod's own hostname affinity (the controller pins each
-        // pod to its node) says nothing about a new node.
+        // pod to its node) says nothing about a new node, nor do the labels
+        // Karpenter puts on every node of its own once it registers and
+        // initializes (restricted labels, allowed undefined as in
+        // Karpenter's `AllowUndefinedWellKnownAndRestrictedLabels`).
         ds_reqs.remove(labels::HOSTNAME);
+        ds_reqs.remove("karpenter.sh/initialized");
+        ds_reqs.remove("karpenter.sh/registered");
         requirements.compatible_ok(&ds_reqs) && type_reqs.is_none_or(|t| t.intersects_ok(&ds_reqs))
     };
     if ds.pod.required_terms.is_empty() {

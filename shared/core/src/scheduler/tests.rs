@@ -2672,3 +2672,34 @@ fn effective_taints_of_existing_nodes() {
         assert_eq!(effective_taints(&n, &[]), want, "{what}");
     }
 }
+
+/// A DaemonSet whose node affinity asks for a label Karpenter puts on its
+/// nodes once they join (`karpenter.sh/initialized`, `…/registered`) runs on
+/// them, so its requests count in a new NodeClaim's overhead; one asking for
+/// a label no NodePool defines does not.
+#[test]
+fn daemon_overhead_with_karpenter_node_labels() {
+    let ds = |key: &str| DaemonSet {
+        namespace: "kube-system".into(),
+        name: key.into(),
+        pod: Pod {
+            requests: Resources::new().with("cpu", Quantity::from_units(1)),
+            required_terms: vec![Requirements::from_iter_reqs([Requirement::in_values(
+                key,
+                ["true"],
+            )])],
+            ..Pod::default()
+        },
+    };
+    let pool =
+        Requirements::from_iter_reqs([Requirement::in_values(labels::NODEPOOL, ["default"])]);
+    let cases = [
+        ("karpenter.sh/initialized", 1000),
+        ("karpenter.sh/registered", 1000),
+        ("example.com/undefined", 0),
+    ];
+    for (key, cpu_millis) in cases {
+        let overhead = daemon_overhead(&[], &pool, &[ds(key)]);
+        assert_eq!(overhead.cpu().millis(), cpu_millis, "{key}");
+    }
+}
