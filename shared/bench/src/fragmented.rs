@@ -403,6 +403,7 @@ pub fn launched_node(
         taints: vec![],
         allocatable: node_allocatable(np, info),
         unschedulable: false,
+        deleting: false,
         pods: vec![daemon_pod(ds, name, created_at, rng)],
     }
 }

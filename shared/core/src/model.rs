@@ -539,6 +539,10 @@ pub struct Node {
     pub taints: Vec<Taint>,
     pub allocatable: Resources,
     pub unschedulable: bool,
+    /// `metadata.deletionTimestamp` is set: the node is going away, and the
+    /// pods on it that will need a place elsewhere are provisioned for
+    /// (see `scheduler::reschedulable`).
+    pub deleting: bool,
     /// Pods bound to this node (`spec.nodeName`).
     pub pods: Vec<Pod>,
 }

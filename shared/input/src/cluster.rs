@@ -47,6 +47,7 @@ pub(crate) fn node(ctx: &Ctx, d: &Doc) -> Result<Node, InputError> {
         // skips nodes marked for deletion).
         unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false)
             || n.metadata.deletion_timestamp.is_some(),
+        deleting: n.metadata.deletion_timestamp.is_some(),
         pods: Vec::new(),
         annotations: n.metadata.annotations.clone().unwrap_or_default(),
         created_at: n

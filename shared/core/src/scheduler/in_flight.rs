@@ -58,6 +58,7 @@ fn node(c: &NodeClaimObject) -> Node {
         taints: c.taints.clone(),
         allocatable: c.allocatable.clone(),
         unschedulable: false,
+        deleting: false,
         pods: Vec::new(),
     }
 }

@@ -421,11 +421,12 @@ fn shapes(pods: &[Pod], volume: &[Requirements]) -> (Vec<Option<usize>>, usize) 
 /// every workload, so both are planned and the plan that schedules more
 /// pods, then costs less, is returned (the weights-first one on a tie).
 pub fn schedule(state: &ClusterState, catalog: &Catalog, opts: &SchedulerOptions) -> Plan {
-    let (plan, limited_heavier) = schedule_with(state, catalog, opts, false);
+    let pods = pods_to_place(state);
+    let (plan, limited_heavier) = schedule_with(state, &pods, catalog, opts, false);
     if !limited_heavier {
         return plan;
     }
-    let (weights_first, _) = schedule_with(state, catalog, opts, true);
+    let (weights_first, _) = schedule_with(state, &pods, catalog, opts, true);
     let key = |p: &Plan| (p.unschedulable.len(), p.summary.total_hourly_price);
     let (a, b) = (key(&plan), key(&weights_first));
     if b.0 < a.0 || (b.0 == a.0 && b.1 <= a.1 + 1e-9) {
@@ -435,12 +436,48 @@ pub fn schedule(state: &ClusterState, catalog: &Catalog, opts: &SchedulerOptions
     }
 }
 
+/// The pods to place: the pending ones, then, as Karpenter's provisioner
+/// (`nodes.Deleting().ReschedulablePods`), the pods of nodes being deleted
+/// that will need a place elsewhere.
+fn pods_to_place(state: &ClusterState) -> std::borrow::Cow<'_, [Pod]> {
+    let mut leaving = state
+        .nodes
+        .iter()
+        .filter(|n| n.deleting)
+        .flat_map(|n| n.pods.iter().filter(|p| reschedulable(p)))
+        .peekable();
+    if leaving.peek().is_none() {
+        return std::borrow::Cow::Borrowed(&state.pending_pods);
+    }
+    let mut pods = state.pending_pods.clone();
+    pods.extend(leaving.map(|p| Pod {
+        node_name: None,
+        terminating: false,
+        ..p.clone()
+    }));
+    std::borrow::Cow::Owned(pods)
+}
+
+/// Whether a pod of a node being deleted needs a place elsewhere
+/// (Karpenter's `IsReschedulable`): it is running (not being deleted), or
+/// it is a StatefulSet's pod being deleted (its replacement comes only
+/// after it is gone, so its place is provisioned ahead); never a
+/// DaemonSet's or a static (mirror) pod.
+pub fn reschedulable(p: &Pod) -> bool {
+    let owner = p.owner.as_deref().unwrap_or_default();
+    let statefulset = owner.starts_with("StatefulSet/");
+    (!p.terminating || statefulset)
+        && !owner.starts_with("DaemonSet/")
+        && !owner.starts_with("Node/")
+}
+
 /// One planning run; `join_heavier` turns on step 3's joining of heavier
 /// limited NodePools' NodeClaims (see [`schedule`]). Also returns whether
 /// that could change anything: some NodePool with limits is heavier than
 /// another.
-fn schedule_with(
-    state: &ClusterState,
+fn schedule_with<'a>(
+    state: &'a ClusterState,
+    pods: &'a [Pod],
     catalog: &Catalog,
     opts: &SchedulerOptions,
     join_heavier: bool,
@@ -476,7 +513,6 @@ fn schedule_with(
             }
         }
     }
-    let pods = &state.pending_pods[..];
     let warnings = Vec::new();
     // Pods whose volumes are not ready wait (unschedulable, with the reason).
     let mut errors: Vec<Option<String>> = vec![None; pods.len()];

@@ -1960,7 +1960,13 @@ fn a_full_limited_pool_keeps_pods_on_its_node_claims_when_that_is_cheaper() {
     // 1-CPU pod and send the small ones to the light pool ($0.461/h); both
     // plans are packed again exactly (few pods, see `chain.rs`), and the
     // cost rule's is no cheaper than what is returned.
-    let (spill, could) = schedule_with(&s, &catalog(), &SchedulerOptions::default(), false);
+    let (spill, could) = schedule_with(
+        &s,
+        &s.pending_pods,
+        &catalog(),
+        &SchedulerOptions::default(),
+        false,
+    );
     assert!(could);
     // Returned: everything on the heavy pool's NodeClaim, an m5.2xlarge
     // ($0.384/h), within its 8-CPU limit.
@@ -1986,7 +1992,13 @@ fn a_full_limited_pool_lets_pods_spill_when_that_is_cheaper() {
         ],
     );
     let s = heavy_and_light(heavy, "32");
-    let (weights_first, _) = schedule_with(&s, &catalog(), &SchedulerOptions::default(), true);
+    let (weights_first, _) = schedule_with(
+        &s,
+        &s.pending_pods,
+        &catalog(),
+        &SchedulerOptions::default(),
+        true,
+    );
     let p = plan(&s);
     assert!(
         weights_first.summary.hourly_price >= p.summary.hourly_price,
@@ -2701,5 +2713,39 @@ fn daemon_overhead_with_karpenter_node_labels() {
     for (key, cpu_millis) in cases {
         let overhead = daemon_overhead(&[], &pool, &[ds(key)]);
         assert_eq!(overhead.cpu().millis(), cpu_millis, "{key}");
+    }
+}
+
+/// Pods of a node being deleted that need a place elsewhere (Karpenter's
+/// `IsReschedulable`).
+#[test]
+fn reschedulable_pods_of_deleting_nodes() {
+    let pod = |owner: Option<&str>, terminating: bool| Pod {
+        owner: owner.map(str::to_string),
+        terminating,
+        ..Pod::default()
+    };
+    let cases = [
+        ("running, no owner", pod(None, false), true),
+        (
+            "running ReplicaSet pod",
+            pod(Some("ReplicaSet/ns/rs"), false),
+            true,
+        ),
+        (
+            "ReplicaSet pod being deleted",
+            pod(Some("ReplicaSet/ns/rs"), true),
+            false,
+        ),
+        (
+            "StatefulSet pod being deleted",
+            pod(Some("StatefulSet/ns/ss"), true),
+            true,
+        ),
+        ("DaemonSet pod", pod(Some("DaemonSet/ns/ds"), false), false),
+        ("static pod", pod(Some("Node/ns/n1"), false), false),
+    ];
+    for (what, p, want) in cases {
+        assert_eq!(reschedulable(&p), want, "{what}");
     }
 }
