@@ -21,14 +21,17 @@
 //!
 //! The table layout is in [`keys`].
 
+pub mod actions;
 pub mod batches;
 pub mod changes;
 pub mod cluster_state;
 pub mod codec;
 pub mod disruption;
+pub mod instances;
 pub mod intake;
 pub mod keys;
 pub mod launch;
+pub mod launch_env;
 pub mod local;
 pub mod nodeclaims;
 pub mod offerings;
