@@ -11,59 +11,27 @@
 //! stack) and, every [`ChangeStream::resync_every`], a periodic one that
 //! repairs anything unnoticed. See `flotilla_core::state`.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use flotilla_core::state::{compact, Changes, ObjectKey, PodRow, Resync, Sequence};
-use serde_json::Value;
+use flotilla_core::state::stream;
+use flotilla_core::state::{Changes, Sequence};
 use tokio::time::Instant;
 
-/// One object of the caches, as a post may send it.
-pub struct Observed {
-    pub key: ObjectKey,
-    /// `metadata.resourceVersion` (empty: always compared by content).
-    pub version: String,
-    /// The document as sent (made only when the version changed).
-    pub document: Box<dyn Fn() -> Value + Send>,
-}
+pub use flotilla_core::state::stream::{Observed, Prepared};
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Acked {
-    version: String,
-    digest: u64,
-}
-
-/// The agent's side of the change protocol.
+/// The agent's side of the change protocol: the pure stream
+/// ([`flotilla_core::state::stream`]) and the periodic resync's clock.
 #[derive(Debug)]
 pub struct ChangeStream {
-    /// This agent process's id: streams are `<base>-<n>`.
-    base: String,
-    resyncs: u64,
-    stream: String,
-    /// The last post of the stream intake acknowledged.
-    seq: u64,
-    acked: HashMap<ObjectKey, Acked>,
-    synced: bool,
+    inner: stream::ChangeStream,
     pub resync_every: Duration,
     last_resync: Option<Instant>,
-}
-
-/// The posts that bring intake to the caches' state.
-pub struct Prepared {
-    pub posts: Vec<(Sequence, Changes)>,
-    pub resync: bool,
-    acked: HashMap<ObjectKey, Acked>,
 }
 
 impl ChangeStream {
     pub fn new(base: String, resync_every: Duration) -> Self {
         ChangeStream {
-            base,
-            resyncs: 0,
-            stream: String::new(),
-            seq: 0,
-            acked: HashMap::new(),
-            synced: false,
+            inner: stream::ChangeStream::new(base),
             resync_every,
             last_resync: None,
         }
@@ -72,129 +40,34 @@ impl ChangeStream {
     /// The posts for `observed` (a resync when due), each at most about
     /// `limit` bytes of changes.
     pub fn prepare(&mut self, observed: Vec<Observed>, limit: usize, now: Instant) -> Prepared {
-        let resync = !self.synced
-            || self
-                .last_resync
-                .is_none_or(|t| now.duration_since(t) >= self.resync_every);
-        let empty = HashMap::new();
-        let (mut changes, acked) = diff(if resync { &empty } else { &self.acked }, observed);
-        if !resync {
-            changes.deleted = self
-                .acked
-                .keys()
-                .filter(|k| !acked.contains_key(*k))
-                .cloned()
-                .collect();
-            changes.deleted.sort();
-        }
-        let parts = changes.split(limit);
-        let posts = if resync {
-            self.resyncs += 1;
-            self.stream = format!("{}-{}", self.base, self.resyncs);
-            self.seq = 0;
-            self.synced = false;
-            let n = u32::try_from(parts.len()).unwrap_or(u32::MAX);
-            parts
-                .into_iter()
-                .enumerate()
-                .map(|(i, p)| {
-                    let part = u32::try_from(i).unwrap_or(u32::MAX);
-                    let seq = Sequence {
-                        stream: self.stream.clone(),
-                        seq: 1,
-                        resync: Some(Resync { part, parts: n }),
-                    };
-                    (seq, p)
-                })
-                .collect()
-        } else {
-            parts
-                .into_iter()
-                .enumerate()
-                .map(|(i, p)| {
-                    let seq = Sequence {
-                        stream: self.stream.clone(),
-                        seq: self.seq.saturating_add(1).saturating_add(i as u64),
-                        resync: None,
-                    };
-                    (seq, p)
-                })
-                .collect()
-        };
-        Prepared {
-            posts,
-            resync,
-            acked,
-        }
+        let due = self
+            .last_resync
+            .is_none_or(|t| now.duration_since(t) >= self.resync_every);
+        self.inner.prepare(observed, limit, due)
     }
 
     /// Intake acknowledged `seq`.
     pub fn delivered(&mut self, seq: &Sequence) {
-        self.seq = seq.seq;
+        self.inner.delivered(seq);
     }
 
     /// Intake acknowledged every post of `prepared`.
     pub fn delivered_all(&mut self, prepared: Prepared, now: Instant) {
-        self.acked = prepared.acked;
-        self.synced = true;
         if prepared.resync {
-            self.seq = 1;
             self.last_resync = Some(now);
         }
+        self.inner.delivered_all(prepared);
     }
 
     /// Intake answered 409: the next post is a resync.
     pub fn resync_required(&mut self) {
-        self.synced = false;
+        self.inner.resync_required();
     }
 
     /// Objects acknowledged (the agent's memory of intake's state).
     pub fn acknowledged(&self) -> usize {
-        self.acked.len()
+        self.inner.acknowledged()
     }
-}
-
-/// What changed in `observed` against `acked`, and the acknowledgements
-/// once it is sent.
-fn diff(
-    acked: &HashMap<ObjectKey, Acked>,
-    observed: Vec<Observed>,
-) -> (Changes, HashMap<ObjectKey, Acked>) {
-    let mut changes = Changes::default();
-    let mut next = HashMap::with_capacity(observed.len());
-    for o in observed {
-        let old = acked.get(&o.key);
-        if let Some(a) = old.filter(|a| !o.version.is_empty() && a.version == o.version) {
-            next.insert(o.key, a.clone());
-            continue;
-        }
-        let doc = (o.document)();
-        let digest = if o.key.is_pod() {
-            let Some((id, template, row)) = PodRow::split(doc) else {
-                continue;
-            };
-            let d = row.digest();
-            if old.is_none_or(|a| a.digest != d) {
-                changes.templates.entry(id).or_insert(template);
-                changes.pods.push(row);
-            }
-            d
-        } else {
-            let d = compact::digest(&doc);
-            if old.is_none_or(|a| a.digest != d) {
-                changes.objects.push(doc);
-            }
-            d
-        };
-        next.insert(
-            o.key,
-            Acked {
-                version: o.version,
-                digest,
-            },
-        );
-    }
-    (changes, next)
 }
 
 /// The body of `POST /changes` (`flotilla_service::changes::ChangeRequest`).
@@ -221,7 +94,8 @@ pub fn body(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use flotilla_core::state::{ObjectKey, Resync};
+    use serde_json::{json, Value};
 
     fn obs(kind: &str, name: &str, version: &str, extra: Value) -> Observed {
         let doc = json!({"apiVersion": "v1", "kind": kind,
@@ -232,11 +106,7 @@ mod tests {
         } else {
             ObjectKey::new(kind, "", name)
         };
-        Observed {
-            key,
-            version: version.into(),
-            document: Box::new(move || doc.clone()),
-        }
+        Observed::of(key, version.into(), doc)
     }
 
     #[test]

@@ -183,6 +183,28 @@ fn slim<K: Resource>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
 }
 
+/// Of a node, drop its images and conditions (never sent).
+fn slim_node(node: &mut Node) {
+    if let Some(s) = node.status.as_mut() {
+        s.images = None;
+        s.conditions = None;
+    }
+}
+
+/// A pod as the cache keeps it (what the pod watch does to each pod).
+pub fn stripped_pod(mut pod: Pod) -> Pod {
+    slim(&mut pod);
+    slim_pod(&mut pod);
+    pod
+}
+
+/// A node as the cache keeps it (what the node watch does to each node).
+pub fn stripped_node(mut node: Node) -> Node {
+    slim(&mut node);
+    slim_node(&mut node);
+    node
+}
+
 /// Of a pod, keep what scheduling and draining read ([`docs::pod_document`]
 /// sends no more): container env, commands, probes, mounts and statuses
 /// are often most of a pod.
@@ -268,19 +290,7 @@ pub fn start(
         tracker.on_event(e)
     });
     tasks.push(t);
-    let (nodes, t) = typed::<Node>(
-        &client,
-        "Node",
-        &sync,
-        &config,
-        |n| {
-            if let Some(s) = n.status.as_mut() {
-                s.images = None;
-                s.conditions = None;
-            }
-        },
-        |_| {},
-    );
+    let (nodes, t) = typed::<Node>(&client, "Node", &sync, &config, slim_node, |_| {});
     tasks.push(t);
     let (daemon_sets, t) = typed::<DaemonSet>(&client, "DaemonSet", &sync, &config, |_| {}, |_| {});
     tasks.push(t);
@@ -351,6 +361,34 @@ fn to_bytes(v: &serde_json::Value) -> Vec<u8> {
 }
 
 impl Cache {
+    /// A cache over these pods and nodes (every other kind empty), every
+    /// kind synced: what the watches would hold (benchmarks, tests).
+    pub fn of(pods: Store<Pod>, nodes: Store<Node>) -> Cache {
+        let sync: SyncMap = Arc::default();
+        let kinds = [
+            "Pod",
+            "Node",
+            "DaemonSet",
+            "StorageClass",
+            "PersistentVolumeClaim",
+        ];
+        let more = ["PersistentVolume", "PodDisruptionBudget"];
+        for kind in kinds.into_iter().chain(more) {
+            mark(&sync, kind, SyncState::Synced);
+        }
+        Cache {
+            pods,
+            nodes,
+            daemon_sets: reflector::store().0,
+            storage_classes: reflector::store().0,
+            pvcs: reflector::store().0,
+            pvs: reflector::store().0,
+            pdbs: reflector::store().0,
+            custom: Vec::new(),
+            sync,
+        }
+    }
+
     /// Every kind's state.
     pub fn sync_states(&self) -> BTreeMap<String, SyncState> {
         self.sync.lock().unwrap_or_else(|e| e.into_inner()).clone()

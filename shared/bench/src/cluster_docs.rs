@@ -99,6 +99,29 @@ pub fn pending_pod(app: usize, i: usize) -> Value {
     p
 }
 
+/// Bound pod `i`'s Deployment and node (indexes), for every bound pod
+/// of `shape`: what [`for_each_document`] generates them from.
+pub fn placements(shape: Shape) -> Vec<(u32, u32)> {
+    let mut rng = Rng::new(shape.seed);
+    let apps = shape.apps.max(1);
+    let nodes = shape.nodes.max(1);
+    (0..shape.bound_pods)
+        .map(|_| {
+            let app = rng.below(apps);
+            let node = rng.below(nodes);
+            (
+                u32::try_from(app).unwrap_or(u32::MAX),
+                u32::try_from(node).unwrap_or(u32::MAX),
+            )
+        })
+        .collect()
+}
+
+/// Bound pod `i` placed on `(app, node)`.
+pub fn bound_pod(i: usize, (app, node): (u32, u32)) -> Value {
+    pod(app as usize, i, Some(&node_name(node as usize)))
+}
+
 /// Every document of `shape`, handed one at a time to `f` (a million pods
 /// are never all held as documents).
 pub fn for_each_document(shape: Shape, mut f: impl FnMut(Value)) {

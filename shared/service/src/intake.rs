@@ -998,7 +998,7 @@ mod ack_tests {
             let clock = Arc::new(ManualClock::at_millis(1_800_000_000_000));
             let now = clock.now_secs();
             let actions = [drain_action("a"), drain_action("b")];
-            let n = crate::sweep::store_actions(&store, "demo", &actions, now, 3600)
+            let n = crate::actions::store_actions(&store, "demo", &actions, now, 3600)
                 .await
                 .expect("store");
             assert_eq!(n, 2);
@@ -1046,7 +1046,7 @@ mod ack_tests {
             assert_eq!(view.actions.len(), 1);
             assert_ne!(view.actions[0]["id"].as_str(), Some(id.as_str()));
             // The sweep computing the same action again does not revive it.
-            let n = crate::sweep::store_actions(&store, "demo", &actions, now + 60, 3600)
+            let n = crate::actions::store_actions(&store, "demo", &actions, now + 60, 3600)
                 .await
                 .expect("store");
             assert_eq!(n, 0);

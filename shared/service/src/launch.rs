@@ -18,10 +18,13 @@ use flotilla_core::launch::{
     Outcome,
 };
 use flotilla_core::model::ClusterState;
-use flotilla_ports::events::{FlotillaEvent, NodeClaimsPlanned, PodsUnschedulable};
+use flotilla_ports::events::NodeClaimsPlanned;
 use flotilla_ports::{Bus, Clock, Condition, Ec2, Filter, Item, Store, Write};
 use serde::Serialize;
 
+use crate::instances::{of_this_stack, STACK_TAG};
+pub use crate::launch_env::LaunchEnv;
+pub use crate::nodeclaims::announce_failure;
 use crate::nodeclaims::{claim_written, node_claim_item, update_claim, update_claim_releasing};
 use crate::records::{LaunchContext, LaunchedInstanceRecord, NodeClaimRecord, NodeClaimState};
 use crate::{codec, keys, offerings, Config, Result, ServiceError};
@@ -47,19 +50,6 @@ pub struct LaunchReport {
     pub fleet_calls: u32,
     /// Offerings CreateFleet reported out of capacity (ICE).
     pub ice_hits: usize,
-}
-
-/// What launching needs besides the NodeClaim: the batch's NodePools,
-/// EC2NodeClasses and overlays, and the cluster's bootstrap facts.
-pub struct LaunchEnv {
-    pub context: LaunchContext,
-    pub state: ClusterState,
-    pub catalog: flotilla_core::catalog::Catalog,
-    /// The ICE cache, plus what this invocation's launches ran into.
-    pub unavailable: Mutex<BTreeSet<UnavailableOffering>>,
-    resolved: Mutex<BTreeMap<String, std::result::Result<nodeclass::ResolvedNodeClass, String>>>,
-    /// Launch templates created (and their use recorded) by this invocation.
-    ensured: Mutex<BTreeSet<String>>,
 }
 
 /// NodeClaims launched at once by one invocation (each is its own chain
@@ -386,39 +376,6 @@ async fn fail<S: Store, B: Bus, C: Clock>(
     announce_failure(store, bus, cluster, &item, record).await
 }
 
-/// Put a failed NodeClaim's `PodsUnschedulable` (the schedule stage plans
-/// its pods again), then note it put. The failure is written first, so the
-/// re-planning never finds the NodeClaim still carrying the pods; a put
-/// that fails leaves the note unwritten for the launch's redelivery or the
-/// sweep, and one put twice re-plans once more (idempotent).
-pub async fn announce_failure<S: Store, B: Bus>(
-    store: &S,
-    bus: &B,
-    cluster: &str,
-    item: &Item,
-    record: &mut NodeClaimRecord,
-) -> Result<()> {
-    if record.notes.contains_key(crate::records::DISRUPTION_NOTE) {
-        // A replacement: its pods are bound where they were; the
-        // disruption stage abandons its decision on seeing it failed.
-        record.unannounced = false;
-        update_claim(store, item, record).await?;
-        return Ok(());
-    }
-    let reason = record.reason.as_deref().unwrap_or("launch failed");
-    let ev = FlotillaEvent::PodsUnschedulable(PodsUnschedulable {
-        cluster_id: cluster.to_string(),
-        node_claim: record.name.clone(),
-        reason: reason.chars().take(1000).collect(),
-    });
-    bus.put(vec![ev.to_event()])
-        .await
-        .map_err(ServiceError::port("put PodsUnschedulable"))?;
-    record.unannounced = false;
-    update_claim(store, item, record).await?;
-    Ok(())
-}
-
 /// Instances of this stack already carrying this NodeClaim's tag
 /// (another stack's namesake is never adopted).
 pub async fn tagged_instances<E: Ec2>(
@@ -431,10 +388,7 @@ pub async fn tagged_instances<E: Ec2>(
             format!("tag:{}", launch::launch_template::TAG_NODECLAIM),
             [name],
         ),
-        Filter::new(
-            format!("tag:{}", crate::sweep::STACK_TAG),
-            [config.stack_id.as_str()],
-        ),
+        Filter::new(format!("tag:{}", STACK_TAG), [config.stack_id.as_str()]),
         Filter::new("instance-state-name", ["pending", "running"]),
     ];
     Ok(ec2
@@ -442,7 +396,7 @@ pub async fn tagged_instances<E: Ec2>(
         .await
         .map_err(ServiceError::port("DescribeInstances"))?
         .into_iter()
-        .filter(|i| crate::sweep::of_this_stack(i, config))
+        .filter(|i| of_this_stack(i, config))
         .collect())
 }
 

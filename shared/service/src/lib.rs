@@ -21,14 +21,17 @@
 //!
 //! The table layout is in [`keys`].
 
+pub mod actions;
 pub mod batches;
 pub mod changes;
 pub mod cluster_state;
 pub mod codec;
 pub mod disruption;
+pub mod instances;
 pub mod intake;
 pub mod keys;
 pub mod launch;
+pub mod launch_env;
 pub mod local;
 pub mod nodeclaims;
 pub mod offerings;
@@ -75,6 +78,9 @@ pub struct Config {
     /// stack id): launches tag everything `flotilla.io/stack` with it, and
     /// the sweep collects only instances carrying it.
     pub stack_id: String,
+    /// Deltas kept over a cluster's state snapshot before intake folds
+    /// them into a new one ([`changes::MAX_DELTAS`]).
+    pub state_max_deltas: usize,
 }
 
 /// The default [`Config::stack_id`] (local use: `flotilla simulate`, tests).
@@ -96,6 +102,7 @@ impl Default for Config {
             instance_profile: None,
             cluster_name: None,
             stack_id: LOCAL_STACK_ID.into(),
+            state_max_deltas: changes::MAX_DELTAS,
         }
     }
 }

@@ -5,9 +5,10 @@
 //! disrupt move and end them), so that no stage module depends on another
 //! for them.
 
-use flotilla_ports::{Condition, Item, PortError, Store, Write};
+use flotilla_ports::events::{FlotillaEvent, PodsUnschedulable};
+use flotilla_ports::{Bus, Condition, Item, PortError, Store, Write};
 
-use crate::records::NodeClaimRecord;
+use crate::records::{NodeClaimRecord, NodeClaimState};
 use crate::{codec, keys, Result, ServiceError};
 
 /// All NodeClaim records of a cluster.
@@ -168,3 +169,62 @@ pub(crate) async fn put_counting<S: Store>(
         None => store.write(put).await,
     }
 }
+
+/// Put a failed NodeClaim's `PodsUnschedulable` (the schedule stage plans
+/// its pods again), then note it put. The failure is written first, so the
+/// re-planning never finds the NodeClaim still carrying the pods; a put
+/// that fails leaves the note unwritten for the launch's redelivery or the
+/// sweep, and one put twice re-plans once more (idempotent).
+pub async fn announce_failure<S: Store, B: Bus>(
+    store: &S,
+    bus: &B,
+    cluster: &str,
+    item: &Item,
+    record: &mut NodeClaimRecord,
+) -> Result<()> {
+    if record.notes.contains_key(crate::records::DISRUPTION_NOTE) {
+        // A replacement: its pods are bound where they were; the
+        // disruption stage abandons its decision on seeing it failed.
+        record.unannounced = false;
+        update_claim(store, item, record).await?;
+        return Ok(());
+    }
+    let reason = record.reason.as_deref().unwrap_or("launch failed");
+    let ev = FlotillaEvent::PodsUnschedulable(PodsUnschedulable {
+        cluster_id: cluster.to_string(),
+        node_claim: record.name.clone(),
+        reason: reason.chars().take(1000).collect(),
+    });
+    bus.put(vec![ev.to_event()])
+        .await
+        .map_err(ServiceError::port("put PodsUnschedulable"))?;
+    record.unannounced = false;
+    update_claim(store, item, record).await?;
+    Ok(())
+}
+
+/// End a NodeClaim (`Deleted`) and free its reservation slot.
+pub async fn end_claim<S: Store>(
+    store: &S,
+    item: &Item,
+    record: &mut NodeClaimRecord,
+    reason: &str,
+    now: i64,
+    retention_secs: i64,
+) -> Result<bool> {
+    if !record.state.can_become(NodeClaimState::Deleted) {
+        return Ok(false);
+    }
+    record.state = NodeClaimState::Deleted;
+    record.reason = Some(reason.to_string());
+    record.updated_at = now;
+    record.lease_until = None;
+    let mut ended = item.clone();
+    ended.expires_at = Some(now / 1000 + retention_secs);
+    let release = record.reservation.clone();
+    update_claim_releasing(store, &ended, record, release.as_deref()).await
+}
+
+/// How long a launched NodeClaim's node has to register before the sweep
+/// ends it (and the disruption stage gives up on a replacement).
+pub const REGISTRATION_TIMEOUT_MS: i64 = 15 * 60_000;

@@ -5,9 +5,9 @@ use flotilla_core::launch::nodeclass::ResolvedNodeClass;
 use flotilla_core::launch::prepare::{prepare_launch, PrepareInput, PreparedLaunch};
 use flotilla_core::launch::{template_name, ClusterInfo};
 
-use crate::launch::LaunchEnv;
+use crate::instances::{CLUSTER_ID_TAG, STACK_TAG};
+use crate::launch_env::LaunchEnv;
 use crate::records::NodeClaimRecord;
-use crate::sweep::{CLUSTER_ID_TAG, STACK_TAG};
 use crate::Config;
 
 /// The instance profile to launch with: the EC2NodeClass's

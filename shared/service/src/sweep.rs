@@ -29,29 +29,20 @@ use flotilla_core::launch::launch_template::TAG_NODECLAIM;
 use flotilla_core::reservations::{self, Action, ActionKind, ReservedNode};
 use flotilla_ports::events::{FlotillaEvent, NodeClaimsPlanned, NODE_CLAIMS_PER_EVENT};
 use flotilla_ports::{Bus, Clock, Condition, Ec2, Filter, Instance, Item, PortError, Store, Write};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::launch::announce_failure;
-use crate::nodeclaims::{node_claims, update_claim, update_claim_releasing};
+pub use crate::actions::{store_actions, StoredAction};
+pub use crate::instances::{of_this_stack, CLUSTER_ID_TAG, STACK_TAG};
+use crate::nodeclaims::{
+    announce_failure, end_claim, node_claims, update_claim, update_claim_releasing,
+};
 use crate::records::{
     InterruptionKind, InterruptionRecord, NodeClaimRecord, NodeClaimState, SchedulerPointer,
 };
 use crate::{codec, keys, Config, Result, ServiceError};
 
-/// Tag naming the Flotilla cluster id on everything Flotilla launches (so
-/// the sweep never touches instances of another provisioner, Karpenter
-/// included, which share the `karpenter.sh/*` tags).
-pub const CLUSTER_ID_TAG: &str = "flotilla.io/cluster-id";
-
-/// Tag naming the deployment (CloudFormation stack id,
-/// [`Config::stack_id`]) that launched an instance, fleet or launch
-/// template. The sweep collects only instances carrying its own: another
-/// stack's (a replaced stack, a table restored under another name) and
-/// untagged instances are never touched.
-pub const STACK_TAG: &str = "flotilla.io/stack";
-
 pub const REDRIVE_AFTER_MS: i64 = 60_000;
-pub const REGISTRATION_TIMEOUT_MS: i64 = 15 * 60_000;
+pub use crate::nodeclaims::REGISTRATION_TIMEOUT_MS;
 /// Instances younger than this are never treated as leaked (their
 /// NodeClaim's write may be in flight).
 pub const LEAK_GRACE_SECS: i64 = 5 * 60;
@@ -94,24 +85,6 @@ pub struct SweepReport {
     pub reservation_slots_used: usize,
 }
 
-/// An action as stored for the agent (`ACTION#<id>`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StoredAction {
-    pub id: String,
-    #[serde(flatten)]
-    pub action: Action,
-    pub created_at: i64,
-}
-
-fn action_id(a: &Action) -> String {
-    let key = format!(
-        "{:?}/{}/{}/{}",
-        a.kind, a.node, a.reservation_id, a.deadline
-    );
-    codec::content_hash(key.as_bytes())
-}
-
 fn capacity_type_of(i: &Instance) -> &'static str {
     if i.lifecycle == "spot" {
         "spot"
@@ -120,61 +93,6 @@ fn capacity_type_of(i: &Instance) -> &'static str {
     } else {
         "on-demand"
     }
-}
-
-/// Store actions for a cluster's agent (idempotent per action).
-pub async fn store_actions<S: Store>(
-    store: &S,
-    cluster: &str,
-    actions: &[Action],
-    now_secs: i64,
-    retention_secs: i64,
-) -> Result<usize> {
-    let mut n = 0;
-    for a in actions {
-        let id = action_id(a);
-        let stored = StoredAction {
-            id: id.clone(),
-            action: a.clone(),
-            created_at: now_secs,
-        };
-        let mut item = Item::new(keys::action(cluster, &id), codec::to_json(&stored));
-        item.expires_at = Some(a.deadline.max(now_secs) + retention_secs);
-        match store
-            .write(Write::Put {
-                item,
-                condition: Condition::Absent { now_secs },
-            })
-            .await
-        {
-            Ok(()) => n += 1,
-            Err(PortError::ConditionFailed(_)) => {}
-            Err(e) => return Err(ServiceError::port("store action")(e)),
-        }
-    }
-    Ok(n)
-}
-
-/// End a NodeClaim (`Deleted`) and free its reservation slot.
-pub(crate) async fn end_claim<S: Store>(
-    store: &S,
-    item: &Item,
-    record: &mut NodeClaimRecord,
-    reason: &str,
-    now: i64,
-    retention_secs: i64,
-) -> Result<bool> {
-    if !record.state.can_become(NodeClaimState::Deleted) {
-        return Ok(false);
-    }
-    record.state = NodeClaimState::Deleted;
-    record.reason = Some(reason.to_string());
-    record.updated_at = now;
-    record.lease_until = None;
-    let mut ended = item.clone();
-    ended.expires_at = Some(now / 1000 + retention_secs);
-    let release = record.reservation.clone();
-    update_claim_releasing(store, &ended, record, release.as_deref()).await
 }
 
 pub async fn sweep<S: Store, E: Ec2, B: Bus, C: Clock>(
@@ -438,7 +356,6 @@ async fn sweep_cluster<S: Store, E: Ec2, B: Bus, C: Clock>(
     Ok(())
 }
 
-/// Launched by this deployment: tagged [`STACK_TAG`] with its stack id.
 /// Why a NodeClaim whose node never registered was ended: the usual cause
 /// first (kubelet refused because the node role is not mapped into the
 /// cluster), so the operator reading the NodeClaim knows what to check.
@@ -446,10 +363,6 @@ pub const REGISTRATION_TIMEOUT_REASON: &str = "node did not register within 15 m
      kubelet was refused, map the node role into the cluster (an EKS access entry of type \
      EC2_LINUX, the stack's NodeAccessEntry parameter, or an aws-auth mapRoles entry; see \
      infra/README.md, \"Before the first node\"); else check that the node reaches the API server";
-
-pub fn of_this_stack(i: &Instance, config: &Config) -> bool {
-    i.tags.get(STACK_TAG) == Some(&config.stack_id)
-}
 
 /// Whether `instance_id` is the instance the NodeClaim `record` launched.
 fn launched_by(record: &NodeClaimRecord, instance_id: &str) -> bool {

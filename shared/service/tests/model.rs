@@ -3,7 +3,12 @@
 //! (`MemStore`, `MemBus`, `ManualClock`, `Ec2Sim`, one shared `Faults`).
 //!
 //! Each case is a random sequence of operations: clusters posting batches
-//! (two of them racing for one capacity reservation), events delivered
+//! (two of them racing for one capacity reservation), or switching to
+//! posting by changes (the agent's change stream,
+//! `flotilla_core::state::stream`, through `flotilla_service::changes`, in
+//! small parts) whose posts are lost (the request, or the answer after
+//! intake applied it), sent twice, or replayed late (reordered), with
+//! intake asking for a resync (409) after a gap; events delivered
 //! once, duplicated, out of order, or by several threads at once, port
 //! faults (DynamoDB condition failures after the effect, throttling, EC2
 //! 5xx, timeouts before and after the effect, partial CreateFleet fills
@@ -28,7 +33,9 @@
 //! period) and then: no duplicate instance, no leaked instance, no
 //! reservation slot leaked or overbooked, no NodeClaim stuck in flight, and
 //! every pod of each cluster's last accepted batch is on a launched
-//! NodeClaim or reported unschedulable.
+//! NodeClaim or reported unschedulable; and the state intake keeps of a
+//! cluster posting by changes (loaded by `cluster_state::load` and
+//! `changes::load_state`) is the agent's cache.
 //!
 //! `PROPTEST_CASES` sets the number of cases (default [`DEFAULT_CASES`]);
 //! `MODEL_SEED` the seed (default [`DEFAULT_SEED`], so a CI run depends on
@@ -41,11 +48,14 @@ use std::sync::Arc;
 
 use flotilla_core::catalog::CapacityType;
 use flotilla_core::launch::launch_template::TAG_NODECLAIM;
+use flotilla_core::state::stream::{ChangeStream, Observed};
+use flotilla_core::state::{Changes, ClusterCache, ObjectKey, Sequence};
 use flotilla_ports::{Event, InstanceState, Item, PortError};
+use flotilla_service::changes::{self, ChangeRequest};
 use flotilla_service::intake::{self, Access, Caller, NodesReport};
 use flotilla_service::records::{BatchResult, NodeClaimRecord, NodeClaimState};
 use flotilla_service::sweep::{CLUSTER_ID_TAG, STACK_TAG};
-use flotilla_service::{codec, keys, Config, Ports};
+use flotilla_service::{codec, keys, Config, Ports, ServiceError};
 use flotilla_sim::{block_on, ops, Ec2Sim, Faults, ManualClock, MemBus, MemStore, Phase};
 use proptest::prelude::*;
 
@@ -169,6 +179,28 @@ enum Op {
         copies: usize,
         keep: bool,
     },
+    /// The cluster's agent restarts posting by changes (its first post is
+    /// a resync on a new stream).
+    UseChanges {
+        cluster: usize,
+    },
+    /// A change post of the cluster meets `fate` (lost, answer lost, sent
+    /// twice); the agent posts again later.
+    ChangePost {
+        cluster: usize,
+        fate: Fate,
+    },
+    /// The cluster's pods from the `pick`th on change their `wave` label
+    /// (their template: pods swap templates), the agent posts.
+    Relabel {
+        cluster: usize,
+        pick: usize,
+    },
+    /// One of the cluster's earlier change posts arrives again, late.
+    Replay {
+        cluster: usize,
+        pick: usize,
+    },
     /// A leaked instance's node leaves the cluster (deleted by hand); the
     /// agent posts.
     NodeGone {
@@ -198,7 +230,46 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (any::<usize>(), 1..3usize, any::<bool>())
             .prop_map(|(pick, copies, keep)| Op::AgentAck { pick, copies, keep }),
         1 => any::<usize>().prop_map(|pick| Op::NodeGone { pick }),
+        3 => (0..CLUSTERS).prop_map(|cluster| Op::UseChanges { cluster }),
+        3 => (0..CLUSTERS, 1..4usize, fate()).prop_map(|(cluster, new_pods, fate)| {
+            Op::ChangePost { cluster, fate: if new_pods > 1 { fate } else { Fate::Delivered } }
+        }),
+        2 => (0..CLUSTERS, any::<usize>()).prop_map(|(cluster, pick)| Op::Replay { cluster, pick }),
+        2 => (0..CLUSTERS, any::<usize>()).prop_map(|(cluster, pick)| Op::Relabel { cluster, pick }),
     ]
+}
+
+/// What happens to an agent's change post.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    Delivered,
+    /// Never reaches intake.
+    RequestLost,
+    /// Intake applies it; the agent does not learn so.
+    AnswerLost,
+    /// Reaches intake twice.
+    Twice,
+}
+
+fn fate() -> impl Strategy<Value = Fate> {
+    prop_oneof![
+        Just(Fate::Delivered),
+        Just(Fate::RequestLost),
+        Just(Fate::AnswerLost),
+        Just(Fate::Twice),
+    ]
+}
+
+/// Bytes of changes per post: small, so resyncs and deltas come in parts.
+const CHANGE_LIMIT: usize = 300;
+
+/// A cluster's agent posting by changes.
+struct ChangeAgent {
+    stream: ChangeStream,
+    /// Bodies it posted (for late replays).
+    sent: Vec<Vec<u8>>,
+    /// Its cache as of its last post.
+    cache: ClusterCache,
 }
 
 // ---------------------------------------------------------------- the world
@@ -228,6 +299,10 @@ struct World {
     nodes: [BTreeMap<String, (String, String)>; CLUSTERS],
     /// Clusters whose agent's last post failed (it posts again).
     unreported: [bool; CLUSTERS],
+    /// Agents posting by changes.
+    changes: [Option<ChangeAgent>; CLUSTERS],
+    /// Each pod's `wave` label, per cluster (0 when absent).
+    waves: [Vec<u8>; CLUSTERS],
     /// Acknowledgements the agents will send: (cluster, action id).
     acks: Vec<(usize, String)>,
     /// Leaked instances a sweep terminated too early.
@@ -267,6 +342,8 @@ fn world() -> World {
             node_role: Some("KarpenterNodeRole-demo".into()),
             instance_profile: Some("flotilla-nodes".into()),
             stack_id: STACK.into(),
+            // Fold often: templates no row uses are dropped.
+            state_max_deltas: 2,
             ..Config::default()
         },
         access: (0..CLUSTERS).fold(Access::default(), |a, c| a.allow(&cluster_id(c), AGENT)),
@@ -285,6 +362,8 @@ fn world() -> World {
         leaks_collected: BTreeSet::new(),
         nodes: std::array::from_fn(|_| BTreeMap::new()),
         unreported: [false; CLUSTERS],
+        changes: std::array::from_fn(|_| None),
+        waves: std::array::from_fn(|_| Vec::new()),
         acks: Vec::new(),
         violations: Vec::new(),
     }
@@ -310,7 +389,33 @@ fn node_docs(nodes: &BTreeMap<String, (String, String)>) -> Vec<serde_json::Valu
         .collect()
 }
 
-fn body(c: usize, pods: usize, nodes: Vec<serde_json::Value>) -> Vec<u8> {
+fn body(c: usize, pods: usize, labels: &[u8], nodes: Vec<serde_json::Value>) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "clusterId": cluster_id(c),
+        "cluster": cluster_meta(c),
+        "documents": docs(c, pods, labels, nodes),
+    }))
+    .expect("json")
+}
+
+fn cluster_meta(c: usize) -> serde_json::Value {
+    serde_json::json!({
+        "name": cluster_id(c),
+        "endpoint": "https://EXAMPLE.gr7.us-west-2.eks.amazonaws.com",
+        "caBundle": "LS0tLS1CRUdJTg==",
+        "serviceCidr": "10.100.0.0/16",
+        "kubernetesVersion": "1.33"
+    })
+}
+
+/// The documents the cluster's agent sends; pod `i` has label
+/// `wave: labels[i]` (pods of one wave share a template).
+fn docs(
+    c: usize,
+    pods: usize,
+    labels: &[u8],
+    nodes: Vec<serde_json::Value>,
+) -> Vec<serde_json::Value> {
     let reserved = c < 2;
     let requirements = if reserved {
         serde_json::json!([
@@ -358,24 +463,40 @@ fn body(c: usize, pods: usize, nodes: Vec<serde_json::Value>) -> Vec<u8> {
     for i in 0..pods {
         docs.push(serde_json::json!({
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": pod_name(c, i), "namespace": "default"},
+            "metadata": {"name": pod_name(c, i), "namespace": "default",
+                "labels": {"wave": labels.get(i).copied().unwrap_or(0).to_string()}},
             "spec": {"containers": [{"name": "app", "image": "app",
                 "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}
         }));
     }
     docs.extend(nodes);
+    docs
+}
+
+/// The body of a change post, as the agent writes it.
+fn change_body(c: usize, seq: &Sequence, pending: usize, changes: &Changes) -> Vec<u8> {
     serde_json::to_vec(&serde_json::json!({
-        "clusterId": cluster_id(c),
-        "cluster": {
-            "name": cluster_id(c),
-            "endpoint": "https://EXAMPLE.gr7.us-west-2.eks.amazonaws.com",
-            "caBundle": "LS0tLS1CRUdJTg==",
-            "serviceCidr": "10.100.0.0/16",
-            "kubernetesVersion": "1.33"
-        },
-        "documents": docs,
+        "clusterId": cluster_id(c), "cluster": cluster_meta(c), "sequence": seq,
+        "pendingPods": pending, "changes": changes,
     }))
     .expect("json")
+}
+
+/// The agent's caches as its change stream observes them (pods keyed
+/// with their namespace, `default` when absent).
+fn observe(docs: &[serde_json::Value]) -> Vec<Observed> {
+    docs.iter()
+        .filter_map(|d| {
+            let key = match d["kind"].as_str() {
+                Some("Pod") => ObjectKey::pod(
+                    d["metadata"]["namespace"].as_str().unwrap_or("default"),
+                    d["metadata"]["name"].as_str()?,
+                ),
+                _ => ObjectKey::of(d)?,
+            };
+            Some(Observed::of(key, String::new(), d.clone()))
+        })
+        .collect()
 }
 
 fn pod_name(c: usize, i: usize) -> String {
@@ -397,7 +518,10 @@ impl World {
         // Nodes of terminated instances leave the cluster.
         let live = self.live_ids();
         self.nodes[c].retain(|_, (_, instance)| live.contains(instance));
-        let body = body(c, self.pods[c], node_docs(&self.nodes[c]));
+        if self.changes[c].is_some() {
+            return self.post_changes(c, Fate::Delivered);
+        }
+        let body = body(c, self.pods[c], &self.waves[c], node_docs(&self.nodes[c]));
         let p = &self.p;
         let r = block_on(intake::accept(
             &p.store,
@@ -423,6 +547,134 @@ impl World {
                 false
             }
         }
+    }
+
+    fn accept_changes(&self, body: &[u8]) -> Result<changes::ChangesAccepted, ServiceError> {
+        let p = &self.p;
+        let caller = Caller {
+            principal: Some(AGENT.into()),
+        };
+        block_on(changes::accept_changes(
+            &p.store, &p.bus, &p.clock, &p.config, &p.access, &caller, body,
+        ))
+    }
+
+    /// The cluster's agent posts its changes (in parts), the first `fate`
+    /// befalling its first post. True when intake acknowledged them all.
+    fn post_changes(&mut self, c: usize, mut fate: Fate) -> bool {
+        let docs = docs(c, self.pods[c], &self.waves[c], node_docs(&self.nodes[c]));
+        let Some(mut agent) = self.changes[c].take() else {
+            return false;
+        };
+        agent.cache = ClusterCache::from_documents(docs.clone()).expect("valid documents");
+        let prepared = agent.stream.prepare(observe(&docs), CHANGE_LIMIT, false);
+        let parts = prepared.posts.len();
+        let mut delivered = true;
+        for (i, (seq, changes)) in prepared.posts.iter().enumerate() {
+            let body = change_body(c, seq, self.pods[c], changes);
+            agent.sent.push(body.clone());
+            let answer = match std::mem::replace(&mut fate, Fate::Delivered) {
+                Fate::RequestLost => None,
+                Fate::AnswerLost => {
+                    let _ = self.accept_changes(&body);
+                    None
+                }
+                Fate::Twice => {
+                    let _ = self.accept_changes(&body);
+                    Some(self.accept_changes(&body))
+                }
+                Fate::Delivered => Some(self.accept_changes(&body)),
+            };
+            self.collect();
+            match answer {
+                Some(Ok(a)) if i + 1 == parts && !a.missing_parts.is_empty() => {
+                    agent.stream.resync_required();
+                }
+                Some(Ok(_)) => {
+                    agent.stream.delivered(seq);
+                    continue;
+                }
+                Some(Err(ServiceError::ResyncRequired(_))) => agent.stream.resync_required(),
+                Some(Err(e)) => assert!(e.is_retryable(), "intake refused a change post: {e}"),
+                None => {}
+            }
+            delivered = false;
+            break;
+        }
+        if delivered {
+            agent.stream.delivered_all(prepared);
+            self.accepted[c] = self.pods[c];
+        }
+        self.unreported[c] = !delivered;
+        self.changes[c] = Some(agent);
+        delivered
+    }
+
+    /// An earlier change post of the cluster arrives again.
+    fn replay(&mut self, c: usize, pick: usize) {
+        let Some(body) = self.changes[c]
+            .as_ref()
+            .filter(|a| !a.sent.is_empty())
+            .map(|a| a.sent[pick % a.sent.len()].clone())
+        else {
+            return;
+        };
+        match self.accept_changes(&body) {
+            Ok(_) | Err(ServiceError::ResyncRequired(_)) => {}
+            Err(e) => assert!(e.is_retryable(), "intake refused a replayed post: {e}"),
+        }
+        // A replay may take the state back (an old resync part): the agent
+        // learns so at its next post (409).
+        self.unreported[c] = true;
+        self.collect();
+    }
+
+    /// Intake's state of a cluster posting by changes is its agent's
+    /// cache, and loads for scheduling with its pending pods.
+    fn check_state(&self, c: usize) -> Result<(), String> {
+        let Some(agent) = &self.changes[c] else {
+            return Ok(());
+        };
+        let id = cluster_id(c);
+        let (_, head) =
+            block_on(changes::read_head(&*self.p.store, &id)).map_err(|e| e.to_string())?;
+        let req: ChangeRequest = serde_json::from_slice(agent.sent.last().ok_or("nothing sent")?)
+            .map_err(|e| e.to_string())?;
+        let state = flotilla_service::records::StateRef {
+            cluster: req.cluster,
+            snapshot: head.snapshot.clone(),
+            deltas: head.deltas.clone(),
+        };
+        let mut stored = block_on(changes::load_state(&*self.p.store, &id, &state))
+            .map_err(|e| format!("cluster {id}: loading the state: {e}"))?;
+        stored.drop_unused_templates();
+        if stored != agent.cache {
+            return Err(format!(
+                "cluster {id}: the stored state is not the agent's cache:\n{stored:?}\n{:?}",
+                agent.cache
+            ));
+        }
+        let pointer = self
+            .p
+            .store
+            .peek(&keys::state_pointer(&id))
+            .ok_or(format!("cluster {id}: no STATE pointer"))?;
+        let pointer: flotilla_service::records::StatePointer =
+            codec::from_json("STATE", &pointer.body).map_err(|e| e.to_string())?;
+        let loaded = block_on(flotilla_service::cluster_state::load(
+            &*self.p.store,
+            &id,
+            &pointer.batch_id,
+        ))
+        .map_err(|e| format!("cluster {id}: cluster_state::load: {e}"))?;
+        if loaded.pending_pods.len() != self.pods[c] {
+            return Err(format!(
+                "cluster {id}: {} pending pods loaded, the agent has {}",
+                loaded.pending_pods.len(),
+                self.pods[c]
+            ));
+        }
+        Ok(())
     }
 
     /// Events the last calls put.
@@ -621,6 +873,31 @@ impl World {
                     }
                 }
             }
+            Op::UseChanges { cluster } => {
+                let base = format!("agent-{}", self.deliveries);
+                self.changes[*cluster] = Some(ChangeAgent {
+                    stream: ChangeStream::new(base),
+                    sent: Vec::new(),
+                    cache: ClusterCache::default(),
+                });
+                self.post(*cluster);
+            }
+            Op::ChangePost { cluster, fate } => {
+                if self.changes[*cluster].is_some() {
+                    self.post_changes(*cluster, *fate);
+                }
+            }
+            Op::Replay { cluster, pick } => self.replay(*cluster, *pick),
+            Op::Relabel { cluster, pick } => {
+                let (c, waves) = (*cluster, &mut self.waves[*cluster]);
+                if self.pods[c] > 0 {
+                    waves.resize(self.pods[c].max(waves.len()), 0);
+                    for w in waves.iter_mut().skip(pick % self.pods[c]) {
+                        *w = (*w + 1) % 3;
+                    }
+                    self.post(c);
+                }
+            }
             Op::Deliver { pick, copies } => {
                 if let Some(e) = self.take(pick) {
                     self.deliver(e, *copies);
@@ -806,9 +1083,16 @@ impl World {
     fn settle(&mut self) -> Result<(), String> {
         self.faults.clear();
         for c in 0..CLUSTERS {
-            if (self.accepted[c] != self.pods[c] || self.unreported[c]) && !self.post(c) {
+            let by_changes = self.changes[c].is_some();
+            if !(self.accepted[c] != self.pods[c] || self.unreported[c] || by_changes) {
+                continue;
+            }
+            // A change post answered 409 is followed by a resync.
+            let tries = if by_changes { 3 } else { 1 };
+            if !(0..tries).any(|_| self.post(c)) {
                 return Err(format!("cluster {c}: intake failed without faults"));
             }
+            self.check_state(c)?;
         }
         for round in 0..20 {
             let mut budget = 500;
@@ -1419,4 +1703,22 @@ fn a_registered_leak_goes_only_through_its_drain() {
     assert!(!live(&w, &second) && w.leaks_collected.contains(&second));
     w.settle().expect("settled");
     check_settled(&w).expect("settled");
+}
+
+/// Pods swap templates in a delta cut in parts, intake folding between
+/// them (dropping a template no stored pod uses any more): the agent must
+/// send again a template whose last pod moved to another one.
+#[test]
+fn pods_swapping_templates_across_parts_and_folds() {
+    let mut ops = vec![Op::UseChanges { cluster: 2 }];
+    for _ in 0..3 {
+        ops.push(Op::Post {
+            cluster: 2,
+            new_pods: 3,
+        });
+    }
+    for pick in [2, 4, 0, 1, 3, 0, 5, 0] {
+        ops.push(Op::Relabel { cluster: 2, pick });
+    }
+    run(&ops).unwrap();
 }

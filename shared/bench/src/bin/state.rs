@@ -1,8 +1,10 @@
 //! The cluster state kept by changes, end to end over the in-memory store:
-//! the agent's full resync of a generated cluster (encoded, cut in parts,
-//! posted to intake's change service and applied), a steady-state post of
-//! changed pods, and the schedule stage loading the state and planning
-//! the pending pods. One JSON line of figures per step.
+//! the agent's full resync of a generated cluster (encoded by the agent's
+//! change stream, cut in parts, posted to intake's change service and
+//! applied), a steady-state post of changed pods (half of them deleted,
+//! half new; templates only where intake may not hold them, as the agent
+//! sends them), and the schedule stage loading the state and planning the
+//! pending pods. One JSON line of figures per step.
 //!
 //! `state [--nodes N] [--pods N] [--pending N] [--apps N] [--changed N] [--plan 0|1]`
 
@@ -12,7 +14,8 @@ use flotilla_bench::cluster_docs::{self, Shape};
 use flotilla_bench::measure::peak_rss_kib;
 use flotilla_core::catalog::Catalog;
 use flotilla_core::scheduler::{schedule, SchedulerOptions};
-use flotilla_core::state::{compact, Changes, ObjectKey, PodRow, Resync, Sequence};
+use flotilla_core::state::stream::{ChangeStream, Observed};
+use flotilla_core::state::{Changes, ObjectKey, Sequence};
 use flotilla_service::changes::accept_changes;
 use flotilla_service::intake::{Access, Caller};
 use flotilla_sim::{block_on, ManualClock, MemBus, MemStore};
@@ -76,21 +79,38 @@ fn gzip_len(b: &[u8]) -> usize {
     flotilla_service::codec::gzip(b).len()
 }
 
-/// The agent's encoding of every document: objects whole, pods as rows
-/// over templates.
-fn encode(shape: Shape) -> Changes {
-    let mut c = Changes::default();
-    cluster_docs::for_each_document(shape, |d| {
-        if d["kind"] == "Pod" {
-            if let Some((id, t, row)) = PodRow::split(d) {
-                c.templates.entry(id).or_insert(t);
-                c.pods.push(row);
-            }
-        } else {
-            c.objects.push(d);
-        }
+/// The key of a generated document.
+fn key(d: &Value) -> ObjectKey {
+    ObjectKey::of(d).unwrap_or_else(|| ObjectKey(String::new()))
+}
+
+/// The agent's caches: every object of `shape` at version 1, except the
+/// first `deleted` bound pods (gone) and `added` new bound pods. Documents
+/// are made only when the stream asks (a million pods are never all held
+/// as documents).
+fn observed(shape: Shape, placed: &[(u32, u32)], deleted: usize, added: usize) -> Vec<Observed> {
+    let mut out = Vec::new();
+    let mut fixed = cluster_docs::pool_documents();
+    fixed.extend((0..shape.nodes).map(cluster_docs::node));
+    fixed.extend((0..shape.pending_pods).map(|i| cluster_docs::pending_pod(i % 20, i)));
+    for d in fixed {
+        out.push(Observed::of(key(&d), "1".into(), d));
+    }
+    let new = (0..added).map(|i| {
+        let app = u32::try_from(i % shape.apps.max(1)).unwrap_or(0);
+        let node = u32::try_from(i % shape.nodes.max(1)).unwrap_or(0);
+        (shape.bound_pods + i, (app, node))
     });
-    c
+    let bound = placed.iter().copied().enumerate().skip(deleted);
+    for (i, at) in bound.chain(new) {
+        let k = key(&cluster_docs::bound_pod(i, at));
+        out.push(Observed {
+            key: k,
+            version: "1".into(),
+            document: Box::new(move || cluster_docs::bound_pod(i, at)),
+        });
+    }
+    out
 }
 
 struct Intake {
@@ -129,27 +149,17 @@ fn main() {
     let limit = flotilla_service::Config::default().max_body_bytes - 64 * 1024;
 
     // The agent's resync.
+    let placed = cluster_docs::placements(shape);
+    let mut stream = ChangeStream::new("bench".into());
     let t = Instant::now();
-    let all = encode(shape);
-    let (templates, rows) = (all.templates.len(), all.pods.len());
-    let parts = all.split(limit);
-    let n = parts.len() as u32;
-    let bodies: Vec<Vec<u8>> = parts
+    let resync = stream.prepare(observed(shape, &placed, 0, 0), limit, true);
+    let templates: usize = resync.posts.iter().map(|(_, c)| c.templates.len()).sum();
+    let rows: usize = resync.posts.iter().map(|(_, c)| c.pods.len()).sum();
+    let bodies: Vec<Vec<u8>> = resync
+        .posts
         .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let seq = Sequence {
-                stream: "bench-1".into(),
-                seq: 1,
-                resync: Some(Resync {
-                    part: i as u32,
-                    parts: n,
-                }),
-            };
-            body(seq, shape.pending_pods, p)
-        })
+        .map(|(seq, p)| body(seq.clone(), shape.pending_pods, p))
         .collect();
-    drop(parts);
     let encode_s = t.elapsed().as_secs_f64();
     let bytes: usize = bodies.iter().map(Vec::len).sum();
     let gz: usize = bodies.iter().map(|b| gzip_len(b)).sum();
@@ -178,44 +188,27 @@ fn main() {
         json!({"step": "resync-apply", "seconds": t.elapsed().as_secs_f64(), "batch": batch, "peakRssMib": rss()})
     );
 
+    stream.delivered_all(resync);
+
     // A steady-state post: half the changed pods deleted, half new.
+    let half = a.changed / 2;
+    let now = observed(shape, &placed, half, a.changed - half);
     let t = Instant::now();
-    let mut delta = Changes::default();
-    for i in 0..a.changed / 2 {
-        let doc = cluster_docs::pod(
-            i % shape.apps.max(1),
-            shape.bound_pods + i,
-            Some(&cluster_docs::node_name(i % shape.nodes.max(1))),
-        );
-        if let Some((id, t, row)) = PodRow::split(doc) {
-            delta.templates.entry(id).or_insert(t);
-            delta.pods.push(row);
-        }
-        let old = cluster_docs::pod(0, i, None);
-        let key = old["metadata"]["namespace"]
-            .as_str()
-            .zip(old["metadata"]["name"].as_str());
-        if let Some((ns, name)) = key {
-            delta.deleted.push(ObjectKey::pod(ns, name));
-        }
-    }
-    let post = body(
-        Sequence {
-            stream: "bench-1".into(),
-            seq: 2,
-            resync: None,
-        },
-        shape.pending_pods,
-        &delta,
-    );
+    let delta = stream.prepare(now, limit, false);
     let encode_s = t.elapsed().as_secs_f64();
+    let Some((seq, changes)) = delta.posts.first() else {
+        eprintln!("no delta");
+        std::process::exit(1)
+    };
+    let post = body(seq.clone(), shape.pending_pods, changes);
     let t = Instant::now();
     let out = intake.post(&post);
     println!(
         "{}",
-        json!({"step": "delta", "changedPods": a.changed, "bytes": post.len(), "gzipBytes": gzip_len(&post),
-            "encodeSeconds": encode_s, "applySeconds": t.elapsed().as_secs_f64(), "applied": out.applied,
-            "digest": format!("{:x}", compact::digest(&Value::from(post.len())))})
+        json!({"step": "delta", "changedPods": a.changed, "posts": delta.posts.len(),
+            "podRows": changes.pods.len(), "deleted": changes.deleted.len(), "templates": changes.templates.len(),
+            "bytes": post.len(), "gzipBytes": gzip_len(&post),
+            "encodeSeconds": encode_s, "applySeconds": t.elapsed().as_secs_f64(), "applied": out.applied})
     );
     batch = if out.batch_id.is_empty() {
         batch

@@ -74,8 +74,27 @@ impl Changes {
     }
 
     /// Every object and row well-formed, every row's template present
-    /// (here or in `stored`) and of the row's namespace.
-    pub fn validate(&self, stored: &BTreeMap<TemplateId, Value>) -> Result<(), StateError> {
+    /// (here or `held`: the namespace of a template intake holds) and of
+    /// the row's namespace.
+    pub fn validate<'a>(
+        &self,
+        held: impl Fn(&TemplateId) -> Option<&'a str>,
+    ) -> Result<(), StateError> {
+        self.check(held, false).map(|_| ())
+    }
+
+    /// What can be checked of a post alone: [`Changes::validate`], except
+    /// that rows may name templates the post does not carry. Returns those
+    /// templates (the ones intake must hold to apply the post).
+    pub fn validate_alone(&self) -> Result<BTreeSet<TemplateId>, StateError> {
+        self.check(|_| None, true)
+    }
+
+    fn check<'a>(
+        &self,
+        held: impl Fn(&TemplateId) -> Option<&'a str>,
+        allow_missing: bool,
+    ) -> Result<BTreeSet<TemplateId>, StateError> {
         for (id, t) in &self.templates {
             if compact::template_id(t) != *id {
                 return Err(StateError::Template {
@@ -84,6 +103,40 @@ impl Changes {
                 });
             }
         }
+        self.check_objects()?;
+        let mut missing = BTreeSet::new();
+        for (index, row) in self.pods.iter().enumerate() {
+            let pod = format!("{}/{}", row.namespace, row.name);
+            let ns = match self.templates.get(&row.template) {
+                Some(t) => Some(compact::template_namespace(t)),
+                None => held(&row.template),
+            };
+            let ns = match ns {
+                Some(ns) => ns,
+                None if allow_missing => {
+                    missing.insert(row.template.clone());
+                    &row.namespace
+                }
+                None => {
+                    return Err(StateError::MissingTemplate {
+                        index,
+                        pod,
+                        template: row.template.0.clone(),
+                    })
+                }
+            };
+            if row.name.is_empty() || ns != row.namespace {
+                return Err(StateError::Pod {
+                    index,
+                    pod,
+                    reason: format!("needs a name, and the namespace of its template ({ns})"),
+                });
+            }
+        }
+        Ok(missing)
+    }
+
+    fn check_objects(&self) -> Result<(), StateError> {
         for (index, doc) in self.objects.iter().enumerate() {
             match ObjectKey::of(doc) {
                 Some(k) if k.is_pod() => {
@@ -99,31 +152,6 @@ impl Changes {
                         reason: "needs a kind and metadata.name".into(),
                     })
                 }
-            }
-        }
-        for (index, row) in self.pods.iter().enumerate() {
-            let pod = format!("{}/{}", row.namespace, row.name);
-            let Some(t) = self
-                .templates
-                .get(&row.template)
-                .or_else(|| stored.get(&row.template))
-            else {
-                return Err(StateError::MissingTemplate {
-                    index,
-                    pod,
-                    template: row.template.0.clone(),
-                });
-            };
-            let ns = t
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .unwrap_or("default");
-            if row.name.is_empty() || ns != row.namespace {
-                return Err(StateError::Pod {
-                    index,
-                    pod,
-                    reason: format!("needs a name, and the namespace of its template ({ns})"),
-                });
             }
         }
         Ok(())

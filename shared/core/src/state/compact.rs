@@ -161,6 +161,14 @@ pub fn template_id(template: &Value) -> TemplateId {
     TemplateId(format!("{:016x}", digest(template)))
 }
 
+/// The namespace of a template's pods (`default` when absent).
+pub fn template_namespace(template: &Value) -> &str {
+    template
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("default")
+}
+
 /// A stable 64-bit hash of a document's canonical JSON.
 pub fn digest(doc: &Value) -> u64 {
     hash_json(doc)

@@ -11,6 +11,7 @@
 
 pub mod changes;
 pub mod compact;
+pub mod stream;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -84,6 +85,9 @@ pub enum StateError {
     Template { template: String, reason: String },
 }
 
+/// The templates a state holds: id → the namespace of their pods.
+pub type TemplateIndex = BTreeMap<TemplateId, String>;
+
 /// A cluster's current objects: every object but pods whole, pods as
 /// rows over shared templates.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -112,7 +116,7 @@ impl ClusterCache {
     /// first, so an invalid post changes nothing. Applying the same
     /// changes twice gives the same cache.
     pub fn apply(&mut self, changes: &Changes) -> Result<(), StateError> {
-        changes.validate(&self.templates)?;
+        changes.validate(|id| self.templates.get(id).map(compact::template_namespace))?;
         for (id, t) in &changes.templates {
             self.templates
                 .entry(id.clone())
@@ -134,6 +138,15 @@ impl ClusterCache {
             }
         }
         Ok(())
+    }
+
+    /// Every template's id with the namespace of its pods: what intake
+    /// checks a post's rows against.
+    pub fn template_index(&self) -> TemplateIndex {
+        self.templates
+            .iter()
+            .map(|(id, t)| (id.clone(), compact::template_namespace(t).to_string()))
+            .collect()
     }
 
     /// Drop the templates no pod uses any more (after deletions).

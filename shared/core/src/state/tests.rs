@@ -143,7 +143,7 @@ fn split_parts_stay_under_the_limit_and_carry_their_templates() {
     for p in &parts {
         assert!(serde_json::to_vec(p).unwrap().len() <= 9 * 1024);
         // Each part applies on its own (its templates travel with it).
-        p.validate(&BTreeMap::new()).unwrap();
+        p.validate(|_| None).unwrap();
         cache.apply(p).unwrap();
     }
     let mut direct = ClusterCache::default();

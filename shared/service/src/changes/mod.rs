@@ -24,7 +24,10 @@
 
 use std::collections::BTreeMap;
 
-use flotilla_core::state::{admit, Admission, Changes, ClusterCache, Head, Sequence};
+use flotilla_core::state::compact::template_namespace;
+use flotilla_core::state::{
+    admit, Admission, Changes, ClusterCache, Head, Sequence, StateError, TemplateIndex,
+};
 use flotilla_ports::{Bus, Clock, Condition, Item, PortError, Store, Write};
 use serde::{Deserialize, Serialize};
 
@@ -33,7 +36,8 @@ use crate::intake::{Access, Caller};
 use crate::records::{BatchHeader, ClusterMeta, StatePointer, StateRef, StoredBlob};
 use crate::{keys, Config, Result, ServiceError};
 
-/// Deltas kept over a snapshot before they are folded into a new one.
+/// Deltas kept over a snapshot before they are folded into a new one (the
+/// default of [`Config::state_max_deltas`]).
 pub const MAX_DELTAS: usize = 32;
 /// Uncompressed bytes of deltas kept over a snapshot before folding.
 pub const MAX_DELTA_BYTES: usize = 16 * 1024 * 1024;
@@ -85,8 +89,19 @@ pub struct StateHead {
     /// When the snapshot was written (Unix ms).
     #[serde(default)]
     pub snapshot_at: i64,
+    /// When the last post was applied (Unix ms): the acceptance time of
+    /// its batch, strictly after the one before (two posts applied in one
+    /// millisecond keep their order for the `STATE` pointer).
+    #[serde(default)]
+    pub applied_at: i64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deltas: Vec<StoredBlob>,
+    /// The template index of the state (id → namespace: every template
+    /// the snapshot and deltas hold), what a post's rows naming templates
+    /// it does not carry are checked against. `None`: not known (a head
+    /// written before intake kept one); such posts are then answered 409.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub templates: Option<StoredBlob>,
     /// The parts of the resync being received (`head.receiving`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub parts: BTreeMap<u32, StoredBlob>,
@@ -111,16 +126,52 @@ pub fn parse_changes(body: &[u8], config: &Config) -> Result<ChangeRequest> {
             "sequence.stream: must be 1-64 characters".into(),
         ));
     }
-    // Every row's template travels with it, so a post is checked alone.
-    req.changes
-        .validate(&BTreeMap::new())
+    // What can be checked alone is; rows may name templates intake holds
+    // (checked against the state's template index when the post is
+    // applied), except in a resync part, which carries all its templates.
+    let needed = req
+        .changes
+        .validate_alone()
         .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
-    let mut alone = ClusterCache::default();
-    alone
-        .apply(&req.changes)
+    if let (Some(id), Some(_)) = (needed.first(), req.sequence.resync) {
+        return Err(ServiceError::BadRequest(format!(
+            "changes.templates: a resync part carries the templates its rows use ({id} is missing)"
+        )));
+    }
+    flotilla_input::load_cache(&alone(&req.changes, &needed))
         .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
-    flotilla_input::load_cache(&alone).map_err(|e| ServiceError::BadRequest(e.to_string()))?;
     Ok(req)
+}
+
+/// The post as a state of its own, for the loader's checks: a row whose
+/// template the post does not carry gets a bare pod of its namespace as
+/// template (its own fields are what is checked).
+fn alone(
+    changes: &Changes,
+    needed: &std::collections::BTreeSet<flotilla_core::state::TemplateId>,
+) -> ClusterCache {
+    let mut cache = ClusterCache {
+        templates: changes.templates.clone(),
+        ..ClusterCache::default()
+    };
+    for doc in &changes.objects {
+        if let Some(key) = flotilla_core::state::ObjectKey::of(doc) {
+            cache.objects.insert(key, doc.clone());
+        }
+    }
+    for row in &changes.pods {
+        if needed.contains(&row.template) {
+            cache
+                .templates
+                .entry(row.template.clone())
+                .or_insert_with(|| {
+                    serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"namespace": row.namespace}, "spec": {"containers": []}})
+                });
+        }
+        cache.pods.insert(row.key(), row.clone());
+    }
+    cache
 }
 
 /// Accept a change post: check its place in the stream, store it, move
@@ -154,6 +205,8 @@ pub async fn accept_changes<S: Store, B: Bus, C: Clock>(
                 return Err(ServiceError::ResyncRequired(reason.clone()))
             }
             Admission::Apply => {
+                next.templates =
+                    check_templates(store, cluster, &head, &req.changes, expires).await?;
                 if !req.changes.is_empty() {
                     let id = blob_id(&req.sequence, &hash, None);
                     let blob = put_blob(store, cluster, "DELTA", &id, &json, expires).await?;
@@ -174,6 +227,8 @@ pub async fn accept_changes<S: Store, B: Bus, C: Clock>(
                 if *complete {
                     let cache = assemble_parts(store, cluster, &next.parts).await?;
                     next.snapshot = Some(put_snapshot(store, cluster, &cache, expires).await?);
+                    next.templates =
+                        Some(put_index(store, cluster, &cache.template_index(), expires).await?);
                     next.snapshot_at = clock.now_millis();
                     next.deltas.clear();
                     next.parts.clear();
@@ -181,20 +236,23 @@ pub async fn accept_changes<S: Store, B: Bus, C: Clock>(
                 }
             }
         }
-        if !write_head(store, cluster, item.as_ref(), &next, clock).await? {
-            continue;
-        }
         let applied = matches!(
             admission,
             Admission::Apply | Admission::Part { complete: true }
         );
+        if applied {
+            next.applied_at = clock.now_millis().max(head.applied_at.saturating_add(1));
+        }
+        if !write_head(store, cluster, item.as_ref(), &next, clock).await? {
+            continue;
+        }
         let mut out = answer(&req, true, &next);
         if applied {
             crate::intake::record_changed_nodes(store, clock, cluster, &req.changes, full.as_ref())
                 .await?;
             out.batch_id = note_batch(store, bus, clock, config, &req, &next).await?;
             if full.is_none() {
-                fold_deltas(store, clock, cluster, &next, expires).await?;
+                fold_deltas(store, clock, config, cluster, &next, expires).await?;
             }
         }
         return Ok(out);
@@ -338,6 +396,61 @@ async fn get_blob<S: Store, T: serde::de::DeserializeOwned>(
     codec::from_json(&name, &json)
 }
 
+/// Check that intake holds every template the post's rows name without
+/// carrying it (a row naming one it does not hold: 409, the agent
+/// resyncs); the state's template index after the post.
+async fn check_templates<S: Store>(
+    store: &S,
+    cluster: &str,
+    head: &StateHead,
+    changes: &Changes,
+    expires: i64,
+) -> Result<Option<StoredBlob>> {
+    let needed = changes
+        .validate_alone()
+        .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
+    if changes.templates.is_empty() && needed.is_empty() {
+        return Ok(head.templates.clone());
+    }
+    let Some(blob) = &head.templates else {
+        return match needed.first() {
+            None => Ok(None),
+            Some(id) => Err(ServiceError::ResyncRequired(format!(
+                "template {id} is not in this post, and intake keeps no template index for this state"
+            ))),
+        };
+    };
+    let mut index: TemplateIndex = get_blob(store, cluster, blob).await?;
+    changes
+        .validate(|id| index.get(id).map(String::as_str))
+        .map_err(|e| match e {
+            StateError::MissingTemplate { .. } => ServiceError::ResyncRequired(e.to_string()),
+            e => ServiceError::BadRequest(e.to_string()),
+        })?;
+    let before = index.len();
+    for (id, t) in &changes.templates {
+        index
+            .entry(id.clone())
+            .or_insert_with(|| template_namespace(t).to_string());
+    }
+    if index.len() == before {
+        return Ok(Some(blob.clone()));
+    }
+    put_index(store, cluster, &index, expires).await.map(Some)
+}
+
+/// Store a template index (`STATE#TEMPLATES#<hash>`).
+async fn put_index<S: Store>(
+    store: &S,
+    cluster: &str,
+    index: &TemplateIndex,
+    expires: i64,
+) -> Result<StoredBlob> {
+    let json = codec::to_json(index);
+    let id = content_hash(&json);
+    put_blob(store, cluster, "TEMPLATES", &id, &json, expires).await
+}
+
 async fn put_snapshot<S: Store>(
     store: &S,
     cluster: &str,
@@ -392,29 +505,39 @@ pub async fn load_state<S: Store>(
 async fn fold_deltas<S: Store, C: Clock>(
     store: &S,
     clock: &C,
+    config: &Config,
     cluster: &str,
     head: &StateHead,
     expires: i64,
 ) -> Result<()> {
     let bytes: usize = head.deltas.iter().map(|d| d.bytes).sum();
     let stale = clock.now_millis().saturating_sub(head.snapshot_at) > SNAPSHOT_REFRESH_MS;
-    if head.deltas.len() < MAX_DELTAS && bytes < MAX_DELTA_BYTES && !stale {
+    if head.deltas.len() < config.state_max_deltas && bytes < MAX_DELTA_BYTES && !stale {
         return Ok(());
     }
     let Some(cluster_meta) = &head.cluster else {
         return Ok(());
     };
     let mut cache = load_state(store, cluster, &head.state_ref(cluster_meta)).await?;
+    // Templates no row uses go: the agent sends a template again unless a
+    // pod intake holds (and the post leaves alone) uses it.
     cache.drop_unused_templates();
     let snapshot = put_snapshot(store, cluster, &cache, expires).await?;
+    let index = put_index(store, cluster, &cache.template_index(), expires).await?;
     let (item, current) = read_head(store, cluster).await?;
-    if current.snapshot != head.snapshot || !current.deltas.starts_with(&head.deltas) {
+    // Another post moved the head meanwhile: its templates are not in this
+    // index; the next post folds.
+    if current.snapshot != head.snapshot
+        || current.deltas != head.deltas
+        || current.templates != head.templates
+    {
         return Ok(());
     }
     let mut next = current.clone();
     next.snapshot = Some(snapshot);
+    next.templates = Some(index);
     next.snapshot_at = clock.now_millis();
-    next.deltas = current.deltas[head.deltas.len()..].to_vec();
+    next.deltas.clear();
     write_head(store, cluster, item.as_ref(), &next, clock).await?;
     Ok(())
 }
@@ -430,7 +553,7 @@ async fn note_batch<S: Store, B: Bus, C: Clock>(
     req: &ChangeRequest,
     head: &StateHead,
 ) -> Result<String> {
-    let now = clock.now_millis();
+    let now = head.applied_at;
     let now_secs = clock.now_secs();
     let cluster = req.cluster_id.as_str();
     let state = head.state_ref(&req.cluster);

@@ -213,6 +213,109 @@ fn bad_changes_are_refused_naming_the_object_and_field_and_store_nothing() {
     assert!(err.contains("cluster"), "{err}");
 }
 
+/// A row over a template of another workload (`app`).
+fn row_of(
+    name: &str,
+    app: &str,
+    node: Option<&str>,
+) -> (
+    flotilla_core::state::TemplateId,
+    Value,
+    flotilla_core::state::PodRow,
+) {
+    let mut p = pod(name, node);
+    p["metadata"]["labels"]["app"] = json!(app);
+    flotilla_core::state::PodRow::split(p).unwrap()
+}
+
+#[test]
+fn rows_may_name_templates_intake_holds_and_a_missing_one_asks_for_a_resync() {
+    let w = World {
+        config: Config {
+            state_max_deltas: 1,
+            ..Config::default()
+        },
+        ..World::new()
+    };
+    // The resync: web-1 over template "a".
+    let (a, ta, web1) = row_of("web-1", "a", Some("n1"));
+    let first = Changes {
+        templates: [(a.clone(), ta.clone())].into(),
+        objects: vec![pool(), node("n1", None)],
+        pods: vec![web1.clone()],
+        deleted: vec![],
+    };
+    w.post(&body(resync(1, 0, 1), 0, &first)).unwrap();
+    let (b, tb, web1_b) = row_of("web-1", "b", Some("n1"));
+    let (_, _, web2) = row_of("web-2", "a", Some("n1"));
+    let (_, _, web3_b) = row_of("web-3", "b", None);
+    // (post, Ok(pods stored after it) or the error's kind)
+    let cases: Vec<(Changes, std::result::Result<usize, &str>)> = vec![
+        // web-2 over "a", which intake holds: applied.
+        (
+            Changes {
+                pods: vec![web2.clone()],
+                ..Changes::default()
+            },
+            Ok(2),
+        ),
+        // web-3 over "b", which intake never had: 409.
+        (
+            Changes {
+                pods: vec![web3_b.clone()],
+                ..Changes::default()
+            },
+            Err("resync"),
+        ),
+        // web-1 moves to "b", carried: applied (and "a" stays: web-2).
+        (
+            Changes {
+                templates: [(b.clone(), tb.clone())].into(),
+                pods: vec![web1_b],
+                ..Changes::default()
+            },
+            Ok(2),
+        ),
+        // web-2 goes; a fold drops "a" (no pod uses it)...
+        (
+            Changes {
+                deleted: vec![web2.key()],
+                ..Changes::default()
+            },
+            Ok(1),
+        ),
+        // ...so a row over "a" without it is a gap, not a corrupt state.
+        (
+            Changes {
+                pods: vec![web1.clone()],
+                ..Changes::default()
+            },
+            Err("resync"),
+        ),
+    ];
+    let mut n = 1;
+    for (changes, want) in cases {
+        let got = w.post(&body(seq(n + 1), 0, &changes));
+        match (got, want) {
+            (Ok(_), Ok(pods)) => {
+                n += 1;
+                assert_eq!(w.state().pods.len(), pods, "{changes:?}");
+            }
+            (Err(ServiceError::ResyncRequired(reason)), Err("resync")) => {
+                assert!(reason.contains("template"), "{reason}");
+            }
+            (got, want) => panic!("{changes:?}: {got:?}, wanted {want:?}"),
+        }
+    }
+    // A resync part relies on no stored template.
+    let part = Changes {
+        pods: vec![web3_b],
+        ..Changes::default()
+    };
+    let err = w.post(&body(resync(1, 0, 2), 0, &part)).unwrap_err();
+    assert!(matches!(err, ServiceError::BadRequest(_)), "{err}");
+}
+
 /// The change service itself (store, head, blobs, folding) under lost
 /// requests, lost answers, duplicates and a restored table: once the agent
 /// settles, the stored state is the agent's cache.

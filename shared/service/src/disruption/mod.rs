@@ -50,7 +50,10 @@ use flotilla_ports::events::{FlotillaEvent, NodeClaimsPlanned, NODE_CLAIMS_PER_E
 use flotilla_ports::{Bus, Clock, Condition, Ec2, Filter, Item, PortError, Store, Write};
 use serde::Serialize;
 
+use crate::actions::StoredAction;
+use crate::instances::of_this_stack;
 use crate::intake::{AckOutcome, AckRecord, NodesReport, ACK_FIELD};
+use crate::nodeclaims::{end_claim, REGISTRATION_TIMEOUT_MS};
 use crate::records::{
     DisruptedNode, DisruptingMarker, DisruptionRecord, DisruptionState, InterruptionKind,
     InterruptionRecord, NodeClaimRecord, NodeClaimState, NodeTime, NodeTimes, Replacement,
@@ -60,7 +63,6 @@ use crate::schedule::{
     claim_name, new_record, node_claims, put_counting, reservation_totals, unavailable_offerings,
     SlotChange,
 };
-use crate::sweep::{end_claim, of_this_stack, StoredAction, REGISTRATION_TIMEOUT_MS};
 use crate::{cluster_state, codec, keys, offerings, Config, Result, ServiceError};
 
 /// How long a graceful decision without `terminationGracePeriod` lets the

@@ -1,0 +1,108 @@
+//! The agent's memory at scale: its watch cache filled with a generated
+//! cluster (`flotilla_bench::cluster_docs`: nodes, Deployments' bound pods,
+//! pending pods), each object as the watches keep it (stripped), then a
+//! full resync prepared by its change stream and encoded post by post, as
+//! the agent does. Prints one JSON line: the peak RSS (`VmHWM`) after the
+//! cache is filled and after the resync, the resync's parts, bytes and
+//! time.
+//!
+//! `cargo run --release -p flotilla-agent --example memory -- [--nodes N] [--pods N] [--pending N] [--apps N]`
+
+use std::time::{Duration, Instant};
+
+use flotilla_agent::changes::{self, ChangeStream};
+use flotilla_agent::watch::{self, Cache};
+use flotilla_bench::cluster_docs::{self, Shape};
+use flotilla_bench::measure::peak_rss_kib;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::reflector;
+use kube::runtime::watcher::Event;
+use serde_json::{json, Value};
+
+fn args() -> Shape {
+    let mut shape = Shape {
+        nodes: 5_000,
+        bound_pods: 50_000,
+        pending_pods: 0,
+        apps: 500,
+        seed: 7,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(k) = it.next() {
+        let v: usize = it.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
+            eprintln!("usage: memory [--nodes N] [--pods N] [--pending N] [--apps N]");
+            std::process::exit(2)
+        });
+        match k.as_str() {
+            "--nodes" => shape.nodes = v,
+            "--pods" => shape.bound_pods = v,
+            "--pending" => shape.pending_pods = v,
+            "--apps" => shape.apps = v,
+            _ => {
+                eprintln!("unknown argument {k}");
+                std::process::exit(2)
+            }
+        }
+    }
+    shape
+}
+
+fn mib() -> f64 {
+    peak_rss_kib().map_or(0.0, |k| k as f64 / 1024.0)
+}
+
+/// A generated document as the API server would send it (a
+/// resourceVersion).
+fn typed<K: serde::de::DeserializeOwned>(mut doc: Value, version: usize) -> K {
+    doc["metadata"]["resourceVersion"] = json!(version.to_string());
+    serde_json::from_value(doc).unwrap_or_else(|e| {
+        eprintln!("a generated document does not parse: {e}");
+        std::process::exit(1)
+    })
+}
+
+fn main() {
+    let shape = args();
+    let start_mib = mib();
+    let (pods, mut pod_writer) = reflector::store::<Pod>();
+    let (nodes, mut node_writer) = reflector::store::<Node>();
+    let t = Instant::now();
+    for i in 0..shape.nodes {
+        let node = watch::stripped_node(typed(cluster_docs::node(i), i));
+        node_writer.apply_watcher_event(&Event::Apply(node));
+    }
+    for (i, at) in cluster_docs::placements(shape).into_iter().enumerate() {
+        let pod = watch::stripped_pod(typed(cluster_docs::bound_pod(i, at), i));
+        pod_writer.apply_watcher_event(&Event::Apply(pod));
+    }
+    for i in 0..shape.pending_pods {
+        let pod = watch::stripped_pod(typed(cluster_docs::pending_pod(i % 20, i), i));
+        pod_writer.apply_watcher_event(&Event::Apply(pod));
+    }
+    let fill_s = t.elapsed().as_secs_f64();
+    let cache = Cache::of(pods, nodes);
+    let cache_mib = mib();
+
+    // A full resync, as the agent posts it (one body at a time).
+    let t = Instant::now();
+    let mut stream = ChangeStream::new("bench".into(), Duration::from_secs(3600));
+    let (observed, pending) = cache.observed();
+    let limit = 6 * 1024 * 1024 - 64 * 1024;
+    let prepared = stream.prepare(observed, limit, tokio::time::Instant::now());
+    let (mut bytes, mut rows, mut templates) = (0usize, 0usize, 0usize);
+    for (seq, c) in &prepared.posts {
+        bytes += changes::body("bench", b"{}", seq, pending, c).len();
+        rows += c.pods.len();
+        templates += c.templates.len();
+    }
+    let parts = prepared.posts.len();
+    stream.delivered_all(prepared, tokio::time::Instant::now());
+    println!(
+        "{}",
+        json!({"nodes": shape.nodes, "boundPods": shape.bound_pods, "pendingPods": shape.pending_pods,
+            "startRssMib": start_mib, "fillSeconds": fill_s, "cacheRssMib": cache_mib,
+            "resync": {"parts": parts, "bytes": bytes, "podRows": rows, "templates": templates,
+                       "seconds": t.elapsed().as_secs_f64()},
+            "acknowledged": stream.acknowledged(), "peakRssMib": mib()})
+    );
+}
