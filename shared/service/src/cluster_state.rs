@@ -356,14 +356,7 @@ pub async fn load_batch<S: Store>(store: &S, cluster: &str, batch: &str) -> Resu
             })?;
         compressed.extend_from_slice(&item.body);
     }
-    let json = codec::gunzip(&hkey.to_string(), &compressed)?;
-    if codec::content_hash(&json) != header.content_hash {
-        return Err(ServiceError::Corrupt {
-            key: hkey.to_string(),
-            reason: "content hash mismatch".into(),
-        });
-    }
-    codec::from_json(&hkey.to_string(), &json)
+    codec::from_verified_gzip(&hkey.to_string(), &compressed, &header.content_hash)
 }
 
 /// Parse a batch's documents into the scheduler's model.

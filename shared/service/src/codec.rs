@@ -45,6 +45,24 @@ pub fn gunzip(key: &str, bytes: &[u8]) -> Result<Vec<u8>, ServiceError> {
     Ok(out)
 }
 
+/// The value stored gzip'd under `key`, checked against its recorded
+/// [`content_hash`] before it is parsed (what the batch and state readers
+/// share).
+pub fn from_verified_gzip<T: DeserializeOwned>(
+    key: &str,
+    compressed: &[u8],
+    hash: &str,
+) -> Result<T, ServiceError> {
+    let json = gunzip(key, compressed)?;
+    if content_hash(&json) != hash {
+        return Err(ServiceError::Corrupt {
+            key: key.to_string(),
+            reason: "content hash mismatch".into(),
+        });
+    }
+    from_json(key, &json)
+}
+
 /// Split `bytes` into pieces of at most [`MAX_BODY_BYTES`].
 pub fn chunks(bytes: &[u8]) -> Vec<Vec<u8>> {
     if bytes.is_empty() {

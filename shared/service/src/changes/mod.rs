@@ -385,15 +385,7 @@ async fn get_blob<S: Store, T: serde::de::DeserializeOwned>(
             })?;
         compressed.extend_from_slice(&item.body);
     }
-    let name = format!("STATE#{}", blob.id);
-    let json = codec::gunzip(&name, &compressed)?;
-    if content_hash(&json) != blob.hash {
-        return Err(ServiceError::Corrupt {
-            key: name,
-            reason: "content hash mismatch".into(),
-        });
-    }
-    codec::from_json(&name, &json)
+    codec::from_verified_gzip(&format!("STATE#{}", blob.id), &compressed, &blob.hash)
 }
 
 /// Check that intake holds every template the post's rows name without
