@@ -941,8 +941,10 @@ mod model {
                 in_flight <= 1,
                 "{in_flight} nodes disrupting, budget 1: {all:?}"
             );
-            // Replace, then drain: no node of a graceful decision gone
-            // before all its replacements joined.
+            // Replace, then drain: no graceful decision terminates its
+            // nodes before all its replacements joined. (A decision that
+            // was abandoned terminated nothing: its node may since have
+            // gone by another decision, e.g. emptied and removed.)
             let live: BTreeSet<String> = self
                 .p
                 .ec2
@@ -950,7 +952,17 @@ mod model {
                 .into_iter()
                 .map(|i| i.id)
                 .collect();
-            for d in all.iter().filter(|d| !d.reason.is_forceful()) {
+            let terminated = |d: &&DisruptionRecord| {
+                matches!(
+                    d.state,
+                    DisruptionState::Terminating | DisruptionState::Done
+                )
+            };
+            for d in all
+                .iter()
+                .filter(|d| !d.reason.is_forceful())
+                .filter(terminated)
+            {
                 let gone = d
                     .nodes
                     .iter()
@@ -1005,10 +1017,47 @@ mod model {
         }
     }
 
+    async fn run_ops(ops: &[Op]) {
+        let mut m = Model::new().await;
+        m.check().await;
+        for op in ops {
+            m.step(op).await;
+            m.check().await;
+        }
+        m.settle().await;
+    }
+
+    /// Found by the model: pods leave a node, the replacement types run dry,
+    /// a minute passes, more pods leave.
+    #[tokio::test]
+    async fn a_drought_between_decisions_never_terminates_before_the_replacement_joined() {
+        run_ops(&[
+            Op::Remove { pick: 12627, n: 1 },
+            Op::Drought(true),
+            Op::Minute,
+            Op::Remove {
+                pick: 14448057502975462460,
+                n: 2,
+            },
+        ])
+        .await;
+    }
+
+    fn fixed_seed() -> proptest::test_runner::RngSeed {
+        match std::env::var("PROPTEST_RNG_SEED") {
+            Ok(_) => ProptestConfig::default().rng_seed,
+            Err(_) => proptest::test_runner::RngSeed::Fixed(7),
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig {
             cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(8),
             max_shrink_iters: 64,
+            failure_persistence: None,
+            // A CI run depends on the code alone; `PROPTEST_RNG_SEED=<n>`
+            // explores other cases.
+            rng_seed: fixed_seed(),
             ..ProptestConfig::default()
         })]
 
