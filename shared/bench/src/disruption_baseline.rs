@@ -422,15 +422,17 @@ mod tests {
         );
         for (k, (cpu, mem)) in pods.iter().enumerate() {
             n.pods.push(Pod {
-                namespace: "default".into(),
                 name: format!("p{i}-{k}"),
-                requests: Resources::new()
-                    .with("cpu", Quantity::from_millis(*cpu))
-                    .with("memory", Quantity::from_mib(*mem))
-                    .with("pods", Quantity::from_units(1)),
                 node_name: Some(name.clone()),
                 created_at: Some(NOW - 3600),
-                ..Default::default()
+                ..Pod::from(PodTemplate {
+                    namespace: "default".into(),
+                    requests: Resources::new()
+                        .with("cpu", Quantity::from_millis(*cpu))
+                        .with("memory", Quantity::from_mib(*mem))
+                        .with("pods", Quantity::from_units(1)),
+                    ..PodTemplate::default()
+                })
             });
         }
         n

@@ -303,21 +303,23 @@ pub fn daemon_set() -> DaemonSet {
         namespace: "kube-system".into(),
         name: "node-agent".into(),
         pod: Pod {
-            namespace: "kube-system".into(),
             name: "node-agent".into(),
-            labels: label_map(&[("app", "node-agent")]),
-            requests: Resources::new()
-                .with("cpu", Quantity::from_millis(100))
-                .with("memory", Quantity::from_mib(128))
-                .with("pods", Quantity::from_units(1)),
-            owner: Some("DaemonSet/kube-system/node-agent".into()),
-            tolerations: vec![Toleration {
-                key: String::new(),
-                operator: TolerationOperator::Exists,
-                value: String::new(),
-                effect: None,
-            }],
-            ..Default::default()
+            ..Pod::from(PodTemplate {
+                namespace: "kube-system".into(),
+                labels: label_map(&[("app", "node-agent")]),
+                requests: Resources::new()
+                    .with("cpu", Quantity::from_millis(100))
+                    .with("memory", Quantity::from_mib(128))
+                    .with("pods", Quantity::from_units(1)),
+                owner: Some("DaemonSet/kube-system/node-agent".into()),
+                tolerations: vec![Toleration {
+                    key: String::new(),
+                    operator: TolerationOperator::Exists,
+                    value: String::new(),
+                    effect: None,
+                }],
+                ..PodTemplate::default()
+            })
         },
     }
 }
@@ -790,17 +792,19 @@ pub fn build(p: &Params, catalog: &Catalog) -> Result<ClusterState, GenerateErro
         for &(di, r) in &s.bound {
             let d = &deps[di];
             let mut pod = Pod {
-                namespace: d.namespace.into(),
                 name: format!("{}-{}-{}", d.app, d.hash, suffix(&mut rng, 5)),
-                labels: label_map(&[("app", &d.app), ("pod-template-hash", &d.hash)]),
-                requests: Resources::new()
-                    .with("cpu", Quantity::from_millis(d.cpu))
-                    .with("memory", Quantity::from_mib(d.mem))
-                    .with("pods", Quantity::from_units(1)),
                 node_name: Some(name.clone()),
-                owner: Some(format!("ReplicaSet/{}/{}-{}", d.namespace, d.app, d.hash)),
                 created_at: Some(s.created + rng.below((NOW - s.created).max(1) as usize) as i64),
-                ..Default::default()
+                ..Pod::from(PodTemplate {
+                    namespace: d.namespace.into(),
+                    labels: label_map(&[("app", &d.app), ("pod-template-hash", &d.hash)]),
+                    requests: Resources::new()
+                        .with("cpu", Quantity::from_millis(d.cpu))
+                        .with("memory", Quantity::from_mib(d.mem))
+                        .with("pods", Quantity::from_units(1)),
+                    owner: Some(format!("ReplicaSet/{}/{}-{}", d.namespace, d.app, d.hash)),
+                    ..PodTemplate::default()
+                })
             };
             // Unique even if two suffixes collide.
             pod.name = format!("{}{}", pod.name, r);

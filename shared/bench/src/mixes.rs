@@ -52,15 +52,17 @@ fn q(s: &str) -> Quantity {
 
 fn pod(ns: &str, name: String, app: &str, cpu: &str, mem: &str) -> Pod {
     Pod {
-        namespace: ns.into(),
         name,
-        labels: [("app".to_string(), app.to_string())].into(),
-        requests: Resources::new()
-            .with("cpu", q(cpu))
-            .with("memory", q(mem))
-            .with("pods", q("1")),
-        owner: Some(format!("Deployment/{ns}/{app}")),
-        ..Default::default()
+        ..Pod::from(PodTemplate {
+            namespace: ns.into(),
+            labels: [("app".to_string(), app.to_string())].into(),
+            requests: Resources::new()
+                .with("cpu", q(cpu))
+                .with("memory", q(mem))
+                .with("pods", q("1")),
+            owner: Some(format!("Deployment/{ns}/{app}")),
+            ..PodTemplate::default()
+        })
     }
 }
 

@@ -634,13 +634,15 @@ mod tests {
 
     fn pod(name: &str, cpu: &str, mem: &str) -> Pod {
         Pod {
-            namespace: "default".into(),
             name: name.into(),
-            requests: Resources::new()
-                .with("cpu", q(cpu))
-                .with("memory", q(mem))
-                .with("pods", q("1")),
-            ..Default::default()
+            ..Pod::from(PodTemplate {
+                namespace: "default".into(),
+                requests: Resources::new()
+                    .with("cpu", q(cpu))
+                    .with("memory", q(mem))
+                    .with("pods", q("1")),
+                ..PodTemplate::default()
+            })
         }
     }
 

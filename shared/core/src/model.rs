@@ -4,6 +4,8 @@
 //! YAML or the Kubernetes API types.
 
 use std::collections::BTreeMap;
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -176,11 +178,30 @@ pub struct PreferredNodeTerm {
     pub requirements: Requirements,
 }
 
-/// A pod as the scheduler sees it.
+/// A pod as the scheduler sees it: what is its own (name, node, times)
+/// and its [`PodTemplate`], shared by the pods of one workload, so that a
+/// million bound pods cost a million small rows and one template per
+/// workload. Reads of template fields go through [`Deref`]; writes
+/// ([`DerefMut`]) copy the template first if other pods share it, so a pod
+/// is still a value.
 #[derive(Debug, Clone, Default)]
 pub struct Pod {
-    pub namespace: String,
     pub name: String,
+    /// `spec.nodeName` (bound pods only).
+    pub node_name: Option<String>,
+    /// When the pod last changed as far as disruption cares: the latest of
+    /// `metadata.creationTimestamp` and `status.startTime` (Unix seconds).
+    pub created_at: Option<i64>,
+    /// `metadata.deletionTimestamp` is set: the pod is going away.
+    pub terminating: bool,
+    pub template: Arc<PodTemplate>,
+}
+
+/// What the pods of one workload share: everything a scheduling rule reads
+/// but the pod's name, node and times.
+#[derive(Debug, Clone, Default)]
+pub struct PodTemplate {
+    pub namespace: String,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
     /// Effective requests: max(largest init container, sum of app containers
@@ -200,18 +221,34 @@ pub struct Pod {
     pub preferred_pod_anti_affinity: Vec<WeightedPodAffinityTerm>,
     /// Names of PersistentVolumeClaims the pod mounts (same namespace).
     pub pvc_names: Vec<String>,
-    /// `spec.nodeName` (bound pods only).
-    pub node_name: Option<String>,
     pub priority: i32,
     /// The workload the pod came from (`Deployment/ns/name`), if expanded.
     pub owner: Option<String>,
     /// Host ports requested (protocol/port), which conflict per node.
     pub host_ports: Vec<(String, i32)>,
-    /// When the pod last changed as far as disruption cares: the latest of
-    /// `metadata.creationTimestamp` and `status.startTime` (Unix seconds).
-    pub created_at: Option<i64>,
-    /// `metadata.deletionTimestamp` is set: the pod is going away.
-    pub terminating: bool,
+}
+
+impl Deref for Pod {
+    type Target = PodTemplate;
+    fn deref(&self) -> &PodTemplate {
+        &self.template
+    }
+}
+
+impl DerefMut for Pod {
+    fn deref_mut(&mut self) -> &mut PodTemplate {
+        Arc::make_mut(&mut self.template)
+    }
+}
+
+impl From<PodTemplate> for Pod {
+    /// A pod of `template` with no name, node or times yet.
+    fn from(template: PodTemplate) -> Pod {
+        Pod {
+            template: Arc::new(template),
+            ..Pod::default()
+        }
+    }
 }
 
 impl Pod {

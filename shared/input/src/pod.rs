@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use flotilla_core::labels::{self, HOSTNAME};
 use flotilla_core::model::{
     ClusterState, InclusionPolicy, LabelSelector, PersistentVolumeClaim, Pod, PodAffinityTerm,
-    PreferredNodeTerm, Toleration, TolerationOperator, TopologySpreadConstraint,
+    PodTemplate, PreferredNodeTerm, Toleration, TolerationOperator, TopologySpreadConstraint,
     WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
 use flotilla_core::requirements::{Operator, Requirement, Requirements};
@@ -164,11 +164,11 @@ pub(crate) fn convert(
         .and_then(|m| m.annotations.clone())
         .unwrap_or_default();
 
-    let mut pod = Pod {
+    let mut pod = Pod::from(PodTemplate {
         namespace: namespace.to_string(),
         requests: requests(ctx, spec_path, spec)?,
-        ..Pod::default()
-    };
+        ..PodTemplate::default()
+    });
 
     for (k, v) in spec.node_selector.iter().flatten() {
         let r = Requirement::from_parts(k, Operator::In, vec![v.clone()])

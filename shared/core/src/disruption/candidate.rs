@@ -306,6 +306,7 @@ fn since_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::PodTemplate;
 
     #[test]
     fn go_durations() {
@@ -365,10 +366,12 @@ mod tests {
     #[test]
     fn do_not_disrupt_forms() {
         let mut p = Pod {
-            namespace: "ns".into(),
             name: "p".into(),
             created_at: Some(1_000),
-            ..Pod::default()
+            ..Pod::from(PodTemplate {
+                namespace: "ns".into(),
+                ..PodTemplate::default()
+            })
         };
         assert_eq!(pod_blocker(&p, 2_000), None);
         p.annotations
@@ -391,10 +394,10 @@ mod tests {
     fn daemon_mirror_and_terminating_pods_stay() {
         let base = Pod::default();
         assert!(moves(&base));
-        let ds = Pod {
+        let ds = Pod::from(PodTemplate {
             owner: Some("DaemonSet/kube-system/aws-node".into()),
-            ..Pod::default()
-        };
+            ..PodTemplate::default()
+        });
         assert!(!moves(&ds));
         let mut mirror = Pod::default();
         mirror

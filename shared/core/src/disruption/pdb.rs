@@ -123,14 +123,16 @@ fn allowance(p: &PodDisruptionBudget, selected: usize) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{IntOrPercent, LabelSelector, Node};
+    use crate::model::{IntOrPercent, LabelSelector, Node, PodTemplate};
 
     fn pod(ns: &str, name: &str, app: &str) -> Pod {
         Pod {
-            namespace: ns.into(),
             name: name.into(),
-            labels: [("app".to_string(), app.to_string())].into(),
-            ..Pod::default()
+            ..Pod::from(PodTemplate {
+                namespace: ns.into(),
+                labels: [("app".to_string(), app.to_string())].into(),
+                ..PodTemplate::default()
+            })
         }
     }
 

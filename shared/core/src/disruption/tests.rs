@@ -29,28 +29,32 @@ fn res(cpu: &str, mem: &str, pods: &str) -> Resources {
 
 fn pod(name: &str, cpu: &str, mem: &str) -> Pod {
     Pod {
-        namespace: "default".into(),
         name: name.into(),
-        labels: [(
-            "app".to_string(),
-            name.trim_end_matches(char::is_numeric).to_string(),
-        )]
-        .into(),
-        requests: res(cpu, mem, "1"),
-        owner: Some(format!("ReplicaSet/default/{name}")),
         created_at: Some(NOW - DAY),
-        ..Pod::default()
+        ..Pod::from(PodTemplate {
+            namespace: "default".into(),
+            labels: [(
+                "app".to_string(),
+                name.trim_end_matches(char::is_numeric).to_string(),
+            )]
+            .into(),
+            requests: res(cpu, mem, "1"),
+            owner: Some(format!("ReplicaSet/default/{name}")),
+            ..PodTemplate::default()
+        })
     }
 }
 
 fn daemon(node: &str) -> Pod {
     Pod {
-        namespace: "kube-system".into(),
         name: format!("aws-node-{node}"),
-        requests: res("50m", "64Mi", "1"),
-        owner: Some("DaemonSet/kube-system/aws-node".into()),
         created_at: Some(NOW - DAY),
-        ..Pod::default()
+        ..Pod::from(PodTemplate {
+            namespace: "kube-system".into(),
+            requests: res("50m", "64Mi", "1"),
+            owner: Some("DaemonSet/kube-system/aws-node".into()),
+            ..PodTemplate::default()
+        })
     }
 }
 

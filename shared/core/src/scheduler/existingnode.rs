@@ -349,6 +349,7 @@ fn merge(a: &Room, b: &Room) -> Room {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::PodTemplate;
 
     fn rooms(v: &[(i64, i64)]) -> Vec<Room> {
         v.iter().map(|&(c, m)| [c, m, 10, 0]).collect()
@@ -430,12 +431,9 @@ mod tests {
                 nodes.iter().map(|n| ExistingNode::new(n, vec![])).collect(),
                 &keys,
             );
-            let small = Pod {
-                requests: Resources::new()
+            let small = Pod::from(PodTemplate { requests: Resources::new()
                     .with(resources::CPU, crate::quantity::Quantity::from_millis(500))
-                    .with(resources::PODS, crate::quantity::Quantity::from_units(1)),
-                ..Pod::default()
-            };
+                    .with(resources::PODS, crate::quantity::Quantity::from_units(1)), ..PodTemplate::default() });
             for &i in placed.iter().filter(|&&i| i < nodes.len()) {
                 index.place(i, 0, &small);
             }

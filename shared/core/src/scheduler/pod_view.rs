@@ -97,7 +97,7 @@ pub fn domain_requirements(pod: &Pod, r: &Relaxation) -> Requirements {
 mod tests {
     use super::*;
     use crate::model::{
-        LabelSelector, PodAffinityTerm, PreferredNodeTerm, TopologySpreadConstraint,
+        LabelSelector, PodAffinityTerm, PodTemplate, PreferredNodeTerm, TopologySpreadConstraint,
         WeightedPodAffinityTerm,
     };
     use crate::requirements::Requirement;
@@ -114,7 +114,7 @@ mod tests {
             all_namespaces: false,
             topology_key: crate::labels::ZONE.into(),
         };
-        let pod = Pod {
+        let pod = Pod::from(PodTemplate {
             required_terms: vec![zone("a"), zone("b")],
             preferred_terms: vec![
                 PreferredNodeTerm {
@@ -140,8 +140,8 @@ mod tests {
                 node_affinity_policy: crate::model::InclusionPolicy::Honor,
                 node_taints_policy: crate::model::InclusionPolicy::Ignore,
             }],
-            ..Default::default()
-        };
+            ..PodTemplate::default()
+        });
         let mut r = Relaxation::default();
         // Heaviest preferred (y) applies with the first required term (a).
         let reqs = node_requirements(&pod, &Requirements::new(), &r);

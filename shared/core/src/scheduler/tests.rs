@@ -64,13 +64,15 @@ fn q(s: &str) -> Quantity {
 
 fn pod(name: &str, cpu: &str, mem: &str) -> Pod {
     Pod {
-        namespace: "default".into(),
         name: name.into(),
-        requests: Resources::new()
-            .with("cpu", q(cpu))
-            .with("memory", q(mem))
-            .with("pods", q("1")),
-        ..Default::default()
+        ..Pod::from(PodTemplate {
+            namespace: "default".into(),
+            requests: Resources::new()
+                .with("cpu", q(cpu))
+                .with("memory", q(mem))
+                .with("pods", q("1")),
+            ..PodTemplate::default()
+        })
     }
 }
 
@@ -297,7 +299,7 @@ fn custom_labels_need_the_node_pool_to_define_them() {
         .unwrap();
     assert_eq!(generated, claim_of(&p, "b").name);
     // ...and may share the blue node, which then carries the blue value.
-    a.requests = pod("a", "100m", "128Mi").requests;
+    a.requests = pod("a", "100m", "128Mi").requests.clone();
     let p = plan(&state(vec![a, pod("b", "100m", "128Mi")], vec![np]));
     assert_eq!(p.node_claims.len(), 1);
     assert_eq!(p.node_claims[0].labels["example.com/team"], "blue");
@@ -2694,14 +2696,14 @@ fn daemon_overhead_with_karpenter_node_labels() {
     let ds = |key: &str| DaemonSet {
         namespace: "kube-system".into(),
         name: key.into(),
-        pod: Pod {
+        pod: Pod::from(PodTemplate {
             requests: Resources::new().with("cpu", Quantity::from_units(1)),
             required_terms: vec![Requirements::from_iter_reqs([Requirement::in_values(
                 key,
                 ["true"],
             )])],
-            ..Pod::default()
-        },
+            ..PodTemplate::default()
+        }),
     };
     let pool =
         Requirements::from_iter_reqs([Requirement::in_values(labels::NODEPOOL, ["default"])]);
@@ -2721,9 +2723,11 @@ fn daemon_overhead_with_karpenter_node_labels() {
 #[test]
 fn reschedulable_pods_of_deleting_nodes() {
     let pod = |owner: Option<&str>, terminating: bool| Pod {
-        owner: owner.map(str::to_string),
         terminating,
-        ..Pod::default()
+        ..Pod::from(PodTemplate {
+            owner: owner.map(str::to_string),
+            ..PodTemplate::default()
+        })
     };
     let cases = [
         ("running, no owner", pod(None, false), true),

@@ -6,7 +6,7 @@
 use super::*;
 use crate::catalog::ebs::{self, EbsVolume};
 use crate::catalog::{CatalogEntry, InstanceTypeInfo, Offering, UNLIMITED};
-use crate::model::{AmiFamily, NodeClass, NodePool, Pod};
+use crate::model::{AmiFamily, NodeClass, NodePool, Pod, PodTemplate};
 use crate::quantity::Quantity;
 
 /// Two arm64 spot types in one zone: two `m6g.medium`s (2 pods each) cost
@@ -44,13 +44,15 @@ fn pods(n: usize) -> Vec<Pod> {
     let q = |s: &str| Quantity::parse(s).unwrap();
     (0..n)
         .map(|i| Pod {
-            namespace: "default".into(),
             name: format!("p{i:02}"),
-            requests: Resources::new()
-                .with("cpu", q("400m"))
-                .with("memory", q("1Gi"))
-                .with("pods", q("1")),
-            ..Default::default()
+            ..Pod::from(PodTemplate {
+                namespace: "default".into(),
+                requests: Resources::new()
+                    .with("cpu", q("400m"))
+                    .with("memory", q("1Gi"))
+                    .with("pods", q("1")),
+                ..PodTemplate::default()
+            })
         })
         .collect()
 }
