@@ -854,7 +854,7 @@ fn accept_changes(st: &mut IntakeState, raw: &[u8]) -> Response<Body> {
         };
         let cache = flotilla_sim::block_on(changes::load_state(&st.store, &cluster, &state_ref))
             .expect("stored state");
-        let parsed = flotilla_input::load_cache(&cache).expect("stored state loads");
+        let parsed = flotilla_input::load_cache(cache.clone()).expect("stored state loads");
         let n = st.batches.len() + 1;
         st.batches
             .push(json!({"clusterId": cluster, "cluster": meta, "documents": cache.documents()}));

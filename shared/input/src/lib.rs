@@ -98,15 +98,20 @@ pub fn load(sources: &[Source]) -> Result<ClusterState, InputError> {
 /// the state of a large cluster loads in time and memory proportional to
 /// its workloads, plus a copy per pod of what differs (name, node, times).
 /// The result is the state [`load`] reads from the cache's documents.
-pub fn load_cache(cache: &ClusterCache) -> Result<ClusterState, InputError> {
+pub fn load_cache(cache: ClusterCache) -> Result<ClusterState, InputError> {
     const FILE: &str = "state";
     let mut state = ClusterState::default();
     let mut docs: Vec<Doc> = Vec::new();
-    let mut values: Vec<Value> = cache.objects.values().cloned().collect();
+    let ClusterCache {
+        objects,
+        templates,
+        pods,
+    } = cache;
+    let mut values: Vec<Value> = objects.into_values().collect();
     let mut shared: BTreeMap<&TemplateId, Vec<&PodRow>> = BTreeMap::new();
     let mut shareable: BTreeMap<&TemplateId, bool> = BTreeMap::new();
-    for row in cache.pods.values() {
-        let Some(template) = cache.templates.get(&row.template) else {
+    for row in pods.values() {
+        let Some(template) = templates.get(&row.template) else {
             return Err(InputError {
                 object: Some(format!("Pod {}/{}", row.namespace, row.name)),
                 ..InputError::file(FILE, format!("its template {} is not stored", row.template))
@@ -125,7 +130,7 @@ pub fn load_cache(cache: &ClusterCache) -> Result<ClusterState, InputError> {
     let templated: Vec<Templated> = shared
         .into_iter()
         .filter_map(|(id, rows)| {
-            let template = cache.templates.get(id)?;
+            let template = templates.get(id)?;
             Some(Templated { template, rows })
         })
         .collect();

@@ -74,7 +74,12 @@ impl<'a> Ctx<'a> {
     }
 
     /// Deserializes `v` (found at `path`) into `T`, naming the failing field.
+    /// The field's path is tracked only when the plain read fails (tracking
+    /// costs a third of the read).
     pub fn de<T: DeserializeOwned>(&self, v: &Value, path: &str) -> Result<T, InputError> {
+        if let Ok(t) = T::deserialize(v) {
+            return Ok(t);
+        }
         serde_path_to_error::deserialize(v).map_err(|e| {
             let inner = e.path().to_string();
             let inner = if inner == "." { String::new() } else { inner };

@@ -110,7 +110,7 @@ fn the_cache_loads_to_what_its_documents_load_to() {
         bytes: &bytes,
     }])
     .unwrap();
-    let cached = flotilla_input::load_cache(&cache).unwrap();
+    let cached = flotilla_input::load_cache(cache.clone()).unwrap();
     let bound: usize = cached.nodes.iter().map(|n| n.pods.len()).sum();
     assert_eq!(
         bound,
@@ -126,7 +126,9 @@ fn the_cache_loads_to_what_its_documents_load_to() {
 fn a_row_whose_template_is_missing_is_an_error_naming_the_pod() {
     let mut cache = ClusterCache::from_documents(documents()).unwrap();
     cache.templates.clear();
-    let err = flotilla_input::load_cache(&cache).unwrap_err().to_string();
+    let err = flotilla_input::load_cache(cache.clone())
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("(Pod shop/") && err.contains("is not stored"),
         "{err}"

@@ -31,7 +31,7 @@ pub async fn load<S: Store>(store: &S, cluster: &str, batch: &str) -> Result<Clu
         if let Some(state) = &h.state {
             let cache = crate::changes::load_state(store, cluster, state).await?;
             store_context(store, cluster, &h, &state.cluster, &cache).await?;
-            return flotilla_input::load_cache(&cache)
+            return flotilla_input::load_cache(cache)
                 .map_err(|e| ServiceError::BadRequest(e.to_string()));
         }
     }

@@ -585,7 +585,7 @@ pub(crate) async fn record_changed_nodes<S: Store, C: Clock>(
                 .collect(),
             ..ClusterCache::default()
         };
-        flotilla_input::load_cache(&cache)
+        flotilla_input::load_cache(cache)
             .map(|s| s.nodes)
             .map_err(|e| ServiceError::BadRequest(e.to_string()))
     };

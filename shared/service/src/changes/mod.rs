@@ -138,7 +138,7 @@ pub fn parse_changes(body: &[u8], config: &Config) -> Result<ChangeRequest> {
             "changes.templates: a resync part carries the templates its rows use ({id} is missing)"
         )));
     }
-    flotilla_input::load_cache(&alone(&req.changes, &needed))
+    flotilla_input::load_cache(alone(&req.changes, &needed))
         .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
     Ok(req)
 }
