@@ -1,7 +1,7 @@
 //! The agent's memory at scale: its watch cache filled with a generated
 //! cluster (`flotilla_bench::cluster_docs`: nodes, Deployments' bound pods,
-//! pending pods), each object as the watches keep it (nodes stripped, pods
-//! handed to the pod store as the pod watch's initial LIST hands them), then a
+//! pending pods), each object handed to the node and pod stores as the
+//! watches' initial LISTs hand them, then a
 //! full resync prepared by its change stream and encoded post by post, as
 //! the agent does. Prints one JSON line: the peak RSS (`VmHWM`) after the
 //! cache is filled and after the resync, the resync's parts, bytes and
@@ -12,12 +12,12 @@
 use std::time::{Duration, Instant};
 
 use flotilla_agent::changes::{self, ChangeStream};
+use flotilla_agent::nodes::Nodes;
 use flotilla_agent::pods::Pods;
-use flotilla_agent::watch::{self, Cache};
+use flotilla_agent::watch::Cache;
 use flotilla_bench::cluster_docs::{self, Shape};
 use flotilla_bench::measure::peak_rss_kib;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::runtime::reflector;
 use kube::runtime::watcher::Event;
 use serde_json::{json, Value};
 
@@ -67,12 +67,14 @@ fn main() {
     let shape = args();
     let start_mib = mib();
     let pods = Pods::default();
-    let (nodes, mut node_writer) = reflector::store::<Node>();
+    let nodes = Nodes::default();
     let t = Instant::now();
+    nodes.on_event(Event::Init);
     for i in 0..shape.nodes {
-        let node = watch::stripped_node(typed(cluster_docs::node(i), i));
-        node_writer.apply_watcher_event(&Event::Apply(node));
+        let node: Node = typed(cluster_docs::node(i), i);
+        nodes.on_event(Event::InitApply(node));
     }
+    nodes.on_event(Event::InitDone);
     pods.on_event(Event::Init);
     for (i, at) in cluster_docs::placements(shape).into_iter().enumerate() {
         let pod: Pod = typed(cluster_docs::bound_pod(i, at), i);

@@ -23,6 +23,7 @@ pub mod docs;
 pub mod intake;
 pub mod leader;
 pub mod metrics;
+pub mod nodes;
 pub mod plan;
 pub mod pods;
 pub mod run;

@@ -15,12 +15,13 @@
 //! end drops the pods it did not list.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use flotilla_core::state::compact;
 use flotilla_core::state::{ObjectKey, PodRow, TemplateId};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::watcher::Event;
 use serde_json::Value;
 
@@ -88,12 +89,14 @@ struct Bound {
     template: Arc<Template>,
     node: Arc<str>,
     /// `metadata.creationTimestamp`, `status.startTime`,
-    /// `metadata.deletionTimestamp` as sent.
-    created: Option<Box<str>>,
-    started: Option<Box<str>>,
-    deleting: Option<Box<str>>,
+    /// `metadata.deletionTimestamp` (sent as they serialize).
+    created: Option<Time>,
+    started: Option<Time>,
+    deleting: Option<Time>,
     /// Not a DaemonSet pod, not a mirror pod.
     evictable: bool,
+    /// Being deleted.
+    terminating: bool,
     do_not_disrupt_until: Option<i64>,
 }
 
@@ -240,8 +243,8 @@ impl PodStore {
         if docs::is_unschedulable(&pod) {
             return Some(Kept::Pending(Arc::new(docs::pod_document(&pod))));
         }
-        let node = docs::bound_node(&pod)?;
-        let node = self.node(node);
+        let node = docs::bound_node(&pod)?.to_string();
+        let (id, template, row) = PodRow::split(docs::pod_document(&pod))?;
         let evictable = !docs::is_daemon_pod(&pod) && !docs::is_mirror_pod(&pod);
         let do_not_disrupt_until = pod.metadata.annotations.as_ref().and_then(|a| {
             let started = pod
@@ -251,25 +254,20 @@ impl PodStore {
                 .map(|t| t.0.as_second());
             flotilla_core::disruption::do_not_disrupt_until(a, started)
         });
-        let (id, template, row) = PodRow::split(docs::pod_document(&pod))?;
         let mut bound = Bound {
             template: self.intern(id, template),
-            node,
-            created: None,
-            started: None,
-            deleting: None,
+            node: self.node(&node),
+            created: pod.metadata.creation_timestamp.take(),
+            started: pod.status.as_mut().and_then(|s| s.start_time.take()),
+            terminating: pod.metadata.deletion_timestamp.is_some(),
+            deleting: pod.metadata.deletion_timestamp.take(),
             evictable,
             do_not_disrupt_until,
         };
-        match (
-            stamp(&row.created),
-            stamp(&row.started),
-            stamp(&row.deleting),
-        ) {
-            (Some(c), Some(s), Some(d)) => {
-                (bound.created, bound.started, bound.deleting) = (c, s, d)
-            }
-            _ => bound.whole(row, self),
+        if bound.row(&row.namespace, &row.name) != row {
+            // The times do not serialize back as sent (never from the API
+            // server): the document is kept whole.
+            bound.whole(row, self);
         }
         Some(Kept::Bound(bound))
     }
@@ -381,41 +379,32 @@ impl PodStore {
         }
     }
 
-    /// Bound pods as the drain sees them, in key order.
-    pub fn facts(&self) -> Vec<PodFacts> {
+    /// Bound pods as the drain sees them, in key order: those on
+    /// `nodes`, or all with `None`.
+    pub fn facts(&self, nodes: Option<&BTreeSet<String>>) -> Vec<PodFacts> {
         self.pods
             .iter()
             .filter_map(|(key, e)| match &e.kept {
-                Kept::Bound(b) => Some(PodFacts {
+                Kept::Bound(b) if nodes.is_none_or(|n| n.contains(&*b.node)) => Some(PodFacts {
                     namespace: key.namespace().to_string(),
                     name: key.name().to_string(),
                     node: b.node.to_string(),
                     evictable: b.evictable,
-                    terminating: b.deleting.is_some(),
+                    terminating: b.terminating,
                     do_not_disrupt_until: b.do_not_disrupt_until,
                 }),
-                Kept::Pending(_) => None,
+                _ => None,
             })
             .collect()
     }
 }
 
-/// A row's timestamp as kept: `Some(None)` when absent, `None` when not a
-/// string.
-fn stamp(v: &Option<Value>) -> Option<Option<Box<str>>> {
-    match v {
-        None => Some(None),
-        Some(Value::String(s)) => Some(Some(s.as_str().into())),
-        Some(_) => None,
-    }
-}
-
 impl Bound {
-    /// Keep the whole document instead of `row` over a shared template (a
-    /// timestamp that is not a string, never from the API server): a
+    /// Keep the whole document instead of `row` over a shared template: a
     /// template of its own holding the timestamps, which the row then
     /// leaves as they are.
     fn whole(&mut self, row: PodRow, store: &mut PodStore) {
+        (self.created, self.started, self.deleting) = (None, None, None);
         let document = row.expand(&self.template.document);
         let shared = std::mem::replace(
             &mut self.template,
@@ -430,7 +419,7 @@ impl Bound {
 
     /// The pod's row.
     fn row(&self, namespace: &str, name: &str) -> PodRow {
-        let value = |s: &Option<Box<str>>| s.as_deref().map(|s| Value::String(s.to_string()));
+        let value = |t: &Option<Time>| t.as_ref().and_then(|t| serde_json::to_value(t).ok());
         PodRow {
             template: self.template.id.clone(),
             namespace: namespace.to_string(),

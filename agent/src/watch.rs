@@ -2,9 +2,9 @@
 //! once, then a WATCH from its resourceVersion, re-listed only when the
 //! watch expires), never a polling LIST.
 //!
-//! Pods are watched but not reflected: each event's pod is reduced to
-//! what the agent sends and drains by as it arrives ([`crate::pods`]).
-//! Nodes, DaemonSets, StorageClasses, PVCs, PVs and (`policy/v1`, all
+//! Pods and Nodes are watched but not reflected: each event's object is
+//! reduced to what the agent sends and plans by as it arrives
+//! ([`crate::pods`], [`crate::nodes`]). DaemonSets, StorageClasses, PVCs, PVs and (`policy/v1`, all
 //! namespaces) PodDisruptionBudgets are typed; the
 //! Karpenter kinds (NodePools, Provisioners, EC2NodeClasses,
 //! AWSNodeTemplates, NodeOverlays) are `DynamicObject`s, and a CRD that is
@@ -31,7 +31,8 @@ use crate::batch::PendingDoc;
 use crate::changes::Observed;
 use crate::docs;
 use crate::metrics::Metrics;
-use crate::plan::{NodeFacts, PodFacts, Taint};
+use crate::nodes::Nodes;
+use crate::plan::{NodeFacts, PodFacts};
 use crate::pods::Pods;
 use flotilla_core::state::ObjectKey;
 
@@ -73,7 +74,7 @@ type SyncMap = Arc<Mutex<BTreeMap<String, SyncState>>>;
 #[derive(Clone)]
 pub struct Cache {
     pub pods: Pods,
-    pub nodes: Store<Node>,
+    pub nodes: Nodes,
     pub daemon_sets: Store<DaemonSet>,
     pub storage_classes: Store<StorageClass>,
     pub pvcs: Store<PersistentVolumeClaim>,
@@ -143,21 +144,6 @@ fn slim<K: Resource>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
 }
 
-/// Of a node, drop its images and conditions (never sent).
-fn slim_node(node: &mut Node) {
-    if let Some(s) = node.status.as_mut() {
-        s.images = None;
-        s.conditions = None;
-    }
-}
-
-/// A node as the cache keeps it (what the node watch does to each node).
-pub fn stripped_node(mut node: Node) -> Node {
-    slim(&mut node);
-    slim_node(&mut node);
-    node
-}
-
 /// Of a pod, keep what scheduling and draining read ([`docs::pod_document`]
 /// sends no more): container env, commands, probes, mounts and statuses
 /// are often most of a pod (dropped before the pod is serialized).
@@ -194,7 +180,6 @@ fn typed<K>(
     kind: &str,
     sync: &SyncMap,
     config: &watcher::Config,
-    extra: impl FnMut(&mut K) + Send + 'static,
     on_event: impl FnMut(Event<K>) + Send + 'static,
 ) -> (Store<K>, JoinHandle<()>)
 where
@@ -207,13 +192,9 @@ where
         + 'static,
 {
     let (reader, writer) = reflector::store();
-    let mut extra = extra;
     let stream = watcher(Api::<K>::all(client.clone()), config.clone())
         .default_backoff()
-        .modify(move |o: &mut K| {
-            slim(o);
-            extra(o);
-        })
+        .modify(slim)
         .reflect(writer);
     (
         reader,
@@ -269,33 +250,24 @@ pub fn start(
         changes_tx,
         metrics,
     ));
-    let (nodes, t) = typed::<Node>(&client, "Node", &sync, &config, slim_node, |_| {});
-    tasks.push(t);
-    let (daemon_sets, t) = typed::<DaemonSet>(&client, "DaemonSet", &sync, &config, |_| {}, |_| {});
+    let nodes = Nodes::default();
+    let writer = nodes.clone();
+    let stream = watcher(Api::<Node>::all(client.clone()), config.clone()).default_backoff();
+    tasks.push(drive("Node".into(), stream, sync.clone(), move |e| {
+        writer.on_event(e)
+    }));
+    let (daemon_sets, t) = typed::<DaemonSet>(&client, "DaemonSet", &sync, &config, |_| {});
     tasks.push(t);
     let (storage_classes, t) =
-        typed::<StorageClass>(&client, "StorageClass", &sync, &config, |_| {}, |_| {});
+        typed::<StorageClass>(&client, "StorageClass", &sync, &config, |_| {});
     tasks.push(t);
-    let (pvcs, t) = typed::<PersistentVolumeClaim>(
-        &client,
-        "PersistentVolumeClaim",
-        &sync,
-        &config,
-        |_| {},
-        |_| {},
-    );
+    let (pvcs, t) =
+        typed::<PersistentVolumeClaim>(&client, "PersistentVolumeClaim", &sync, &config, |_| {});
     tasks.push(t);
-    let (pvs, t) =
-        typed::<PersistentVolume>(&client, "PersistentVolume", &sync, &config, |_| {}, |_| {});
+    let (pvs, t) = typed::<PersistentVolume>(&client, "PersistentVolume", &sync, &config, |_| {});
     tasks.push(t);
-    let (pdbs, t) = typed::<PodDisruptionBudget>(
-        &client,
-        "PodDisruptionBudget",
-        &sync,
-        &config,
-        |_| {},
-        |_| {},
-    );
+    let (pdbs, t) =
+        typed::<PodDisruptionBudget>(&client, "PodDisruptionBudget", &sync, &config, |_| {});
     tasks.push(t);
     let mut custom = Vec::new();
     for ar in custom_resources() {
@@ -342,7 +314,7 @@ fn to_bytes(v: &serde_json::Value) -> Vec<u8> {
 impl Cache {
     /// A cache over these pods and nodes (every other kind empty), every
     /// kind synced: what the watches would hold (benchmarks, tests).
-    pub fn of(pods: Pods, nodes: Store<Node>) -> Cache {
+    pub fn of(pods: Pods, nodes: Nodes) -> Cache {
         let sync: SyncMap = Arc::default();
         let kinds = [
             "Pod",
@@ -401,9 +373,7 @@ impl Cache {
                 )));
             }
         }
-        for n in sorted(&self.nodes) {
-            context.push(to_bytes(&docs::node_document(&n)));
-        }
+        self.nodes.lock().documents(&mut context);
         let mut pending = Vec::new();
         self.pods.lock().documents(&mut context, &mut pending);
         fn typed_docs<K>(out: &mut Vec<Vec<u8>>, store: &Store<K>, api_version: &str, kind: &str)
@@ -481,14 +451,7 @@ impl Cache {
                 });
             }
         }
-        for n in self.nodes.state() {
-            let (key, version) = key_of("Node", n.as_ref());
-            out.push(Observed {
-                key,
-                version,
-                document: Box::new(move || docs::node_document(&n)),
-            });
-        }
+        self.nodes.lock().observed(&mut out);
         let pending = self.pods.lock().observed(&mut out);
         typed(&mut out, &self.daemon_sets, "apps/v1", "DaemonSet");
         typed(
@@ -512,39 +475,17 @@ impl Cache {
 
     /// The nodes as the action planner sees them.
     pub fn node_facts(&self) -> Vec<NodeFacts> {
-        sorted(&self.nodes)
-            .iter()
-            .map(|n| NodeFacts {
-                name: n.name_any(),
-                labels: n.labels().clone(),
-                taints: n
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.taints.as_ref())
-                    .map(|ts| {
-                        ts.iter()
-                            .map(|t| Taint {
-                                key: t.key.clone(),
-                                value: t.value.clone().unwrap_or_default(),
-                                effect: t.effect.clone(),
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                unschedulable: n
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.unschedulable)
-                    .unwrap_or(false),
-                provider_id: n.spec.as_ref().and_then(|s| s.provider_id.clone()),
-                resource_version: n.resource_version(),
-            })
-            .collect()
+        self.nodes.lock().facts()
     }
 
     /// Bound pods as the drain sees them.
     pub fn pod_facts(&self) -> Vec<PodFacts> {
-        self.pods.lock().facts()
+        self.pods.lock().facts(None)
+    }
+
+    /// Bound pods on `nodes` as the drain sees them.
+    pub fn pod_facts_on(&self, nodes: &std::collections::BTreeSet<String>) -> Vec<PodFacts> {
+        self.pods.lock().facts(Some(nodes))
     }
 }
 

@@ -385,7 +385,12 @@ fn what_is_sent_and_drained_is_what_the_typed_pods_gave() {
         assert_eq!(bytes(&o.2), bytes(&n.2));
     }
     assert_eq!(old.1, new.1);
-    assert_eq!(old_facts(&pods), s.facts());
+    assert_eq!(old_facts(&pods), s.facts(None));
+    let on: BTreeSet<String> = ["bound-1".to_string()].into();
+    let mut some = old_facts(&pods);
+    some.retain(|f| f.node == "bound-1");
+    assert!(!some.is_empty());
+    assert_eq!(some, s.facts(Some(&on)));
     let (mut context, mut pending) = (Vec::new(), Vec::new());
     s.documents(&mut context, &mut pending);
     let (old_context, old_pending) = old_documents(&pods);
