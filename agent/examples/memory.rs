@@ -1,6 +1,7 @@
 //! The agent's memory at scale: its watch cache filled with a generated
 //! cluster (`flotilla_bench::cluster_docs`: nodes, Deployments' bound pods,
-//! pending pods), each object as the watches keep it (stripped), then a
+//! pending pods), each object handed to the node and pod stores as the
+//! watches' initial LISTs hand them, then a
 //! full resync prepared by its change stream and encoded post by post, as
 //! the agent does. Prints one JSON line: the peak RSS (`VmHWM`) after the
 //! cache is filled and after the resync, the resync's parts, bytes and
@@ -11,11 +12,12 @@
 use std::time::{Duration, Instant};
 
 use flotilla_agent::changes::{self, ChangeStream};
-use flotilla_agent::watch::{self, Cache};
+use flotilla_agent::nodes::Nodes;
+use flotilla_agent::pods::Pods;
+use flotilla_agent::watch::Cache;
 use flotilla_bench::cluster_docs::{self, Shape};
 use flotilla_bench::measure::peak_rss_kib;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::runtime::reflector;
 use kube::runtime::watcher::Event;
 use serde_json::{json, Value};
 
@@ -64,21 +66,26 @@ fn typed<K: serde::de::DeserializeOwned>(mut doc: Value, version: usize) -> K {
 fn main() {
     let shape = args();
     let start_mib = mib();
-    let (pods, mut pod_writer) = reflector::store::<Pod>();
-    let (nodes, mut node_writer) = reflector::store::<Node>();
+    let pods = Pods::default();
+    let nodes = Nodes::default();
     let t = Instant::now();
+    nodes.on_event(Event::Init);
     for i in 0..shape.nodes {
-        let node = watch::stripped_node(typed(cluster_docs::node(i), i));
-        node_writer.apply_watcher_event(&Event::Apply(node));
+        let node: Node = typed(cluster_docs::node(i), i);
+        nodes.on_event(Event::InitApply(node));
     }
+    nodes.on_event(Event::InitDone);
+    pods.on_event(Event::Init);
     for (i, at) in cluster_docs::placements(shape).into_iter().enumerate() {
-        let pod = watch::stripped_pod(typed(cluster_docs::bound_pod(i, at), i));
-        pod_writer.apply_watcher_event(&Event::Apply(pod));
+        let pod: Pod = typed(cluster_docs::bound_pod(i, at), i);
+        pods.on_event(Event::InitApply(pod));
     }
     for i in 0..shape.pending_pods {
-        let pod = watch::stripped_pod(typed(cluster_docs::pending_pod(i % 20, i), i));
-        pod_writer.apply_watcher_event(&Event::Apply(pod));
+        let pod: Pod = typed(cluster_docs::pending_pod(i % 20, i), i);
+        pods.on_event(Event::InitApply(pod));
     }
+    pods.on_event(Event::InitDone);
+    let pod_templates = pods.lock().templates();
     let fill_s = t.elapsed().as_secs_f64();
     let cache = Cache::of(pods, nodes);
     let cache_mib = mib();
@@ -100,7 +107,7 @@ fn main() {
     println!(
         "{}",
         json!({"nodes": shape.nodes, "boundPods": shape.bound_pods, "pendingPods": shape.pending_pods,
-            "startRssMib": start_mib, "fillSeconds": fill_s, "cacheRssMib": cache_mib,
+            "startRssMib": start_mib, "fillSeconds": fill_s, "cacheRssMib": cache_mib, "podTemplates": pod_templates,
             "resync": {"parts": parts, "bytes": bytes, "podRows": rows, "templates": templates,
                        "seconds": t.elapsed().as_secs_f64()},
             "acknowledged": stream.acknowledged(), "peakRssMib": mib()})

@@ -12,7 +12,7 @@
 //! [`docs`] (which pods are pending, what of each object is sent),
 //! [`batch`] (batching window, body assembly under the size limit),
 //! [`plan`] (what to do for each action and newly registered node),
-//! [`leader`] (the lease decision). The rest wires them to kube-rs, the
+//! [`leader`] (the lease decision), [`pods`] (what is kept of each pod). The rest wires them to kube-rs, the
 //! intake HTTP client ([`intake`]) and the metrics server ([`metrics`]).
 
 pub mod apply;
@@ -23,7 +23,9 @@ pub mod docs;
 pub mod intake;
 pub mod leader;
 pub mod metrics;
+pub mod nodes;
 pub mod plan;
+pub mod pods;
 pub mod run;
 pub mod watch;
 

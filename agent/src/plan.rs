@@ -1,7 +1,7 @@
 //! What to do with what intake sends back (pure): actions (cordon, drain,
 //! relabel) and the labels and taints of newly registered nodes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use flotilla_core::reservations::{Action, ActionKind};
 use serde::{Deserialize, Serialize};
@@ -198,6 +198,21 @@ fn taints_patch(node: &NodeFacts, taints: Vec<&Taint>) -> Value {
         patch["metadata"] = json!({"resourceVersion": rv});
     }
     patch
+}
+
+/// The nodes the view's drain actions name, as [`plan_action`] resolves
+/// them: the only nodes whose pods a round reads.
+pub fn drained_nodes(view: &ClusterView, nodes: &[NodeFacts]) -> BTreeSet<String> {
+    parse_actions(view)
+        .0
+        .iter()
+        .filter(|a| a.action.kind == ActionKind::Drain)
+        .filter_map(|a| {
+            let act = &a.action;
+            resolve_node(nodes, &act.node, act.node_claim.as_deref(), None)
+        })
+        .map(|n| n.name.clone())
+        .collect()
 }
 
 /// Plan one action at `now_secs` (Unix seconds).
@@ -414,14 +429,17 @@ pub fn plan_registrations(claims: &[NodeClaimView], nodes: &[NodeFacts]) -> Vec<
 mod tests {
     use super::*;
 
-    fn action(kind: &str, node: &str, deadline: i64) -> PendingAction {
-        serde_json::from_value(json!({
+    fn action_json(kind: &str, node: &str, deadline: i64) -> Value {
+        json!({
             "id": "a1", "kind": kind, "node": node, "reservationId": "cr-1",
             "deadline": deadline, "reason": "capacity block ends", "createdAt": 100,
             "setLabels": {"karpenter.sh/capacity-type": "on-demand"},
             "removeLabels": ["karpenter.k8s.aws/capacity-reservation-id"]
-        }))
-        .expect("action")
+        })
+    }
+
+    fn action(kind: &str, node: &str, deadline: i64) -> PendingAction {
+        serde_json::from_value(action_json(kind, node, deadline)).expect("action")
     }
 
     fn node(name: &str) -> NodeFacts {
@@ -474,6 +492,23 @@ mod tests {
         assert_eq!(bad.len(), 1);
         assert!(bad[0].starts_with("actions[1]"), "{bad:?}");
         assert_eq!(view.last_result.unwrap().batch_id, "b1");
+    }
+
+    #[test]
+    fn only_the_nodes_drains_name_have_their_pods_read() {
+        let nodes = vec![node("n1"), node("n2"), node("n3")];
+        let view: ClusterView = serde_json::from_value(json!({
+            "clusterId": "demo", "nodeClaims": [],
+            "actions": [
+                action_json("drain", "n1-claim", 5),
+                action_json("cordon", "n2", 5),
+                action_json("drain", "ghost", 5),
+                {"id": "cd", "kind": "explode"}
+            ]
+        }))
+        .expect("view");
+        let drained: Vec<String> = drained_nodes(&view, &nodes).into_iter().collect();
+        assert_eq!(drained, ["n1"]);
     }
 
     #[test]

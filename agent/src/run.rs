@@ -28,6 +28,7 @@ use crate::config::{ClusterMeta, Settings};
 use crate::intake::IntakeClient;
 use crate::leader::LeaseLock;
 use crate::metrics::Metrics;
+use crate::plan;
 use crate::watch::{self, Cache};
 
 /// Everything the agent runs with.
@@ -357,15 +358,11 @@ async fn results_round(
 ) {
     match intake.cluster(cluster_id).await {
         Ok(view) => {
+            let nodes = cache.node_facts();
+            // Only drains read pods: those of the nodes they name.
+            let pods = cache.pod_facts_on(&plan::drained_nodes(&view, &nodes));
             let round = runner
-                .round(
-                    &view,
-                    &cache.node_facts(),
-                    &cache.pod_facts(),
-                    unix_now(),
-                    applier,
-                    Some(metrics),
-                )
+                .round(&view, &nodes, &pods, unix_now(), applier, Some(metrics))
                 .await;
             tracing::debug!(?round, "results round");
         }

@@ -2,13 +2,15 @@
 //! once, then a WATCH from its resourceVersion, re-listed only when the
 //! watch expires), never a polling LIST.
 //!
-//! Pods, Nodes, DaemonSets, StorageClasses, PVCs, PVs and (`policy/v1`, all
+//! Pods and Nodes are watched but not reflected: each event's object is
+//! reduced to what the agent sends and plans by as it arrives
+//! ([`crate::pods`], [`crate::nodes`]). DaemonSets, StorageClasses, PVCs, PVs and (`policy/v1`, all
 //! namespaces) PodDisruptionBudgets are typed; the
 //! Karpenter kinds (NodePools, Provisioners, EC2NodeClasses,
 //! AWSNodeTemplates, NodeOverlays) are `DynamicObject`s, and a CRD that is
 //! not installed (404 on its LIST) counts as empty rather than blocking.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt};
@@ -29,7 +31,9 @@ use crate::batch::PendingDoc;
 use crate::changes::Observed;
 use crate::docs;
 use crate::metrics::Metrics;
-use crate::plan::{NodeFacts, PodFacts, Taint};
+use crate::nodes::Nodes;
+use crate::plan::{NodeFacts, PodFacts};
+use crate::pods::Pods;
 use flotilla_core::state::ObjectKey;
 
 /// The Karpenter kinds read as dynamic objects: (group, version, kind,
@@ -66,11 +70,11 @@ pub enum SyncState {
 
 type SyncMap = Arc<Mutex<BTreeMap<String, SyncState>>>;
 
-/// The reflector stores.
+/// The pods (reduced) and the reflector stores.
 #[derive(Clone)]
 pub struct Cache {
-    pub pods: Store<Pod>,
-    pub nodes: Store<Node>,
+    pub pods: Pods,
+    pub nodes: Nodes,
     pub daemon_sets: Store<DaemonSet>,
     pub storage_classes: Store<StorageClass>,
     pub pvcs: Store<PersistentVolumeClaim>,
@@ -92,49 +96,6 @@ pub struct Snapshot {
     pub pending: Vec<PendingDoc>,
 }
 
-/// Keeps the set of unschedulable pods from the pod events and bumps a
-/// counter when a pod joins it (what opens a batching window).
-struct PendingTracker {
-    pending: HashSet<String>,
-    listed: HashSet<String>,
-    changes: signal::Sender<u64>,
-    metrics: Option<Arc<Metrics>>,
-}
-
-impl PendingTracker {
-    fn apply(&mut self, pod: &Pod, listing: bool) {
-        let key = docs::pod_key(pod);
-        if listing {
-            self.listed.insert(key.clone());
-        }
-        if docs::is_unschedulable(pod) {
-            if self.pending.insert(key) {
-                self.changes.send_modify(|n| *n = n.wrapping_add(1));
-            }
-        } else {
-            self.pending.remove(&key);
-        }
-    }
-
-    fn on_event(&mut self, event: &Event<Pod>) {
-        match event {
-            Event::Apply(p) => self.apply(p, false),
-            Event::InitApply(p) => self.apply(p, true),
-            Event::Delete(p) => {
-                self.pending.remove(&docs::pod_key(p));
-            }
-            Event::Init => self.listed.clear(),
-            Event::InitDone => {
-                let listed = std::mem::take(&mut self.listed);
-                self.pending.retain(|k| listed.contains(k));
-            }
-        }
-        if let Some(m) = &self.metrics {
-            m.pods_pending.set(self.pending.len() as i64);
-        }
-    }
-}
-
 fn mark(sync: &SyncMap, kind: &str, state: SyncState) {
     let mut m = sync.lock().unwrap_or_else(|e| e.into_inner());
     let entry = m.entry(kind.to_string()).or_insert(SyncState::Pending);
@@ -150,7 +111,7 @@ fn drive<K, S>(
     kind: String,
     stream: S,
     sync: SyncMap,
-    mut on_event: impl FnMut(&Event<K>) + Send + 'static,
+    mut on_event: impl FnMut(Event<K>) + Send + 'static,
 ) -> JoinHandle<()>
 where
     K: Send + 'static,
@@ -166,7 +127,7 @@ where
                         mark(&sync, &kind, SyncState::Synced);
                         tracing::debug!(kind = %kind, "cache synced");
                     }
-                    on_event(&ev);
+                    on_event(ev);
                 }
                 Err(watcher::Error::InitialListFailed(kube::Error::Api(s))) if s.code == 404 => {
                     mark(&sync, &kind, SyncState::Missing);
@@ -183,32 +144,10 @@ fn slim<K: Resource>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
 }
 
-/// Of a node, drop its images and conditions (never sent).
-fn slim_node(node: &mut Node) {
-    if let Some(s) = node.status.as_mut() {
-        s.images = None;
-        s.conditions = None;
-    }
-}
-
-/// A pod as the cache keeps it (what the pod watch does to each pod).
-pub fn stripped_pod(mut pod: Pod) -> Pod {
-    slim(&mut pod);
-    slim_pod(&mut pod);
-    pod
-}
-
-/// A node as the cache keeps it (what the node watch does to each node).
-pub fn stripped_node(mut node: Node) -> Node {
-    slim(&mut node);
-    slim_node(&mut node);
-    node
-}
-
 /// Of a pod, keep what scheduling and draining read ([`docs::pod_document`]
 /// sends no more): container env, commands, probes, mounts and statuses
-/// are often most of a pod.
-fn slim_pod(pod: &mut Pod) {
+/// are often most of a pod (dropped before the pod is serialized).
+pub(crate) fn slim_pod(pod: &mut Pod) {
     if let Some(spec) = pod.spec.as_mut() {
         for c in spec
             .containers
@@ -241,8 +180,7 @@ fn typed<K>(
     kind: &str,
     sync: &SyncMap,
     config: &watcher::Config,
-    extra: impl FnMut(&mut K) + Send + 'static,
-    on_event: impl FnMut(&Event<K>) + Send + 'static,
+    on_event: impl FnMut(Event<K>) + Send + 'static,
 ) -> (Store<K>, JoinHandle<()>)
 where
     K: Resource<DynamicType = ()>
@@ -254,13 +192,9 @@ where
         + 'static,
 {
     let (reader, writer) = reflector::store();
-    let mut extra = extra;
     let stream = watcher(Api::<K>::all(client.clone()), config.clone())
         .default_backoff()
-        .modify(move |o: &mut K| {
-            slim(o);
-            extra(o);
-        })
+        .modify(slim)
         .reflect(writer);
     (
         reader,
@@ -269,6 +203,33 @@ where
 }
 
 use kube::runtime::watcher::watcher;
+
+/// Watch the pods into `pods`, bumping `changes` whenever a pod becomes
+/// unschedulable.
+fn watch_pods(
+    client: &Client,
+    sync: &SyncMap,
+    config: &watcher::Config,
+    pods: Pods,
+    changes: signal::Sender<u64>,
+    metrics: Option<Arc<Metrics>>,
+) -> JoinHandle<()> {
+    let stream = watcher(Api::<Pod>::all(client.clone()), config.clone()).default_backoff();
+    let on_event = move |e: Event<Pod>| {
+        let (applied, pending) = {
+            let mut store = pods.lock();
+            (store.on_event(e), store.pending())
+        };
+        if applied.became_pending {
+            changes.send_modify(|n| *n = n.wrapping_add(1));
+        }
+        if let Some(m) = &metrics {
+            m.pods_pending
+                .set(i64::try_from(pending).unwrap_or(i64::MAX));
+        }
+    };
+    drive("Pod".to_string(), stream, sync.clone(), on_event)
+}
 
 /// Start every reflector. Returns the cache, a counter bumped whenever a
 /// pod becomes unschedulable, and the tasks.
@@ -279,44 +240,34 @@ pub fn start(
     let sync: SyncMap = Arc::default();
     let config = watcher::Config::default();
     let (changes_tx, changes_rx) = signal::channel(0u64);
-    let mut tracker = PendingTracker {
-        pending: HashSet::new(),
-        listed: HashSet::new(),
-        changes: changes_tx,
-        metrics,
-    };
     let mut tasks = Vec::new();
-    let (pods, t) = typed::<Pod>(&client, "Pod", &sync, &config, slim_pod, move |e| {
-        tracker.on_event(e)
-    });
-    tasks.push(t);
-    let (nodes, t) = typed::<Node>(&client, "Node", &sync, &config, slim_node, |_| {});
-    tasks.push(t);
-    let (daemon_sets, t) = typed::<DaemonSet>(&client, "DaemonSet", &sync, &config, |_| {}, |_| {});
+    let pods = Pods::default();
+    tasks.push(watch_pods(
+        &client,
+        &sync,
+        &config,
+        pods.clone(),
+        changes_tx,
+        metrics,
+    ));
+    let nodes = Nodes::default();
+    let writer = nodes.clone();
+    let stream = watcher(Api::<Node>::all(client.clone()), config.clone()).default_backoff();
+    tasks.push(drive("Node".into(), stream, sync.clone(), move |e| {
+        writer.on_event(e)
+    }));
+    let (daemon_sets, t) = typed::<DaemonSet>(&client, "DaemonSet", &sync, &config, |_| {});
     tasks.push(t);
     let (storage_classes, t) =
-        typed::<StorageClass>(&client, "StorageClass", &sync, &config, |_| {}, |_| {});
+        typed::<StorageClass>(&client, "StorageClass", &sync, &config, |_| {});
     tasks.push(t);
-    let (pvcs, t) = typed::<PersistentVolumeClaim>(
-        &client,
-        "PersistentVolumeClaim",
-        &sync,
-        &config,
-        |_| {},
-        |_| {},
-    );
+    let (pvcs, t) =
+        typed::<PersistentVolumeClaim>(&client, "PersistentVolumeClaim", &sync, &config, |_| {});
     tasks.push(t);
-    let (pvs, t) =
-        typed::<PersistentVolume>(&client, "PersistentVolume", &sync, &config, |_| {}, |_| {});
+    let (pvs, t) = typed::<PersistentVolume>(&client, "PersistentVolume", &sync, &config, |_| {});
     tasks.push(t);
-    let (pdbs, t) = typed::<PodDisruptionBudget>(
-        &client,
-        "PodDisruptionBudget",
-        &sync,
-        &config,
-        |_| {},
-        |_| {},
-    );
+    let (pdbs, t) =
+        typed::<PodDisruptionBudget>(&client, "PodDisruptionBudget", &sync, &config, |_| {});
     tasks.push(t);
     let mut custom = Vec::new();
     for ar in custom_resources() {
@@ -363,7 +314,7 @@ fn to_bytes(v: &serde_json::Value) -> Vec<u8> {
 impl Cache {
     /// A cache over these pods and nodes (every other kind empty), every
     /// kind synced: what the watches would hold (benchmarks, tests).
-    pub fn of(pods: Store<Pod>, nodes: Store<Node>) -> Cache {
+    pub fn of(pods: Pods, nodes: Nodes) -> Cache {
         let sync: SyncMap = Arc::default();
         let kinds = [
             "Pod",
@@ -422,20 +373,9 @@ impl Cache {
                 )));
             }
         }
-        for n in sorted(&self.nodes) {
-            context.push(to_bytes(&docs::node_document(&n)));
-        }
+        self.nodes.lock().documents(&mut context);
         let mut pending = Vec::new();
-        for p in sorted(&self.pods) {
-            if docs::is_unschedulable(&p) {
-                pending.push(PendingDoc {
-                    key: docs::pod_key(&p),
-                    json: to_bytes(&docs::pod_document(&p)),
-                });
-            } else if docs::bound_node(&p).is_some() {
-                context.push(to_bytes(&docs::pod_document(&p)));
-            }
-        }
+        self.pods.lock().documents(&mut context, &mut pending);
         fn typed_docs<K>(out: &mut Vec<Vec<u8>>, store: &Store<K>, api_version: &str, kind: &str)
         where
             K: Resource<DynamicType = ()> + serde::Serialize + Clone + 'static,
@@ -511,28 +451,8 @@ impl Cache {
                 });
             }
         }
-        for n in self.nodes.state() {
-            let (key, version) = key_of("Node", n.as_ref());
-            out.push(Observed {
-                key,
-                version,
-                document: Box::new(move || docs::node_document(&n)),
-            });
-        }
-        let mut pending = 0;
-        for p in self.pods.state() {
-            let unschedulable = docs::is_unschedulable(&p);
-            if !unschedulable && docs::bound_node(&p).is_none() {
-                continue;
-            }
-            pending += usize::from(unschedulable);
-            let ns = p.namespace().unwrap_or_else(|| "default".into());
-            out.push(Observed {
-                key: ObjectKey::pod(&ns, &p.name_any()),
-                version: p.resource_version().unwrap_or_default(),
-                document: Box::new(move || docs::pod_document(&p)),
-            });
-        }
+        self.nodes.lock().observed(&mut out);
+        let pending = self.pods.lock().observed(&mut out);
         typed(&mut out, &self.daemon_sets, "apps/v1", "DaemonSet");
         typed(
             &mut out,
@@ -555,108 +475,23 @@ impl Cache {
 
     /// The nodes as the action planner sees them.
     pub fn node_facts(&self) -> Vec<NodeFacts> {
-        sorted(&self.nodes)
-            .iter()
-            .map(|n| NodeFacts {
-                name: n.name_any(),
-                labels: n.labels().clone(),
-                taints: n
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.taints.as_ref())
-                    .map(|ts| {
-                        ts.iter()
-                            .map(|t| Taint {
-                                key: t.key.clone(),
-                                value: t.value.clone().unwrap_or_default(),
-                                effect: t.effect.clone(),
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                unschedulable: n
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.unschedulable)
-                    .unwrap_or(false),
-                provider_id: n.spec.as_ref().and_then(|s| s.provider_id.clone()),
-                resource_version: n.resource_version(),
-            })
-            .collect()
+        self.nodes.lock().facts()
     }
 
     /// Bound pods as the drain sees them.
     pub fn pod_facts(&self) -> Vec<PodFacts> {
-        self.pods
-            .state()
-            .iter()
-            .filter_map(|p| {
-                let node = docs::bound_node(p)?;
-                Some(PodFacts {
-                    namespace: p.namespace().unwrap_or_else(|| "default".into()),
-                    name: p.name_any(),
-                    node: node.to_string(),
-                    evictable: !docs::is_daemon_pod(p) && !docs::is_mirror_pod(p),
-                    terminating: p.metadata.deletion_timestamp.is_some(),
-                    do_not_disrupt_until: p.metadata.annotations.as_ref().and_then(|a| {
-                        let started = p
-                            .status
-                            .as_ref()
-                            .and_then(|s| s.start_time.as_ref())
-                            .map(|t| t.0.as_second());
-                        flotilla_core::disruption::do_not_disrupt_until(a, started)
-                    }),
-                })
-            })
-            .collect()
+        self.pods.lock().facts(None)
+    }
+
+    /// Bound pods on `nodes` as the drain sees them.
+    pub fn pod_facts_on(&self, nodes: &std::collections::BTreeSet<String>) -> Vec<PodFacts> {
+        self.pods.lock().facts(Some(nodes))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn tracker() -> (PendingTracker, signal::Receiver<u64>) {
-        let (tx, rx) = signal::channel(0);
-        (
-            PendingTracker {
-                pending: HashSet::new(),
-                listed: HashSet::new(),
-                changes: tx,
-                metrics: None,
-            },
-            rx,
-        )
-    }
-
-    #[test]
-    fn only_pods_becoming_unschedulable_open_a_window() {
-        let (mut t, rx) = tracker();
-        let a = docs::tests::pending("a");
-        t.on_event(&Event::Init);
-        t.on_event(&Event::InitApply(a.clone()));
-        t.on_event(&Event::InitDone);
-        assert_eq!(*rx.borrow(), 1);
-        // The same pod updated (the scheduler rewrites its condition): no new window.
-        t.on_event(&Event::Apply(a.clone()));
-        assert_eq!(*rx.borrow(), 1);
-        let mut bound = a.clone();
-        if let Some(s) = bound.spec.as_mut() {
-            s.node_name = Some("n1".into());
-        }
-        t.on_event(&Event::Apply(bound));
-        assert!(t.pending.is_empty());
-        t.on_event(&Event::Apply(docs::tests::pending("b")));
-        assert_eq!(*rx.borrow(), 2);
-        // A relist that no longer shows b forgets it.
-        t.on_event(&Event::Init);
-        t.on_event(&Event::InitApply(a.clone()));
-        t.on_event(&Event::InitDone);
-        assert_eq!(t.pending.len(), 1);
-        assert!(t.pending.contains("default/a"));
-        t.on_event(&Event::Delete(a));
-        assert!(t.pending.is_empty());
-    }
 
     #[test]
     fn stored_pods_keep_what_scheduling_and_draining_read() {
