@@ -63,6 +63,29 @@ fn typed<K: serde::de::DeserializeOwned>(mut doc: Value, version: usize) -> K {
     })
 }
 
+/// A generated pod as the API server would send it: with what every real
+/// pod carries and the agent does not send (a uid, the service account
+/// token volume of random name and its mount, env, a probe), so that the
+/// figures include reducing them.
+fn api_pod(mut doc: Value, version: usize) -> Pod {
+    let token = format!(
+        "kube-api-access-{:05x}",
+        version.wrapping_mul(2_654_435_761) & 0xfffff
+    );
+    doc["metadata"]["uid"] = json!(format!("5e1f0000-0000-0000-0000-{version:012}"));
+    doc["spec"]["volumes"] = json!([{"name": token, "projected": {"defaultMode": 420, "sources": [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}]}}]);
+    if let Some(c) = doc["spec"]["containers"].get_mut(0) {
+        c["image"] = json!("registry.example.com/app:1.2.3");
+        c["env"] = json!([{"name": "LOG_LEVEL", "value": "info"}]);
+        c["readinessProbe"] = json!({"httpGet": {"path": "/healthz", "port": 8080}});
+        c["volumeMounts"] = json!([{"name": token, "readOnly": true,
+            "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]);
+    }
+    typed(doc, version)
+}
+
 fn main() {
     let shape = args();
     let start_mib = mib();
@@ -77,11 +100,11 @@ fn main() {
     nodes.on_event(Event::InitDone);
     pods.on_event(Event::Init);
     for (i, at) in cluster_docs::placements(shape).into_iter().enumerate() {
-        let pod: Pod = typed(cluster_docs::bound_pod(i, at), i);
+        let pod = api_pod(cluster_docs::bound_pod(i, at), i);
         pods.on_event(Event::InitApply(pod));
     }
     for i in 0..shape.pending_pods {
-        let pod: Pod = typed(cluster_docs::pending_pod(i % 20, i), i);
+        let pod = api_pod(cluster_docs::pending_pod(i % 20, i), i);
         pods.on_event(Event::InitApply(pod));
     }
     pods.on_event(Event::InitDone);

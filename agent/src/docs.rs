@@ -153,6 +153,18 @@ pub fn pod_document(pod: &Pod) -> Value {
             }
         }
         spec.remove("ephemeralContainers");
+        // Of the volumes, only the claims scheduling reads (PVCs and
+        // ephemeral claims). The service account token volume
+        // (`kube-api-access-<random>`) and StatefulSet hostnames differ per
+        // pod and matter to no scheduling rule: kept, they would make every
+        // pod its own template.
+        if let Some(vs) = spec.get_mut("volumes").and_then(Value::as_array_mut) {
+            vs.retain(|v| v.get("persistentVolumeClaim").is_some() || v.get("ephemeral").is_some());
+            if vs.is_empty() {
+                spec.remove("volumes");
+            }
+        }
+        spec.remove("hostname");
     }
     let pending = bound_node(pod).is_none();
     if let Some(status) = v.get_mut("status").and_then(Value::as_object_mut) {
@@ -251,6 +263,42 @@ pub(crate) mod tests {
                 {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"},
                 {"type": "Ready", "status": "False"}]}
         }))
+    }
+
+    #[test]
+    fn pods_of_one_workload_share_a_template_despite_their_token_volumes() {
+        let replica = |name: &str, token: &str| {
+            let d = pod_document(&pod(serde_json::json!({
+                "metadata": {"name": name, "namespace": "shop",
+                    "labels": {"app": "web", "pod-template-hash": "5d8f"}},
+                "spec": {"nodeName": "n1", "hostname": name, "containers": [{"name": "c",
+                        "resources": {"requests": {"cpu": "1"}},
+                        "volumeMounts": [{"name": token, "mountPath": "/var/run/secrets"}]}],
+                    "volumes": [
+                        {"name": token, "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}},
+                        {"name": "data", "persistentVolumeClaim": {"claimName": "shared"}},
+                        {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
+                        {"name": "cfg", "configMap": {"name": "cfg"}}]},
+                "status": {"phase": "Running"}
+            })));
+            flotilla_core::state::PodRow::split(d).expect("a pod splits")
+        };
+        let (a, ta, _) = replica("web-1", "kube-api-access-abcde");
+        let (b, tb, _) = replica("web-2", "kube-api-access-vwxyz");
+        assert_eq!(a, b, "one template");
+        assert_eq!(ta, tb);
+        let names: Vec<&str> = ta["spec"]["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v["name"].as_str())
+            .collect();
+        assert_eq!(
+            names,
+            ["data", "scratch"],
+            "the claims scheduling reads stay"
+        );
+        assert!(ta["spec"].get("hostname").is_none());
     }
 
     #[test]

@@ -338,33 +338,40 @@ fn build(
     }
 
     // Bound pods go to their nodes.
-    let by_name: BTreeMap<String, usize> = state
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.name.clone(), i))
-        .collect();
     drop_duplicate_pods(&mut state, &bound);
+    let at = node_of_each(&state.nodes, &bound);
     let mut per_node = vec![0usize; state.nodes.len()];
-    for p in &bound {
-        if let Some(&i) = p.node_name.as_deref().and_then(|n| by_name.get(n)) {
-            per_node[i] += 1;
-        }
+    for &i in at.iter().flatten() {
+        per_node[i] += 1;
     }
     for (n, count) in state.nodes.iter_mut().zip(per_node) {
         n.pods.reserve(count);
     }
-    for p in bound {
-        let node = p.node_name.as_deref().unwrap_or_default();
-        match by_name.get(node) {
-            Some(&i) => state.nodes[i].pods.push(p),
+    for (p, at) in bound.into_iter().zip(at) {
+        match at {
+            Some(i) => state.nodes[i].pods.push(p),
             None => state.warnings.push(format!(
-                "pod {} is bound to node {node:?}, which is not in the inputs; ignoring it",
-                p.key()
+                "pod {} is bound to node {:?}, which is not in the inputs; ignoring it",
+                p.key(),
+                p.node_name.as_deref().unwrap_or_default()
             )),
         }
     }
     Ok(state)
+}
+
+/// The index in `nodes` of each bound pod's node (`None`: not in the
+/// inputs). Hashed: a million pods over a hundred thousand nodes.
+fn node_of_each(nodes: &[flotilla_core::model::Node], bound: &[Pod]) -> Vec<Option<usize>> {
+    let by_name: std::collections::HashMap<&str, usize> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.as_str(), i))
+        .collect();
+    bound
+        .iter()
+        .map(|p| p.node_name.as_deref().and_then(|n| by_name.get(n).copied()))
+        .collect()
 }
 
 /// The pods a workload expansion made up for pods the inputs also hold:
@@ -375,7 +382,7 @@ fn build(
 fn drop_duplicate_pods(state: &mut ClusterState, bound: &[Pod]) {
     let w = &mut state.warnings;
     dedupe(&mut state.pending_pods, "Pod", |p| p.key(), w);
-    let pending: BTreeSet<(&str, &str)> = state
+    let pending: std::collections::HashSet<(&str, &str)> = state
         .pending_pods
         .iter()
         .map(|p| (p.namespace.as_str(), p.name.as_str()))

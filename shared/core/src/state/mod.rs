@@ -93,12 +93,44 @@ pub type TemplateIndex = BTreeMap<TemplateId, String>;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterCache {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bulk_map")]
     pub objects: BTreeMap<ObjectKey, Value>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bulk_map")]
     pub templates: BTreeMap<TemplateId, Value>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bulk_map")]
     pub pods: BTreeMap<ObjectKey, PodRow>,
+}
+
+/// A map read as its entries, then built at once: a stored map comes in
+/// key order, which the bulk build takes in linear time instead of one
+/// descent per entry (a million pod rows). A repeated key keeps its last
+/// value, as a map read entry by entry does.
+fn bulk_map<'de, D, K, V>(d: D) -> Result<BTreeMap<K, V>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    K: Deserialize<'de> + Ord,
+    V: Deserialize<'de>,
+{
+    struct Entries<K, V>(std::marker::PhantomData<(K, V)>);
+    impl<'de, K: Deserialize<'de> + Ord, V: Deserialize<'de>> serde::de::Visitor<'de>
+        for Entries<K, V>
+    {
+        type Value = BTreeMap<K, V>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0).min(1 << 16));
+            while let Some(entry) = map.next_entry::<K, V>()? {
+                entries.push(entry);
+            }
+            Ok(entries.into_iter().collect())
+        }
+    }
+    d.deserialize_map(Entries(std::marker::PhantomData))
 }
 
 impl ClusterCache {

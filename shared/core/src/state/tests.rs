@@ -510,3 +510,24 @@ mod faults {
         }
     }
 }
+
+#[test]
+fn a_stored_cache_reads_back_whole_in_any_key_order_and_the_last_repeat_wins() {
+    let json = r#"{"objects": {"Node/b": {"v": 2}, "Node/a": {"v": 1}, "Node/b": {"v": 3}},
+        "templates": {}, "pods": {}}"#;
+    let cache: ClusterCache = serde_json::from_str(json).unwrap();
+    let got: Vec<(&str, &Value)> = cache
+        .objects
+        .iter()
+        .map(|(k, v)| (k.0.as_str(), v))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("Node/a", &serde_json::json!({"v": 1})),
+            ("Node/b", &serde_json::json!({"v": 3}))
+        ]
+    );
+    let round: ClusterCache = serde_json::from_slice(&serde_json::to_vec(&cache).unwrap()).unwrap();
+    assert_eq!(round, cache);
+}
