@@ -19,6 +19,42 @@ pub fn peak_rss_kib() -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// Resident set size of this process now in KiB (`VmRSS`).
+pub fn rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+}
+
+/// Starts a new peak: memory the allocator holds but no longer uses goes
+/// back to the system, and the kernel's peak (`VmHWM`) restarts from the
+/// current RSS. Returns the RSS the new peak starts from (KiB), or `None`
+/// where the platform cannot restart the peak. What one stage of a process
+/// peaks at is then [`peak_rss_kib`] minus it.
+pub fn restart_peak_rss() -> Option<u64> {
+    trim_heap();
+    std::fs::write("/proc/self/clear_refs", "5").ok()?;
+    rss_kib()
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn trim_heap() {
+    extern "C" {
+        fn malloc_trim(pad: usize) -> i32;
+    }
+    // SAFETY: glibc's malloc_trim only releases free heap pages; it takes
+    // no pointers and is safe to call at any time.
+    unsafe {
+        malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn trim_heap() {}
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunFigures {

@@ -90,7 +90,7 @@ pub fn load(sources: &[Source]) -> Result<ClusterState, InputError> {
         let values = parse::parse_source(src)?;
         read_values(src.name, values, &mut state, &mut docs)?;
     }
-    build(docs, state, &[])
+    build(docs, state, Vec::new())
 }
 
 /// Reads a cluster state kept by changes ([`ClusterCache`]). Bound pods
@@ -108,20 +108,20 @@ pub fn load_cache(cache: ClusterCache) -> Result<ClusterState, InputError> {
         pods,
     } = cache;
     let mut values: Vec<Value> = objects.into_values().collect();
-    let mut shared: BTreeMap<&TemplateId, Vec<&PodRow>> = BTreeMap::new();
+    let mut shared: BTreeMap<&TemplateId, Vec<PodRow>> = BTreeMap::new();
     let mut shareable: BTreeMap<&TemplateId, bool> = BTreeMap::new();
-    for row in pods.values() {
-        let Some(template) = templates.get(&row.template) else {
+    for row in pods.into_values() {
+        let Some((id, template)) = templates.get_key_value(&row.template) else {
             return Err(InputError {
                 object: Some(format!("Pod {}/{}", row.namespace, row.name)),
                 ..InputError::file(FILE, format!("its template {} is not stored", row.template))
             });
         };
         let share = *shareable
-            .entry(&row.template)
+            .entry(id)
             .or_insert_with(|| pod::shareable(template));
         if row.node.is_some() && share {
-            shared.entry(&row.template).or_default().push(row);
+            shared.entry(id).or_default().push(row);
         } else {
             values.push(row.expand(template));
         }
@@ -134,13 +134,13 @@ pub fn load_cache(cache: ClusterCache) -> Result<ClusterState, InputError> {
             Some(Templated { template, rows })
         })
         .collect();
-    build(docs, state, &templated)
+    build(docs, state, templated)
 }
 
 /// Bound pods sharing one template.
 struct Templated<'a> {
     template: &'a Value,
-    rows: Vec<&'a PodRow>,
+    rows: Vec<PodRow>,
 }
 
 /// Sorts `values` (whole documents, AWS CLI outputs) of file `file` into
@@ -175,7 +175,7 @@ fn read_values<'a>(
 fn build(
     docs: Vec<Doc>,
     mut state: ClusterState,
-    templated: &[Templated],
+    templated: Vec<Templated>,
 ) -> Result<ClusterState, InputError> {
     // First pass: objects others refer to.
     let mut priority_classes: BTreeMap<String, i32> = BTreeMap::new();
@@ -291,7 +291,7 @@ fn build(
     }
     bound.reserve(templated.iter().map(|t| t.rows.len()).sum());
     for t in templated {
-        pod::templated_pods(t.template, &t.rows, &env, &mut state, &mut bound)?;
+        pod::templated_pods(t.template, t.rows, &env, &mut state, &mut bound)?;
     }
 
     // A later definition of the same object replaces an earlier one.

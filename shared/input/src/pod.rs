@@ -703,7 +703,7 @@ pub(crate) fn shareable(template: &Value) -> bool {
 /// name, node and times, appended to `out`.
 pub(crate) fn templated_pods(
     template: &Value,
-    rows: &[&PodRow],
+    rows: Vec<PodRow>,
     env: &Env,
     state: &mut ClusterState,
     out: &mut Vec<Pod>,
@@ -726,8 +726,6 @@ pub(crate) fn templated_pods(
     out.reserve(rows.len());
     for row in rows {
         let mut p = model.clone();
-        p.name.clone_from(&row.name);
-        p.node_name.clone_from(&row.node);
         let time = |v: &Option<Value>, field: &str| -> Result<Option<i64>, InputError> {
             v.as_ref()
                 .map(|v| {
@@ -740,6 +738,8 @@ pub(crate) fn templated_pods(
         p.created_at = time(&row.created, "metadata.creationTimestamp")?
             .max(time(&row.started, "status.startTime")?);
         p.terminating = row.deleting.is_some();
+        p.name = row.name;
+        p.node_name = row.node;
         out.push(p);
     }
     Ok(())

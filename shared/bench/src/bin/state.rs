@@ -11,7 +11,7 @@
 use std::time::Instant;
 
 use flotilla_bench::cluster_docs::{self, Shape};
-use flotilla_bench::measure::peak_rss_kib;
+use flotilla_bench::measure::{peak_rss_kib, restart_peak_rss};
 use flotilla_core::catalog::Catalog;
 use flotilla_core::scheduler::{schedule, SchedulerOptions};
 use flotilla_core::state::stream::{ChangeStream, Observed};
@@ -216,7 +216,15 @@ fn main() {
         out.batch_id
     };
 
-    // The schedule stage: load the state, plan the pending pods.
+    // The schedule stage: load the state, plan the pending pods. Its own
+    // peak: what it adds to the process (the store it reads stands for
+    // DynamoDB).
+    let stage_base = restart_peak_rss();
+    let stage_mib = || {
+        stage_base
+            .zip(peak_rss_kib())
+            .map(|(base, peak)| peak.saturating_sub(base) as f64 / 1024.0)
+    };
     let t = Instant::now();
     let state = block_on(flotilla_service::cluster_state::load(
         &intake.store,
@@ -232,7 +240,7 @@ fn main() {
     println!(
         "{}",
         json!({"step": "load", "seconds": load_s, "nodes": state.nodes.len(), "boundPods": bound,
-            "pendingPods": state.pending_pods.len(), "peakRssMib": rss()})
+            "pendingPods": state.pending_pods.len(), "peakRssMib": rss(), "stagePeakMib": stage_mib()})
     );
     if a.plan {
         let catalog = Catalog::embedded("us-west-2").unwrap_or_else(|e| {
@@ -247,7 +255,7 @@ fn main() {
                 "nodeClaims": plan.summary.node_claims,
                 "onExistingNodes": plan.existing_nodes.iter().map(|e| e.pods.len()).sum::<usize>(),
                 "loadAndPlanSeconds": load_s + t.elapsed().as_secs_f64(),
-                "peakRssMib": rss()})
+                "peakRssMib": rss(), "stagePeakMib": stage_mib()})
         );
     }
 }
