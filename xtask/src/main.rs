@@ -188,6 +188,11 @@ fn test(args: &[String]) -> Result<()> {
     let start = Instant::now();
     println!("CARGO_TARGET_DIR={}", target_dir().display());
     prune::prune_stale_executables(&target_dir());
+    // A fresh clone builds once: incremental state would only fill the
+    // shared cache (a new set per clone path, 15 GB seen here).
+    if env::var_os("CARGO_INCREMENTAL").is_none() {
+        env::set_var("CARGO_INCREMENTAL", "0");
+    }
 
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--", "--check"]);
