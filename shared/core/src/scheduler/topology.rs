@@ -13,11 +13,12 @@
 //! (Karpenter iterates a Go map and breaks ties at random).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use crate::labels;
 use crate::model::{
-    untolerated, InclusionPolicy, LabelSelector, Node, Pod, PodAffinityTerm, Taint, Toleration,
-    TopologySpreadConstraint,
+    untolerated, InclusionPolicy, LabelSelector, Node, Pod, PodAffinityTerm, PodTemplate, Taint,
+    Toleration, TopologySpreadConstraint,
 };
 use crate::requirements::{Requirement, Requirements};
 
@@ -307,29 +308,25 @@ impl Topology {
         // Count existing pods in every group that selects them, on the
         // nodes the group counts (pods being deleted do not count). Only
         // groups indexed under one of a pod's labels (or not indexed) can
-        // select it.
+        // select it, and pods of one template are selected by the same
+        // groups (found once per template).
         (t.by_label, t.unindexed) = index_by_label(&t.groups);
-        let mut candidates: Vec<usize> = Vec::new();
+        let mut selecting: HashMap<*const PodTemplate, Vec<usize>> = HashMap::new();
         for (n, nd) in nodes.iter().zip(&t.nodes) {
             for p in n.pods.iter().filter(|p| !p.terminating) {
-                candidates.clear();
-                candidates.extend_from_slice(&t.unindexed);
-                for (k, v) in &p.labels {
-                    if let Some(gs) = t.by_label.get(k).and_then(|m| m.get(v)) {
-                        candidates.extend_from_slice(gs);
-                    }
-                }
-                for &gi in &candidates {
+                let groups = selecting
+                    .entry(Arc::as_ptr(&p.template))
+                    .or_insert_with(|| t.selecting(p));
+                for &gi in groups.iter() {
                     let g = &mut t.groups[gi];
-                    if g.selects(&p.namespace, &p.labels)
-                        && g.id.filter.matches(&nd.labels, &nd.taints)
-                    {
-                        if let Some(d) = node_domain(n, &g.id.key) {
-                            match g.counts.get_mut(d) {
-                                Some(c) => *c += 1,
-                                None => {
-                                    g.counts.insert(d.to_string(), 1);
-                                }
+                    if !g.id.filter.matches(&nd.labels, &nd.taints) {
+                        continue;
+                    }
+                    if let Some(d) = node_domain(n, &g.id.key) {
+                        match g.counts.get_mut(d) {
+                            Some(c) => *c += 1,
+                            None => {
+                                g.counts.insert(d.to_string(), 1);
                             }
                         }
                     }
@@ -343,6 +340,19 @@ impl Topology {
             .iter()
             .any(|g| g.id.kind == Kind::AntiAffinity && g.id.key != labels::HOSTNAME);
         (t, owned)
+    }
+
+    /// The groups that select pod `p` (by namespace and labels): those
+    /// indexed under one of its labels, or not indexed, that match.
+    fn selecting(&self, p: &Pod) -> Vec<usize> {
+        let mut candidates = self.unindexed.clone();
+        for (k, v) in &p.labels {
+            if let Some(gs) = self.by_label.get(k).and_then(|m| m.get(v)) {
+                candidates.extend_from_slice(gs);
+            }
+        }
+        candidates.retain(|&gi| self.groups[gi].selects(&p.namespace, &p.labels));
+        candidates
     }
 
     fn group(&mut self, id: GroupKey) -> usize {
