@@ -334,26 +334,18 @@ pub async fn store_heartbeat<S: Store>(
 /// Load a stored batch.
 pub async fn load_batch<S: Store>(store: &S, cluster: &str, batch: &str) -> Result<BatchRequest> {
     let hkey = keys::batch_header(cluster, batch);
-    let header_item = store
-        .get(&hkey)
-        .await
-        .map_err(ServiceError::port("read batch header"))?
-        .ok_or_else(|| ServiceError::Corrupt {
-            key: hkey.to_string(),
-            reason: "batch header missing (expired?)".into(),
-        })?;
+    let header_item = crate::required_item(
+        store,
+        &hkey,
+        "batch header",
+        "batch header missing (expired?)",
+    )
+    .await?;
     let header: BatchHeader = codec::from_json(&hkey.to_string(), &header_item.body)?;
     let mut compressed = Vec::new();
     for i in 0..header.chunks {
         let key = keys::batch_chunk(cluster, batch, i);
-        let item = store
-            .get(&key)
-            .await
-            .map_err(ServiceError::port("read batch chunk"))?
-            .ok_or_else(|| ServiceError::Corrupt {
-                key: key.to_string(),
-                reason: "batch chunk missing".into(),
-            })?;
+        let item = crate::required_item(store, &key, "batch chunk", "batch chunk missing").await?;
         compressed.extend_from_slice(&item.body);
     }
     codec::from_verified_gzip(&hkey.to_string(), &compressed, &header.content_hash)

@@ -135,6 +135,24 @@ pub enum ServiceError {
     ResyncRequired(String),
 }
 
+/// The item at `key`, which must exist (a chunk a header or head names):
+/// a missing one is [`ServiceError::Corrupt`] with `missing` as reason.
+pub(crate) async fn required_item<S: flotilla_ports::Store>(
+    store: &S,
+    key: &flotilla_ports::Key,
+    what: &str,
+    missing: &str,
+) -> Result<flotilla_ports::Item> {
+    store
+        .get(key)
+        .await
+        .map_err(ServiceError::port(format!("read {what}")))?
+        .ok_or_else(|| ServiceError::Corrupt {
+            key: key.to_string(),
+            reason: missing.into(),
+        })
+}
+
 impl ServiceError {
     pub fn port(context: impl Into<String>) -> impl FnOnce(PortError) -> ServiceError {
         let context = context.into();

@@ -273,14 +273,8 @@ async fn read_chunks<S: Store>(store: &S, region: &str, head: &Head) -> Result<O
     let mut parts = Vec::with_capacity(head.chunks);
     for i in 0..head.chunks {
         let key = keys::offerings_chunk(region, &head.generation, i);
-        let item = store
-            .get(&key)
-            .await
-            .map_err(ServiceError::port("read offering cache chunk"))?
-            .ok_or_else(|| ServiceError::Corrupt {
-                key: key.to_string(),
-                reason: "chunk missing".into(),
-            })?;
+        let item =
+            crate::required_item(store, &key, "offering cache chunk", "chunk missing").await?;
         parts.push(item.body);
     }
     OfferingSnapshot::from_chunks(&parts).map_err(|e| ServiceError::Corrupt {

@@ -375,14 +375,9 @@ async fn get_blob<S: Store, T: serde::de::DeserializeOwned>(
     let mut compressed = Vec::new();
     for i in 0..blob.chunks {
         let key = keys::state_blob(cluster, kind, id, i);
-        let item = store
-            .get(&key)
-            .await
-            .map_err(ServiceError::port("read state blob"))?
-            .ok_or_else(|| ServiceError::Corrupt {
-                key: key.to_string(),
-                reason: "state chunk missing (expired?)".into(),
-            })?;
+        let item =
+            crate::required_item(store, &key, "state blob", "state chunk missing (expired?)")
+                .await?;
         compressed.extend_from_slice(&item.body);
     }
     codec::from_verified_gzip(&format!("STATE#{}", blob.id), &compressed, &blob.hash)
