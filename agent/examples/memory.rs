@@ -118,14 +118,17 @@ fn main() {
     let mut stream = ChangeStream::new("bench".into(), Duration::from_secs(3600));
     let (observed, pending) = cache.observed();
     let limit = 6 * 1024 * 1024 - 64 * 1024;
-    let prepared = stream.prepare(observed, limit, tokio::time::Instant::now());
+    let mut prepared = stream.prepare(observed, limit, tokio::time::Instant::now());
     let (mut bytes, mut rows, mut templates) = (0usize, 0usize, 0usize);
-    for (seq, c) in &prepared.posts {
-        bytes += changes::body("bench", b"{}", seq, pending, c).len();
-        rows += c.pods.len();
-        templates += c.templates.len();
+    let parts = prepared.parts();
+    for i in 0..parts {
+        let Some(part) = prepared.take_part(i) else {
+            break;
+        };
+        bytes += changes::body("bench", b"{}", &part.sequence, pending, &part.changes).len();
+        rows += part.pods;
+        templates += part.templates;
     }
-    let parts = prepared.posts.len();
     stream.delivered_all(prepared, tokio::time::Instant::now());
     println!(
         "{}",

@@ -14,10 +14,10 @@
 use std::time::Duration;
 
 use flotilla_core::state::stream;
-use flotilla_core::state::{Changes, Sequence};
+use flotilla_core::state::Sequence;
 use tokio::time::Instant;
 
-pub use flotilla_core::state::stream::{Observed, Prepared};
+pub use flotilla_core::state::stream::{Observed, Part, Prepared};
 
 /// The agent's side of the change protocol: the pure stream
 /// ([`flotilla_core::state::stream`]) and the periodic resync's clock.
@@ -39,7 +39,12 @@ impl ChangeStream {
 
     /// The posts for `observed` (a resync when due), each at most about
     /// `limit` bytes of changes.
-    pub fn prepare(&mut self, observed: Vec<Observed>, limit: usize, now: Instant) -> Prepared {
+    pub fn prepare(
+        &mut self,
+        observed: impl IntoIterator<Item = Observed>,
+        limit: usize,
+        now: Instant,
+    ) -> Prepared {
         let due = self
             .last_resync
             .is_none_or(|t| now.duration_since(t) >= self.resync_every);
@@ -70,15 +75,16 @@ impl ChangeStream {
     }
 }
 
-/// The body of `POST /changes` (`flotilla_service::changes::ChangeRequest`).
+/// The body of `POST /changes` (`flotilla_service::changes::ChangeRequest`)
+/// around a part's changes, serialized ([`Part::changes`]).
 pub fn body(
     cluster_id: &str,
     meta: &[u8],
     sequence: &Sequence,
     pending_pods: usize,
-    changes: &Changes,
+    changes: &[u8],
 ) -> Vec<u8> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(changes.len() + meta.len() + 256);
     out.extend_from_slice(b"{\"clusterId\":");
     out.extend_from_slice(&serde_json::to_vec(cluster_id).unwrap_or_default());
     out.extend_from_slice(b",\"cluster\":");
@@ -86,7 +92,7 @@ pub fn body(
     out.extend_from_slice(b",\"sequence\":");
     out.extend_from_slice(&serde_json::to_vec(sequence).unwrap_or_default());
     out.extend_from_slice(format!(",\"pendingPods\":{pending_pods},\"changes\":").as_bytes());
-    out.extend_from_slice(&serde_json::to_vec(changes).unwrap_or_default());
+    out.extend_from_slice(changes);
     out.push(b'}');
     out
 }
@@ -94,7 +100,7 @@ pub fn body(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flotilla_core::state::{ObjectKey, Resync};
+    use flotilla_core::state::{Changes, ObjectKey, Resync};
     use serde_json::{json, Value};
 
     fn obs(kind: &str, name: &str, version: &str, extra: Value) -> Observed {
@@ -107,6 +113,11 @@ mod tests {
             ObjectKey::new(kind, "", name)
         };
         Observed::of(key, version.into(), doc)
+    }
+
+    /// Every part of `p`: sequence and changes.
+    fn posts(p: &mut Prepared) -> Vec<(Sequence, Changes)> {
+        p.decode_all().expect("parts are Changes")
     }
 
     #[test]
@@ -122,12 +133,12 @@ mod tests {
             t0,
         );
         assert!(p.resync);
-        assert_eq!(p.posts.len(), 1);
-        assert_eq!(p.posts[0].0.stream, "a-1");
-        assert_eq!(p.posts[0].0.resync, Some(Resync { part: 0, parts: 1 }));
+        assert_eq!(p.parts(), 1);
+        assert_eq!(p.sequences()[0].stream, "a-1");
+        assert_eq!(p.sequences()[0].resync, Some(Resync { part: 0, parts: 1 }));
         s.delivered_all(p, t0);
         // Same versions: an empty delta (the heartbeat).
-        let p = s.prepare(
+        let mut p = s.prepare(
             vec![
                 obs("Node", "n1", "1", json!({})),
                 obs("Pod", "p1", "1", json!({"x": 1})),
@@ -136,11 +147,12 @@ mod tests {
             t0,
         );
         assert!(!p.resync);
-        assert!(p.posts[0].1.is_empty());
-        assert_eq!(p.posts[0].0.seq, 2);
+        let sent = posts(&mut p);
+        assert!(sent[0].1.is_empty());
+        assert_eq!(sent[0].0.seq, 2);
         // A new version with the same document is not sent; a changed pod
         // is; a node gone is deleted.
-        let p = s.prepare(
+        let mut p = s.prepare(
             vec![
                 obs("Pod", "p1", "2", json!({"x": 1})),
                 obs("Pod", "p2", "1", json!({})),
@@ -148,12 +160,13 @@ mod tests {
             1 << 20,
             t0,
         );
-        let c = &p.posts[0].1;
+        let sent = posts(&mut p);
+        let c = &sent[0].1;
         assert_eq!(c.pods.len(), 1);
         assert_eq!(c.pods[0].name, "p2");
         assert_eq!(c.deleted, vec![ObjectKey::new("Node", "", "n1")]);
         // Not delivered: the same changes again, with the same number.
-        let p = s.prepare(
+        let mut p = s.prepare(
             vec![
                 obs("Pod", "p1", "2", json!({"x": 1})),
                 obs("Pod", "p2", "1", json!({})),
@@ -161,15 +174,16 @@ mod tests {
             1 << 20,
             t0,
         );
-        assert_eq!(p.posts[0].0.seq, 2);
-        assert_eq!(p.posts[0].1.pods.len(), 1);
-        s.delivered(&p.posts[0].0);
+        let sent = posts(&mut p);
+        assert_eq!(sent[0].0.seq, 2);
+        assert_eq!(sent[0].1.pods.len(), 1);
+        s.delivered(&sent[0].0);
         s.delivered_all(p, t0);
         // A 409: a resync on a new stream.
         s.resync_required();
         let p = s.prepare(vec![obs("Pod", "p2", "1", json!({}))], 1 << 20, t0);
         assert!(p.resync);
-        assert_eq!(p.posts[0].0.stream, "a-2");
+        assert_eq!(p.sequences()[0].stream, "a-2");
         // And the periodic one.
         s.delivered_all(p, t0);
         let p = s.prepare(vec![], 1 << 20, t0 + Duration::from_secs(3600));

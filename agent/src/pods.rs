@@ -16,6 +16,7 @@
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Bound::{Excluded, Unbounded};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use flotilla_core::state::compact;
@@ -340,26 +341,29 @@ impl PodStore {
     /// Every kept pod as a post by changes sends it (in key order), and
     /// the number of unschedulable ones.
     pub fn observed(&self, out: &mut Vec<Observed>) -> usize {
-        for (key, e) in &self.pods {
-            let okey = ObjectKey::pod(key.namespace(), key.name());
-            let version = e.version.to_string();
-            let document: Box<dyn FnOnce() -> Value + Send> = match &e.kept {
-                Kept::Pending(doc) => {
-                    let doc = doc.clone();
-                    Box::new(move || doc.as_ref().clone())
-                }
-                Kept::Bound(b) => {
-                    let (b, name) = (b.clone(), key.name().to_string());
-                    Box::new(move || b.document(&name))
-                }
-            };
-            out.push(Observed {
-                key: okey,
-                version,
-                document,
-            });
-        }
+        self.observed_after(None, usize::MAX, out);
         self.pending
+    }
+
+    /// At most `n` pods as a post by changes sends them, in key order
+    /// from the one after `after`; the last one's key when more may follow.
+    pub fn observed_after(
+        &self,
+        after: Option<&PodKey>,
+        n: usize,
+        out: &mut Vec<Observed>,
+    ) -> Option<PodKey> {
+        let range = match after {
+            Some(k) => self.pods.range::<PodKey, _>((Excluded(k), Unbounded)),
+            None => self.pods.range::<PodKey, _>(..),
+        };
+        let mut taken = 0;
+        let mut last = None;
+        for (key, e) in range.take(n) {
+            out.push(observed(key, e));
+            (taken, last) = (taken + 1, Some(key));
+        }
+        last.filter(|_| taken == n).cloned()
     }
 
     /// The unschedulable pods' documents and the bound pods' documents, in
@@ -396,6 +400,25 @@ impl PodStore {
                 _ => None,
             })
             .collect()
+    }
+}
+
+/// A kept pod as a post by changes sends it.
+fn observed(key: &PodKey, e: &Entry) -> Observed {
+    let document: flotilla_core::state::stream::Document = match &e.kept {
+        Kept::Pending(doc) => {
+            let doc = doc.clone();
+            Box::new(move || doc.as_ref().clone())
+        }
+        Kept::Bound(b) => {
+            let (b, name) = (b.clone(), key.name().to_string());
+            Box::new(move || b.document(&name))
+        }
+    };
+    Observed {
+        key: ObjectKey::pod(key.namespace(), key.name()),
+        version: e.version.to_string(),
+        document,
     }
 }
 
@@ -443,7 +466,31 @@ impl Bound {
 #[derive(Debug, Clone, Default)]
 pub struct Pods(Arc<Mutex<PodStore>>);
 
+/// Pods a chunk of [`Pods::observed`] takes under the lock.
+const OBSERVED_CHUNK: usize = 4096;
+
 impl Pods {
+    /// Every kept pod as a post by changes sends it, in key order, taken
+    /// [`OBSERVED_CHUNK`] at a time: the store is locked for a chunk, not
+    /// for the whole walk, and only a chunk is made at once. Pods changed
+    /// behind the walk are seen by the next post.
+    pub fn observed(&self) -> impl Iterator<Item = Observed> + Send + '_ {
+        let mut after: Option<PodKey> = None;
+        let mut done = false;
+        std::iter::from_fn(move || {
+            if done {
+                return None;
+            }
+            let mut chunk = Vec::with_capacity(OBSERVED_CHUNK);
+            after = self
+                .lock()
+                .observed_after(after.as_ref(), OBSERVED_CHUNK, &mut chunk);
+            done = after.is_none();
+            Some(chunk)
+        })
+        .flatten()
+    }
+
     pub fn lock(&self) -> MutexGuard<'_, PodStore> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -269,13 +269,25 @@ impl Poster {
             .settings
             .max_body_bytes
             .saturating_sub(self.meta.len() + 1024);
-        let prepared = stream.prepare(observed, limit, Instant::now());
-        let parts = prepared.posts.len();
-        for (i, (sequence, changes)) in prepared.posts.iter().enumerate() {
+        let mut prepared = stream.prepare(observed, limit, Instant::now());
+        let parts = prepared.parts();
+        for i in 0..parts {
             if !*leading.borrow() {
                 return true;
             }
-            let body = changes::body(&self.cluster_id, &self.meta, sequence, pending, changes);
+            // Built now, and what it was built from freed: a part that
+            // fails is prepared again by the next post.
+            let Some(mut part) = prepared.take_part(i) else {
+                return false;
+            };
+            let body = changes::body(
+                &self.cluster_id,
+                &self.meta,
+                &part.sequence,
+                pending,
+                &std::mem::take(&mut part.changes),
+            );
+            let sequence = &part.sequence;
             self.metrics.batch_bytes.observe(body.len() as f64);
             match self.intake.post_changes(&body).await {
                 Ok(accepted) => {
@@ -295,9 +307,9 @@ impl Poster {
                         part = i,
                         parts,
                         resync = prepared.resync,
-                        objects = changes.objects.len(),
-                        pods = changes.pods.len(),
-                        deleted = changes.deleted.len(),
+                        objects = part.objects,
+                        pods = part.pods,
+                        deleted = part.deleted,
                         bytes = body.len(),
                         applied = accepted.applied,
                         batch = %accepted.batch_id,

@@ -408,7 +408,9 @@ impl Cache {
     /// objects as [`Cache::snapshot`] (pods: the unschedulable and the
     /// bound ones), each with its `resourceVersion` and how to make its
     /// document; and the number of unschedulable pods.
-    pub fn observed(&self) -> (Vec<Observed>, usize) {
+    /// Pods are taken from their store a chunk at a time, as the iterator
+    /// is read ([`Pods::observed`]).
+    pub fn observed(&self) -> (impl Iterator<Item = Observed> + Send + '_, usize) {
         fn key_of<K: ResourceExt>(kind: &str, o: &K) -> (ObjectKey, String) {
             let ns = o.namespace().unwrap_or_default();
             (
@@ -436,12 +438,12 @@ impl Cache {
                 });
             }
         }
-        let mut out = Vec::new();
+        let mut head = Vec::new();
         for (ar, store) in &self.custom {
             for o in store.state() {
                 let (key, version) = key_of(&ar.kind, o.as_ref());
                 let (api_version, kind) = (ar.api_version.clone(), ar.kind.clone());
-                out.push(Observed {
+                head.push(Observed {
                     key,
                     version,
                     document: Box::new(move || {
@@ -451,8 +453,9 @@ impl Cache {
                 });
             }
         }
-        self.nodes.lock().observed(&mut out);
-        let pending = self.pods.lock().observed(&mut out);
+        self.nodes.lock().observed(&mut head);
+        let pending = self.pods.lock().pending();
+        let mut out = Vec::new();
         typed(&mut out, &self.daemon_sets, "apps/v1", "DaemonSet");
         typed(
             &mut out,
@@ -470,7 +473,8 @@ impl Cache {
                 document: Box::new(move || docs::pdb_document(&pdb)),
             });
         }
-        (out, pending)
+        let all = head.into_iter().chain(self.pods.observed()).chain(out);
+        (all, pending)
     }
 
     /// The nodes as the action planner sees them.

@@ -421,8 +421,45 @@ fn the_pods_as_a_change_stream_sends_them_are_unchanged() {
     let mut new = Vec::new();
     store_of(&pods).observed(&mut new);
     let posts = |o: Vec<Observed>| {
-        let p = ChangeStream::new("s".into()).prepare(o, 1 << 16, true);
-        serde_json::to_vec(&p.posts.iter().map(|(_, c)| c).collect::<Vec<_>>()).unwrap_or_default()
+        let mut p = ChangeStream::new("s".into()).prepare(o, 1 << 16, true);
+        (0..p.parts())
+            .filter_map(|i| p.take_part(i))
+            .map(|part| part.changes)
+            .collect::<Vec<_>>()
     };
     assert_eq!(posts(old), posts(new));
+}
+
+#[test]
+fn pods_taken_a_chunk_at_a_time_are_every_pod_in_key_order() {
+    let pods = Pods::default();
+    pods.on_event(Event::Init);
+    let n = OBSERVED_CHUNK * 2 + 3;
+    for i in 0..n {
+        pods.on_event(Event::InitApply(bound(
+            &format!("p{i}"),
+            &format!("n{}", i % 7),
+            "web",
+        )));
+    }
+    pods.on_event(Event::InitDone);
+    let mut whole = Vec::new();
+    pods.lock().observed(&mut whole);
+    let chunked: Vec<_> = pods
+        .observed()
+        .map(|o| (o.key, o.version, (o.document)()))
+        .collect();
+    let whole: Vec<_> = whole
+        .into_iter()
+        .map(|o| (o.key, o.version, (o.document)()))
+        .collect();
+    assert_eq!(chunked.len(), n);
+    assert_eq!(chunked, whole);
+    // A chunk boundary exactly at the end.
+    let mut out = Vec::new();
+    let s = pods.lock();
+    let last = s.observed_after(None, n, &mut out);
+    assert!(last.is_some(), "a full chunk: more may follow");
+    assert!(s.observed_after(last.as_ref(), n, &mut out).is_none());
+    assert_eq!(out.len(), n);
 }

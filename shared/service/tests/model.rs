@@ -567,11 +567,13 @@ impl World {
             return false;
         };
         agent.cache = ClusterCache::from_documents(docs.clone()).expect("valid documents");
-        let prepared = agent.stream.prepare(observe(&docs), CHANGE_LIMIT, false);
-        let parts = prepared.posts.len();
+        let mut prepared = agent.stream.prepare(observe(&docs), CHANGE_LIMIT, false);
+        let parts = prepared.parts();
         let mut delivered = true;
-        for (i, (seq, changes)) in prepared.posts.iter().enumerate() {
-            let body = change_body(c, seq, self.pods[c], changes);
+        for i in 0..parts {
+            let part = prepared.take_part(i).expect("each part is taken once");
+            let (seq, changes) = (&part.sequence, part.decode().expect("parts are Changes"));
+            let body = change_body(c, seq, self.pods[c], &changes);
             agent.sent.push(body.clone());
             let answer = match std::mem::replace(&mut fate, Fate::Delivered) {
                 Fate::RequestLost => None,

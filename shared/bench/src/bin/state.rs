@@ -14,8 +14,8 @@ use flotilla_bench::cluster_docs::{self, Shape};
 use flotilla_bench::measure::{peak_rss_kib, restart_peak_rss};
 use flotilla_core::catalog::Catalog;
 use flotilla_core::scheduler::{schedule, SchedulerOptions};
-use flotilla_core::state::stream::{ChangeStream, Observed};
-use flotilla_core::state::{Changes, ObjectKey, Sequence};
+use flotilla_core::state::stream::{ChangeStream, Observed, Part};
+use flotilla_core::state::ObjectKey;
 use flotilla_service::changes::accept_changes;
 use flotilla_service::intake::{Access, Caller};
 use flotilla_sim::{block_on, ManualClock, MemBus, MemStore};
@@ -67,12 +67,19 @@ fn rss() -> f64 {
     peak_rss_kib().map_or(0.0, |k| k as f64 / 1024.0)
 }
 
-fn body(seq: Sequence, pending: usize, changes: &Changes) -> Vec<u8> {
-    serde_json::to_vec(&json!({"clusterId": CLUSTER,
+/// A post's body around a part's changes (serialized), as the agent
+/// builds it.
+fn body(part: &Part, pending: usize) -> Vec<u8> {
+    let mut out = serde_json::to_vec(&json!({"clusterId": CLUSTER,
         "cluster": {"name": CLUSTER, "endpoint": "https://bench.example.com", "caBundle": "YmVuY2g=",
                     "serviceCidr": "10.100.0.0/16", "kubernetesVersion": "1.33"},
-        "sequence": seq, "pendingPods": pending, "changes": changes}))
-    .unwrap_or_default()
+        "sequence": part.sequence, "pendingPods": pending}))
+    .unwrap_or_default();
+    out.pop();
+    out.extend_from_slice(b",\"changes\":");
+    out.extend_from_slice(&part.changes);
+    out.push(b'}');
+    out
 }
 
 fn gzip_len(b: &[u8]) -> usize {
@@ -152,14 +159,14 @@ fn main() {
     let placed = cluster_docs::placements(shape);
     let mut stream = ChangeStream::new("bench".into());
     let t = Instant::now();
-    let resync = stream.prepare(observed(shape, &placed, 0, 0), limit, true);
-    let templates: usize = resync.posts.iter().map(|(_, c)| c.templates.len()).sum();
-    let rows: usize = resync.posts.iter().map(|(_, c)| c.pods.len()).sum();
-    let bodies: Vec<Vec<u8>> = resync
-        .posts
-        .iter()
-        .map(|(seq, p)| body(seq.clone(), shape.pending_pods, p))
+    let mut resync = stream.prepare(observed(shape, &placed, 0, 0), limit, true);
+    let parts: Vec<Part> = (0..resync.parts())
+        .filter_map(|i| resync.take_part(i))
         .collect();
+    let templates: usize = parts.iter().map(|p| p.templates).sum();
+    let rows: usize = parts.iter().map(|p| p.pods).sum();
+    let bodies: Vec<Vec<u8>> = parts.iter().map(|p| body(p, shape.pending_pods)).collect();
+    drop(parts);
     let encode_s = t.elapsed().as_secs_f64();
     let bytes: usize = bodies.iter().map(Vec::len).sum();
     let gz: usize = bodies.iter().map(|b| gzip_len(b)).sum();
@@ -194,19 +201,19 @@ fn main() {
     let half = a.changed / 2;
     let now = observed(shape, &placed, half, a.changed - half);
     let t = Instant::now();
-    let delta = stream.prepare(now, limit, false);
-    let encode_s = t.elapsed().as_secs_f64();
-    let Some((seq, changes)) = delta.posts.first() else {
+    let mut delta = stream.prepare(now, limit, false);
+    let Some(changes) = delta.take_part(0) else {
         eprintln!("no delta");
         std::process::exit(1)
     };
-    let post = body(seq.clone(), shape.pending_pods, changes);
+    let encode_s = t.elapsed().as_secs_f64();
+    let post = body(&changes, shape.pending_pods);
     let t = Instant::now();
     let out = intake.post(&post);
     println!(
         "{}",
-        json!({"step": "delta", "changedPods": a.changed, "posts": delta.posts.len(),
-            "podRows": changes.pods.len(), "deleted": changes.deleted.len(), "templates": changes.templates.len(),
+        json!({"step": "delta", "changedPods": a.changed, "posts": delta.parts(),
+            "podRows": changes.pods, "deleted": changes.deleted, "templates": changes.templates,
             "bytes": post.len(), "gzipBytes": gzip_len(&post),
             "encodeSeconds": encode_s, "applySeconds": t.elapsed().as_secs_f64(), "applied": out.applied})
     );

@@ -157,9 +157,9 @@ impl Changes {
         Ok(())
     }
 
-    /// Cut into parts whose JSON is at most about `limit` bytes each, every
-    /// part with the templates its rows use. An object larger than the
-    /// limit gets a part of its own.
+    /// Cut into parts whose JSON is at most `limit` bytes each (see
+    /// [`Cutter`]), every part with the templates its rows use. An object
+    /// larger than the limit gets a part of its own.
     pub fn split(mut self, limit: usize) -> Vec<Changes> {
         // Rows of one template together: each template travels in as few
         // parts as possible.
@@ -167,36 +167,29 @@ impl Changes {
             (&a.template, &a.namespace, &a.name).cmp(&(&b.template, &b.namespace, &b.name))
         });
         let mut parts = vec![Changes::default()];
-        let mut size = 0usize;
-        let room = |parts: &mut Vec<Changes>, size: &mut usize, need: usize| {
-            if *size > 0 && size.saturating_add(need) > limit {
-                parts.push(Changes::default());
-                *size = 0;
-            }
-            *size = size.saturating_add(need);
-        };
+        let mut cut = Cutter::new(limit);
         for key in self.deleted {
-            room(&mut parts, &mut size, key.0.len() + 3);
+            if cut.add(Field::Deleted, json_len(&key), None) {
+                parts.push(Changes::default());
+            }
             if let Some(p) = parts.last_mut() {
                 p.deleted.push(key);
             }
         }
         for doc in self.objects {
-            room(&mut parts, &mut size, json_len(&doc) + 1);
+            if cut.add(Field::Objects, json_len(&doc), None) {
+                parts.push(Changes::default());
+            }
             if let Some(p) = parts.last_mut() {
                 p.objects.push(doc);
             }
         }
         for row in self.pods {
             let template = self.templates.get(&row.template);
-            let in_part = parts
-                .last()
-                .is_some_and(|p| p.templates.contains_key(&row.template));
-            let t_len = match (in_part, template) {
-                (false, Some(t)) => json_len(t) + row.template.0.len() + 4,
-                _ => 0,
-            };
-            room(&mut parts, &mut size, json_len(&row) + 1 + t_len);
+            let travels = template.map(|t| (&row.template, template_len(&row.template, t)));
+            if cut.add(Field::Pods, json_len(&row), travels) {
+                parts.push(Changes::default());
+            }
             if let Some(p) = parts.last_mut() {
                 if let Some(t) = template {
                     if !p.templates.contains_key(&row.template) {
@@ -210,8 +203,103 @@ impl Changes {
     }
 }
 
-fn json_len<T: Serialize>(v: &T) -> usize {
+fn json_len<T: Serialize + ?Sized>(v: &T) -> usize {
     serde_json::to_vec(v).map_or(0, |b| b.len())
+}
+
+/// A template's entry in `templates` (`"ID":{...}`), less the comma.
+pub(crate) fn template_len(id: &TemplateId, template: &Value) -> usize {
+    json_len(id) + 1 + json_len(template)
+}
+
+/// A field of [`Changes`], in the order they serialize.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Field {
+    Templates,
+    Objects,
+    Pods,
+    Deleted,
+}
+
+impl Field {
+    /// `"name":[` and the closing bracket.
+    fn overhead(self) -> usize {
+        let name = match self {
+            Field::Templates => "templates",
+            Field::Objects => "objects",
+            Field::Pods => "pods",
+            Field::Deleted => "deleted",
+        };
+        name.len() + 5
+    }
+}
+
+/// Where [`Changes::split`] cuts, item after item: a new part when the
+/// next item (with its field's name, the comma before it, and the template
+/// it needs if the part lacks it) would take the part's JSON over the
+/// limit, unless the part is empty. Rows of a template come together, so
+/// a part holds a template when the last template it took is that one.
+#[derive(Debug)]
+pub(crate) struct Cutter<K> {
+    limit: usize,
+    size: usize,
+    /// The fields the part has so far.
+    fields: Vec<Field>,
+    template: Option<K>,
+}
+
+impl<K: PartialEq + Clone> Cutter<K> {
+    pub(crate) fn new(limit: usize) -> Self {
+        Cutter {
+            limit,
+            size: 2,
+            fields: Vec::new(),
+            template: None,
+        }
+    }
+
+    /// Add an item of `len` bytes of JSON to `field` (a row with the
+    /// template that travels with it: key and [`template_len`]). True
+    /// when it starts a new part.
+    pub(crate) fn add(&mut self, field: Field, len: usize, template: Option<(&K, usize)>) -> bool {
+        let new = !self.fields.is_empty()
+            && self.size.saturating_add(self.need(field, len, template)) > self.limit;
+        if new {
+            (self.size, self.fields, self.template) = (2, Vec::new(), None);
+        }
+        self.size = self.size.saturating_add(self.need(field, len, template));
+        if !self.fields.contains(&field) {
+            self.fields.push(field);
+        }
+        if let Some((k, _)) = template {
+            if self.template.as_ref() != Some(k) {
+                self.template = Some(k.clone());
+                if !self.fields.contains(&Field::Templates) {
+                    self.fields.push(Field::Templates);
+                }
+            }
+        }
+        new
+    }
+
+    /// What the item adds to the part (a comma counted before every item
+    /// and field, the first ones included: a few bytes over, never under).
+    fn need(&self, field: Field, len: usize, template: Option<(&K, usize)>) -> usize {
+        let opened = |f: Field| {
+            if self.fields.contains(&f) {
+                0
+            } else {
+                f.overhead() + 1
+            }
+        };
+        let mut need = len + 1 + opened(field);
+        if let Some((k, t_len)) = template {
+            if self.template.as_ref() != Some(k) {
+                need += t_len + 1 + opened(Field::Templates);
+            }
+        }
+        need
+    }
 }
 
 /// What changed between what intake acknowledged (`acked`: key → digest)

@@ -182,15 +182,28 @@ fn hash_json<T: Serialize + ?Sized>(v: &T) -> u64 {
     h.0
 }
 
+/// 64-bit FNV-1a of `bytes` (of a document's JSON: its [`digest`]).
+pub fn fnv(bytes: &[u8]) -> u64 {
+    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+    h.add(bytes);
+    h.0
+}
+
 /// 64-bit FNV-1a as an [`std::io::Write`].
 struct Fnv(u64);
 
-impl std::io::Write for Fnv {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+impl Fnv {
+    fn add(&mut self, bytes: &[u8]) {
         for b in bytes {
             self.0 ^= u64::from(*b);
             self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
         }
+    }
+}
+
+impl std::io::Write for Fnv {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.add(bytes);
         Ok(bytes.len())
     }
 

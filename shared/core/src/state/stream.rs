@@ -1,11 +1,22 @@
 //! The agent's side of the change protocol, pure: what intake has
 //! acknowledged, and the posts that bring it to the caches' state.
 //!
-//! The stream remembers, per object sent, the `resourceVersion` and a
-//! digest of the document as sent (of a pod: its row, which names its
-//! template). A post compares the caches with that: an object whose
-//! `resourceVersion` is unchanged is not even serialized; one whose
-//! document is unchanged is not sent. Objects gone are sent as deleted.
+//! The stream remembers, per object sent, 24 bytes: the `resourceVersion`
+//! (as 64 bits, [`version_bits`]), a digest of the document as sent (of a
+//! pod: its row, which names its template) and a pod's template. A post
+//! compares the caches with that: an object whose `resourceVersion` is
+//! unchanged is not even serialized; one whose document is unchanged is
+//! not sent. Objects gone are sent as deleted.
+//!
+//! **Memory.** [`ChangeStream::prepare`] reads the caches once, as an
+//! iterator (the caller may hand them over a chunk at a time), and keeps
+//! of each object to send only what makes its part: a pod's row as
+//! serialized (less the prefix its template fixes), each template once,
+//! and for other objects the closure that makes the document (called
+//! again when its part is built) and its length. A part's JSON is built
+//! when the caller takes it ([`Prepared::take_part`]), byte for byte what
+//! serializing its [`Changes`] gives, and what it was built from is freed
+//! then.
 //!
 //! **Templates.** A post carries a template only when intake may not hold
 //! it: a row's template travels unless a pod intake holds uses it and
@@ -27,7 +38,17 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
-use super::{compact, Changes, ObjectKey, PodRow, Resync, Sequence};
+use super::{compact, ObjectKey, PodRow, Resync, Sequence};
+
+mod plan;
+
+use plan::{Items, ObjectOut, RowOut, TemplateOut};
+pub use plan::{Part, Prepared};
+
+/// How an object's document is made: called when the post is prepared
+/// (to compare it) and again when its part is built (to send it), with
+/// the same result (it holds what it needs: a snapshot).
+pub type Document = Box<dyn Fn() -> Value + Send + Sync>;
 
 /// One object of the caches, as a post may send it.
 pub struct Observed {
@@ -35,7 +56,7 @@ pub struct Observed {
     /// `metadata.resourceVersion` (empty: always compared by content).
     pub version: String,
     /// The document as sent (made only when the version changed).
-    pub document: Box<dyn FnOnce() -> Value + Send>,
+    pub document: Document,
 }
 
 impl Observed {
@@ -44,18 +65,37 @@ impl Observed {
         Observed {
             key,
             version,
-            document: Box::new(move || document),
+            document: Box::new(move || document.clone()),
         }
     }
 }
 
 /// What intake acknowledged of one object.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Acked {
-    version: String,
+    /// [`version_bits`] of its `resourceVersion`.
+    version: u64,
     digest: u64,
-    /// A pod's template (its id's 64 bits).
-    template: Option<u64>,
+    /// A pod's template (its id's 64 bits); 0 for other objects.
+    template: u64,
+}
+
+/// A `resourceVersion` as 64 bits: 0 when empty (always compared by
+/// content); one more than the number when it is a decimal number
+/// (what the API server sends); otherwise a hash with the top bit set. Two
+/// versions of an object compare equal only when they are (or, for
+/// versions that are not numbers, with a chance of 2^-63).
+fn version_bits(version: &str) -> u64 {
+    const HASHED: u64 = 1 << 63;
+    if version.is_empty() {
+        return 0;
+    }
+    let canonical = version.bytes().all(|b| b.is_ascii_digit())
+        && (version == "0" || !version.starts_with('0'));
+    match version.parse::<u64>() {
+        Ok(n) if canonical && n < HASHED - 1 => n + 1,
+        _ => compact::fnv(version.as_bytes()) | HASHED,
+    }
 }
 
 /// The stream of posts of one agent process.
@@ -73,14 +113,6 @@ pub struct ChangeStream {
     synced: bool,
 }
 
-/// The posts that bring intake to the caches' state.
-#[derive(Debug)]
-pub struct Prepared {
-    pub posts: Vec<(Sequence, Changes)>,
-    pub resync: bool,
-    acked: HashMap<ObjectKey, Acked>,
-}
-
 impl ChangeStream {
     pub fn new(base: String) -> Self {
         ChangeStream {
@@ -91,62 +123,67 @@ impl ChangeStream {
 
     /// The posts for `observed` (a resync when `resync_due`, or when the
     /// stream needs one), each at most about `limit` bytes of changes.
-    pub fn prepare(&mut self, observed: Vec<Observed>, limit: usize, resync_due: bool) -> Prepared {
+    pub fn prepare(
+        &mut self,
+        observed: impl IntoIterator<Item = Observed>,
+        limit: usize,
+        resync_due: bool,
+    ) -> Prepared {
         let resync = resync_due || !self.synced || self.seq != self.acked_seq;
-        let empty = HashMap::new();
-        let (mut changes, acked) = diff(if resync { &empty } else { &self.acked }, observed);
+        if resync {
+            // A resync reads nothing of what intake held, and until it is
+            // delivered the next post is a resync too: free it now.
+            self.acked = HashMap::new();
+            self.synced = false;
+        }
+        let observed = observed.into_iter();
+        let mut diff = Diff::new(&self.acked, observed.size_hint().0);
+        for o in observed {
+            diff.observe(o);
+        }
+        let (mut items, next) = diff.finish();
         if !resync {
-            changes.deleted = self
+            items.deleted = self
                 .acked
                 .keys()
-                .filter(|k| !acked.contains_key(*k))
+                .filter(|k| !next.contains_key(*k))
                 .cloned()
                 .collect();
-            changes.deleted.sort();
+            items.deleted.sort();
         }
-        let parts = changes.split(limit);
-        let posts = if resync {
+        let plans = items.plan(limit);
+        let sequences = self.sequences(resync, plans.len());
+        Prepared::new(resync, sequences, plans, items, next)
+    }
+
+    /// The sequences of the `n` posts of a resync or a delta.
+    fn sequences(&mut self, resync: bool, n: usize) -> Vec<Sequence> {
+        if resync {
             self.resyncs = self.resyncs.saturating_add(1);
             self.stream = format!("{}-{}", self.base, self.resyncs);
             self.seq = 0;
             self.acked_seq = 0;
             self.synced = false;
-            let n = u32::try_from(parts.len()).unwrap_or(u32::MAX);
-            let stream = &self.stream;
-            parts
-                .into_iter()
-                .enumerate()
-                .map(|(i, p)| {
-                    let part = u32::try_from(i).unwrap_or(u32::MAX);
-                    let resync = Some(Resync { part, parts: n });
-                    let seq = Sequence {
-                        stream: stream.clone(),
-                        seq: 1,
-                        resync,
-                    };
-                    (seq, p)
+            let parts = u32::try_from(n).unwrap_or(u32::MAX);
+            return (0..n)
+                .map(|i| Sequence {
+                    stream: self.stream.clone(),
+                    seq: 1,
+                    resync: Some(Resync {
+                        part: u32::try_from(i).unwrap_or(u32::MAX),
+                        parts,
+                    }),
                 })
-                .collect()
-        } else {
-            let (stream, first) = (&self.stream, self.seq.saturating_add(1));
-            parts
-                .into_iter()
-                .enumerate()
-                .map(|(i, p)| {
-                    let seq = Sequence {
-                        stream: stream.clone(),
-                        seq: first.saturating_add(i as u64),
-                        resync: None,
-                    };
-                    (seq, p)
-                })
-                .collect()
-        };
-        Prepared {
-            posts,
-            resync,
-            acked,
+                .collect();
         }
+        let first = self.seq.saturating_add(1);
+        (0..n)
+            .map(|i| Sequence {
+                stream: self.stream.clone(),
+                seq: first.saturating_add(i as u64),
+                resync: None,
+            })
+            .collect()
     }
 
     /// Intake acknowledged delta `seq` (one post of a prepared few).
@@ -158,7 +195,8 @@ impl ChangeStream {
 
     /// Intake acknowledged every post of `prepared`.
     pub fn delivered_all(&mut self, prepared: Prepared) {
-        if let Some((last, _)) = prepared.posts.last() {
+        let (last, acked) = prepared.into_acked();
+        if let Some(last) = last {
             if last.resync.is_some() {
                 self.seq = 1;
             } else {
@@ -166,7 +204,7 @@ impl ChangeStream {
             }
         }
         self.acked_seq = self.seq;
-        self.acked = prepared.acked;
+        self.acked = acked;
         self.synced = true;
     }
 
@@ -191,64 +229,116 @@ fn template_bits(id: &compact::TemplateId) -> u64 {
     u64::from_str_radix(&id.0, 16).unwrap_or_else(|_| compact::digest(&Value::from(id.0.as_str())))
 }
 
-/// What changed in `observed` against `acked`, and the acknowledgements
-/// once it is sent. Templates of changed rows travel unless an
-/// acknowledged pod uses them and still will (unchanged, or changed over
-/// the same template).
-fn diff(
-    acked: &HashMap<ObjectKey, Acked>,
-    observed: Vec<Observed>,
-) -> (Changes, HashMap<ObjectKey, Acked>) {
-    let mut changes = Changes::default();
-    let mut next = HashMap::with_capacity(observed.len());
-    let mut held: HashSet<u64> = HashSet::new();
-    let mut candidates: HashMap<u64, (compact::TemplateId, Value)> = HashMap::new();
-    for o in observed {
-        let old = acked.get(&o.key);
-        if let Some(a) = old.filter(|a| !o.version.is_empty() && a.version == o.version) {
-            held.extend(a.template);
-            next.insert(o.key, a.clone());
-            continue;
+/// What changed in the observed objects against `acked`, and the
+/// acknowledgements once it is sent. Templates of changed rows travel
+/// unless an acknowledged pod uses them and still will (unchanged, or
+/// changed over the same template).
+struct Diff<'a> {
+    acked: &'a HashMap<ObjectKey, Acked>,
+    next: HashMap<ObjectKey, Acked>,
+    held: HashSet<u64>,
+    items: Items,
+    /// The document being compared, serialized.
+    buf: Vec<u8>,
+}
+
+impl<'a> Diff<'a> {
+    fn new(acked: &'a HashMap<ObjectKey, Acked>, objects: usize) -> Self {
+        Diff {
+            acked,
+            next: HashMap::with_capacity(objects),
+            held: HashSet::new(),
+            items: Items::default(),
+            buf: Vec::new(),
         }
-        let doc = (o.document)();
-        let (digest, template) = if o.key.is_pod() {
-            let Some((id, t, row)) = PodRow::split(doc) else {
-                continue;
-            };
-            let (d, bits) = (row.digest(), template_bits(&id));
-            if old.is_none_or(|a| a.digest != d) {
-                candidates.entry(bits).or_insert((id, t));
-                changes.pods.push(row);
+    }
+
+    fn observe(&mut self, o: Observed) {
+        let Observed {
+            key,
+            version,
+            document,
+        } = o;
+        let version = version_bits(&version);
+        let old = self.acked.get(&key).copied();
+        if let Some(a) = old.filter(|a| version != 0 && a.version == version) {
+            if key.is_pod() {
+                self.held.insert(a.template);
             }
-            // Unchanged, or changed but over the same template: the pod
-            // keeps the template in intake's state through every part.
-            if old.is_some_and(|a| a.template == Some(bits)) {
-                held.insert(bits);
+            self.next.insert(key, a);
+            return;
+        }
+        let doc = document();
+        let acked = if key.is_pod() {
+            match self.pod(doc, old) {
+                Some(a) => a,
+                None => return,
             }
-            (d, Some(bits))
         } else {
-            let d = compact::digest(&doc);
-            if old.is_none_or(|a| a.digest != d) {
-                changes.objects.push(doc);
-            }
-            (d, None)
+            self.object(&doc, document, old)
         };
-        let version = o.version;
-        next.insert(
-            o.key,
-            Acked {
-                version,
-                digest,
-                template,
-            },
-        );
+        self.next.insert(key, Acked { version, ..acked });
     }
-    for (bits, (id, t)) in candidates {
-        if !held.contains(&bits) {
-            changes.templates.insert(id, t);
+
+    /// A pod's row, kept serialized when it changed (`None`: no name).
+    fn pod(&mut self, doc: Value, old: Option<Acked>) -> Option<Acked> {
+        let (id, t, row) = PodRow::split(doc)?;
+        let bits = template_bits(&id);
+        self.serialize(&row);
+        let digest = compact::fnv(&self.buf);
+        if old.is_none_or(|a| a.digest != digest) {
+            let template = self
+                .items
+                .templates
+                .entry(bits)
+                .or_insert_with(|| TemplateOut::new(id, &t));
+            let row = RowOut::new(bits, template, &self.buf);
+            self.items.rows.push(row);
+        }
+        // Unchanged, or changed but over the same template: the pod
+        // keeps the template in intake's state through every part.
+        if old.is_some_and(|a| a.template == bits) {
+            self.held.insert(bits);
+        }
+        Some(Acked {
+            version: 0,
+            digest,
+            template: bits,
+        })
+    }
+
+    /// An object other than a pod, kept as how to make it when changed.
+    fn object(&mut self, doc: &Value, document: Document, old: Option<Acked>) -> Acked {
+        self.serialize(doc);
+        let digest = compact::fnv(&self.buf);
+        if old.is_none_or(|a| a.digest != digest) {
+            self.items.objects.push(ObjectOut {
+                document: Some(document),
+                len: self.buf.len(),
+            });
+        }
+        Acked {
+            version: 0,
+            digest,
+            template: 0,
         }
     }
-    (changes, next)
+
+    fn serialize<T: serde::Serialize>(&mut self, v: &T) {
+        self.buf.clear();
+        // Writing into a Vec fails only for maps with non-string keys,
+        // which no document has.
+        let _ = serde_json::to_writer(&mut self.buf, v);
+    }
+
+    fn finish(mut self) -> (Items, HashMap<ObjectKey, Acked>) {
+        for bits in &self.held {
+            if let Some(t) = self.items.templates.get_mut(bits) {
+                t.held();
+            }
+        }
+        (self.items, self.next)
+    }
 }
 
 #[cfg(test)]
