@@ -11,22 +11,22 @@ use serde::Serialize;
 /// Peak resident set size of this process in KiB (`VmHWM`), if the
 /// platform reports it.
 pub fn peak_rss_kib() -> Option<u64> {
+    status_kib("VmHWM:")
+}
+
+/// A KiB figure of `/proc/self/status` (the line starting with `field`).
+fn status_kib(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     status
         .lines()
-        .find(|l| l.starts_with("VmHWM:"))
+        .find(|l| l.starts_with(field))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse().ok())
 }
 
 /// Resident set size of this process now in KiB (`VmRSS`).
 pub fn rss_kib() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
+    status_kib("VmRSS:")
 }
 
 /// Starts a new peak: memory the allocator holds but no longer uses goes
