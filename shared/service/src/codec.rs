@@ -73,17 +73,21 @@ pub fn chunks(bytes: &[u8]) -> Vec<Vec<u8>> {
 
 /// 64-bit FNV-1a as 16 hex digits: stable content ids.
 pub fn content_hash(bytes: &[u8]) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("{h:016x}")
+    format!("{:016x}", flotilla_core::state::compact::fnv(bytes))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Stored ids are content hashes: the function never changes (64-bit
+    /// FNV-1a's published vectors).
+    #[test]
+    fn content_hash_is_fnv1a_64() {
+        assert_eq!(content_hash(b""), "cbf29ce484222325");
+        assert_eq!(content_hash(b"a"), "af63dc4c8601ec8c");
+        assert_eq!(content_hash(b"foobar"), "85944171f73967e8");
+    }
 
     #[test]
     fn gzip_round_trip_and_chunk_bound() {
