@@ -694,6 +694,40 @@ struct ActiveTopology {
     domains: Requirements,
     /// The pod's relaxation tolerates `PreferNoSchedule` taints.
     tolerate_prefer_no_schedule: bool,
+    /// Per NodePool: its taints keep the pod off its nodes.
+    pool_blocked: Vec<bool>,
+    /// A required affinity term rules out every node
+    /// ([`Topology::affinity_unmet`]).
+    affinity_unmet: bool,
+    /// The zones the pod's affinity terms admit, whatever the node
+    /// ([`Topology::affinity_admits`]).
+    affinity_zones: Option<BTreeSet<String>>,
+}
+
+impl ActiveTopology {
+    /// A cheap necessary condition for topology: a node whose zones are
+    /// known (`zones`: a requirement on the zone key, or a zone label) has
+    /// one the pod's affinity terms admit.
+    fn affinity_zone_ok(&self, zones: Option<&Requirement>) -> bool {
+        match (&self.affinity_zones, zones) {
+            (Some(ok), Some(z)) if !z.is_complement() => z.values().iter().any(|v| ok.contains(v)),
+            _ => true,
+        }
+    }
+}
+
+/// Why a planned NodeClaim cannot take a pod. Trials are many and their
+/// reasons are not shown (a pod's reasons come from the NodePools), so
+/// they are kept as data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClaimRefusal {
+    Full,
+    Taint,
+    HostPort,
+    Requirements,
+    Topology,
+    NoInstanceType,
+    MinValues,
 }
 
 impl ActiveTopology {
@@ -940,11 +974,24 @@ impl<'a> Run<'a> {
     fn add(&mut self, p: usize, r: &Relaxation) -> Result<(), String> {
         let pod = &self.pods[p];
         let pod_reqs = pod_view::node_requirements(pod, &self.volume[p], r);
-        let groups = ActiveTopology {
+        let mut groups = ActiveTopology {
             groups: self.active_groups(p, r),
             domains: self.reachable_domains(p, pod_view::domain_requirements(pod, r)),
             tolerate_prefer_no_schedule: r.tolerate_prefer_no_schedule,
+            pool_blocked: Vec::new(),
+            affinity_unmet: false,
+            affinity_zones: None,
         };
+        groups.pool_blocked = (self.pools.iter())
+            .map(|pool| groups.blocking_taint(&pool.taints, pod).is_some())
+            .collect();
+        groups.affinity_unmet = self.topology.is_active()
+            && self
+                .topology
+                .affinity_unmet(pod, &groups.groups, &groups.domains);
+        groups.affinity_zones =
+            self.topology
+                .affinity_admits(pod, &groups.groups, &groups.domains, labels::ZONE);
 
         // Hints apply to the unrelaxed shape only.
         // Hints hold for one relaxation level: pods of a shape are relaxed
@@ -1050,6 +1097,9 @@ impl<'a> Run<'a> {
         let mut blocked = [false; ZonePin::BUCKETS];
         let start = roomy.list.partition_point(|&c| (c as usize) < first);
         let mut joined = None;
+        // NodeClaims whose trial refused the pod (ascending): step 4 would
+        // refuse it again.
+        let mut refused_claims: Vec<u32> = Vec::new();
         for k in start..roomy.list.len() {
             if roomy.dead[k] {
                 continue;
@@ -1096,6 +1146,7 @@ impl<'a> Run<'a> {
             {
                 roomy.kill(k);
                 refused(&mut hints, true);
+                refused_claims.push(c as u32);
                 continue;
             }
             if let Some(ok) = &zones_admitted {
@@ -1130,7 +1181,10 @@ impl<'a> Run<'a> {
                     }
                     refused(&mut hints, true);
                 }
-                Err(_) => refused(&mut hints, false),
+                Err(_) => {
+                    refused(&mut hints, false);
+                    refused_claims.push(c as u32);
+                }
             }
         }
         if let Some(h) = hints {
@@ -1182,7 +1236,16 @@ impl<'a> Run<'a> {
             }
         }
         // 4. Never lose a pod to the cost rule: join any NodeClaim that fits.
-        for c in 0..self.claims.len() {
+        let any_claim = if groups.affinity_unmet {
+            0
+        } else {
+            self.claims.len()
+        };
+        let mut known = refused_claims.iter().peekable();
+        for c in 0..any_claim {
+            if known.next_if(|&&k| k as usize == c).is_some() {
+                continue;
+            }
             if let Ok(fit) = self.try_claim(c, p, &pod_reqs, &groups) {
                 self.commit(c, p, fit);
                 return Ok(());
@@ -1515,6 +1578,13 @@ impl<'a> Run<'a> {
         if !self.topology.is_active() {
             return Some(e.requirements());
         }
+        let zone_admitted = match (&groups.affinity_zones, e.labels.get(labels::ZONE)) {
+            (Some(ok), Some(z)) => ok.contains(z),
+            _ => true,
+        };
+        if groups.affinity_unmet || !zone_admitted {
+            return None;
+        }
         let host = e.labels.get(labels::HOSTNAME)?;
         if !self.topology.admits_host(pod, &groups.groups, host) {
             return None;
@@ -1530,35 +1600,43 @@ impl<'a> Run<'a> {
         p: usize,
         pod_reqs: &Requirements,
         groups: &ActiveTopology,
-    ) -> Result<Fit, String> {
+    ) -> Result<Fit, ClaimRefusal> {
         let claim = &self.claims[c];
         let pool = &self.pools[claim.pool];
         let pod = &self.pods[p];
         let requests = claim.requests.plus(&pod.requests);
         if !requests.fits_in(&claim.max_allocatable) {
-            return Err("full".into());
+            return Err(ClaimRefusal::Full);
         }
-        if let Some(t) = groups.blocking_taint(&pool.taints, pod) {
-            return Err(format!("taint {} not tolerated", taint_string(t)));
+        if groups.pool_blocked[claim.pool] {
+            return Err(ClaimRefusal::Taint);
         }
         if pod
             .host_ports
             .iter()
             .any(|hp| claim.host_ports.contains(hp))
         {
-            return Err("host port conflict".into());
+            return Err(ClaimRefusal::HostPort);
         }
-        // (Callers only ask whether it fits: no message is built.)
         if !claim.requirements.compatible_ok(pod_reqs) {
-            return Err("incompatible requirements".into());
+            return Err(ClaimRefusal::Requirements);
         }
-        let mut merged = claim.requirements.intersection(pod_reqs);
-        if self.topology.is_active() {
-            merged = self
-                .topology
-                .add_requirements(pod, &groups.groups, &groups.domains, &merged)
-                .map_err(|e| e.0)?;
+        if groups.affinity_unmet || !groups.affinity_zone_ok(claim.requirements.get(labels::ZONE)) {
+            return Err(ClaimRefusal::Topology);
         }
+        let merged = if self.topology.is_active() {
+            self.topology
+                .add_requirements_over(
+                    pod,
+                    &groups.groups,
+                    &groups.domains,
+                    &claim.requirements,
+                    pod_reqs,
+                )
+                .map_err(|_| ClaimRefusal::Topology)?
+        } else {
+            claim.requirements.intersection(pod_reqs)
+        };
         // Only the keys the pod (or topology) narrowed need checking: every
         // type of the claim already intersects the claim's requirements.
         let changed = narrowing(&claim.requirements, &merged);
@@ -1571,7 +1649,7 @@ impl<'a> Run<'a> {
             let allowed = self.types_intersecting(claim.pool, r);
             candidates = std::borrow::Cow::Owned(candidates.intersect(&allowed));
             if candidates.is_empty() {
-                return Err("no instance type fits".into());
+                return Err(ClaimRefusal::NoInstanceType);
             }
         }
         let types = candidates.filter(|t| {
@@ -1581,10 +1659,10 @@ impl<'a> Run<'a> {
                 && (!offerings_change || ty.has_offering(&filter))
         });
         if types.is_empty() {
-            return Err("no instance type fits".into());
+            return Err(ClaimRefusal::NoInstanceType);
         }
         if claim.reservation.is_none() && !min_values::met(pool, types.iter(), &claim.min_values) {
-            return Err("minValues not met".into());
+            return Err(ClaimRefusal::MinValues);
         }
         Ok(Fit {
             requirements: merged,
@@ -1648,7 +1726,7 @@ impl<'a> Run<'a> {
             merged = self
                 .topology
                 .add_requirements(pod, &groups.groups, &groups.domains, &merged)
-                .map_err(|e| format!("NodePool {name:?}: {}", e.0))?;
+                .map_err(|e| format!("NodePool {name:?}: {e}"))?;
         }
         let requests = pool.daemon_overhead.plus(&pod.requests);
         let compatible = self.compatible_types(pi, &merged);

@@ -174,9 +174,72 @@ pub struct PodGroups {
     pub inverse: Vec<usize>,
 }
 
-/// Why topology ruled a placement out.
+/// Why topology ruled a placement out. Built on every refused trial, so
+/// it carries data; the sentence is made only when it is shown.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TopologyConflict(pub String);
+pub enum TopologyConflict {
+    /// The pod's own spread, affinity or anti-affinity term on `key` admits
+    /// none of the node's `domains`.
+    Term {
+        kind: Kind,
+        key: String,
+        max_skew: u32,
+        domains: Requirement,
+    },
+    /// Another pod's required anti-affinity on `key` excludes the node's
+    /// `domains`.
+    Inverse { key: String, domains: Requirement },
+    /// A pod a required anti-affinity concerns has no known domain of `key`
+    /// within `domains` to be pinned to.
+    NoPin { key: String, domains: Requirement },
+}
+
+impl std::fmt::Display for TopologyConflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TopologyConflict::Term {
+                kind: Kind::Spread,
+                key,
+                max_skew,
+                domains,
+            } => write!(
+                f,
+                "topology spread on {key} (maxSkew {max_skew}) cannot be satisfied in {}",
+                domain_list(domains)
+            ),
+            TopologyConflict::Term {
+                kind: Kind::Affinity,
+                key,
+                domains,
+                ..
+            } => write!(
+                f,
+                "pod affinity on {key}: no pod matching the selector runs in {}",
+                domain_list(domains)
+            ),
+            TopologyConflict::Term {
+                kind: Kind::AntiAffinity,
+                key,
+                domains,
+                ..
+            } => write!(
+                f,
+                "pod anti-affinity on {key}: a matching pod already runs in {}",
+                domain_list(domains)
+            ),
+            TopologyConflict::Inverse { key, domains } => write!(
+                f,
+                "another pod's required anti-affinity on {key} excludes {}",
+                domain_list(domains)
+            ),
+            TopologyConflict::NoPin { key, domains } => write!(
+                f,
+                "required pod anti-affinity on {key}: no known domain in {} to pin the node to",
+                domain_list(domains)
+            ),
+        }
+    }
+}
 
 #[derive(Debug, Clone, Default)]
 pub struct Topology {
@@ -423,7 +486,57 @@ impl Topology {
         pod_reqs: &Requirements,
         node_reqs: &Requirements,
     ) -> Result<Requirements, TopologyConflict> {
-        let mut out = node_reqs.clone();
+        self.add_requirements_over(pod, groups, pod_reqs, node_reqs, &Requirements::default())
+    }
+
+    /// [`Self::add_requirements`] for the node `base ∩ extra` (a NodeClaim's
+    /// requirements and the pod's), which is built only once topology
+    /// admits it: a refused trial allocates no copy of either.
+    pub fn add_requirements_over(
+        &self,
+        pod: &Pod,
+        groups: &[(usize, Kind)],
+        pod_reqs: &Requirements,
+        base: &Requirements,
+        extra: &Requirements,
+    ) -> Result<Requirements, TopologyConflict> {
+        let node = |key: &str| match (base.get(key), extra.get(key)) {
+            (Some(b), Some(e)) => Some(b.intersection(e)),
+            (b, e) => b.or(e).cloned(),
+        };
+        let added = self.narrowing(pod, groups, pod_reqs, node)?;
+        let mut out = base.intersection(extra);
+        for r in added {
+            out.add(r);
+        }
+        if self.domain_anti_affinity {
+            self.pin_anti_affinity_domains(pod, groups, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// The requirements topology adds to a node whose requirement on a key
+    /// is `node(key)`, in the order [`Requirements::add`] is to apply them.
+    fn narrowing(
+        &self,
+        pod: &Pod,
+        groups: &[(usize, Kind)],
+        pod_reqs: &Requirements,
+        node: impl Fn(&str) -> Option<Requirement>,
+    ) -> Result<Vec<Requirement>, TopologyConflict> {
+        let mut added: Vec<Requirement> = Vec::new();
+        // The node's requirement on `key` with `added` applied, as
+        // `Requirements::add` would have left it.
+        let current = |added: &[Requirement], key: &str| {
+            let mut cur = node(key);
+            for r in added.iter().filter(|r| r.key == key) {
+                cur = Some(match cur {
+                    Some(c) => c.intersection(r),
+                    None => r.clone(),
+                });
+            }
+            cur.unwrap_or_else(|| Requirement::exists(key))
+        };
         for &(gi, kind) in groups {
             let g = &self.groups[gi];
             let key = g.id.key.as_str();
@@ -433,17 +546,21 @@ impl Topology {
             } else {
                 &exists
             };
-            let node_domains = out.get(key).cloned().unwrap_or_else(|| exists.clone());
+            let node_domains = current(&added, key);
             let allowed = match kind {
                 Kind::Spread => self.next_spread(g, pod, pod_domains, &node_domains),
                 Kind::Affinity => self.next_affinity(g, pod, pod_domains, &node_domains),
                 Kind::AntiAffinity => avoid_occupied(g, key, &node_domains),
             };
-            let merged = node_domains.intersection(&allowed);
-            if merged.is_empty() {
-                return Err(TopologyConflict(describe(kind, g, &node_domains)));
+            if node_domains.intersection(&allowed).is_empty() {
+                return Err(TopologyConflict::Term {
+                    kind,
+                    key: key.to_string(),
+                    max_skew: g.id.max_skew,
+                    domains: node_domains,
+                });
             }
-            out.add(allowed);
+            added.push(allowed);
         }
         // Only inverse groups indexed under one of the pod's labels (or not
         // indexed) can select it; in group order, as a scan would meet them.
@@ -460,22 +577,39 @@ impl Topology {
             }
             let key = g.id.key.as_str();
             let allowed = Requirement::not_in(key, g.occupied().cloned());
-            let node_domains = out
-                .get(key)
-                .cloned()
-                .unwrap_or_else(|| Requirement::exists(key));
+            let node_domains = current(&added, key);
             if node_domains.intersection(&allowed).is_empty() {
-                return Err(TopologyConflict(format!(
-                    "another pod's required anti-affinity on {key} excludes {}",
-                    domain_list(&node_domains)
-                )));
+                return Err(TopologyConflict::Inverse {
+                    key: key.to_string(),
+                    domains: node_domains,
+                });
             }
-            out.add(allowed);
+            added.push(allowed);
         }
-        if self.domain_anti_affinity {
-            self.pin_anti_affinity_domains(pod, groups, &mut out)?;
-        }
-        Ok(out)
+        Ok(added)
+    }
+
+    /// Whether a required pod affinity term of `groups` rules out every
+    /// node, whatever its domains: no pod it selects runs in a domain the
+    /// pod may use (`pod_reqs`, as [`Self::add_requirements`] takes them),
+    /// and the pod does not select itself, so it cannot start the group.
+    /// [`Self::add_requirements`] then fails on every node; callers ask once
+    /// per pod instead of once per node.
+    pub fn affinity_unmet(
+        &self,
+        pod: &Pod,
+        groups: &[(usize, Kind)],
+        pod_reqs: &Requirements,
+    ) -> bool {
+        groups.iter().any(|&(gi, kind)| {
+            let g = &self.groups[gi];
+            kind == Kind::Affinity
+                && !g.selects(&pod.namespace, &pod.labels)
+                && match pod_reqs.get(&g.id.key) {
+                    Some(domains) => !g.occupied().any(|d| domains.has(d)),
+                    None => g.occupied().next().is_none(),
+                }
+        })
     }
 
     /// A cheap necessary condition for [`Self::add_requirements`] on a node
@@ -569,10 +703,10 @@ impl Topology {
             match best {
                 Some(d) => out.add(Requirement::in_values(key, [d.clone()])),
                 None => {
-                    return Err(TopologyConflict(format!(
-                    "required pod anti-affinity on {key}: no known domain in {} to pin the node to",
-                    domain_list(&current)
-                )))
+                    return Err(TopologyConflict::NoPin {
+                        key: key.to_string(),
+                        domains: current,
+                    })
                 }
             }
         }
@@ -608,34 +742,67 @@ impl Topology {
         pod_reqs: &Requirements,
         key: &str,
     ) -> Option<BTreeSet<String>> {
+        self.admitted(groups, key, Kind::Spread, |g| {
+            Some(self.spread_admitted(g, pod, pod_reqs))
+        })
+    }
+
+    /// [`Self::spread_admits`] for the pod's affinity groups: the domains
+    /// of `key` holding pods that each of them selects (`None`: no such
+    /// group, or only groups the pod may start itself).
+    pub fn affinity_admits(
+        &self,
+        pod: &Pod,
+        groups: &[(usize, Kind)],
+        pod_reqs: &Requirements,
+        key: &str,
+    ) -> Option<BTreeSet<String>> {
+        self.admitted(groups, key, Kind::Affinity, |g| {
+            affinity_admitted(g, pod, pod_reqs)
+        })
+    }
+
+    /// The intersection of `admits` over the groups of `kind` on `key`.
+    fn admitted(
+        &self,
+        groups: &[(usize, Kind)],
+        key: &str,
+        kind: Kind,
+        admits: impl Fn(&Group) -> Option<BTreeSet<String>>,
+    ) -> Option<BTreeSet<String>> {
         let mut out: Option<BTreeSet<String>> = None;
-        for &(gi, kind) in groups {
+        for &(gi, k) in groups {
             let g = &self.groups[gi];
-            if kind != Kind::Spread || g.id.key != key || key == labels::HOSTNAME {
+            if k != kind || g.id.key != key || key == labels::HOSTNAME {
                 continue;
             }
-            let exists = Requirement::exists(key);
-            let pod_domains = if g.id.honor_affinity {
-                pod_reqs.get(key).unwrap_or(&exists)
-            } else {
-                &exists
-            };
-            let min = self.min_count(g, pod_domains);
-            let self_selecting = g.selects(&pod.namespace, &pod.labels) as i64;
-            let ok: BTreeSet<String> = g
-                .counts
-                .iter()
-                .filter(|(_, c)| {
-                    (**c as i64 + self_selecting).saturating_sub(min) <= g.id.max_skew as i64
-                })
-                .map(|(d, _)| d.clone())
-                .collect();
+            let Some(ok) = admits(g) else { continue };
             out = Some(match out {
                 None => ok,
                 Some(prev) => prev.intersection(&ok).cloned().collect(),
             });
         }
         out
+    }
+
+    /// The domains where spread group `g` lets `pod` go, whatever the node.
+    fn spread_admitted(&self, g: &Group, pod: &Pod, pod_reqs: &Requirements) -> BTreeSet<String> {
+        let key = g.id.key.as_str();
+        let exists = Requirement::exists(key);
+        let pod_domains = if g.id.honor_affinity {
+            pod_reqs.get(key).unwrap_or(&exists)
+        } else {
+            &exists
+        };
+        let min = self.min_count(g, pod_domains);
+        let self_selecting = g.selects(&pod.namespace, &pod.labels) as i64;
+        g.counts
+            .iter()
+            .filter(|(_, c)| {
+                (**c as i64 + self_selecting).saturating_sub(min) <= g.id.max_skew as i64
+            })
+            .map(|(d, _)| d.clone())
+            .collect()
     }
 
     fn next_spread(
@@ -840,6 +1007,17 @@ fn always_labelled(key: &str) -> bool {
 /// The domains of `node_domains` where the group has no pod. A concrete
 /// node (a hostname, a pinned zone) is checked directly, so the cost does not
 /// grow with the number of occupied domains (thousands of hostnames).
+/// The domains where affinity group `g` lets `pod` go, whatever the node
+/// (those of its pods that `pod_reqs` allow, as `next_affinity`), or `None`
+/// when that depends on the node (a self-selecting pod starts the group).
+fn affinity_admitted(g: &Group, pod: &Pod, pod_reqs: &Requirements) -> Option<BTreeSet<String>> {
+    let options: BTreeSet<String> = match pod_reqs.get(&g.id.key) {
+        Some(domains) => g.occupied().filter(|d| domains.has(d)).cloned().collect(),
+        None => g.occupied().cloned().collect(),
+    };
+    (!options.is_empty() || !g.selects(&pod.namespace, &pod.labels)).then_some(options)
+}
+
 fn avoid_occupied(g: &Group, key: &str, node_domains: &Requirement) -> Requirement {
     if node_domains.is_complement() {
         return Requirement::not_in(key, g.occupied().cloned());
@@ -899,24 +1077,5 @@ fn domain_list(r: &Requirement) -> String {
         "every domain".to_string()
     } else {
         r.values().iter().cloned().collect::<Vec<_>>().join(", ")
-    }
-}
-
-fn describe(kind: Kind, g: &Group, node_domains: &Requirement) -> String {
-    let key = &g.id.key;
-    match kind {
-        Kind::Spread => format!(
-            "topology spread on {key} (maxSkew {}) cannot be satisfied in {}",
-            g.id.max_skew,
-            domain_list(node_domains)
-        ),
-        Kind::Affinity => format!(
-            "pod affinity on {key}: no pod matching the selector runs in {}",
-            domain_list(node_domains)
-        ),
-        Kind::AntiAffinity => format!(
-            "pod anti-affinity on {key}: a matching pod already runs in {}",
-            domain_list(node_domains)
-        ),
     }
 }
