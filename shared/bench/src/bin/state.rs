@@ -4,7 +4,8 @@
 //! applied), a steady-state post of changed pods (half of them deleted,
 //! half new; templates only where intake may not hold them, as the agent
 //! sends them), and the schedule stage loading the state and planning the
-//! pending pods. One JSON line of figures per step.
+//! pending pods. One JSON line of figures per step. The same posts over
+//! moto's DynamoDB: `flotilla-tests`' `state_moto` example.
 //!
 //! `state [--nodes N] [--pods N] [--pending N] [--apps N] [--changed N] [--plan 0|1]`
 
