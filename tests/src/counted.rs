@@ -3,7 +3,6 @@
 //! where a stage's time goes.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -107,50 +106,38 @@ impl<S> Counted<S> {
 }
 
 impl<S: Store> Store for Counted<S> {
-    fn get(&self, key: &Key) -> impl Future<Output = PortResult<Option<Item>>> + Send {
-        async move {
-            let t = Instant::now();
-            let r = self.inner.get(key).await;
-            self.record("get", kind(&key.sk), 0, t);
-            r
-        }
+    async fn get(&self, key: &Key) -> PortResult<Option<Item>> {
+        let t = Instant::now();
+        let r = self.inner.get(key).await;
+        self.record("get", kind(&key.sk), 0, t);
+        r
     }
 
-    fn query(
-        &self,
-        pk: &str,
-        sk_prefix: &str,
-    ) -> impl Future<Output = PortResult<Vec<Item>>> + Send {
-        async move {
-            let t = Instant::now();
-            let r = self.inner.query(pk, sk_prefix).await;
-            self.record("query", kind(sk_prefix), 0, t);
-            r
-        }
+    async fn query(&self, pk: &str, sk_prefix: &str) -> PortResult<Vec<Item>> {
+        let t = Instant::now();
+        let r = self.inner.query(pk, sk_prefix).await;
+        self.record("query", kind(sk_prefix), 0, t);
+        r
     }
 
-    fn write(&self, write: Write) -> impl Future<Output = PortResult<()>> + Send {
-        async move {
-            let (op, bytes) = written(&write);
-            let k = kind(&write.key().sk);
-            let t = Instant::now();
-            let r = self.inner.write(write).await;
-            self.record(op, k, bytes, t);
-            r
-        }
+    async fn write(&self, write: Write) -> PortResult<()> {
+        let (op, bytes) = written(&write);
+        let k = kind(&write.key().sk);
+        let t = Instant::now();
+        let r = self.inner.write(write).await;
+        self.record(op, k, bytes, t);
+        r
     }
 
-    fn transact(&self, writes: Vec<Write>) -> impl Future<Output = PortResult<()>> + Send {
-        async move {
-            let bytes = writes.iter().map(|w| written(w).1).sum();
-            let k = writes
-                .first()
-                .map(|w| kind(&w.key().sk))
-                .unwrap_or_default();
-            let t = Instant::now();
-            let r = self.inner.transact(writes).await;
-            self.record("transact", k, bytes, t);
-            r
-        }
+    async fn transact(&self, writes: Vec<Write>) -> PortResult<()> {
+        let bytes = writes.iter().map(|w| written(w).1).sum();
+        let k = writes
+            .first()
+            .map(|w| kind(&w.key().sk))
+            .unwrap_or_default();
+        let t = Instant::now();
+        let r = self.inner.transact(writes).await;
+        self.record("transact", k, bytes, t);
+        r
     }
 }
