@@ -25,6 +25,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+pub mod counted;
+
 pub use flotilla_aws::SdkConfig;
 
 /// A running moto server; killed on drop.
@@ -88,13 +90,19 @@ fn http_ok(port: u16) -> bool {
 impl Moto {
     /// Starts a fresh server and waits until it answers HTTP.
     pub fn start() -> Moto {
+        Moto::try_start().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Moto::start`], with what went wrong as an error.
+    pub fn try_start() -> Result<Moto, String> {
         let bin = moto_server_path();
-        assert!(
-            bin.exists(),
-            "moto_server not found at {} (set FLOTILLA_MOTO_SERVER or run `cargo xtask test`, \
-             which installs moto[server]==5.2.5 into ~/.cache/flotilla/venv)",
-            bin.display()
-        );
+        if !bin.exists() {
+            return Err(format!(
+                "moto_server not found at {} (set FLOTILLA_MOTO_SERVER or run `cargo xtask test`, \
+                 which installs moto[server]==5.2.5 into ~/.cache/flotilla/venv)",
+                bin.display()
+            ));
+        }
         let mut last_err = String::new();
         for _ in 0..5 {
             let port = free_port();
@@ -106,7 +114,7 @@ impl Moto {
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
-                .unwrap_or_else(|e| panic!("starting {} (moto's server): {e}", python.display()));
+                .map_err(|e| format!("starting {} (moto's server): {e}", python.display()))?;
             let deadline = Instant::now() + Duration::from_secs(60);
             loop {
                 if let Ok(Some(status)) = child.try_wait() {
@@ -115,17 +123,19 @@ impl Moto {
                     break;
                 }
                 if http_ok(port) {
-                    return Moto { child, port };
+                    return Ok(Moto { child, port });
                 }
                 if Instant::now() > deadline {
                     let _ = child.kill();
                     let _ = child.wait();
-                    panic!("moto_server on port {port} did not answer within 60 s");
+                    return Err(format!(
+                        "moto_server on port {port} did not answer within 60 s"
+                    ));
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
-        panic!("could not start moto_server: {last_err}");
+        Err(format!("could not start moto_server: {last_err}"))
     }
 
     pub fn port(&self) -> u16 {
@@ -263,6 +273,25 @@ pub fn url_request(
         h.remove("content-encoding");
     }
     serde_json::from_value(v).expect("Function URL request")
+}
+
+/// A `POST` the agent makes (its `body` gzip'd, `Content-Encoding: gzip`)
+/// as a Function URL delivers it: base64-encoded, as Lambda passes binary
+/// bodies.
+pub fn gzip_url_request(
+    path: &str,
+    body: &[u8],
+) -> aws_lambda_events::event::lambda_function_urls::LambdaFunctionUrlRequest {
+    use base64::Engine;
+    let gz = flotilla_service::codec::gzip(body);
+    let mut req = url_request("POST", path, None);
+    req.body = Some(base64::engine::general_purpose::STANDARD.encode(gz));
+    req.is_base64_encoded = true;
+    req.headers.insert(
+        "content-encoding",
+        aws_lambda_events::http::HeaderValue::from_static("gzip"),
+    );
+    req
 }
 
 /// One of Flotilla's own events as EventBridge delivers it to a Lambda.

@@ -6,6 +6,7 @@
 //! (`disruption_baseline`) and both run to a fixed point
 //! (`disruption_rounds`).
 
+pub mod agent_posts;
 pub mod baseline;
 pub mod cluster_docs;
 pub mod disruption_apply;
