@@ -3,23 +3,37 @@
 //!
 //! `cargo run --release -p flotilla-bench --bin consolidation -- [--nodes 1000,5000]
 //!  [--pods-per-node 30] [--mix fragmented|fragmented-random]... [--seed S]
-//!  [--budget PERCENT] [--runs K] [--region R]`
+//!  [--budget PERCENT] [--runs K] [--region R] [--steady]`
 //!
 //! Prints one JSON object per (mix, size, run): the whole `disrupt` call's
 //! wall time and CPU time (one core: CPU ≈ wall), peak RSS, decisions,
 //! nodes disrupted, replacements, blocked candidates, the $/h the decisions
 //! save. Each run is a child process of its own, so its peak RSS is its
 //! own.
+//!
+//! `--steady` also carries the decisions out (`disruption_rounds::
+//! apply_decisions`) and runs again, until a run decides nothing (at most
+//! [`MAX_STEADY_ROUNDS`] rounds): that last run, on the consolidated
+//! cluster, is timed as `steadySeconds`, with the process's peak RSS
+//! during it (`steadyPeakRssMib`, the peak restarted before it) and what it
+//! added to the RSS it started from (`steadyAddedRssMib`). A steady
+//! cluster should be quick to leave alone.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use flotilla_bench::disruption_rounds::{apply_decisions, ROUND_SECONDS};
 use flotilla_bench::fragmented::{self, Params, NOW};
-use flotilla_bench::measure::peak_rss_kib;
+use flotilla_bench::measure::{peak_rss_kib, restart_peak_rss};
+use flotilla_bench::mixes::Rng;
 use flotilla_core::catalog::Catalog;
-use flotilla_core::disruption::{disrupt, DisruptOptions};
+use flotilla_core::disruption::{disrupt, DisruptOptions, Disruptions};
+use flotilla_core::model::ClusterState;
 use serde_json::json;
+
+/// Rounds `--steady` carries out before it gives up on a fixed point.
+const MAX_STEADY_ROUNDS: usize = 12;
 
 struct Args {
     nodes: Vec<usize>,
@@ -30,12 +44,13 @@ struct Args {
     runs: usize,
     region: String,
     single: bool,
+    steady: bool,
 }
 
 fn usage() -> &'static str {
     "usage: consolidation [--nodes N,N (default 1000,5000)] [--pods-per-node K (default 30)] \
      [--mix fragmented|fragmented-random]... [--seed S (default 1)] [--budget PERCENT (default 10)] \
-     [--runs K (default 1)] [--region R]"
+     [--runs K (default 1)] [--region R] [--steady]"
 }
 
 fn parse() -> Result<Args, String> {
@@ -48,6 +63,7 @@ fn parse() -> Result<Args, String> {
         runs: 1,
         region: "us-west-2".into(),
         single: false,
+        steady: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -70,6 +86,7 @@ fn parse() -> Result<Args, String> {
             "--runs" => a.runs = value()?.parse().map_err(|e| format!("--runs: {e}"))?,
             "--region" => a.region = value()?,
             "--single" => a.single = true,
+            "--steady" => a.steady = true,
             "-h" | "--help" => return Err(usage().into()),
             other => return Err(format!("unknown argument {other:?}\n{}", usage())),
         }
@@ -103,6 +120,64 @@ fn cpu_seconds() -> Option<f64> {
 fn round(x: f64, digits: i32) -> f64 {
     let m = 10f64.powi(digits);
     (x * m).round() / m
+}
+
+/// What the run on the consolidated cluster took.
+struct Steady {
+    rounds: usize,
+    converged: bool,
+    seconds: f64,
+    /// Peak RSS while the last run ran (the process's, MiB).
+    peak_rss_mib: Option<f64>,
+    /// What the last run added to the RSS it started from, MiB.
+    added_rss_mib: Option<f64>,
+    decisions: usize,
+    nodes: usize,
+}
+
+/// Carry `first` out on `state`, then rounds until a run decides nothing
+/// (or [`MAX_STEADY_ROUNDS`]); the figures of that last run.
+fn steady(
+    mut state: ClusterState,
+    catalog: &Catalog,
+    first: &Disruptions,
+    seed: u64,
+) -> Result<Steady, String> {
+    let mut rng = Rng::new(seed);
+    let mut decisions = first.decisions.clone();
+    let mut at = NOW;
+    let mut s = Steady {
+        rounds: 0,
+        converged: decisions.is_empty(),
+        seconds: 0.0,
+        peak_rss_mib: None,
+        added_rss_mib: None,
+        decisions: decisions.len(),
+        nodes: state.nodes.len(),
+    };
+    while !decisions.is_empty() && s.rounds < MAX_STEADY_ROUNDS {
+        s.rounds += 1;
+        let prefix = format!("r{}-", s.rounds);
+        apply_decisions(&mut state, catalog, &decisions, at, &prefix, &mut rng)?;
+        at += ROUND_SECONDS;
+        let opts = DisruptOptions {
+            now: at,
+            ..DisruptOptions::default()
+        };
+        let base = restart_peak_rss();
+        let start = Instant::now();
+        decisions = disrupt(&state, catalog, &opts).decisions;
+        s.seconds = start.elapsed().as_secs_f64();
+        let peak = peak_rss_kib();
+        s.peak_rss_mib = peak.map(|p| round(p as f64 / 1024.0, 1));
+        s.added_rss_mib = peak
+            .zip(base)
+            .map(|(p, b)| round(p.saturating_sub(b) as f64 / 1024.0, 1));
+        s.converged = decisions.is_empty();
+        s.decisions = decisions.len();
+        s.nodes = state.nodes.len();
+    }
+    Ok(s)
 }
 
 fn one(a: &Args, catalog: &Catalog, mix: &str, nodes: usize) -> Result<(), String> {
@@ -151,6 +226,22 @@ fn one(a: &Args, catalog: &Catalog, mix: &str, nodes: usize) -> Result<(), Strin
         "hourlySaving": round(before - after, 4),
         "warnings": out.warnings.len(),
     });
+    let v = if a.steady {
+        let s = steady(state, catalog, &out, a.seed)?;
+        let mut v = v;
+        if let Some(o) = v.as_object_mut() {
+            o.insert("steadyRounds".into(), json!(s.rounds));
+            o.insert("steadyConverged".into(), json!(s.converged));
+            o.insert("steadyNodes".into(), json!(s.nodes));
+            o.insert("steadySeconds".into(), json!(round(s.seconds, 4)));
+            o.insert("steadyPeakRssMib".into(), json!(s.peak_rss_mib));
+            o.insert("steadyAddedRssMib".into(), json!(s.added_rss_mib));
+            o.insert("steadyDecisions".into(), json!(s.decisions));
+        }
+        v
+    } else {
+        v
+    };
     println!("{v}");
     Ok(())
 }
@@ -195,6 +286,7 @@ fn main() -> ExitCode {
                     .args(["--seed", &a.seed.to_string()])
                     .args(["--budget", &a.budget.to_string()])
                     .args(["--region", &a.region])
+                    .args(a.steady.then_some("--steady"))
                     .status();
                 if !status.is_ok_and(|s| s.success()) {
                     eprintln!("run {mix} × {n} failed");
