@@ -617,7 +617,7 @@ impl Run<'_> {
                 {
                     break;
                 }
-                let Some(bins) = pack(&cands, &need, &per_node, &value, counts.clone(), &fits)
+                let Some(bins) = pack(&cands, &need, &per_node, &value, counts.clone(), fits)
                 else {
                     break;
                 };
@@ -649,7 +649,7 @@ impl Run<'_> {
         // cover is exact by dynamic programming over the pod count.
         // Few pods of a few classes: exact as well, over count vectors.
         let exact = match counts[..] {
-            [n] => single_class(&cands, &need[0], n.min(per_node[0]), &fits).map(|(cost, bins)| {
+            [n] => single_class(&cands, &need[0], n.min(per_node[0]), fits).map(|(cost, bins)| {
                 if n <= per_node[0] {
                     (cost, bins)
                 } else {
@@ -797,7 +797,7 @@ fn pack(
     per_node: &[usize],
     value: &[f64],
     mut left: Vec<usize>,
-    fits: &dyn Fn(&[i64], &[i64]) -> i64,
+    fits: impl Fn(&[i64], &[i64]) -> i64,
 ) -> Option<Vec<Bin>> {
     // First-fit-decreasing fill of one node of `cap`, and its value.
     let fill = |cap: &[i64], left: &[usize], out: &mut Vec<usize>| -> f64 {
@@ -861,7 +861,7 @@ fn single_class(
     cands: &[(usize, f64, Vec<i64>)],
     need: &[i64],
     n: usize,
-    fits: &dyn Fn(&[i64], &[i64]) -> i64,
+    fits: impl Fn(&[i64], &[i64]) -> i64,
 ) -> Option<(f64, Vec<Bin>)> {
     // Per distinct capacity in pods, the cheapest type.
     let mut per: BTreeMap<usize, f64> = BTreeMap::new();
@@ -1094,13 +1094,13 @@ mod tests {
             &[usize::MAX],
             &[1.0],
             vec![12],
-            &fits,
+            fits,
         )
         .unwrap_or_default();
         let counts: Vec<usize> = greedy.iter().map(|b| b.fill[0].1).collect();
         assert_eq!(counts, vec![10, 2], "the greedy takes the best ratio first");
 
-        let (cost, bins) = single_class(&cands(), &need, 12, &fits).unwrap_or_default();
+        let (cost, bins) = single_class(&cands(), &need, 12, fits).unwrap_or_default();
         let counts: Vec<usize> = bins.iter().map(|b| b.fill[0].1).collect();
         assert_eq!(counts, vec![6, 6]);
         assert!((cost - 1.32).abs() < 1e-9, "{cost}");
@@ -1108,10 +1108,10 @@ mod tests {
 
     #[test]
     fn one_class_prices_a_partly_filled_node_whole() {
-        let (cost, bins) = single_class(&cands(), &[1], 3, &fits).unwrap_or_default();
+        let (cost, bins) = single_class(&cands(), &[1], 3, fits).unwrap_or_default();
         assert_eq!(bins.len(), 1);
         assert!((cost - 0.5).abs() < 1e-9, "{cost}");
-        let (cost, bins) = single_class(&cands(), &[1], 21, &fits).unwrap_or_default();
+        let (cost, bins) = single_class(&cands(), &[1], 21, fits).unwrap_or_default();
         let total: usize = bins.iter().map(|b| b.fill[0].1).sum();
         assert_eq!(total, 21);
         // 10 + 6 + 5 (a 6-pod node) = 2.32 vs 10 + 10 + 1 (4-pod node) = 2.5.
@@ -1120,8 +1120,8 @@ mod tests {
 
     #[test]
     fn one_class_without_a_fitting_type_or_over_the_work_limit_is_left_to_the_greedy() {
-        assert!(single_class(&cands(), &[11], 3, &fits).is_none());
-        assert!(single_class(&cands(), &[1], SINGLE_CLASS_WORK, &fits).is_none());
+        assert!(single_class(&cands(), &[11], 3, fits).is_none());
+        assert!(single_class(&cands(), &[1], SINGLE_CLASS_WORK, fits).is_none());
     }
 
     #[test]
@@ -1165,7 +1165,7 @@ mod tests {
         assert!((cost - 2.4).abs() < 1e-9, "{cost}");
         assert!(bins.iter().all(|b| b.fill.iter().all(|&(_, n)| n <= 1)));
         let greedy =
-            pack(&cands, &need, &[1, 1], &[1.0, 1.0], vec![2, 2], &fits).unwrap_or_default();
+            pack(&cands, &need, &[1, 1], &[1.0, 1.0], vec![2, 2], fits).unwrap_or_default();
         assert_eq!(greedy.len(), 2);
         assert!(greedy.iter().all(|b| b.fill == vec![(0, 1), (1, 1)]));
     }

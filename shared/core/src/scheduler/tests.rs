@@ -521,6 +521,35 @@ fn pod_affinity_without_target_is_unschedulable() {
 }
 
 #[test]
+fn pod_affinity_on_existing_nodes_goes_to_the_target_zone() {
+    // The zone-a node comes first in Karpenter's order and has room; the
+    // follower's affinity (decided once per pod, before any node is tried)
+    // admits only zone b, where the target runs.
+    let mut target = labeled(pod("db", "100m", "128Mi"), "app", "db");
+    target.node_name = Some("n-b".into());
+    let mut other = pod("idle", "100m", "128Mi");
+    other.node_name = Some("n-a".into());
+    let mut a = existing_node("test-1a", ["4", "8Gi", "10"], false, other);
+    a.name = "n-a".into();
+    a.labels.insert(labels::HOSTNAME.into(), "n-a".into());
+    let mut b = existing_node("test-1b", ["4", "8Gi", "10"], false, target);
+    b.name = "n-b".into();
+    b.labels.insert(labels::HOSTNAME.into(), "n-b".into());
+    let mut follower = pod("cache", "1", "1Gi");
+    follower.pod_affinity = vec![term(labels::ZONE, selector("app", "db"))];
+    let mut s = state(vec![follower], vec![default_pool()]);
+    s.nodes = vec![a, b];
+    let p = plan(&s);
+    assert_eq!(p.summary.scheduled, 1, "{p:#?}");
+    assert!(p.node_claims.is_empty(), "{p:#?}");
+    let on: Vec<&str> = (p.existing_nodes.iter())
+        .filter(|e| e.pods.iter().any(|x| x.ends_with("cache")))
+        .map(|e| e.name.as_str())
+        .collect();
+    assert_eq!(on, vec!["n-b"]);
+}
+
+#[test]
 fn existing_pods_anti_affinity_repels_new_pods() {
     let mut guard = pod("guard", "100m", "128Mi");
     guard.node_name = Some("n1".into());
