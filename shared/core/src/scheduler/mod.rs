@@ -706,12 +706,12 @@ struct ActiveTopology {
 
 impl ActiveTopology {
     /// A cheap necessary condition for topology: a node whose zones are
-    /// known (`zones`: a requirement on the zone key, or a zone label) has
-    /// one the pod's affinity terms admit.
-    fn affinity_zone_ok(&self, zones: Option<&Requirement>) -> bool {
-        match (&self.affinity_zones, zones) {
-            (Some(ok), Some(z)) if !z.is_complement() => z.values().iter().any(|v| ok.contains(v)),
-            _ => true,
+    /// known (`zones`: those a NodeClaim's requirement names, or an existing
+    /// node's label) has one the pod's affinity terms admit.
+    fn affinity_zone_ok<'z>(&self, mut zones: impl Iterator<Item = &'z String>) -> bool {
+        match &self.affinity_zones {
+            Some(ok) => zones.any(|z| ok.contains(z)),
+            None => true,
         }
     }
 }
@@ -1578,9 +1578,9 @@ impl<'a> Run<'a> {
         if !self.topology.is_active() {
             return Some(e.requirements());
         }
-        let zone_admitted = match (&groups.affinity_zones, e.labels.get(labels::ZONE)) {
-            (Some(ok), Some(z)) => ok.contains(z),
-            _ => true,
+        let zone_admitted = match e.labels.get(labels::ZONE) {
+            Some(z) => groups.affinity_zone_ok(std::iter::once(z)),
+            None => true,
         };
         if groups.affinity_unmet || !zone_admitted {
             return None;
@@ -1621,7 +1621,11 @@ impl<'a> Run<'a> {
         if !claim.requirements.compatible_ok(pod_reqs) {
             return Err(ClaimRefusal::Requirements);
         }
-        if groups.affinity_unmet || !groups.affinity_zone_ok(claim.requirements.get(labels::ZONE)) {
+        let zone_admitted = match claim.requirements.get(labels::ZONE) {
+            Some(z) if !z.is_complement() => groups.affinity_zone_ok(z.values().iter()),
+            _ => true,
+        };
+        if groups.affinity_unmet || !zone_admitted {
             return Err(ClaimRefusal::Topology);
         }
         let merged = if self.topology.is_active() {

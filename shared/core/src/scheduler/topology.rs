@@ -602,13 +602,9 @@ impl Topology {
         pod_reqs: &Requirements,
     ) -> bool {
         groups.iter().any(|&(gi, kind)| {
-            let g = &self.groups[gi];
             kind == Kind::Affinity
-                && !g.selects(&pod.namespace, &pod.labels)
-                && match pod_reqs.get(&g.id.key) {
-                    Some(domains) => !g.occupied().any(|d| domains.has(d)),
-                    None => g.occupied().next().is_none(),
-                }
+                && affinity_admitted(&self.groups[gi], pod, pod_reqs)
+                    .is_some_and(|ok| ok.is_empty())
         })
     }
 
