@@ -370,6 +370,21 @@ fn acceptable(run: &Run, cs: &[usize], mut sim: Sim) -> Result<Sim, Sim> {
     Ok(sim)
 }
 
+/// [`acceptable`], and when `sim` places every pod but on more NodeClaims
+/// than nodes removed (the scheduler's cost rule spreads pods over small
+/// cheap NodeClaims), a second simulation of `nodes` (the nodes of `cs`)
+/// packing the fewest NodeClaims, judged by the same rules.
+fn judge(run: &mut Run, cs: &[usize], nodes: &[usize], sim: Sim) -> Result<Sim, Sim> {
+    let spread = sim.all_placed() && sim.replacements.len() > cs.len();
+    match acceptable(run, cs, sim) {
+        Err(_) if spread => {
+            let packed = run.work.simulate_packed(nodes);
+            acceptable(run, cs, packed)
+        }
+        judged => judged,
+    }
+}
+
 /// Keep only `r`'s instance types with an allowed offering strictly below
 /// `cap` $/h (cheapest first, as plan lists them), and when its price
 /// assumes spot but on-demand is allowed too, only spot: if spot runs out
@@ -425,7 +440,7 @@ fn replace_pass(run: &mut Run, by_waste: &[usize]) -> bool {
         let cs = &list[..k];
         let nodes: Vec<usize> = cs.iter().map(|&c| run.cands[c].node).collect();
         let sim = run.work.simulate(&nodes);
-        if let Ok(sim) = acceptable(run, cs, sim) {
+        if let Ok(sim) = judge(run, cs, &nodes, sim) {
             let saving = cost_of(run, cs).dollars - sim.cost().dollars;
             tried.push((k, saving, sim));
         }
@@ -467,8 +482,9 @@ fn single_pass(run: &mut Run, by_waste: &[usize], units: &[UnitPrices]) {
         if !may_replace && sketch_deletes(run, &[c]).is_empty() {
             continue;
         }
-        let sim = run.work.simulate(&[run.cands[c].node]);
-        match acceptable(run, &[c], sim) {
+        let node = [run.cands[c].node];
+        let sim = run.work.simulate(&node);
+        match judge(run, &[c], &node, sim) {
             Ok(sim) => run.decide(DisruptionReason::Underutilized, &[c], Some(sim)),
             Err(_) => misses += 1,
         }

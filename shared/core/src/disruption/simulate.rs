@@ -199,6 +199,16 @@ impl<'a> Work<'a> {
         }
     }
 
+    /// [`Self::simulate`] with the scheduler packing the fewest NodeClaims
+    /// (Karpenter's first fit, no cost rule nor repack: see
+    /// [`SchedulerOptions::pack_fewest_nodes`]).
+    pub fn simulate_packed(&mut self, remove: &[usize]) -> Sim {
+        let was = std::mem::replace(&mut self.opts.pack_fewest_nodes, true);
+        let sim = self.simulate(remove);
+        self.opts.pack_fewest_nodes = was;
+        sim
+    }
+
     /// Name `sim`'s replacements uniquely in this run (`<nodepool>-<n>`, as
     /// plan names NodeClaims; a simulation's own names restart at 1).
     fn rename(&mut self, sim: &mut Sim) {

@@ -708,3 +708,63 @@ fn a_node_without_node_class_is_priced_with_al2023_default_root() {
     );
     assert_eq!((p.after, p.volumes_after, p.total_after), (0.0, 0.0, 0.0));
 }
+
+/// A NodePool offering spot and on-demand; `families: false` lifts the
+/// m5/c5 restriction (burstable types come in).
+fn spot_pool(families: bool) -> NodePool {
+    let mut np = pool();
+    np.requirements.remove(labels::CAPACITY_TYPE);
+    np.requirements.add(
+        Requirement::new(labels::CAPACITY_TYPE, Operator::In, &["spot", "on-demand"]).expect("req"),
+    );
+    if !families {
+        np.requirements.remove(labels::INSTANCE_FAMILY);
+    }
+    np
+}
+
+#[test]
+fn a_node_whose_pods_the_scheduler_spreads_is_replaced_by_one_packed_node() {
+    // (pods, cpu, memory, m5/c5 only): the default plan for the pods
+    // spreads them over several cheap spot NodeClaims, more than the one
+    // node removed; packed (Karpenter's first fit) they take one.
+    let cases: &[(usize, &str, &str, bool)] = &[
+        (6, "1", "2Gi", false),
+        (6, "500m", "1Gi", false),
+        (6, "200m", "1500Mi", true),
+        (8, "250m", "1Gi", true),
+    ];
+    for (i, &(n, cpu, mem, families)) in cases.iter().enumerate() {
+        let pods: Vec<Pod> = (0..n).map(|k| pod(&format!("w{k}"), cpu, mem)).collect();
+        let pending = ClusterState {
+            pending_pods: pods.clone(),
+            node_pools: vec![spot_pool(families)],
+            ..ClusterState::default()
+        };
+        let spread = crate::scheduler::schedule(&pending, &catalog(), &Default::default());
+        assert!(spread.node_claims.len() > 1, "case {i}: {spread:#?}");
+        let mut s = cluster(vec![node(
+            "big",
+            "m5.2xlarge",
+            "us-west-2a",
+            "on-demand",
+            pods,
+        )]);
+        s.node_pools = vec![spot_pool(families)];
+        let d = run(&s);
+        assert_eq!(
+            reasons(&d),
+            vec![(DisruptionReason::Underutilized, vec!["big".to_string()])],
+            "case {i}: {d:#?}"
+        );
+        let decision = &d.decisions[0];
+        assert_eq!(decision.replacements.len(), 1, "case {i}: {d:#?}");
+        assert!(
+            decision.price.after < decision.price.before,
+            "case {i}: {d:#?}"
+        );
+        let to = &decision.replacements[0].name;
+        assert_eq!(decision.moves.len(), n, "case {i}: {d:#?}");
+        assert!(decision.moves.iter().all(|m| &m.to == to), "case {i}");
+    }
+}

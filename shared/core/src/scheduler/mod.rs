@@ -89,6 +89,13 @@ pub struct SchedulerOptions {
     /// Karpenter's `MIN_VALUES_POLICY`: what a new NodeClaim does when its
     /// instance types cannot keep a NodePool requirement's `minValues`.
     pub min_values_policy: MinValuesPolicy,
+    /// Pack the fewest NodeClaims, as Karpenter does: a pod joins the first
+    /// planned NodeClaim it fits on (no cost rule in step 2 of `add`), and
+    /// the price-driven passes that split NodeClaims (repack, zone
+    /// rebalancing, chains) are skipped. Off by default; consolidation
+    /// asks for it when the default plan needs more NodeClaims than the
+    /// nodes it would remove.
+    pub pack_fewest_nodes: bool,
 }
 
 impl Default for SchedulerOptions {
@@ -100,6 +107,7 @@ impl Default for SchedulerOptions {
             reservation_available: None,
             now: None,
             min_values_policy: MinValuesPolicy::Strict,
+            pack_fewest_nodes: false,
         }
     }
 }
@@ -269,6 +277,8 @@ struct Run<'a> {
     /// Bumped when a reservation runs out (see `JoinMemo`).
     epoch: u32,
     min_values_policy: MinValuesPolicy,
+    /// [`SchedulerOptions::pack_fewest_nodes`].
+    pack: bool,
 }
 
 /// NodeClaims (ascending) not yet known to be too full for pods of one
@@ -605,6 +615,7 @@ fn schedule_with<'a>(
         roomy: (0..n_req_classes).map(|_| Roomy::default()).collect(),
         epoch: 0,
         min_values_policy: opts.min_values_policy,
+        pack: opts.pack_fewest_nodes,
         spread_hint: vec![None; n_sizes],
         join_heavier,
         existing_domains,
@@ -671,8 +682,10 @@ fn schedule_with<'a>(
         queue = waiting;
     }
 
-    run.repack(!state.overlays.is_empty(), &relax);
-    run.repack_chain(!state.overlays.is_empty());
+    if !run.pack {
+        run.repack(!state.overlays.is_empty(), &relax);
+        run.repack_chain(!state.overlays.is_empty());
+    }
     if !opts.reserved_capacity {
         for &p in &queue {
             if let (Some(e), true) = (&mut errors[p], needs_reserved(&pods[p], &state.node_pools)) {
@@ -1169,13 +1182,13 @@ impl<'a> Run<'a> {
                     }
                 }
             }
-            if !self.may_join_memo(c, p, &pod_reqs, solo, r) {
+            if !self.pack && !self.may_join_memo(c, p, &pod_reqs, solo, r) {
                 refused(&mut hints, true);
                 continue;
             }
             match self.try_claim(c, p, &pod_reqs, &groups) {
                 Ok(fit) => {
-                    if self.joins_cheaply(c, p, &pod_reqs, &fit, solo) {
+                    if self.pack || self.joins_cheaply(c, p, &pod_reqs, &fit, solo) {
                         joined = Some((c, fit));
                         break;
                     }
