@@ -33,7 +33,7 @@ use flotilla_core::model::ClusterState;
 use serde_json::json;
 
 /// Rounds `--steady` carries out before it gives up on a fixed point.
-const MAX_STEADY_ROUNDS: usize = 12;
+const MAX_STEADY_ROUNDS: usize = 40;
 
 struct Args {
     nodes: Vec<usize>,
@@ -173,6 +173,30 @@ fn steady(
         s.added_rss_mib = peak
             .zip(base)
             .map(|(p, b)| round(p.saturating_sub(b) as f64 / 1024.0, 1));
+        let removed: usize = decisions.iter().map(|d| d.nodes.len()).sum();
+        let launched: usize = decisions.iter().map(|d| d.replacements.len()).sum();
+        let relaunched = decisions
+            .iter()
+            .flat_map(|d| &d.nodes)
+            .filter(|n| {
+                n.starts_with('r')
+                    && n[1..]
+                        .split('-')
+                        .next()
+                        .is_some_and(|r| r.parse::<usize>().is_ok())
+            })
+            .count();
+        let saved: f64 = decisions
+            .iter()
+            .map(|d| d.price.before - d.price.after)
+            .sum();
+        eprintln!(
+            "steady round {}: {} nodes; {} decisions remove {removed} ({relaunched} launched by earlier rounds), launch {launched}, save ${saved:.2}/h; {:.2} s",
+            s.rounds,
+            state.nodes.len(),
+            decisions.len(),
+            s.seconds
+        );
         s.converged = decisions.is_empty();
         s.decisions = decisions.len();
         s.nodes = state.nodes.len();

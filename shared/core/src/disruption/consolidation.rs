@@ -15,14 +15,19 @@
 //!    Karpenter's).
 //! 2. **Replace.** The rest, most wasteful first (price minus the least
 //!    the pool's capacity for their pods could cost), in prefixes of
-//!    halving size: the scheduler repacks each prefix's pods onto the room
-//!    left and new NodeClaims (its repack and exact small packings), and
-//!    the smallest prefix that captures 99% of the best saving is taken (repeated while a prefix saves) —
-//!    saving per disruption, not disruption for its own sake.
+//!    halving size: the scheduler packs each prefix's pods onto the room
+//!    left and the fewest new NodeClaims (first fit, as Karpenter's
+//!    simulation does); when that is acceptable, its own cost rule (repack,
+//!    exact small packings) may find cheaper NodeClaims within the same
+//!    count. The smallest prefix that captures 99% of the best saving is
+//!    taken (repeated while a prefix saves) — saving per disruption, not
+//!    disruption for its own sake.
 //! 3. **Single nodes**, most wasteful first, only where a saving is
 //!    possible at all (the pods fit in other nodes' room by the sketch, or
-//!    the pool's cheapest capacity for them costs less than the node), at
-//!    most [`MAX_SINGLE_MISSES`] simulations that save nothing.
+//!    the pool's cheapest capacity for them costs less than the node),
+//!    each simulated Karpenter's way (first fit, at most one new
+//!    NodeClaim), at most [`MAX_SINGLE_MISSES`] simulations that save
+//!    nothing.
 //!
 //! Every decision saves at least `MIN_RELATIVE_SAVING` of what it removes;
 //! replacements keep only instance types cheaper than what they replace,
@@ -40,7 +45,7 @@ use crate::plan::NodeClaimPlan;
 use crate::scheduler::labels_satisfy;
 
 use super::price::{Cost, UnitPrices};
-use super::simulate::Sim;
+use super::simulate::{Ask, Sim};
 use super::Run;
 
 /// Single-node simulations that find no saving before the search stops.
@@ -216,7 +221,7 @@ fn delete_pass(run: &mut Run, eligible: &[usize]) {
     let nodes =
         |k: usize| -> Vec<usize> { chosen[..k].iter().map(|&c| run.cands[c].node).collect() };
     let full = nodes(chosen.len());
-    let sim = run.work.simulate(&full);
+    let sim = run.work.simulate_as(&full, Ask::packed(0));
     if sim.all_placed() && sim.replacements.is_empty() {
         decide_grouped(run, &chosen, sim);
         return;
@@ -226,7 +231,7 @@ fn delete_pass(run: &mut Run, eligible: &[usize]) {
     while lo + 1 < hi {
         let mid = (lo + hi) / 2;
         let ns = nodes(mid);
-        let sim = run.work.simulate(&ns);
+        let sim = run.work.simulate_as(&ns, Ask::packed(0));
         if sim.all_placed() && sim.replacements.is_empty() {
             lo = mid;
             best = Some((mid, sim));
@@ -370,18 +375,20 @@ fn acceptable(run: &Run, cs: &[usize], mut sim: Sim) -> Result<Sim, Sim> {
     Ok(sim)
 }
 
-/// [`acceptable`], and when `sim` places every pod but on more NodeClaims
-/// than nodes removed (the scheduler's cost rule spreads pods over small
-/// cheap NodeClaims), a second simulation of `nodes` (the nodes of `cs`)
-/// packing the fewest NodeClaims, judged by the same rules.
-fn judge(run: &mut Run, cs: &[usize], nodes: &[usize], sim: Sim) -> Result<Sim, Sim> {
-    let spread = sim.all_placed() && sim.replacements.len() > cs.len();
-    match acceptable(run, cs, sim) {
-        Err(_) if spread => {
-            let packed = run.work.simulate_packed(nodes);
-            acceptable(run, cs, packed)
-        }
-        judged => judged,
+/// Where the pods of `nodes` (the nodes of `cs`) go if they are replaced:
+/// first the scheduler packing the fewest NodeClaims (Karpenter's first
+/// fit, [`Ask::packed`]); when that is
+/// acceptable, also the scheduler's own cost rule, which may place them on
+/// cheaper (smaller) NodeClaims and is taken when it is acceptable too and
+/// cheaper. A packing that needs too many NodeClaims or saves nothing is
+/// not tried the costlier way: spreading needs more NodeClaims still.
+fn judge(run: &mut Run, cs: &[usize], nodes: &[usize]) -> Option<Sim> {
+    let packed = run.work.simulate_as(nodes, Ask::packed(cs.len()));
+    let packed = acceptable(run, cs, packed).ok()?;
+    let spread = run.work.simulate_as(nodes, Ask::cheapest(cs.len()));
+    match acceptable(run, cs, spread) {
+        Ok(spread) if spread.cost().dollars < packed.cost().dollars - 1e-9 => Some(spread),
+        _ => Some(packed),
     }
 }
 
@@ -439,8 +446,7 @@ fn replace_pass(run: &mut Run, by_waste: &[usize]) -> bool {
     for k in sizes {
         let cs = &list[..k];
         let nodes: Vec<usize> = cs.iter().map(|&c| run.cands[c].node).collect();
-        let sim = run.work.simulate(&nodes);
-        if let Ok(sim) = judge(run, cs, &nodes, sim) {
+        if let Some(sim) = judge(run, cs, &nodes) {
             let saving = cost_of(run, cs).dollars - sim.cost().dollars;
             tried.push((k, saving, sim));
         }
@@ -482,9 +488,8 @@ fn single_pass(run: &mut Run, by_waste: &[usize], units: &[UnitPrices]) {
         if !may_replace && sketch_deletes(run, &[c]).is_empty() {
             continue;
         }
-        let node = [run.cands[c].node];
-        let sim = run.work.simulate(&node);
-        match judge(run, &[c], &node, sim) {
+        let sim = run.work.simulate_as(&[run.cands[c].node], Ask::packed(1));
+        match acceptable(run, &[c], sim) {
             Ok(sim) => run.decide(DisruptionReason::Underutilized, &[c], Some(sim)),
             Err(_) => misses += 1,
         }

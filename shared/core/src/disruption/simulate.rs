@@ -32,6 +32,36 @@ pub(crate) struct Work<'a> {
     pub simulations: usize,
 }
 
+/// How a simulation asks the scheduler (beyond the run's options).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ask {
+    /// Pack the fewest NodeClaims, first fit, as Karpenter's simulation
+    /// does ([`SchedulerOptions::pack_fewest_nodes`]); otherwise plan's
+    /// cost rule, repack and rebalancing.
+    pub pack: bool,
+    /// Stop once more NodeClaims than this are needed
+    /// ([`SchedulerOptions::max_node_claims`]).
+    pub max_node_claims: Option<usize>,
+}
+
+impl Ask {
+    /// First fit onto at most `max` new NodeClaims.
+    pub fn packed(max: usize) -> Ask {
+        Ask {
+            pack: true,
+            max_node_claims: Some(max),
+        }
+    }
+
+    /// Plan's cost rule onto at most `max` new NodeClaims.
+    pub fn cheapest(max: usize) -> Ask {
+        Ask {
+            pack: false,
+            max_node_claims: Some(max),
+        }
+    }
+}
+
 /// The outcome of one simulation.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Sim {
@@ -199,13 +229,13 @@ impl<'a> Work<'a> {
         }
     }
 
-    /// [`Self::simulate`] with the scheduler packing the fewest NodeClaims
-    /// (Karpenter's first fit, no cost rule nor repack: see
-    /// [`SchedulerOptions::pack_fewest_nodes`]).
-    pub fn simulate_packed(&mut self, remove: &[usize]) -> Sim {
-        let was = std::mem::replace(&mut self.opts.pack_fewest_nodes, true);
+    /// [`Self::simulate`], asking the scheduler as `ask` says.
+    pub fn simulate_as(&mut self, remove: &[usize], ask: Ask) -> Sim {
+        let was = (self.opts.pack_fewest_nodes, self.opts.max_node_claims);
+        self.opts.pack_fewest_nodes = ask.pack;
+        self.opts.max_node_claims = ask.max_node_claims;
         let sim = self.simulate(remove);
-        self.opts.pack_fewest_nodes = was;
+        (self.opts.pack_fewest_nodes, self.opts.max_node_claims) = was;
         sim
     }
 

@@ -92,11 +92,20 @@ pub struct SchedulerOptions {
     /// Pack the fewest NodeClaims, as Karpenter does: a pod joins the first
     /// planned NodeClaim it fits on (no cost rule in step 2 of `add`), and
     /// the price-driven passes that split NodeClaims (repack, zone
-    /// rebalancing, chains) are skipped. Off by default; consolidation
-    /// asks for it when the default plan needs more NodeClaims than the
-    /// nodes it would remove.
+    /// rebalancing, chains) are skipped. Off by default; consolidation's
+    /// simulations ask for it (Karpenter's own simulation packs this way).
     pub pack_fewest_nodes: bool,
+    /// At most this many new NodeClaims: once planning has opened one
+    /// more, it stops; the plan has that one NodeClaim too many and the
+    /// pods not tried yet are unschedulable. For simulations that are
+    /// worthless beyond a count (consolidation: no more NodeClaims than
+    /// nodes removed). `None`: no cap.
+    pub max_node_claims: Option<usize>,
 }
+
+/// Why a pod is left unplaced when [`SchedulerOptions::max_node_claims`]
+/// stops planning.
+const NODE_CLAIM_CAP: &str = "planning stopped at this simulation's NodeClaim cap";
 
 impl Default for SchedulerOptions {
     fn default() -> Self {
@@ -108,6 +117,7 @@ impl Default for SchedulerOptions {
             now: None,
             min_values_policy: MinValuesPolicy::Strict,
             pack_fewest_nodes: false,
+            max_node_claims: None,
         }
     }
 }
@@ -651,6 +661,8 @@ fn schedule_with<'a>(
     let is_prefer = |t: &Taint| t.effect == crate::model::TaintEffect::PreferNoSchedule;
     let prefer_no_schedule = run.pools.iter().any(|p| p.taints.iter().any(is_prefer))
         || run.existing.iter().any(|e| e.taints.iter().any(is_prefer));
+    let over_cap = |run: &Run| opts.max_node_claims.is_some_and(|m| run.claims.len() > m);
+    let mut capped = false;
     loop {
         let mut waiting = VecDeque::with_capacity(queue.len());
         let mut progress = false;
@@ -665,8 +677,19 @@ fn schedule_with<'a>(
                     waiting.push_back(p);
                 }
             }
+            if over_cap(&run) {
+                // One NodeClaim too many: the pods not tried yet stay
+                // unplaced; the plan only tells its caller "over the cap".
+                capped = true;
+                for q in queue.drain(..) {
+                    errors[q] = Some(NODE_CLAIM_CAP.to_string());
+                    waiting.push_back(q);
+                }
+                break;
+            }
         }
-        if waiting.is_empty() {
+        if waiting.is_empty() || capped {
+            queue = waiting;
             break;
         }
         if !progress {
@@ -682,7 +705,7 @@ fn schedule_with<'a>(
         queue = waiting;
     }
 
-    if !run.pack {
+    if !run.pack && !capped {
         run.repack(!state.overlays.is_empty(), &relax);
         run.repack_chain(!state.overlays.is_empty());
     }

@@ -381,6 +381,9 @@ pub fn build<'a>(
         .collect();
     nps.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
     let overlays = overlays_by_weight(&state.overlays);
+    let price_overlays = overlays
+        .iter()
+        .any(|o| o.price.is_some() || o.price_adjustment.is_some());
 
     nps.into_iter()
         .map(|np| {
@@ -418,6 +421,7 @@ pub fn build<'a>(
             let mut pool_labels = np.labels.clone();
             pool_labels.insert(labels::NODEPOOL.to_string(), np.name.clone());
 
+            let pool_filter = OfferingFilter::new(&requirements, &catalog.zones);
             let mut types = Vec::new();
             for entry in &catalog.entries {
                 let info = &entry.info;
@@ -425,13 +429,17 @@ pub fn build<'a>(
                 if !requirements.intersects_ok(&static_reqs) {
                     continue;
                 }
-                let type_labels: BTreeMap<String, String> = info
-                    .label_values()
-                    .into_iter()
-                    .map(|(k, v)| (k.to_string(), v))
-                    .chain(pool_labels.iter().map(|(k, v)| (k.clone(), v.clone())))
-                    .collect();
-                let pool_filter = OfferingFilter::new(&requirements, &catalog.zones);
+                // The labels NodeOverlays select on (only built when some
+                // overlay could match).
+                let type_labels: BTreeMap<String, String> = if overlays.is_empty() {
+                    BTreeMap::new()
+                } else {
+                    info.label_values()
+                        .into_iter()
+                        .map(|(k, v)| (k.to_string(), v))
+                        .chain(pool_labels.iter().map(|(k, v)| (k.clone(), v.clone())))
+                        .collect()
+                };
                 let mut offerings = Vec::new();
                 let reserved: Vec<(u32, Offering)> = reservations
                     .iter()
@@ -475,17 +483,18 @@ pub fn build<'a>(
                     if !pool_filter.allows(&po) {
                         continue;
                     }
-                    let mut ol = type_labels.clone();
-                    ol.insert(labels::ZONE.into(), o.zone.clone());
-                    ol.insert(
-                        labels::CAPACITY_TYPE.into(),
-                        o.capacity_type.as_str().into(),
-                    );
-                    offerings.push(PoolOffering {
-                        adjusted: overlay_adjusted_price(&overlays, &ol, o.price)
-                            .unwrap_or(o.price),
-                        ..po
-                    });
+                    let adjusted = if price_overlays {
+                        let mut ol = type_labels.clone();
+                        ol.insert(labels::ZONE.into(), o.zone.clone());
+                        ol.insert(
+                            labels::CAPACITY_TYPE.into(),
+                            o.capacity_type.as_str().into(),
+                        );
+                        overlay_adjusted_price(&overlays, &ol, o.price).unwrap_or(o.price)
+                    } else {
+                        o.price
+                    };
+                    offerings.push(PoolOffering { adjusted, ..po });
                 }
                 if offerings.is_empty() {
                     continue;

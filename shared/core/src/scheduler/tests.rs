@@ -2782,3 +2782,66 @@ fn reschedulable_pods_of_deleting_nodes() {
         assert_eq!(reschedulable(&p), want, "{what}");
     }
 }
+
+#[test]
+fn a_node_claim_cap_stops_planning_once_exceeded() {
+    // Four pods that each need a node of their own (hostname
+    // anti-affinity): (cap, NodeClaims planned, pods left unplaced).
+    let cases: &[(Option<usize>, usize, usize)] = &[
+        (None, 4, 0),
+        (Some(4), 4, 0),
+        (Some(3), 4, 0),
+        (Some(2), 3, 1),
+        (Some(0), 1, 3),
+    ];
+    let pods: Vec<Pod> = (0..4)
+        .map(|i| {
+            let mut p = labeled(pod(&format!("api{i}"), "100m", "128Mi"), "app", "api");
+            p.pod_anti_affinity = vec![term(labels::HOSTNAME, selector("app", "api"))];
+            p
+        })
+        .collect();
+    let s = state(pods, vec![default_pool()]);
+    for &(cap, claims, unplaced) in cases {
+        for pack in [false, true] {
+            let opts = SchedulerOptions {
+                max_node_claims: cap,
+                pack_fewest_nodes: pack,
+                ..SchedulerOptions::default()
+            };
+            let p = schedule(&s, &catalog(), &opts);
+            let case = format!("cap {cap:?}, pack {pack}");
+            assert_eq!(p.node_claims.len(), claims, "{case}: {p:#?}");
+            assert_eq!(p.unschedulable.len(), unplaced, "{case}: {p:#?}");
+            assert!(
+                p.unschedulable
+                    .iter()
+                    .all(|u| u.reason.contains("NodeClaim cap")),
+                "{case}: {p:#?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn packing_the_fewest_node_claims_puts_small_pods_on_one() {
+    // Pods the cost rule spreads over several small cheap NodeClaims go
+    // first fit onto one when packing the fewest.
+    let pods: Vec<Pod> = (0..6).map(|i| pod(&format!("w{i}"), "1", "2Gi")).collect();
+    let s = state(pods, vec![default_pool()]);
+    let opts = SchedulerOptions {
+        pack_fewest_nodes: true,
+        ..SchedulerOptions::default()
+    };
+    let packed = schedule(&s, &catalog(), &opts);
+    assert!(packed.unschedulable.is_empty(), "{packed:#?}");
+    let spread = plan(&s);
+    assert!(
+        packed.node_claims.len() <= spread.node_claims.len(),
+        "{packed:#?} vs {spread:#?}"
+    );
+    assert!(
+        packed.summary.total_hourly_price >= spread.summary.total_hourly_price - 1e-9,
+        "the cost rule is never dearer: {packed:#?} vs {spread:#?}"
+    );
+}

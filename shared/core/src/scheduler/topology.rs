@@ -273,6 +273,10 @@ type LabelIndex = HashMap<String, HashMap<String, Vec<usize>>>;
 
 /// Indexes `groups` by one `matchLabels` pair of their selector; the groups
 /// without one come second.
+/// Up to this many groups, a pod's selecting groups are found by asking
+/// each group rather than through the label index.
+const FEW_GROUPS: usize = 8;
+
 fn index_by_label(groups: &[Group]) -> (LabelIndex, Vec<usize>) {
     let mut by_label = LabelIndex::new();
     let mut unindexed = Vec::new();
@@ -315,7 +319,16 @@ impl Topology {
     ) -> (Topology, Vec<PodGroups>) {
         for n in nodes {
             for (k, v) in &n.labels {
-                universe.entry(k.clone()).or_default().insert(v.clone());
+                match universe.get_mut(k) {
+                    Some(values) => {
+                        if !values.contains(v) {
+                            values.insert(v.clone());
+                        }
+                    }
+                    None => {
+                        universe.insert(k.clone(), BTreeSet::from([v.clone()]));
+                    }
+                }
             }
         }
         let node_domains = nodes
@@ -357,7 +370,6 @@ impl Topology {
             }
             owned.push(g);
         }
-        // Existing pods' required anti-affinity also repels pending pods.
         for n in nodes {
             for p in &n.pods {
                 for term in &p.pod_anti_affinity {
@@ -375,22 +387,40 @@ impl Topology {
         // groups (found once per template).
         (t.by_label, t.unindexed) = index_by_label(&t.groups);
         let mut selecting: HashMap<*const PodTemplate, Vec<usize>> = HashMap::new();
+        // Per node: pods selected by each group; a group's node filter and
+        // the node's domain are looked at once per node, not per pod.
+        let mut on_node: Vec<u32> = vec![0; t.groups.len()];
+        let mut scratch = Vec::new();
         for (n, nd) in nodes.iter().zip(&t.nodes) {
             for p in n.pods.iter().filter(|p| !p.terminating) {
-                let groups = selecting
-                    .entry(Arc::as_ptr(&p.template))
-                    .or_insert_with(|| t.selecting(p));
-                for &gi in groups.iter() {
-                    let g = &mut t.groups[gi];
-                    if !g.id.filter.matches(&nd.labels, &nd.taints) {
-                        continue;
-                    }
-                    if let Some(d) = node_domain(n, &g.id.key) {
-                        match g.counts.get_mut(d) {
-                            Some(c) => *c += 1,
-                            None => {
-                                g.counts.insert(d.to_string(), 1);
-                            }
+                // With many groups, a template's groups are found once.
+                let groups = if t.groups.len() > FEW_GROUPS {
+                    selecting
+                        .entry(Arc::as_ptr(&p.template))
+                        .or_insert_with(|| t.selecting(p))
+                        .as_slice()
+                } else {
+                    t.selecting_into(p, &mut scratch);
+                    scratch.as_slice()
+                };
+                for &gi in groups {
+                    on_node[gi] += 1;
+                }
+            }
+            for (gi, c) in on_node.iter_mut().enumerate() {
+                if *c == 0 {
+                    continue;
+                }
+                let add = std::mem::take(c);
+                let g = &mut t.groups[gi];
+                if !g.id.filter.matches(&nd.labels, &nd.taints) {
+                    continue;
+                }
+                if let Some(d) = node_domain(n, &g.id.key) {
+                    match g.counts.get_mut(d) {
+                        Some(c) => *c += add,
+                        None => {
+                            g.counts.insert(d.to_string(), add);
                         }
                     }
                 }
@@ -408,14 +438,29 @@ impl Topology {
     /// The groups that select pod `p` (by namespace and labels): those
     /// indexed under one of its labels, or not indexed, that match.
     fn selecting(&self, p: &Pod) -> Vec<usize> {
-        let mut candidates = self.unindexed.clone();
+        let mut out = Vec::new();
+        self.selecting_into(p, &mut out);
+        out
+    }
+
+    /// [`Self::selecting`] into `out` (cleared first).
+    fn selecting_into(&self, p: &Pod, out: &mut Vec<usize>) {
+        out.clear();
+        if self.groups.len() <= FEW_GROUPS {
+            // Few groups: asking each is cheaper than hashing the labels.
+            out.extend(
+                (0..self.groups.len())
+                    .filter(|&gi| self.groups[gi].selects(&p.namespace, &p.labels)),
+            );
+            return;
+        }
+        out.extend_from_slice(&self.unindexed);
         for (k, v) in &p.labels {
             if let Some(gs) = self.by_label.get(k).and_then(|m| m.get(v)) {
-                candidates.extend_from_slice(gs);
+                out.extend_from_slice(gs);
             }
         }
-        candidates.retain(|&gi| self.groups[gi].selects(&p.namespace, &p.labels));
-        candidates
+        out.retain(|&gi| self.groups[gi].selects(&p.namespace, &p.labels));
     }
 
     fn group(&mut self, id: GroupKey) -> usize {
