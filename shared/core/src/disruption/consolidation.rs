@@ -221,7 +221,7 @@ fn delete_pass(run: &mut Run, eligible: &[usize]) {
     let nodes =
         |k: usize| -> Vec<usize> { chosen[..k].iter().map(|&c| run.cands[c].node).collect() };
     let full = nodes(chosen.len());
-    let sim = run.work.simulate_as(&full, Ask::packed(0));
+    let sim = run.work.simulate(&full);
     if sim.all_placed() && sim.replacements.is_empty() {
         decide_grouped(run, &chosen, sim);
         return;
@@ -231,7 +231,7 @@ fn delete_pass(run: &mut Run, eligible: &[usize]) {
     while lo + 1 < hi {
         let mid = (lo + hi) / 2;
         let ns = nodes(mid);
-        let sim = run.work.simulate_as(&ns, Ask::packed(0));
+        let sim = run.work.simulate(&ns);
         if sim.all_placed() && sim.replacements.is_empty() {
             lo = mid;
             best = Some((mid, sim));

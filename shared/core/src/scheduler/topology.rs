@@ -390,6 +390,7 @@ impl Topology {
         // Per node: pods selected by each group; a group's node filter and
         // the node's domain are looked at once per node, not per pod.
         let mut on_node: Vec<u32> = vec![0; t.groups.len()];
+        let mut touched: Vec<usize> = Vec::new();
         let mut scratch = Vec::new();
         for (n, nd) in nodes.iter().zip(&t.nodes) {
             for p in n.pods.iter().filter(|p| !p.terminating) {
@@ -404,14 +405,14 @@ impl Topology {
                     scratch.as_slice()
                 };
                 for &gi in groups {
+                    if on_node[gi] == 0 {
+                        touched.push(gi);
+                    }
                     on_node[gi] += 1;
                 }
             }
-            for (gi, c) in on_node.iter_mut().enumerate() {
-                if *c == 0 {
-                    continue;
-                }
-                let add = std::mem::take(c);
+            for gi in touched.drain(..) {
+                let add = std::mem::take(&mut on_node[gi]);
                 let g = &mut t.groups[gi];
                 if !g.id.filter.matches(&nd.labels, &nd.taints) {
                     continue;
