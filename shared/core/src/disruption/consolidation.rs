@@ -381,10 +381,14 @@ fn acceptable(run: &Run, cs: &[usize], mut sim: Sim) -> Result<Sim, Sim> {
 /// acceptable, also the scheduler's own cost rule, which may place them on
 /// cheaper (smaller) NodeClaims and is taken when it is acceptable too and
 /// cheaper. A packing that needs too many NodeClaims or saves nothing is
-/// not tried the costlier way: spreading needs more NodeClaims still.
+/// not tried the costlier way (spreading needs more NodeClaims still), nor
+/// one that launches nothing.
 fn judge(run: &mut Run, cs: &[usize], nodes: &[usize]) -> Option<Sim> {
     let packed = run.work.simulate_as(nodes, Ask::packed(cs.len()));
     let packed = acceptable(run, cs, packed).ok()?;
+    if packed.replacements.is_empty() {
+        return Some(packed); // nothing launched: nothing cheaper to find
+    }
     let spread = run.work.simulate_as(nodes, Ask::cheapest(cs.len()));
     match acceptable(run, cs, spread) {
         Ok(spread) if spread.cost().dollars < packed.cost().dollars - 1e-9 => Some(spread),
