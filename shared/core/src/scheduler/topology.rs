@@ -271,12 +271,12 @@ pub struct Topology {
 /// Groups by label: see `Topology::by_label`.
 type LabelIndex = HashMap<String, HashMap<String, Vec<usize>>>;
 
-/// Indexes `groups` by one `matchLabels` pair of their selector; the groups
-/// without one come second.
 /// Up to this many groups, a pod's selecting groups are found by asking
 /// each group rather than through the label index.
 const FEW_GROUPS: usize = 8;
 
+/// Indexes `groups` by one `matchLabels` pair of their selector; the groups
+/// without one come second.
 fn index_by_label(groups: &[Group]) -> (LabelIndex, Vec<usize>) {
     let mut by_label = LabelIndex::new();
     let mut unindexed = Vec::new();
@@ -370,6 +370,7 @@ impl Topology {
             }
             owned.push(g);
         }
+        // Existing pods' required anti-affinity also repels pending pods.
         for n in nodes {
             for p in &n.pods {
                 for term in &p.pod_anti_affinity {
