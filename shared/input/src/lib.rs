@@ -321,6 +321,7 @@ fn build(
     );
     dedupe(&mut state.pdbs, "PodDisruptionBudget", |p| p.key(), w);
     dedupe(&mut state.node_claims, "NodeClaim", |c| c.name.clone(), w);
+    expected_allocatable(&mut state);
 
     daemon_pod_requests(&mut state.daemon_sets, daemon_pods.iter().chain(&bound));
 
@@ -358,6 +359,48 @@ fn build(
         }
     }
     Ok(state)
+}
+
+/// Karpenter's `StateNode.Allocatable()`: until a NodePool's node has
+/// initialized (`karpenter.sh/initialized: "true"`), a resource its
+/// `status.allocatable` reports as zero, or not at all, is what its NodeClaim
+/// (same provider ID, else `status.nodeName`) expects. The kubelet reports
+/// extended resources as zero at startup, before their device plugin
+/// registers; the node is not taken for one that cannot hold the pods
+/// planned onto it.
+fn expected_allocatable(state: &mut ClusterState) {
+    if state.node_claims.is_empty() {
+        return;
+    }
+    let claims = &state.node_claims;
+    let by_id: std::collections::HashMap<&str, usize> = claims
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| Some((c.provider_id.as_deref()?, i)))
+        .collect();
+    let by_name: std::collections::HashMap<&str, usize> = claims
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| Some((c.node_name.as_deref()?, i)))
+        .collect();
+    for n in &mut state.nodes {
+        let initialized =
+            n.labels.get("karpenter.sh/initialized").map(String::as_str) == Some("true");
+        if n.nodepool().is_none() || initialized {
+            continue;
+        }
+        let claim = n
+            .provider_id
+            .as_deref()
+            .and_then(|id| by_id.get(id))
+            .or_else(|| by_name.get(n.name.as_str()))
+            .and_then(|&i| claims.get(i));
+        for (r, q) in claim.iter().flat_map(|c| c.allocatable.iter()) {
+            if n.allocatable.get(r).is_zero() {
+                n.allocatable.set(r, q);
+            }
+        }
+    }
 }
 
 /// The index in `nodes` of each bound pod's node (`None`: not in the
