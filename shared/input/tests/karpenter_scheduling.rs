@@ -29,8 +29,10 @@
 //! * `ExpectProvisioned` followed by more `ExpectProvisioned` calls is a
 //!   sequence of *steps*: after each step the plan's NodeClaims become
 //!   `Node`s (labels of the NodeClaim, its zone, capacity type, instance type,
-//!   architecture, CPU and memory, allocatable of its cheapest type, taints)
-//!   and the planned pods are bound to them (`spec.nodeName`), as `kubectl get
+//!   architecture, CPU and memory, allocatable of its cheapest type, taints),
+//!   each with a `karpenter.sh/v1` NodeClaim of that allocatable (not
+//!   initialized: its expected capacity stands in for a zeroed resource of
+//!   the Node), and the planned pods are bound to them (`spec.nodeName`), as `kubectl get
 //!   nodes,pods -o yaml` would show them; `ExpectProvisionedNoBinding` makes
 //!   the Nodes but leaves the pods pending; what Karpenter's test does to
 //!   nodes and pods between steps (delete a pod, taint or label a node, bind
@@ -2677,8 +2679,7 @@ fn volume_usage() {
                 NodeLabelIn("pod-*", ZONE, vec![Z1, Z2]),
                 DiffLabel("pod-0", "pod-1", ZONE),
             ],
-        )
-        .differs("the second pod is unschedulable: each volume's OR'd zone terms are narrowed to one term per pod before planning (the first compatible with the pod's own selectors), so both pods get us-west-2a and their zone anti-affinity cannot be met"),
+        ),
         one(
             "should schedule pods using a StorageClass with multiple zones in AllowedTopologies",
             vec![
@@ -2695,8 +2696,7 @@ fn volume_usage() {
                 NodeLabelIn("sc-pod-*", ZONE, vec![Z1, Z2]),
                 DiffLabel("sc-pod-0", "sc-pod-1", ZONE),
             ],
-        )
-        .differs("the second pod is unschedulable: each volume's OR'd zone terms are narrowed to one term per pod before planning (the first compatible with the pod's own selectors), so both pods get us-west-2a and their zone anti-affinity cannot be met"),
+        ),
         // the fake `special` label (values required/optional, only
         // "optional" offered) is karpenter.k8s.aws/instance-size (a size no
         // type has / "large")
@@ -2722,8 +2722,7 @@ fn volume_usage() {
                 NodeLabel("pruned-overlap-pod", ZONE, Z1),
                 NodeLabel("pruned-overlap-pod", ISIZE, "large"),
             ],
-        )
-        .differs("the pod is unschedulable: the first volume's term is chosen before the second volume is looked at (instance-size no-such-size), and the pair left has no instance type; Karpenter keeps every term combination and prunes the disjoint ones"),
+        ),
         one(
             "should not launch nodes for pod with unbound volume for volumeBindingMode immediate",
             vec![
@@ -2973,20 +2972,8 @@ fn not_ported_cases_name_a_reason() {
 }
 
 // ---------------------------------------------------------------------------
-// Known differences left (9):
-// * Deleting Nodes (2): pods bound to a node being deleted are not
-//   provisioned for again (only pending pods are planned);
-// * In-Flight Nodes / Daemonsets: a DaemonSet requiring karpenter.sh/initialized
-//   or karpenter.sh/registered is taken as incompatible with the NodePool;
-// * In-Flight Nodes / Taints, not-ready:NoExecute once initialized: the
-//   kubelet's ephemeral taints never block (Karpenter's stale cluster state
-//   in "should consider a tainted NotReady node as in-flight even if
-//   initialized" needs that);
-// * Instance Type Compatibility, Windows: every catalog type is linux;
-// * No Pre-Binding, resource zeroing: a Node's status.allocatable is taken as
-//   it is;
-// * VolumeUsage (3): a volume's OR'd terms are narrowed to one per pod before
-//   planning.
+// Known differences left (1):
+// * Instance Type Compatibility, Windows: every catalog type is linux.
 //
 // The `It`s not ported, with the reason.
 

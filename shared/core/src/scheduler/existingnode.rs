@@ -17,6 +17,7 @@ use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
+use super::volumes::VolumeTerms;
 use crate::labels;
 use crate::model::{Node, Pod, Taint};
 use crate::requirements::{Requirement, Requirements};
@@ -97,7 +98,7 @@ pub(super) struct ExistingNodes<'a> {
 /// node affinity (required and preferred), volume topology, and topology
 /// keys of spreads and pod (anti-)affinity. Hostname is left out: it is
 /// unique per node and checked on the node itself.
-pub(super) fn keys_pods_read(pods: &[Pod], volume: &[Requirements]) -> BTreeSet<String> {
+pub(super) fn keys_pods_read(pods: &[Pod], volume: &[VolumeTerms]) -> BTreeSet<String> {
     let mut keys = BTreeSet::new();
     for (p, v) in pods.iter().zip(volume) {
         keys.extend(p.node_selector.keys().cloned());

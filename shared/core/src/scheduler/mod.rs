@@ -231,7 +231,7 @@ struct Fit {
 struct Run<'a> {
     pools: Vec<Pool<'a>>,
     pods: &'a [Pod],
-    volume: Vec<Requirements>,
+    volume: Vec<volumes::VolumeTerms>,
     groups: Vec<PodGroups>,
     topology: Topology,
     existing: ExistingNodes<'a>,
@@ -368,7 +368,7 @@ type CompatCache =
 /// Groups pods by what the price of a node slot depends on (requests and
 /// the NodePools and types they may use), ignoring labels: the unit of the
 /// efficiency test in `Run::growth_pays`.
-fn size_classes(pods: &[Pod], volume: &[Requirements]) -> (Vec<usize>, usize) {
+fn size_classes(pods: &[Pod], volume: &[volumes::VolumeTerms]) -> (Vec<usize>, usize) {
     let mut ids: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     let out = pods
         .iter()
@@ -399,7 +399,7 @@ fn request_classes(pods: &[Pod]) -> (Vec<usize>, usize) {
 }
 
 /// Groups pods into shapes; see `Run::shape`.
-fn shapes(pods: &[Pod], volume: &[Requirements]) -> (Vec<Option<usize>>, usize) {
+fn shapes(pods: &[Pod], volume: &[volumes::VolumeTerms]) -> (Vec<Option<usize>>, usize) {
     let mut ids: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     let out = pods
         .iter()
@@ -537,13 +537,13 @@ fn schedule_with<'a>(
     // Pods whose volumes are not ready wait (unschedulable, with the reason).
     let mut errors: Vec<Option<String>> = vec![None; pods.len()];
     let volumes = volumes::VolumeTopology::new(state);
-    let volume: Vec<Requirements> = pods
+    let volume: Vec<volumes::VolumeTerms> = pods
         .iter()
         .zip(errors.iter_mut())
         .map(|(p, error)| {
             volumes.requirements(p).unwrap_or_else(|e| {
                 *error = Some(e);
-                Requirements::new()
+                Default::default()
             })
         })
         .collect();
@@ -695,7 +695,9 @@ fn schedule_with<'a>(
         if !progress {
             let mut relaxed = false;
             for &p in &waiting {
-                relaxed |= relax[p].relax(&pods[p], prefer_no_schedule).is_some();
+                relaxed |= relax[p]
+                    .relax(&pods[p], &run.volume[p], prefer_no_schedule)
+                    .is_some();
             }
             if !relaxed {
                 queue = waiting;
@@ -1012,7 +1014,8 @@ impl<'a> Run<'a> {
         let pod_reqs = pod_view::node_requirements(pod, &self.volume[p], r);
         let mut groups = ActiveTopology {
             groups: self.active_groups(p, r),
-            domains: self.reachable_domains(p, pod_view::domain_requirements(pod, r)),
+            domains: self
+                .reachable_domains(p, pod_view::domain_requirements(pod, &self.volume[p], r)),
             tolerate_prefer_no_schedule: r.tolerate_prefer_no_schedule,
             pool_blocked: Vec::new(),
             affinity_unmet: false,

@@ -2,15 +2,19 @@
 //!
 //! Karpenter treats preferences as requirements first and relaxes them one at
 //! a time when the pod cannot be scheduled, in this order: move to the next
-//! required node-affinity term; drop the heaviest preferred pod-affinity term;
+//! required node-affinity term, or the next combination of its volumes'
+//! OR'd terms (see `VolumeTerms`); drop the heaviest preferred pod-affinity term;
 //! the heaviest preferred pod-anti-affinity term; the heaviest preferred
 //! node-affinity term; then every `ScheduleAnyway` topology spread.
 
+use super::volumes::VolumeTerms;
 use crate::model::{Pod, WhenUnsatisfiable};
 use crate::requirements::Requirements;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Relaxation {
+    /// The alternative in use: an index into the pod's required terms, or,
+    /// when its volumes restrict nodes, into its `VolumeTerms`.
     pub required_term: usize,
     pub dropped_preferred_affinity: usize,
     pub dropped_preferred_anti_affinity: usize,
@@ -22,13 +26,22 @@ pub struct Relaxation {
 
 impl Relaxation {
     /// Applies the next relaxation; returns a description, or `None` when
-    /// nothing is left to relax. `prefer_no_schedule`: some NodePool or node
-    /// carries a `PreferNoSchedule` taint (then tolerating it is the last
-    /// step).
-    pub fn relax(&mut self, pod: &Pod, prefer_no_schedule: bool) -> Option<&'static str> {
-        if self.required_term + 1 < pod.required_terms.len() {
+    /// nothing is left to relax. `volume`: the alternatives of the pod's
+    /// volumes. `prefer_no_schedule`: some NodePool or node carries a
+    /// `PreferNoSchedule` taint (then tolerating it is the last step).
+    pub fn relax(
+        &mut self,
+        pod: &Pod,
+        volume: &VolumeTerms,
+        prefer_no_schedule: bool,
+    ) -> Option<&'static str> {
+        if self.required_term + 1 < volume.len(pod) {
             self.required_term += 1;
-            return Some("next required node affinity term");
+            return Some(if volume.new_term_at(self.required_term) {
+                "next required node affinity term"
+            } else {
+                "next volume topology term"
+            });
         }
         if self.dropped_preferred_affinity < pod.preferred_pod_affinity.len() {
             self.dropped_preferred_affinity += 1;
@@ -65,12 +78,16 @@ fn by_weight_desc<T>(items: &[T], weight: impl Fn(&T) -> i32) -> Vec<&T> {
     v
 }
 
-/// Node requirements the pod imposes: nodeSelector ∩ volume topology ∩ the
-/// current required term ∩ the heaviest remaining preferred term.
-pub fn node_requirements(pod: &Pod, volume: &Requirements, r: &Relaxation) -> Requirements {
+/// Node requirements the pod imposes: nodeSelector ∩ the current
+/// alternative (required term ∩ volume topology) ∩ the heaviest remaining
+/// preferred term.
+pub fn node_requirements(pod: &Pod, volume: &VolumeTerms, r: &Relaxation) -> Requirements {
     let mut reqs = pod.node_selector.clone();
-    reqs.add_all(volume);
-    if let Some(term) = pod.required_terms.get(r.required_term) {
+    let (term, volume) = volume.at(pod, r.required_term);
+    if let Some(v) = volume {
+        reqs.add_all(v);
+    }
+    if let Some(term) = term {
         reqs.add_all(term);
     }
     let preferred = by_weight_desc(&pod.preferred_terms, |t| t.weight);
@@ -85,9 +102,9 @@ pub fn node_requirements(pod: &Pod, volume: &Requirements, r: &Relaxation) -> Re
 /// required term. Preferred terms and volumes do not narrow a spread's
 /// domains (a volume pinned to one zone must not make `minDomains: 3`
 /// count one domain).
-pub fn domain_requirements(pod: &Pod, r: &Relaxation) -> Requirements {
+pub fn domain_requirements(pod: &Pod, volume: &VolumeTerms, r: &Relaxation) -> Requirements {
     let mut reqs = pod.node_selector.clone();
-    if let Some(term) = pod.required_terms.get(r.required_term) {
+    if let (Some(term), _) = volume.at(pod, r.required_term) {
         reqs.add_all(term);
     }
     reqs
@@ -144,9 +161,10 @@ mod tests {
         });
         let mut r = Relaxation::default();
         // Heaviest preferred (y) applies with the first required term (a).
-        let reqs = node_requirements(&pod, &Requirements::new(), &r);
+        let none = VolumeTerms::default();
+        let reqs = node_requirements(&pod, &none, &r);
         assert!(reqs.get(crate::labels::ZONE).unwrap().is_empty());
-        let steps: Vec<_> = std::iter::from_fn(|| r.relax(&pod, true)).collect();
+        let steps: Vec<_> = std::iter::from_fn(|| r.relax(&pod, &none, true)).collect();
         assert_eq!(
             steps,
             vec![
@@ -159,7 +177,7 @@ mod tests {
                 "PreferNoSchedule taints",
             ]
         );
-        let reqs = node_requirements(&pod, &Requirements::new(), &r);
+        let reqs = node_requirements(&pod, &none, &r);
         assert!(reqs.allows(crate::labels::ZONE, "b"));
     }
 }

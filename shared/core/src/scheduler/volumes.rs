@@ -4,9 +4,11 @@
 //!
 //! * A bound claim adds its PersistentVolume's required node affinity; an
 //!   unbound `WaitForFirstConsumer` claim adds its StorageClass's
-//!   `allowedTopologies`. Terms are OR'd: the first term compatible with the
-//!   pod's own node selector and required affinity is taken (Karpenter takes
-//!   the first term whatever the pod asks, and can then find no node).
+//!   `allowedTopologies`. Terms are OR'd, and every combination is kept, as
+//!   Karpenter keeps them: one term per volume, crossed with each of the
+//!   pod's required node-affinity terms, the disjoint combinations pruned
+//!   (see [`VolumeTerms`]). The scheduler walks them as it walks the pod's
+//!   own OR'd terms: the first is used until the pod fails, then the next.
 //! * `kubernetes.io/hostname` of a `local` or `hostPath` volume is dropped,
 //!   as Karpenter does (a new node cannot be that host). Any other volume
 //!   pinned to a host (a CSI driver's local volume) keeps it: only that
@@ -57,16 +59,17 @@ impl<'a> VolumeTopology<'a> {
         }
     }
 
-    /// The requirements `pod`'s volumes add, or why the pod waits.
-    pub(crate) fn requirements(&self, pod: &Pod) -> Result<Requirements, String> {
-        let mut reqs = Requirements::new();
+    /// The node-requirement alternatives `pod`'s volumes make, or why the
+    /// pod waits.
+    pub(crate) fn requirements(&self, pod: &Pod) -> Result<VolumeTerms, String> {
+        let mut volumes = Vec::new();
         for claim in &pod.pvc_names {
             let terms = self.claim_terms(pod, claim)?;
-            if let Some(t) = pick_term(pod, &reqs, &terms) {
-                reqs.add_all(&t);
+            if !terms.is_empty() {
+                volumes.push(terms);
             }
         }
-        Ok(reqs)
+        Ok(VolumeTerms::combine(pod, &volumes))
     }
 
     /// The OR'd node terms one claim allows (empty: anywhere).
@@ -139,23 +142,150 @@ impl<'a> VolumeTopology<'a> {
     }
 }
 
-/// The first OR'd term compatible with what the pod asks (its node selector,
-/// its first required affinity term and the volumes taken so far), else the
-/// first term: the pod then fails with a reason that names the conflict.
-fn pick_term(pod: &Pod, taken: &Requirements, terms: &[Requirements]) -> Option<Requirements> {
-    let first = terms.first()?;
-    let mut asked = pod.node_selector.clone();
-    if let Some(t) = pod.required_terms.first() {
-        asked.add_all(t);
+/// Most combinations of volume terms kept per required node-affinity term
+/// of the pod: the first ones in order (see [`combinations`]).
+pub(crate) const MAX_COMBINATIONS: usize = 64;
+
+/// One alternative a pod may be placed by: one of its required
+/// node-affinity terms (an index into `Pod::required_terms`; none when the
+/// pod has none) with one term of each of its volumes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Alternative {
+    term: usize,
+    volume: Requirements,
+}
+
+/// The node-requirement alternatives of a pod and its volumes, walked by
+/// `Relaxation::required_term` (Karpenter's volume-requirement alternatives,
+/// `volumetopology.go`, tried under each of the pod's required terms).
+///
+/// The pod's required terms in their order (a pod without any has one,
+/// empty), and under each the combinations of one term per volume: the
+/// first volume's term order outermost, then the next volume's. A
+/// combination disjoint with the pod's node selector and that required term
+/// (or with itself, two volumes in different zones) is pruned; when every
+/// combination under a term is, the first term of each volume is kept, and
+/// the pod fails there with a reason that names the conflict. At most
+/// [`MAX_COMBINATIONS`] per required term.
+///
+/// Empty (the default): the volumes require nothing, and the pod's own
+/// required terms are walked as they are. Spread domains never see the
+/// volume part (see `pod_view::domain_requirements`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VolumeTerms {
+    alternatives: Vec<Alternative>,
+}
+
+impl VolumeTerms {
+    /// The alternatives of `pod` and its volumes' OR'd terms (one list per
+    /// volume that restricts nodes, in the pod's claim order).
+    pub(crate) fn combine(pod: &Pod, volumes: &[Vec<Requirements>]) -> VolumeTerms {
+        if volumes.is_empty() {
+            return VolumeTerms::default();
+        }
+        let mut alternatives = Vec::new();
+        for term in 0..pod.required_terms.len().max(1) {
+            let mut asked = pod.node_selector.clone();
+            if let Some(t) = pod.required_terms.get(term) {
+                asked.add_all(t);
+            }
+            alternatives.extend(
+                combinations(&asked, volumes)
+                    .into_iter()
+                    .map(|volume| Alternative { term, volume }),
+            );
+        }
+        if alternatives.iter().all(|a| a.volume.is_empty()) {
+            // Terms that only named the host of a local volume: nothing.
+            return VolumeTerms::default();
+        }
+        VolumeTerms { alternatives }
     }
-    asked.add_all(taken);
-    Some(
-        terms
-            .iter()
-            .find(|t| asked.intersects_ok(t))
-            .unwrap_or(first)
-            .clone(),
-    )
+
+    /// How many alternatives the pod has (at least one).
+    pub(crate) fn len(&self, pod: &Pod) -> usize {
+        if self.alternatives.is_empty() {
+            pod.required_terms.len().max(1)
+        } else {
+            self.alternatives.len()
+        }
+    }
+
+    /// The `i`-th alternative: the pod's required term and the volumes'
+    /// requirements (either may be none).
+    pub(crate) fn at<'a>(
+        &'a self,
+        pod: &'a Pod,
+        i: usize,
+    ) -> (Option<&'a Requirements>, Option<&'a Requirements>) {
+        if self.alternatives.is_empty() {
+            return (pod.required_terms.get(i), None);
+        }
+        match self.alternatives.get(i) {
+            Some(a) => (pod.required_terms.get(a.term), Some(&a.volume)),
+            None => (None, None),
+        }
+    }
+
+    /// Whether the `i`-th alternative uses another required term of the pod
+    /// than the one before it.
+    pub(crate) fn new_term_at(&self, i: usize) -> bool {
+        match (i.checked_sub(1), self.alternatives.is_empty()) {
+            (_, true) => true,
+            (None, false) => true,
+            (Some(prev), false) => {
+                self.alternatives.get(prev).map(|a| a.term)
+                    != self.alternatives.get(i).map(|a| a.term)
+            }
+        }
+    }
+
+    /// No volume restricts the pod's nodes.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.alternatives.is_empty()
+    }
+
+    /// The label keys the volumes' requirements read.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &String> {
+        self.alternatives.iter().flat_map(|a| a.volume.keys())
+    }
+}
+
+/// The combinations of one term per volume that intersect `asked` and one
+/// another, the first volume's term order outermost, without repeats. At
+/// most [`MAX_COMBINATIONS`]: after each volume the first ones in that
+/// order are kept. None intersects: the first term of each volume alone.
+fn combinations(asked: &Requirements, volumes: &[Vec<Requirements>]) -> Vec<Requirements> {
+    let mut partial = vec![Requirements::new()];
+    for terms in volumes {
+        let mut next: Vec<Requirements> = Vec::new();
+        'partial: for p in &partial {
+            let mut with = asked.clone();
+            with.add_all(p);
+            for t in terms {
+                if !with.intersects_ok(t) {
+                    continue;
+                }
+                let mut c = p.clone();
+                c.add_all(t);
+                if !next.contains(&c) {
+                    next.push(c);
+                }
+                if next.len() == MAX_COMBINATIONS {
+                    break 'partial;
+                }
+            }
+        }
+        if next.is_empty() {
+            let mut first = Requirements::new();
+            for t in volumes.iter().filter_map(|terms| terms.first()) {
+                first.add_all(t);
+            }
+            return vec![first];
+        }
+        partial = next;
+    }
+    partial
 }
 
 fn without_hostname(t: &Requirements) -> Requirements {
