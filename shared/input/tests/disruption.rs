@@ -779,3 +779,70 @@ fn lists() {
         "{e}"
     );
 }
+
+/// Karpenter's `StateNode.Allocatable()`: until a NodePool's node has
+/// initialized, a resource its status reports as zero (or omits) is the
+/// one its NodeClaim expects.
+#[test]
+fn uninitialized_node_takes_its_node_claims_allocatable() {
+    struct Case {
+        name: &'static str,
+        node_labels: &'static str,
+        provider_id: &'static str,
+        /// The NodeClaim's `status` (its `allocatable` is always cpu 4,
+        /// memory 8Gi, gpu 2; the node's cpu 1, gpu 0, no memory).
+        claim_status: &'static str,
+        /// The node's cpu, memory and gpu once loaded.
+        want: (&'static str, &'static str, &'static str),
+    }
+    let cases = [
+        Case {
+            name: "not initialized, matched by nodeName: zeroes and gaps filled, the rest kept",
+            node_labels: "{karpenter.sh/nodepool: default}",
+            provider_id: "",
+            claim_status: "nodeName: n1",
+            want: ("1", "8Gi", "2"),
+        },
+        Case {
+            name: "matched by provider ID",
+            node_labels: "{karpenter.sh/nodepool: default}",
+            provider_id: "providerID: aws:///us-west-2a/i-1",
+            claim_status: "providerID: aws:///us-west-2a/i-1",
+            want: ("1", "8Gi", "2"),
+        },
+        Case {
+            name: "initialized: the node's status as it is",
+            node_labels: "{karpenter.sh/nodepool: default, karpenter.sh/initialized: 'true'}",
+            provider_id: "",
+            claim_status: "nodeName: n1",
+            want: ("1", "0", "0"),
+        },
+        Case {
+            name: "not a NodePool's node: as it is",
+            node_labels: "{}",
+            provider_id: "",
+            claim_status: "nodeName: n1",
+            want: ("1", "0", "0"),
+        },
+        Case {
+            name: "no NodeClaim of its own: as it is",
+            node_labels: "{karpenter.sh/nodepool: default}",
+            provider_id: "",
+            claim_status: "nodeName: other",
+            want: ("1", "0", "0"),
+        },
+    ];
+    for c in cases {
+        let text = format!(
+            "apiVersion: v1\nkind: Node\nmetadata: {{name: n1, labels: {}}}\nspec: {{{}}}\n\
+             status: {{allocatable: {{cpu: '1', nvidia.com/gpu: '0'}}}}\n---\n\
+             apiVersion: karpenter.sh/v1\nkind: NodeClaim\nmetadata: {{name: c1}}\n\
+             status: {{{}, allocatable: {{cpu: '4', memory: 8Gi, nvidia.com/gpu: '2'}}}}\n",
+            c.node_labels, c.provider_id, c.claim_status
+        );
+        let s = ok(&text);
+        let a = &s.nodes[0].allocatable;
+        let got = [a.get("cpu"), a.get("memory"), a.get("nvidia.com/gpu")].map(|q| q.to_string());
+        assert_eq!(got, [c.want.0, c.want.1, c.want.2], "{}", c.name);
+    }
+}
