@@ -799,9 +799,15 @@ fn pack(
     mut left: Vec<usize>,
     fits: impl Fn(&[i64], &[i64]) -> i64,
 ) -> Option<Vec<Bin>> {
+    // Only the best of the types with one capacity can win below (same
+    // fill, so the cheaper; the earlier at one price): the others are
+    // skipped, in the order given.
+    let cands = distinct_capacities(cands);
+    let mut room: Vec<i64> = Vec::new();
     // First-fit-decreasing fill of one node of `cap`, and its value.
-    let fill = |cap: &[i64], left: &[usize], out: &mut Vec<usize>| -> f64 {
-        let mut room = cap.to_vec();
+    let mut fill = |cap: &[i64], left: &[usize], out: &mut Vec<usize>| -> f64 {
+        room.clear();
+        room.extend_from_slice(cap);
         let mut val = 0.0;
         out.clear();
         for (k, n) in need.iter().enumerate() {
@@ -825,14 +831,14 @@ fn pack(
     let mut chosen = Vec::with_capacity(need.len());
     while left.iter().any(|&n| n > 0) {
         let mut best: Option<(f64, f64, usize)> = None;
-        for (ti, (_, price, cap)) in cands.iter().enumerate() {
+        for (ti, &(_, price, cap)) in cands.iter().enumerate() {
             let val = fill(cap, &left, &mut scratch);
             if val <= 0.0 {
                 continue;
             }
             let ratio = price / val;
-            if best.is_none_or(|(br, bp, _)| ratio < br || (ratio == br && *price < bp)) {
-                best = Some((ratio, *price, ti));
+            if best.is_none_or(|(br, bp, _)| ratio < br || (ratio == br && price < bp)) {
+                best = Some((ratio, price, ti));
                 chosen.clone_from(&scratch);
             }
         }
@@ -842,13 +848,31 @@ fn pack(
             for (k, &c) in chosen.iter().enumerate() {
                 left[k] -= c;
             }
-            fill(&cands[ti].2, &left, &mut scratch);
+            fill(cands[ti].2, &left, &mut scratch);
             if scratch != chosen {
                 break;
             }
         }
     }
     Some(bins)
+}
+
+/// `cands` (as `(type, price, capacity)`) without the types another of the
+/// same capacity beats: the cheapest of each capacity, the earliest at one
+/// price, in the order given.
+fn distinct_capacities(cands: &[(usize, f64, Vec<i64>)]) -> Vec<(usize, f64, &[i64])> {
+    let mut best: std::collections::HashMap<&[i64], usize> = Default::default();
+    for (i, (_, price, cap)) in cands.iter().enumerate() {
+        let e = best.entry(cap.as_slice()).or_insert(i);
+        if *price < cands[*e].1 {
+            *e = i;
+        }
+    }
+    let mut keep: Vec<usize> = best.into_values().collect();
+    keep.sort_unstable();
+    keep.into_iter()
+        .map(|i| (cands[i].0, cands[i].1, cands[i].2.as_slice()))
+        .collect()
 }
 
 /// The cheapest packing of `n` pods of one class onto `cands`, exactly:
