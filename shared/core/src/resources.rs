@@ -155,9 +155,7 @@ impl Resources {
     /// Component-wise maximum, in place.
     pub fn max_assign(&mut self, o: &Resources) {
         for (a, b) in self.known.iter_mut().zip(&o.known) {
-            if *b > *a {
-                *a = *b;
-            }
+            *a = (*a).max(*b);
         }
         if let Some(om) = &o.other {
             for (k, v) in om.iter() {
@@ -215,17 +213,26 @@ impl Resources {
         if self.other.is_some() || extra.other.is_some() {
             return self.plus(extra).fits_in(capacity);
         }
-        self.known
-            .iter()
-            .zip(&extra.known)
-            .zip(&capacity.known)
-            .all(|((a, b), c)| *a + *b <= *c)
+        let mut fits = true;
+        for ((a, b), c) in self.known.iter().zip(&extra.known).zip(&capacity.known) {
+            fits &= *a + *b <= *c;
+        }
+        fits
     }
 
     /// True when every requested quantity is within `capacity`.
     #[inline]
     pub fn fits_in(&self, capacity: &Resources) -> bool {
-        self.first_exceeding(capacity).is_none()
+        // Every known resource compared without an early exit: the
+        // compiler turns the loop into a few vector compares.
+        let mut fits = true;
+        for (want, have) in self.known.iter().zip(&capacity.known) {
+            fits &= want <= have;
+        }
+        fits && self
+            .other
+            .as_ref()
+            .is_none_or(|m| m.iter().all(|(k, v)| *v <= capacity.get(k)))
     }
 
     /// The first resource (in canonical order) whose request exceeds
