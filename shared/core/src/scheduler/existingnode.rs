@@ -22,6 +22,9 @@ use crate::model::{Node, Pod, Taint};
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::{self, Resources};
 
+use super::podtopology::ActiveTopology;
+use super::{labels_satisfy, Run};
+
 /// An existing node and what this run has placed on it.
 pub(super) struct ExistingNode<'a> {
     pub node: &'a Node,
@@ -344,6 +347,124 @@ fn merge(a: &Room, b: &Room) -> Room {
         *o = (*o).max(*x);
     }
     out
+}
+
+/// For each key a pending pod spreads over (but hostname), the values the
+/// existing nodes carry for it.
+pub(super) fn existing_domains(
+    pods: &[Pod],
+    existing: &[ExistingNode],
+) -> BTreeMap<String, BTreeSet<String>> {
+    let keys: BTreeSet<&str> = pods
+        .iter()
+        .flat_map(|p| p.topology_spread.iter())
+        .map(|c| c.topology_key.as_str())
+        .filter(|k| *k != labels::HOSTNAME)
+        .collect();
+    keys.into_iter()
+        .map(|k| {
+            let values = existing
+                .iter()
+                .filter_map(|e| e.labels.get(k).cloned())
+                .collect();
+            (k.to_string(), values)
+        })
+        .collect()
+}
+
+/// Taints the kubelet or cloud provider put on a node for a while, which
+/// Karpenter never lets keep pods off it (`KnownEphemeralTaints`).
+pub(super) const EPHEMERAL_TAINTS: [&str; 3] = [
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+    "node.cloudprovider.kubernetes.io/uninitialized",
+];
+
+/// Karpenter's own registration taint (`karpenter.sh/unregistered:NoExecute`)
+/// and the Node Readiness Controller's (`readiness.k8s.io/*`): ephemeral
+/// taints (`KnownEphemeralTaints`) that do not keep pods off a NodePool's
+/// node until it is initialized.
+pub(super) fn registration_taint(t: &Taint) -> bool {
+    (t.key == "karpenter.sh/unregistered" && t.effect == crate::model::TaintEffect::NoExecute)
+        || t.key.starts_with("readiness.k8s.io/")
+}
+
+/// Whether Karpenter has seen the node initialized (`karpenter.sh/initialized`),
+/// or the node is not Karpenter's (then it is taken as it is).
+pub(super) fn initialized(n: &Node) -> bool {
+    n.nodepool().is_none()
+        || n.labels.get("karpenter.sh/initialized").map(String::as_str) == Some("true")
+}
+
+/// The taints that keep pods off an existing node, as Karpenter's state
+/// node reports them: never the ephemeral `NoSchedule` ones (Karpenter's
+/// `KnownEphemeralTaints`); until a NodePool's node is initialized, not
+/// the registration taints, the ephemeral keys with any effect (the
+/// kubelet's `not-ready:NoExecute`) and that NodePool's startup taints. On
+/// an initialized node `not-ready:NoExecute` blocks.
+pub(super) fn effective_taints(n: &Node, pools: &[crate::model::NodePool]) -> Vec<Taint> {
+    let startup: &[Taint] = match n.nodepool() {
+        Some(name) if !initialized(n) => pools
+            .iter()
+            .find(|p| p.name == name)
+            .map_or(&[], |p| p.startup_taints.as_slice()),
+        _ => &[],
+    };
+    let uninitialized = n.nodepool().is_some() && !initialized(n);
+    n.taints
+        .iter()
+        .filter(|t| {
+            let ephemeral = EPHEMERAL_TAINTS.contains(&t.key.as_str());
+            !(ephemeral && t.effect == crate::model::TaintEffect::NoSchedule)
+                && !(uninitialized && (ephemeral || registration_taint(t)))
+        })
+        .filter(|t| {
+            !startup
+                .iter()
+                .any(|s| s.key == t.key && s.effect == t.effect)
+        })
+        .cloned()
+        .collect()
+}
+
+impl Run<'_> {
+    pub(super) fn try_existing(
+        &self,
+        i: usize,
+        p: usize,
+        pod_reqs: &Requirements,
+        groups: &ActiveTopology,
+    ) -> Option<Requirements> {
+        let e = self.existing.get(i);
+        let pod = &self.pods[p];
+        if !pod.requests.fits_in(&e.remaining) {
+            return None;
+        }
+        if groups.blocking_taint(&e.taints, pod).is_some() {
+            return None;
+        }
+        if pod.host_ports.iter().any(|hp| e.host_ports.contains(hp)) {
+            return None;
+        }
+        labels_satisfy(&e.labels, pod_reqs).ok()?;
+        if !self.topology.is_active() {
+            return Some(e.requirements());
+        }
+        let zone_admitted = match e.labels.get(labels::ZONE) {
+            Some(z) => groups.affinity_zone_ok(std::iter::once(z)),
+            None => true,
+        };
+        if groups.affinity_unmet || !zone_admitted {
+            return None;
+        }
+        let host = e.labels.get(labels::HOSTNAME)?;
+        if !self.topology.admits_host(pod, &groups.groups, host) {
+            return None;
+        }
+        self.topology
+            .add_requirements(pod, &groups.groups, &groups.domains, &e.requirements())
+            .ok()
+    }
 }
 
 #[cfg(test)]

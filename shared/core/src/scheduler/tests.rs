@@ -7,6 +7,8 @@ use crate::catalog::{CatalogEntry, InstanceTypeInfo, Offering, UNLIMITED};
 use crate::model::*;
 use crate::quantity::Quantity;
 use crate::requirements::Operator;
+use crate::requirements::Requirement;
+use crate::resources::Resources;
 
 const ZONES: [&str; 3] = ["test-1a", "test-1b", "test-1c"];
 
