@@ -77,18 +77,18 @@ impl Run<'_> {
         if *r != Relaxation::default() {
             return self.may_join_cheaply(c, p, pod_reqs, solo);
         }
-        let size = self.size[p];
+        let size = self.hints.size[p];
         let claim = &self.claims[c];
         let key = JoinMemo {
             size,
             solo: solo.map(f64::to_bits),
             version: claim.version,
             size_left: if claim.size == Some(size) {
-                self.size_left[size]
+                self.hints.size_left[size]
             } else {
                 usize::MAX
             },
-            epoch: self.epoch,
+            epoch: self.hints.epoch,
         };
         if let Some((memo, answer)) = claim.memo_answer() {
             // Fewer pods of the size waiting only makes growth pay less, so
@@ -131,7 +131,7 @@ impl Run<'_> {
         // Types are sorted by price: past the step the plain cost rule
         // allows, only the look-ahead rule (same size class) can still pass.
         let cheap_limit = pool.types[before].price + solo * (COST_TOLERANCE + pool.tolerance());
-        let look_ahead = claim.size == Some(self.size[p]);
+        let look_ahead = claim.size == Some(self.hints.size[p]);
         for t in claim.types.iter() {
             if !look_ahead && pool.types[t].price > cheap_limit {
                 return false;
@@ -172,7 +172,7 @@ impl Run<'_> {
         }
         // Slots are only meaningful when every pod on the claim has this
         // shape, and only worth buying if pods of the shape are left to fill them.
-        let Some(s) = claim.size.filter(|s| self.size[p] == *s) else {
+        let Some(s) = claim.size.filter(|s| self.hints.size[p] == *s) else {
             return false;
         };
         let pod = &self.pods[p];
@@ -183,7 +183,7 @@ impl Run<'_> {
         // holds, this one included, as far as such pods are still waiting.
         let extra = copies
             .saturating_sub(claim.pods.len())
-            .min(self.size_left[s]);
+            .min(self.hints.size_left[s]);
         let step = pool.types[after].price - pool.types[before].price;
         self.best_slot_price(claim.pool, p, pod_reqs)
             .is_some_and(|best| step <= extra as f64 * best * slack)
@@ -197,9 +197,9 @@ impl Run<'_> {
         p: usize,
         pod_reqs: &Requirements,
     ) -> Option<f64> {
-        let key = Some((pi, self.size[p]));
+        let key = Some((pi, self.hints.size[p]));
         if let Some(k) = key {
-            if let Some(hit) = self.slot_cache.borrow().get(&k) {
+            if let Some(hit) = self.hints.slot_cache.borrow().get(&k) {
                 return *hit;
             }
         }
@@ -212,7 +212,7 @@ impl Run<'_> {
             .filter_map(|&t| slot_price(pool, t, pod).map(|(price, _)| price))
             .min_by(f64::total_cmp);
         if let Some(k) = key {
-            self.slot_cache.borrow_mut().insert(k, best);
+            self.hints.slot_cache.borrow_mut().insert(k, best);
         }
         best
     }

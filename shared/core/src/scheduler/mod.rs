@@ -50,7 +50,7 @@ use crate::requirements::Requirements;
 
 use existingnode::{effective_taints, existing_domains, initialized, ExistingNode, ExistingNodes};
 use explain::{ClaimRefusal, NODE_CLAIM_CAP};
-use hints::{request_classes, shapes, size_classes, CandCache, CompatCache, ReqTypeCache, Roomy};
+use hints::Hints;
 pub use min_values::MinValuesPolicy;
 use nodeclaim::{Claim, Fit, JoinMemo, ZonePin};
 pub use plan_output::MIN_VALUES_RELAXED;
@@ -122,45 +122,8 @@ struct Run<'a> {
     existing: ExistingNodes<'a>,
     claims: Vec<Claim>,
     claim_counter: BTreeMap<usize, usize>,
-    /// Equivalence class of each pod (identical requests and constraints),
-    /// for pods whose placement outcomes only get worse as nodes fill (no
-    /// spread or affinity): `None` for the others.
-    shape: Vec<Option<usize>>,
-    /// Per shape: the first existing node / NodeClaim worth trying. Nodes
-    /// before it rejected a pod of this shape for reasons that only harden.
-    existing_hint: Vec<usize>,
-    claim_hint: Vec<usize>,
-    /// Per shape: the relaxation the hints were gathered at.
-    hint_relax: Vec<Relaxation>,
-    /// Size class of each pod (see `size_classes`), and per class the pods
-    /// not placed yet.
-    size: Vec<usize>,
-    size_left: Vec<usize>,
-    /// Per shape: the solo price (see `solo_price`).
-    solo_cache: Vec<Option<Option<f64>>>,
-    /// Types of a pool compatible with requirements (hostname excluded).
-    compat_cache: CompatCache,
-    /// See [`ReqTypeCache`]: a candidate NodeClaim's types are narrowed by
-    /// bit sets, not by testing each type's labels.
-    req_type_cache: ReqTypeCache,
-    /// Repack candidates per (pool, requirements, dimensions), see
-    /// `Run::candidates`.
-    cand_cache: CandCache,
-    /// (pool, requirements without hostname) → why no type is compatible.
-    no_type_reasons: std::cell::RefCell<std::collections::HashMap<(usize, Requirements), String>>,
-    /// (pool, shape) → best price per pod slot (see `best_slot_price`).
-    slot_cache: std::cell::RefCell<std::collections::HashMap<(usize, usize), Option<f64>>>,
     /// Capacity reservations (indexed like `ClusterState::capacity_reservations`).
     res: Reservations<'a>,
-    /// Class of each pod by its requests alone, and per class the
-    /// NodeClaims that may still have room for such a pod (see `Roomy`).
-    req_class: Vec<usize>,
-    roomy: Vec<Roomy>,
-    /// Per size class, for pods without a shape (spread, pod affinity) at
-    /// no relaxation: per zone bucket (see `ZonePin::bucket`), the first
-    /// NodeClaim not known to refuse such a pod for reasons that only
-    /// harden (no room, the cost rule). Topology refusals do not count.
-    spread_hint: Vec<Option<Box<[u32; ZonePin::BUCKETS]>>>,
     /// Whether step 3 of `add` joins heavier limited NodePools' NodeClaims
     /// (see [`schedule`]).
     join_heavier: bool,
@@ -169,11 +132,11 @@ struct Run<'a> {
     /// Per key a pending pod spreads over (but hostname), the values the
     /// existing nodes carry: built once, read by `reachable_domains`.
     existing_domains: BTreeMap<String, BTreeSet<String>>,
-    /// Bumped when a reservation runs out (see `JoinMemo`).
-    epoch: u32,
     min_values_policy: MinValuesPolicy,
     /// [`SchedulerOptions::pack_fewest_nodes`].
     pack: bool,
+    /// Pod classes, speed hints and caches (see [`Hints`]).
+    hints: Hints,
 }
 
 /// Plans NodeClaims for the pending pods of `state`.
@@ -331,10 +294,7 @@ fn schedule_with<'a>(
     let limited_heavier = pools
         .iter()
         .any(|h| h.remaining.is_some() && pools.iter().any(|o| o.np.weight < h.np.weight));
-    let (shape, n_shapes) = shapes(pods, &volume);
-    let shape_of = shape;
-    let (size, n_sizes) = size_classes(pods, &volume);
-    let (req_class, n_req_classes) = request_classes(pods);
+    let hints = Hints::new(pods, &volume);
     let existing_domains = existing_domains(pods, &existing);
     let existing = ExistingNodes::new(existing, &existingnode::keys_pods_read(pods, &volume));
     let mut run = Run {
@@ -346,31 +306,10 @@ fn schedule_with<'a>(
         existing,
         claims: vec![],
         claim_counter: BTreeMap::new(),
-        shape: shape_of,
-        existing_hint: vec![0; n_shapes],
-        hint_relax: vec![Relaxation::default(); n_shapes],
-        size_left: {
-            let mut left = vec![0; n_sizes];
-            for s in &size {
-                left[*s] += 1;
-            }
-            left
-        },
-        size,
-        claim_hint: vec![0; n_shapes],
-        solo_cache: vec![None; n_shapes],
-        compat_cache: Default::default(),
-        req_type_cache: Default::default(),
-        cand_cache: Default::default(),
-        slot_cache: Default::default(),
-        no_type_reasons: Default::default(),
         res,
-        req_class,
-        roomy: (0..n_req_classes).map(|_| Roomy::default()).collect(),
-        epoch: 0,
         min_values_policy: opts.min_values_policy,
         pack: opts.pack_fewest_nodes,
-        spread_hint: vec![None; n_sizes],
+        hints,
         join_heavier,
         existing_domains,
         unavailable_pools: state
@@ -491,23 +430,14 @@ impl Run<'_> {
                 .affinity_admits(pod, &groups.groups, &groups.domains, labels::ZONE);
 
         // Hints apply to the unrelaxed shape only.
-        // Hints hold for one relaxation level: pods of a shape are relaxed
-        // together, so a change of level starts the hints afresh.
-        let shape = self.shape[p];
-        if let Some(s) = shape {
-            if self.hint_relax[s] != *r {
-                self.hint_relax[s] = r.clone();
-                self.existing_hint[s] = 0;
-                self.claim_hint[s] = 0;
-                self.solo_cache[s] = None;
-            }
-        }
+        let shape = self.hints.shape[p];
+        self.hints.at_relaxation(shape, r);
 
         // 1. Existing nodes.
         let zones_admitted =
             self.topology
                 .spread_admits(pod, &groups.groups, &groups.domains, labels::ZONE);
-        let first = shape.map_or(0, |s| self.existing_hint[s]);
+        let first = shape.map_or(0, |s| self.hints.existing_hint[s]);
         let found = self
             .existing
             .candidates(first, &pod.requests, &pod_reqs, |class| {
@@ -524,30 +454,30 @@ impl Run<'_> {
                 let node = self.existing.get(i).node;
                 self.topology
                     .record(pod, &self.groups[p].inverse, &reqs, &node.taints);
-                self.size_left[self.size[p]] = self.size_left[self.size[p]].saturating_sub(1);
+                self.hints.placed(p);
                 if let Some(s) = shape {
-                    self.existing_hint[s] = i;
+                    self.hints.existing_hint[s] = i;
                 }
                 return Ok(());
             }
         }
         if let Some(s) = shape {
-            self.existing_hint[s] = self.existing.len();
+            self.hints.existing_hint[s] = self.existing.len();
         }
 
         // 2. NodeClaims planned in this run, if joining one costs no more
         //    than a node of its own would (see `joins_cheaply`).
-        let solo = match shape.and_then(|s| self.solo_cache[s]) {
+        let solo = match shape.and_then(|s| self.hints.solo_cache[s]) {
             Some(cached) => cached,
             None => {
                 let v = self.solo_price(p, &pod_reqs);
                 if let Some(s) = shape {
-                    self.solo_cache[s] = Some(v);
+                    self.hints.solo_cache[s] = Some(v);
                 }
                 v
             }
         };
-        let first = shape.map_or(0, |s| self.claim_hint[s]);
+        let first = shape.map_or(0, |s| self.hints.claim_hint[s]);
         // Every pool carries the catalog's zone list: one bit per zone.
         let admitted_bits = match (&zones_admitted, self.pools.first()) {
             (Some(ok), Some(pool)) => pool
@@ -559,15 +489,15 @@ impl Run<'_> {
                 .fold(0u64, |m, (i, _)| m | 1 << i),
             _ => 0,
         };
-        let cls = self.req_class[p];
-        let mut roomy = std::mem::take(&mut self.roomy[cls]);
+        let cls = self.hints.req_class[p];
+        let mut roomy = std::mem::take(&mut self.hints.roomy[cls]);
         roomy.sync(self.claims.len());
         // Pods without a shape: start at the lowest hint of the buckets
         // the pod may use, skip each bucket's known refusals.
-        let size = self.size[p];
+        let size = self.hints.size[p];
         let mut hints = if shape.is_none() && *r == Relaxation::default() {
             Some(
-                self.spread_hint[size]
+                self.hints.spread_hint[size]
                     .take()
                     .unwrap_or_else(|| Box::new([0; ZonePin::BUCKETS])),
             )
@@ -685,19 +615,19 @@ impl Run<'_> {
             }
         }
         if let Some(h) = hints {
-            self.spread_hint[size] = Some(h);
+            self.hints.spread_hint[size] = Some(h);
         }
         roomy.compact();
-        self.roomy[cls] = roomy;
+        self.hints.roomy[cls] = roomy;
         if let Some((c, fit)) = joined {
             self.commit(c, p, fit);
             if let Some(s) = shape {
-                self.claim_hint[s] = c;
+                self.hints.claim_hint[s] = c;
             }
             return Ok(());
         }
         if let Some(s) = shape {
-            self.claim_hint[s] = self.claims.len();
+            self.hints.claim_hint[s] = self.claims.len();
         }
 
         // 3. A new NodeClaim from the heaviest NodePool that can take it.

@@ -323,11 +323,12 @@ impl Run<'_> {
         if compatible.is_empty() {
             let mut key = merged.clone();
             key.remove(labels::HOSTNAME);
-            if let Some(reason) = self.no_type_reasons.borrow().get(&(pi, key.clone())) {
+            if let Some(reason) = self.hints.no_type_reasons.borrow().get(&(pi, key.clone())) {
                 return Err(reason.clone());
             }
             let reason = self.explain_no_type(pi, &merged);
-            self.no_type_reasons
+            self.hints
+                .no_type_reasons
                 .borrow_mut()
                 .insert((pi, key), reason.clone());
             return Err(reason);
@@ -451,8 +452,8 @@ impl Run<'_> {
 
     pub(super) fn commit(&mut self, c: usize, p: usize, fit: Fit) {
         let pod = &self.pods[p];
-        let size = self.size[p];
-        self.size_left[size] = self.size_left[size].saturating_sub(1);
+        let size = self.hints.size[p];
+        self.hints.placed(p);
         let claim = &mut self.claims[c];
         claim.size = if claim.used && claim.size != Some(size) {
             None

@@ -72,12 +72,7 @@ impl Run<'_> {
         for &(pi, t, oi) in &self.res.offerings[r] {
             self.pools[pi].types[t].offerings[oi].available = 0;
         }
-        self.compat_cache.borrow_mut().clear();
-        self.no_type_reasons.borrow_mut().clear();
-        self.slot_cache.borrow_mut().clear();
-        self.solo_cache.iter_mut().for_each(|c| *c = None);
-        self.spread_hint.iter_mut().for_each(|h| *h = None);
-        self.epoch = self.epoch.wrapping_add(1);
+        self.hints.offerings_changed();
     }
 
     /// Adds to a NodePool's reason the used-up reservations that are why
