@@ -1,11 +1,16 @@
-//! Why a pod cannot be placed: refusal reasons and the messages that explain
-//! them to users (their text is part of the output).
+//! Why a pod cannot be placed: typed refusal reasons, and the messages
+//! that explain them to users (their text is part of the output).
+
+use std::fmt;
 
 use crate::labels;
 use crate::model::Taint;
-use crate::requirements::Requirements;
+use crate::quantity::Quantity;
+use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
+use super::reservationmanager::RESERVED_GATE_OFF;
+use super::topology::TopologyConflict;
 use super::*;
 
 /// Why a planned NodeClaim cannot take a pod. Trials are many and their
@@ -20,6 +25,237 @@ pub(super) enum ClaimRefusal {
     Topology,
     NoInstanceType,
     MinValues,
+}
+
+/// Why a NodePool (or the run) cannot take a pod on a new NodeClaim: one
+/// part of an unschedulable pod's reason. Built on every refused attempt,
+/// so it carries data; the sentence (part of the output: users and tests
+/// compare it) is made only when it is shown.
+#[derive(Debug, Clone)]
+pub(super) enum Refusal<'a> {
+    /// The NodePool launches nothing now (`why`).
+    Unavailable { pool: &'a str, why: &'a str },
+    /// Neither a NodePool nor an existing node can take the pod.
+    NoNodePool,
+    /// The NodePool's requirements left no instance type (Karpenter drops
+    /// such a NodePool before scheduling, with this message).
+    NoTypesLeft { pool: &'a str, requirements: String },
+    /// The NodePool's nodes carry a taint the pod does not tolerate.
+    Taint { pool: &'a str, taint: Taint },
+    /// The pod's requirements and the NodePool's disagree.
+    Incompatible {
+        pool: &'a str,
+        error: crate::requirements::Incompatibility,
+    },
+    /// The pod names hosts (`kubernetes.io/hostname`): no new node can be one.
+    Hostname { hosts: Requirement },
+    /// Topology rules out every node of the NodePool.
+    Topology {
+        pool: &'a str,
+        conflict: TopologyConflict,
+    },
+    /// One requirement rules out every instance type.
+    NoTypeSatisfies {
+        pool: &'a str,
+        requirement: Requirement,
+    },
+    /// The requirements together rule out every instance type.
+    NoTypeSatisfiesAll {
+        pool: &'a str,
+        requirements: Requirements,
+    },
+    /// No instance type has any of `resource`; `requested` is the pod's,
+    /// `overhead` the daemonsets'.
+    NoResource {
+        pool: &'a str,
+        resource: String,
+        requested: Quantity,
+        overhead: Quantity,
+    },
+    /// No instance type has enough of `resource`.
+    TooLittle {
+        pool: &'a str,
+        resource: String,
+        requested: Quantity,
+        overhead: Quantity,
+        largest: Quantity,
+    },
+    /// Each resource fits some type, but no type fits them all.
+    NoRoomTogether { pool: &'a str, requests: Resources },
+    /// A DaemonSet holds one of the pod's host ports on every type that fits.
+    DaemonSetHostPort {
+        pool: &'a str,
+        ports: Vec<(String, i32)>,
+    },
+    /// The NodePool's limits admit no type that fits (`exceeded`: the first
+    /// limit the first such type breaks).
+    Limits {
+        pool: &'a str,
+        exceeded: Option<(String, Quantity)>,
+    },
+    /// No type has an offering outside every capacity reservation.
+    NoUnreservedType {
+        pool: &'a str,
+        requirements: Requirements,
+    },
+    /// The types left cannot keep the NodePool's `minValues` (Strict policy).
+    MinValues {
+        pool: &'a str,
+        short: Vec<min_values::Shortfall>,
+    },
+    /// `reason`, and the used-up capacity reservations behind it.
+    Exhausted {
+        reason: Box<Refusal<'a>>,
+        reservations: Vec<String>,
+    },
+}
+
+impl fmt::Display for Refusal<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::Unavailable { pool, why } => {
+                write!(f, "NodePool {pool:?} launches nothing: {why}")
+            }
+            Refusal::NoNodePool => f.write_str(
+                "no NodePool or Provisioner in the inputs, and no existing node fits",
+            ),
+            Refusal::NoTypesLeft { pool, requirements } => write!(
+                f,
+                "NodePool {pool:?}: nodepool requirements filtered out all available instance types ({requirements})"
+            ),
+            Refusal::Taint { pool, taint } => write!(
+                f,
+                "NodePool {pool:?} has taint {} that the pod does not tolerate",
+                taint_string(taint)
+            ),
+            Refusal::Incompatible { pool, error } => {
+                write!(f, "NodePool {pool:?}: {}", incompatibility(error, pool))
+            }
+            Refusal::Hostname { hosts } => write!(
+                f,
+                "the pod must run on {} {:?} (kubernetes.io/hostname), which no new node can be",
+                if hosts.len() == 1 {
+                    "node"
+                } else {
+                    "one of the nodes"
+                },
+                hosts.values()
+            ),
+            Refusal::Topology { pool, conflict } => write!(f, "NodePool {pool:?}: {conflict}"),
+            Refusal::NoTypeSatisfies { pool, requirement } => write!(
+                f,
+                "no instance type in NodePool {pool:?} satisfies {requirement}"
+            ),
+            Refusal::NoTypeSatisfiesAll { pool, requirements } => write!(
+                f,
+                "no instance type in NodePool {pool:?} satisfies all of {}",
+                display_reqs(requirements)
+            ),
+            Refusal::NoResource {
+                pool,
+                resource,
+                requested,
+                overhead,
+            } => write!(
+                f,
+                "no instance type in NodePool {pool:?} has {resource} (pod requests {requested}{})",
+                daemonset_note(*overhead)
+            ),
+            Refusal::TooLittle {
+                pool,
+                resource,
+                requested,
+                overhead,
+                largest,
+            } => write!(
+                f,
+                "no instance type in NodePool {pool:?} has {requested} {resource}{} (largest allocatable: {largest})",
+                daemonset_note(*overhead)
+            ),
+            Refusal::NoRoomTogether { pool, requests } => write!(
+                f,
+                "no single instance type in NodePool {pool:?} has room for {requests} together"
+            ),
+            Refusal::DaemonSetHostPort { pool, ports } => write!(
+                f,
+                "NodePool {pool:?}: a DaemonSet on every instance type that fits holds a host port the pod asks for ({})",
+                ports
+                    .iter()
+                    .map(|(proto, port)| format!("{proto}/{port}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Refusal::Limits { pool, exceeded } => {
+                let detail = exceeded
+                    .as_ref()
+                    .map(|(k, q)| format!(" ({k}: {q})"))
+                    .unwrap_or_default();
+                write!(
+                    f,
+                    "NodePool {pool:?} limits{detail} would be exceeded by every instance type that fits the pod"
+                )
+            }
+            Refusal::NoUnreservedType { pool, requirements } => write!(
+                f,
+                "NodePool {pool:?}: no instance type satisfies {}",
+                display_reqs(requirements)
+            ),
+            Refusal::MinValues { pool, short } => {
+                f.write_str(&min_values::strict_reason(pool, short))
+            }
+            Refusal::Exhausted {
+                reason,
+                reservations,
+            } => write!(
+                f,
+                "{reason} (capacity reservations exhausted: {})",
+                reservations.join(", ")
+            ),
+        }
+    }
+}
+
+/// What the daemonsets add to a pod's request of one resource, as said
+/// after it (nothing when they add nothing).
+fn daemonset_note(overhead: Quantity) -> String {
+    if overhead.is_zero() {
+        String::new()
+    } else {
+        format!(" plus {overhead} daemonset overhead")
+    }
+}
+
+/// Why a pod is left unplaced: the reason the plan shows for it.
+#[derive(Debug, Clone)]
+pub(super) enum Unplaced<'a> {
+    /// Its volumes are not ready: it waits.
+    Volume(String),
+    /// Every NodePool refused it (in NodePool order, joined by "; ").
+    Refused(Vec<Refusal<'a>>),
+    /// Planning stopped at [`SchedulerOptions::max_node_claims`].
+    NodeClaimCap,
+    /// Only reserved capacity could take it and the ReservedCapacity
+    /// feature gate is off.
+    ReservedGateOff(Box<Unplaced<'a>>),
+}
+
+impl fmt::Display for Unplaced<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unplaced::Volume(why) => f.write_str(why),
+            Unplaced::Refused(reasons) => {
+                for (i, r) in reasons.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str("; ")?;
+                    }
+                    write!(f, "{r}")?;
+                }
+                Ok(())
+            }
+            Unplaced::NodeClaimCap => f.write_str(NODE_CLAIM_CAP),
+            Unplaced::ReservedGateOff(why) => write!(f, "{why}{RESERVED_GATE_OFF}"),
+        }
+    }
 }
 
 /// Why a pod is left unplaced when [`SchedulerOptions::max_node_claims`]
@@ -54,10 +290,12 @@ pub(super) fn incompatibility(e: &crate::requirements::Incompatibility, pool: &s
     }
 }
 
-impl Run<'_> {
-    pub(super) fn explain_no_type(&self, pi: usize, reqs: &Requirements) -> String {
+impl<'a> Run<'a> {
+    /// Why no type of pool `pi` satisfies `reqs`: the requirement that
+    /// rules out every type, or all of them together.
+    pub(super) fn explain_no_type(&self, pi: usize, reqs: &Requirements) -> Refusal<'a> {
         let pool = &self.pools[pi];
-        let name = &pool.np.name;
+        let name = pool.np.name.as_str();
         // Find the requirement that rules out every type.
         for r in reqs.iter() {
             if r.key == labels::HOSTNAME || r.key == labels::NODEPOOL {
@@ -70,23 +308,28 @@ impl Run<'_> {
                 .iter()
                 .any(|t| t.requirements.intersects_ok(&single) && t.has_offering(&filter));
             if !any {
-                return format!("no instance type in NodePool {name:?} satisfies {r}");
+                return Refusal::NoTypeSatisfies {
+                    pool: name,
+                    requirement: r.clone(),
+                };
             }
         }
-        format!(
-            "no instance type in NodePool {name:?} satisfies all of {}",
-            display_reqs(reqs)
-        )
+        Refusal::NoTypeSatisfiesAll {
+            pool: name,
+            requirements: reqs.clone(),
+        }
     }
 
+    /// Why none of pool `pi`'s `compatible` types has room for `requests`
+    /// (the pod's and the daemonsets').
     pub(super) fn explain_no_fit(
         &self,
         pi: usize,
         compatible: &[usize],
         requests: &Resources,
-    ) -> String {
+    ) -> Refusal<'a> {
         let pool = &self.pools[pi];
-        let name = &pool.np.name;
+        let name = pool.np.name.as_str();
         for (res, want) in requests.iter() {
             let largest = compatible
                 .iter()
@@ -95,24 +338,27 @@ impl Run<'_> {
                 .unwrap_or_default();
             if want > largest {
                 let overhead = pool.daemon_overhead.get(res);
-                let ds = if overhead.is_zero() {
-                    String::new()
-                } else {
-                    format!(" plus {overhead} daemonset overhead")
-                };
                 return if largest.is_zero() {
-                    format!(
-                        "no instance type in NodePool {name:?} has {res} (pod requests {}{ds})",
-                        want - overhead
-                    )
+                    Refusal::NoResource {
+                        pool: name,
+                        resource: res.to_string(),
+                        requested: want - overhead,
+                        overhead,
+                    }
                 } else {
-                    format!(
-                        "no instance type in NodePool {name:?} has {} {res}{ds} (largest allocatable: {largest})",
-                        want - overhead
-                    )
+                    Refusal::TooLittle {
+                        pool: name,
+                        resource: res.to_string(),
+                        requested: want - overhead,
+                        overhead,
+                        largest,
+                    }
                 };
             }
         }
-        format!("no single instance type in NodePool {name:?} has room for {requests} together")
+        Refusal::NoRoomTogether {
+            pool: name,
+            requests: requests.clone(),
+        }
     }
 }

@@ -5,6 +5,7 @@ use crate::labels;
 use crate::model::Pod;
 use crate::requirements::{Requirement, Requirements};
 
+use super::explain::Refusal;
 use super::typeset::TypeSet;
 use super::*;
 
@@ -12,7 +13,7 @@ use super::*;
 /// answers that depend only on a NodePool and requirements. The plan does
 /// not depend on the hints and caches, only how fast it is found; the size
 /// classes and their counts feed the cost rule's look-ahead.
-pub(super) struct Hints {
+pub(super) struct Hints<'a> {
     /// Equivalence class of each pod (identical requests and constraints),
     /// for pods whose placement outcomes only get worse as nodes fill (no
     /// spread or affinity): `None` for the others.
@@ -39,7 +40,7 @@ pub(super) struct Hints {
     pub(super) cand_cache: CandCache,
     /// (pool, requirements without hostname) → why no type is compatible.
     pub(super) no_type_reasons:
-        std::cell::RefCell<std::collections::HashMap<(usize, Requirements), String>>,
+        std::cell::RefCell<std::collections::HashMap<(usize, Requirements), Refusal<'a>>>,
     /// (pool, shape) → best price per pod slot (see `best_slot_price`).
     pub(super) slot_cache:
         std::cell::RefCell<std::collections::HashMap<(usize, usize), Option<f64>>>,
@@ -56,8 +57,8 @@ pub(super) struct Hints {
     pub(super) epoch: u32,
 }
 
-impl Hints {
-    pub(super) fn new(pods: &[Pod], volume: &[Requirements]) -> Hints {
+impl Hints<'_> {
+    pub(super) fn new(pods: &[Pod], volume: &[Requirements]) -> Self {
         let (shape, n_shapes) = shapes(pods, volume);
         let (size, n_sizes) = size_classes(pods, volume);
         let (req_class, n_req_classes) = request_classes(pods);

@@ -49,7 +49,7 @@ use crate::plan::{
 use crate::requirements::Requirements;
 
 use existingnode::{effective_taints, existing_domains, initialized, ExistingNode, ExistingNodes};
-use explain::{ClaimRefusal, NODE_CLAIM_CAP};
+use explain::{ClaimRefusal, Refusal, Unplaced};
 use hints::Hints;
 pub use min_values::MinValuesPolicy;
 use nodeclaim::{Claim, Fit, JoinMemo, ZonePin};
@@ -58,7 +58,7 @@ pub use pod_view::Relaxation;
 use podtopology::{pool_domains, ActiveTopology};
 use pools::Pool;
 pub use pools::{daemon_overhead, labels_satisfy, overlay_adjusted_price, overlays_by_weight};
-use reservationmanager::{needs_reserved, Reservations, RESERVED_GATE_OFF};
+use reservationmanager::{needs_reserved, Reservations};
 use topology::{DomainSource, Kind, PodGroups, Topology};
 use typeset::TypeSet;
 
@@ -128,7 +128,7 @@ struct Run<'a> {
     /// (see [`schedule`]).
     join_heavier: bool,
     /// NodePools that launch nothing now, with why (named in reasons).
-    unavailable_pools: Vec<String>,
+    unavailable_pools: Vec<Refusal<'a>>,
     /// Per key a pending pod spreads over (but hostname), the values the
     /// existing nodes carry: built once, read by `reachable_domains`.
     existing_domains: BTreeMap<String, BTreeSet<String>>,
@@ -136,7 +136,7 @@ struct Run<'a> {
     /// [`SchedulerOptions::pack_fewest_nodes`].
     pack: bool,
     /// Pod classes, speed hints and caches (see [`Hints`]).
-    hints: Hints,
+    hints: Hints<'a>,
 }
 
 /// Plans NodeClaims for the pending pods of `state`.
@@ -242,14 +242,14 @@ fn schedule_with<'a>(
     }
     let warnings = Vec::new();
     // Pods whose volumes are not ready wait (unschedulable, with the reason).
-    let mut errors: Vec<Option<String>> = vec![None; pods.len()];
+    let mut errors: Vec<Option<Unplaced>> = vec![None; pods.len()];
     let volumes = volumes::VolumeTopology::new(state);
     let volume: Vec<Requirements> = pods
         .iter()
         .zip(errors.iter_mut())
         .map(|(p, error)| {
             volumes.requirements(p).unwrap_or_else(|e| {
-                *error = Some(e);
+                *error = Some(Unplaced::Volume(e));
                 Requirements::new()
             })
         })
@@ -316,9 +316,10 @@ fn schedule_with<'a>(
             .node_pools
             .iter()
             .filter_map(|np| {
-                np.unavailable
-                    .as_ref()
-                    .map(|why| format!("NodePool {:?} launches nothing: {why}", np.name))
+                np.unavailable.as_ref().map(|why| Refusal::Unavailable {
+                    pool: np.name.as_str(),
+                    why: why.as_str(),
+                })
             })
             .collect(),
     };
@@ -365,7 +366,7 @@ fn schedule_with<'a>(
                 // unplaced; the plan only tells its caller "over the cap".
                 capped = true;
                 for q in queue.drain(..) {
-                    errors[q] = Some(NODE_CLAIM_CAP.to_string());
+                    errors[q] = Some(Unplaced::NodeClaimCap);
                     waiting.push_back(q);
                 }
                 break;
@@ -394,8 +395,10 @@ fn schedule_with<'a>(
     }
     if !opts.reserved_capacity {
         for &p in &queue {
-            if let (Some(e), true) = (&mut errors[p], needs_reserved(&pods[p], &state.node_pools)) {
-                e.push_str(RESERVED_GATE_OFF);
+            if errors[p].is_some() && needs_reserved(&pods[p], &state.node_pools) {
+                errors[p] = errors[p]
+                    .take()
+                    .map(|e| Unplaced::ReservedGateOff(Box::new(e)));
             }
         }
     }
@@ -406,8 +409,8 @@ fn schedule_with<'a>(
     )
 }
 
-impl Run<'_> {
-    fn add(&mut self, p: usize, r: &Relaxation) -> Result<(), String> {
+impl<'a> Run<'a> {
+    fn add(&mut self, p: usize, r: &Relaxation) -> Result<(), Unplaced<'a>> {
         let pod = &self.pods[p];
         let pod_reqs = pod_view::node_requirements(pod, &self.volume[p], r);
         let mut groups = ActiveTopology {
@@ -633,9 +636,7 @@ impl Run<'_> {
         // 3. A new NodeClaim from the heaviest NodePool that can take it.
         let mut reasons = self.unavailable_pools.clone();
         if self.pools.is_empty() && reasons.is_empty() {
-            reasons.push(
-                "no NodePool or Provisioner in the inputs, and no existing node fits".to_string(),
-            );
+            reasons.push(Refusal::NoNodePool);
         }
         for pi in 0..self.pools.len() {
             // A heavier NodePool out of room under its limits still takes
@@ -678,7 +679,7 @@ impl Run<'_> {
                 return Ok(());
             }
         }
-        Err(reasons.join("; "))
+        Err(Unplaced::Refused(reasons))
     }
 }
 

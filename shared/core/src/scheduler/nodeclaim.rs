@@ -8,7 +8,7 @@ use crate::model::Pod;
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
-use super::explain::{display_reqs, incompatibility, taint_string};
+use super::explain::{display_reqs, Refusal};
 use super::pools::{self};
 use super::typeset::TypeSet;
 use super::*;
@@ -144,7 +144,7 @@ pub(super) fn daemon_port_conflict(pod: &Pod, ty: &pools::PoolType) -> bool {
     !ty.daemon_ports.is_empty() && pod.host_ports.iter().any(|hp| ty.daemon_ports.contains(hp))
 }
 
-impl Run<'_> {
+impl<'a> Run<'a> {
     /// A NodeClaim of a NodePool heavier than `pi` and with limits that
     /// can take pod `p` (heaviest NodePool first, then creation order);
     /// see step 3 of `add`.
@@ -266,26 +266,26 @@ impl Run<'_> {
         p: usize,
         pod_reqs: &Requirements,
         groups: &ActiveTopology,
-    ) -> Result<(Claim, Fit), String> {
+    ) -> Result<(Claim, Fit), Refusal<'a>> {
         let pool = &self.pools[pi];
-        let name = &pool.np.name;
+        let name = pool.np.name.as_str();
         let pod = &self.pods[p];
         // Karpenter drops such a NodePool before scheduling, with this
         // message.
         if pool.types.is_empty() {
-            return Err(format!(
-                "NodePool {name:?}: nodepool requirements filtered out all available instance types ({})",
-                display_reqs(&pool.requirements)
-            ));
+            return Err(Refusal::NoTypesLeft {
+                pool: name,
+                requirements: display_reqs(&pool.requirements),
+            });
         }
         if let Some(t) = groups.blocking_taint(&pool.taints, pod) {
-            return Err(format!(
-                "NodePool {name:?} has taint {} that the pod does not tolerate",
-                taint_string(t)
-            ));
+            return Err(Refusal::Taint {
+                pool: name,
+                taint: t.clone(),
+            });
         }
-        if let Err(e) = pool.requirements.compatible(pod_reqs) {
-            return Err(format!("NodePool {name:?}: {}", incompatibility(&e, name)));
+        if let Err(error) = pool.requirements.compatible(pod_reqs) {
+            return Err(Refusal::Incompatible { pool: name, error });
         }
         // A new node's hostname is not known in advance (Karpenter gives
         // NodeClaims a placeholder): a pod that names hosts (a volume pinned
@@ -294,15 +294,7 @@ impl Run<'_> {
             .get(labels::HOSTNAME)
             .filter(|h| !h.is_complement())
         {
-            return Err(format!(
-                "the pod must run on {} {:?} (kubernetes.io/hostname), which no new node can be",
-                if h.len() == 1 {
-                    "node"
-                } else {
-                    "one of the nodes"
-                },
-                h.values()
-            ));
+            return Err(Refusal::Hostname { hosts: h.clone() });
         }
         let n = self.claim_counter.get(&pi).copied().unwrap_or(0) + 1;
         let claim_name = format!("{name}-{n}");
@@ -316,7 +308,10 @@ impl Run<'_> {
             merged = self
                 .topology
                 .add_requirements(pod, &groups.groups, &groups.domains, &merged)
-                .map_err(|e| format!("NodePool {name:?}: {e}"))?;
+                .map_err(|conflict| Refusal::Topology {
+                    pool: name,
+                    conflict,
+                })?;
         }
         let requests = pool.daemon_overhead.plus(&pod.requests);
         let compatible = self.compatible_types(pi, &merged);
@@ -350,14 +345,10 @@ impl Run<'_> {
                 .filter(|&i| !daemon_port_conflict(pod, &pool.types[i]))
                 .collect();
             if free.is_empty() {
-                return Err(format!(
-                    "NodePool {name:?}: a DaemonSet on every instance type that fits holds a host port the pod asks for ({})",
-                    pod.host_ports
-                        .iter()
-                        .map(|(proto, port)| format!("{proto}/{port}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
+                return Err(Refusal::DaemonSetHostPort {
+                    pool: name,
+                    ports: pod.host_ports.clone(),
+                });
             }
             free
         };
@@ -370,13 +361,13 @@ impl Run<'_> {
                     .filter(|&i| lim.admits(&pool.types[i].capacity, &charged))
                     .collect();
                 if admitted.is_empty() {
-                    let detail = lim
+                    let exceeded = lim
                         .exceeded(&pool.types[fitting[0]].capacity, &charged)
-                        .map(|(k, q)| format!(" ({k}: {q})"))
-                        .unwrap_or_default();
-                    return Err(format!(
-                        "NodePool {name:?} limits{detail} would be exceeded by every instance type that fits the pod"
-                    ));
+                        .map(|(k, q)| (k.to_string(), q));
+                    return Err(Refusal::Limits {
+                        pool: name,
+                        exceeded,
+                    });
                 }
                 admitted
             }
@@ -424,7 +415,7 @@ impl Run<'_> {
         &self,
         pi: usize,
         types: &[usize],
-    ) -> Result<(BTreeMap<String, u32>, bool), String> {
+    ) -> Result<(BTreeMap<String, u32>, bool), Refusal<'a>> {
         let pool = &self.pools[pi];
         let mut floor = pool.np.min_values.clone();
         let short = min_values::shortfalls(pool, types.iter().copied(), &floor);
@@ -432,7 +423,10 @@ impl Run<'_> {
             return Ok((floor, false));
         }
         if self.min_values_policy == MinValuesPolicy::Strict {
-            return Err(min_values::strict_reason(&pool.np.name, &short));
+            return Err(Refusal::MinValues {
+                pool: pool.np.name.as_str(),
+                short,
+            });
         }
         for s in &short {
             floor.insert(s.key.clone(), s.have);

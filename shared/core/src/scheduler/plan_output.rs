@@ -233,7 +233,7 @@ impl Run<'_> {
     pub(super) fn into_plan(
         mut self,
         failed: Vec<usize>,
-        errors: Vec<Option<String>>,
+        errors: Vec<Option<Unplaced>>,
         warnings: Vec<String>,
     ) -> Plan {
         let pods = self.pods;
@@ -268,8 +268,8 @@ impl Run<'_> {
             .map(|&p| Unschedulable {
                 pod: pods[p].key(),
                 reason: errors[p]
-                    .clone()
-                    .unwrap_or_else(|| "could not be placed".into()),
+                    .as_ref()
+                    .map_or_else(|| "could not be placed".into(), ToString::to_string),
             })
             .collect();
         unschedulable.sort_by(|a, b| a.pod.cmp(&b.pod));

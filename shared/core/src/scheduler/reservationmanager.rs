@@ -6,7 +6,7 @@ use crate::labels;
 use crate::model::Pod;
 use crate::requirements::{Requirement, Requirements};
 
-use super::explain::display_reqs;
+use super::explain::Refusal;
 use super::plan_output::offering_order;
 use super::pools::PoolOffering;
 use super::*;
@@ -59,7 +59,7 @@ pub(super) fn needs_reserved(pod: &Pod, pools: &[crate::model::NodePool]) -> boo
     pod_only || (launching.peek().is_some() && launching.all(|np| only_reserved(&np.requirements)))
 }
 
-impl Run<'_> {
+impl<'a> Run<'a> {
     /// One more NodeClaim launches into reservation `r`. When that was its
     /// last instance, its offerings are switched off everywhere and the
     /// caches that depend on offerings are dropped (once per reservation).
@@ -86,8 +86,8 @@ impl Run<'_> {
         pi: usize,
         p: usize,
         pod_reqs: &Requirements,
-        reason: String,
-    ) -> String {
+        reason: Refusal<'a>,
+    ) -> Refusal<'a> {
         let pool = &self.pools[pi];
         if pool.reservations.is_empty() || !pool.requirements.compatible_ok(pod_reqs) {
             return reason;
@@ -128,10 +128,10 @@ impl Run<'_> {
         if exhausted.is_empty() {
             reason
         } else {
-            format!(
-                "{reason} (capacity reservations exhausted: {})",
-                exhausted.join(", ")
-            )
+            Refusal::Exhausted {
+                reason: Box::new(reason),
+                reservations: exhausted,
+            }
         }
     }
 
@@ -147,7 +147,7 @@ impl Run<'_> {
         pi: usize,
         merged: &mut Requirements,
         mut types: Vec<usize>,
-    ) -> Result<(Vec<usize>, Option<u32>), String> {
+    ) -> Result<(Vec<usize>, Option<u32>), Refusal<'a>> {
         let pool = &self.pools[pi];
         if pool.reservations.is_empty()
             || !merged.allows(labels::CAPACITY_TYPE, labels::CAPACITY_TYPE_RESERVED)
@@ -201,11 +201,10 @@ impl Run<'_> {
         let filter = pool.filter(merged);
         types.retain(|&t| pool.types[t].has_offering(&filter));
         if types.is_empty() {
-            return Err(format!(
-                "NodePool {:?}: no instance type satisfies {}",
-                pool.np.name,
-                display_reqs(merged)
-            ));
+            return Err(Refusal::NoUnreservedType {
+                pool: pool.np.name.as_str(),
+                requirements: merged.clone(),
+            });
         }
         Ok((types, None))
     }
