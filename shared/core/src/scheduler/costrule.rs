@@ -25,6 +25,25 @@ pub(super) fn slot_price(pool: &Pool, t: usize, pod: &Pod) -> Option<(f64, usize
 }
 
 impl Run<'_> {
+    /// The solo price of pod `p` (see `solo_price`), remembered per shape.
+    pub(super) fn solo(
+        &mut self,
+        p: usize,
+        shape: Option<usize>,
+        pod_reqs: &Requirements,
+    ) -> Option<f64> {
+        match shape.and_then(|s| self.hints.solo_cache[s]) {
+            Some(cached) => cached,
+            None => {
+                let v = self.solo_price(p, pod_reqs);
+                if let Some(s) = shape {
+                    self.hints.solo_cache[s] = Some(v);
+                }
+                v
+            }
+        }
+    }
+
     /// The price of the cheapest node that could run pod `p` alone (with its
     /// NodePool's daemonset overhead), in the first NodePool that can take
     /// it; topology is ignored, so this is an estimate for the cost rule.

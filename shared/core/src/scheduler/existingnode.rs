@@ -18,12 +18,12 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use crate::labels;
-use crate::model::{Node, Pod, Taint};
+use crate::model::{Node, NodePool, Pod, Taint};
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::{self, Resources};
 
 use super::podtopology::ActiveTopology;
-use super::{labels_satisfy, Run};
+use super::{labels_satisfy, Run, Trial};
 
 /// An existing node and what this run has placed on it.
 pub(super) struct ExistingNode<'a> {
@@ -349,6 +349,23 @@ fn merge(a: &Room, b: &Room) -> Room {
     out
 }
 
+/// The nodes pods may be placed on (not cordoned), with the taints that
+/// keep pods off them, in Karpenter's order.
+pub(super) fn existing_nodes<'n>(nodes: &'n [Node], pools: &[NodePool]) -> Vec<ExistingNode<'n>> {
+    let mut existing: Vec<ExistingNode> = nodes
+        .iter()
+        .filter(|n| !n.unschedulable)
+        .map(|n| ExistingNode::new(n, effective_taints(n, pools)))
+        .collect();
+    // Initialized nodes first (Karpenter's order), then by name.
+    existing.sort_by(|a, b| {
+        initialized(b.node)
+            .cmp(&initialized(a.node))
+            .then_with(|| a.node.name.cmp(&b.node.name))
+    });
+    existing
+}
+
 /// For each key a pending pod spreads over (but hostname), the values the
 /// existing nodes carry for it.
 pub(super) fn existing_domains(
@@ -464,6 +481,44 @@ impl Run<'_> {
         self.topology
             .add_requirements(pod, &groups.groups, &groups.domains, &e.requirements())
             .ok()
+    }
+}
+
+impl Run<'_> {
+    /// Step 1 of `add`: the first existing node (Karpenter's order) that
+    /// takes the pod; whether one did.
+    pub(super) fn place_on_existing(&mut self, t: &Trial) -> bool {
+        let (p, shape) = (t.p, t.shape);
+        let (pod_reqs, groups, zones_admitted) = (&t.pod_reqs, &t.groups, &t.zones_admitted);
+        let pod = &self.pods[p];
+        let first = shape.map_or(0, |s| self.hints.existing_hint[s]);
+        let found = self
+            .existing
+            .candidates(first, &pod.requests, pod_reqs, |class| {
+                groups.blocking_taint(&class.taints, pod).is_none()
+                    && match (zones_admitted, class.labels.get(labels::ZONE)) {
+                        (Some(ok), Some(zone)) => ok.contains(zone),
+                        _ => true,
+                    }
+            })
+            .find_map(|i| Some((i, self.try_existing(i, p, pod_reqs, groups)?)));
+        if let Some((i, reqs)) = found {
+            {
+                self.existing.place(i, p, pod);
+                let node = self.existing.get(i).node;
+                self.topology
+                    .record(pod, &self.groups[p].inverse, &reqs, &node.taints);
+                self.hints.placed(p);
+                if let Some(s) = shape {
+                    self.hints.existing_hint[s] = i;
+                }
+                return true;
+            }
+        }
+        if let Some(s) = shape {
+            self.hints.existing_hint[s] = self.existing.len();
+        }
+        false
     }
 }
 

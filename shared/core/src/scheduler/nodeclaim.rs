@@ -92,6 +92,38 @@ impl ZonePin {
 }
 
 impl Claim {
+    /// An empty NodeClaim of pool `pi` named `name` with `requirements`
+    /// (its pods join by `commit`), holding only the daemonsets' `requests`.
+    fn new(
+        pi: usize,
+        name: String,
+        requirements: Requirements,
+        requests: Resources,
+        reservation: Option<u32>,
+        (min_values, min_values_relaxed): (BTreeMap<String, u32>, bool),
+    ) -> Claim {
+        Claim {
+            pool: pi,
+            name,
+            requirements,
+            types: TypeSet::default(),
+            requests,
+            pods: vec![],
+            host_ports: BTreeSet::new(),
+            max_allocatable: Resources::new(),
+            max_capacity: Resources::new(),
+            size: None,
+            used: false,
+            reservation,
+            version: 0,
+            memo: None,
+            memo_yes: false,
+            zone_pin: ZonePin::Free,
+            min_values,
+            min_values_relaxed,
+        }
+    }
+
     pub(super) fn memo_answer(&self) -> Option<(JoinMemo, bool)> {
         self.memo.map(|m| (m, self.memo_yes))
     }
@@ -145,6 +177,67 @@ pub(super) fn daemon_port_conflict(pod: &Pod, ty: &pools::PoolType) -> bool {
 }
 
 impl<'a> Run<'a> {
+    /// Step 3 of `add`: a new NodeClaim from the heaviest NodePool that
+    /// can take the pod; otherwise each NodePool's reason.
+    pub(super) fn open_claim(&mut self, t: &Trial) -> Result<(), Vec<Refusal<'a>>> {
+        let p = t.p;
+        let (pod_reqs, groups) = (&t.pod_reqs, &t.groups);
+        let mut reasons = self.unavailable_pools.clone();
+        if self.pools.is_empty() && reasons.is_empty() {
+            reasons.push(Refusal::NoNodePool);
+        }
+        for pi in 0..self.pools.len() {
+            // A heavier NodePool out of room under its limits still takes
+            // the pod on a NodeClaim it already has, whatever the cost rule
+            // says: weights rank NodePools before price, and those claims
+            // are charged against the limits already (their largest type).
+            if self.join_heavier && pi > 0 && self.pools[pi].np.weight < self.pools[0].np.weight {
+                if let Some((c, fit)) = self.join_heavier_limited(pi, p, pod_reqs, groups) {
+                    self.commit(c, p, fit);
+                    return Ok(());
+                }
+            }
+            match self.try_new(pi, p, pod_reqs, groups) {
+                Ok((claim, fit)) => {
+                    let reservation = claim.reservation;
+                    self.claims.push(claim);
+                    let c = self.claims.len() - 1;
+                    self.commit(c, p, fit);
+                    if let Some(r) = reservation {
+                        self.take_reservation(r);
+                    }
+                    return Ok(());
+                }
+                Err(e) => reasons.push(self.note_exhausted(pi, p, pod_reqs, e)),
+            }
+        }
+        Err(reasons)
+    }
+
+    /// Step 4 of `add`: never lose a pod to the cost rule: join any
+    /// NodeClaim that fits (but those of `refused`, ascending, which
+    /// refused it already); whether one did.
+    pub(super) fn join_any(&mut self, t: &Trial, refused: &[u32]) -> bool {
+        let p = t.p;
+        let (pod_reqs, groups) = (&t.pod_reqs, &t.groups);
+        let any_claim = if groups.affinity_unmet {
+            0
+        } else {
+            self.claims.len()
+        };
+        let mut known = refused.iter().peekable();
+        for c in 0..any_claim {
+            if known.next_if(|&&k| k as usize == c).is_some() {
+                continue;
+            }
+            if let Ok(fit) = self.try_claim(c, p, pod_reqs, groups) {
+                self.commit(c, p, fit);
+                return true;
+            }
+        }
+        false
+    }
+
     /// A NodeClaim of a NodePool heavier than `pi` and with limits that
     /// can take pod `p` (heaviest NodePool first, then creation order);
     /// see step 3 of `add`.
@@ -270,6 +363,59 @@ impl<'a> Run<'a> {
         let pool = &self.pools[pi];
         let name = pool.np.name.as_str();
         let pod = &self.pods[p];
+        self.pool_refusal(pi, p, pod_reqs, groups)?;
+        let n = self.claim_counter.get(&pi).copied().unwrap_or(0) + 1;
+        let claim_name = format!("{name}-{n}");
+        let mut reqs = pool.requirements.clone();
+        reqs.add(Requirement::in_values(
+            labels::HOSTNAME,
+            [claim_name.as_str()],
+        ));
+        let mut merged = reqs.intersection(pod_reqs);
+        if self.topology.is_active() {
+            merged = self
+                .topology
+                .add_requirements(pod, &groups.groups, &groups.domains, &merged)
+                .map_err(|conflict| Refusal::Topology {
+                    pool: name,
+                    conflict,
+                })?;
+        }
+        let types = self.types_for_new(pi, p, &merged)?;
+        let (types, reservation) = self.reserve(pi, &mut merged, types)?;
+        let (min_values, min_values_relaxed) = match reservation {
+            Some(_) => (BTreeMap::new(), false),
+            None => self.min_values_floor(pi, &types)?,
+        };
+        let claim = Claim::new(
+            pi,
+            claim_name,
+            reqs,
+            pool.daemon_overhead.clone(),
+            reservation,
+            (min_values, min_values_relaxed),
+        );
+        Ok((
+            claim,
+            Fit {
+                requirements: merged,
+                types: TypeSet::from_indices(types, pool.types.len()),
+            },
+        ))
+    }
+
+    /// Why NodePool `pi` cannot launch a node for pod `p` at all, whatever
+    /// the instance type (step 3 of `add`).
+    fn pool_refusal(
+        &self,
+        pi: usize,
+        p: usize,
+        pod_reqs: &Requirements,
+        groups: &ActiveTopology,
+    ) -> Result<(), Refusal<'a>> {
+        let pool = &self.pools[pi];
+        let name = pool.np.name.as_str();
+        let pod = &self.pods[p];
         // Karpenter drops such a NodePool before scheduling, with this
         // message.
         if pool.types.is_empty() {
@@ -296,32 +442,30 @@ impl<'a> Run<'a> {
         {
             return Err(Refusal::Hostname { hosts: h.clone() });
         }
-        let n = self.claim_counter.get(&pi).copied().unwrap_or(0) + 1;
-        let claim_name = format!("{name}-{n}");
-        let mut reqs = pool.requirements.clone();
-        reqs.add(Requirement::in_values(
-            labels::HOSTNAME,
-            [claim_name.as_str()],
-        ));
-        let mut merged = reqs.intersection(pod_reqs);
-        if self.topology.is_active() {
-            merged = self
-                .topology
-                .add_requirements(pod, &groups.groups, &groups.domains, &merged)
-                .map_err(|conflict| Refusal::Topology {
-                    pool: name,
-                    conflict,
-                })?;
-        }
+        Ok(())
+    }
+
+    /// The types of pool `pi` a new NodeClaim with `merged` for pod `p`
+    /// may become: compatible, with room for the pod and the daemonsets,
+    /// no DaemonSet on its host ports, within the NodePool's limits.
+    fn types_for_new(
+        &self,
+        pi: usize,
+        p: usize,
+        merged: &Requirements,
+    ) -> Result<Vec<usize>, Refusal<'a>> {
+        let pool = &self.pools[pi];
+        let name = pool.np.name.as_str();
+        let pod = &self.pods[p];
         let requests = pool.daemon_overhead.plus(&pod.requests);
-        let compatible = self.compatible_types(pi, &merged);
+        let compatible = self.compatible_types(pi, merged);
         if compatible.is_empty() {
             let mut key = merged.clone();
             key.remove(labels::HOSTNAME);
             if let Some(reason) = self.hints.no_type_reasons.borrow().get(&(pi, key.clone())) {
                 return Err(reason.clone());
             }
-            let reason = self.explain_no_type(pi, &merged);
+            let reason = self.explain_no_type(pi, merged);
             self.hints
                 .no_type_reasons
                 .borrow_mut()
@@ -373,38 +517,7 @@ impl<'a> Run<'a> {
             }
             None => fitting,
         };
-        let (types, reservation) = self.reserve(pi, &mut merged, types)?;
-        let (min_values, min_values_relaxed) = match reservation {
-            Some(_) => (BTreeMap::new(), false),
-            None => self.min_values_floor(pi, &types)?,
-        };
-        let claim = Claim {
-            pool: pi,
-            name: claim_name,
-            requirements: reqs,
-            types: TypeSet::default(),
-            requests: pool.daemon_overhead.clone(),
-            pods: vec![],
-            host_ports: BTreeSet::new(),
-            max_allocatable: Resources::new(),
-            max_capacity: Resources::new(),
-            size: None,
-            used: false,
-            reservation,
-            version: 0,
-            memo: None,
-            memo_yes: false,
-            zone_pin: ZonePin::Free,
-            min_values,
-            min_values_relaxed,
-        };
-        Ok((
-            claim,
-            Fit {
-                requirements: merged,
-                types: TypeSet::from_indices(types, pool.types.len()),
-            },
-        ))
+        Ok(types)
     }
 
     /// The `minValues` floors of a new NodeClaim of pool `pi` over `types`,

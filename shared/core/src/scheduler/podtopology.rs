@@ -92,7 +92,55 @@ pub(super) fn pool_domains(pool: &Pool, region: &str) -> DomainSource {
     }
 }
 
+/// The topology of the run: every NodePool's domains (the universe of
+/// each key), the pods' groups, and what `nodes` already count.
+pub(super) fn build_topology(
+    pods: &[Pod],
+    pools: &[Pool],
+    nodes: &[Node],
+    region: &str,
+) -> (Topology, Vec<PodGroups>) {
+    let sources: Vec<DomainSource> = pools
+        .iter()
+        .map(|pool| pool_domains(pool, region))
+        .collect();
+    let mut universe: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for src in &sources {
+        for (k, v) in &src.domains {
+            universe
+                .entry(k.clone())
+                .or_default()
+                .extend(v.iter().cloned());
+        }
+    }
+    Topology::build(pods, nodes, universe, sources)
+}
+
 impl Run<'_> {
+    /// The topology in force for pod `p` at relaxation `r`.
+    pub(super) fn active_topology(&self, p: usize, r: &Relaxation) -> ActiveTopology {
+        let pod = &self.pods[p];
+        let mut groups = ActiveTopology {
+            groups: self.active_groups(p, r),
+            domains: self.reachable_domains(p, pod_view::domain_requirements(pod, r)),
+            tolerate_prefer_no_schedule: r.tolerate_prefer_no_schedule,
+            pool_blocked: Vec::new(),
+            affinity_unmet: false,
+            affinity_zones: None,
+        };
+        groups.pool_blocked = (self.pools.iter())
+            .map(|pool| groups.blocking_taint(&pool.taints, pod).is_some())
+            .collect();
+        groups.affinity_unmet = self.topology.is_active()
+            && self
+                .topology
+                .affinity_unmet(pod, &groups.groups, &groups.domains);
+        groups.affinity_zones =
+            self.topology
+                .affinity_admits(pod, &groups.groups, &groups.domains, labels::ZONE);
+        groups
+    }
+
     /// Topology groups in force for pod `p` at relaxation `r`.
     pub(super) fn active_groups(&self, p: usize, r: &Relaxation) -> Vec<(usize, Kind)> {
         let pod = &self.pods[p];

@@ -3,10 +3,12 @@
 
 use crate::catalog::CapacityType;
 use crate::labels;
-use crate::model::Pod;
+use std::collections::VecDeque;
+
+use crate::model::{CapacityReservation, NodePool, Pod};
 use crate::requirements::{Requirement, Requirements};
 
-use super::explain::Refusal;
+use super::explain::{Refusal, Unplaced};
 use super::plan_output::offering_order;
 use super::pools::PoolOffering;
 use super::*;
@@ -23,6 +25,56 @@ pub(super) struct Reservations<'a> {
     pub(super) offerings: Vec<Vec<(usize, usize, usize)>>,
     /// Selected by at least one NodePool's NodeClass.
     pub(super) offered: Vec<bool>,
+}
+
+impl<'a> Reservations<'a> {
+    /// The run's reservations (`available` instances each when it starts)
+    /// and where the NodePools offer them.
+    pub(super) fn new(all: &'a [CapacityReservation], pools: &[Pool], available: Vec<u32>) -> Self {
+        let n_res = all.len();
+        let mut res = Reservations {
+            all,
+            start: available.clone(),
+            left: available,
+            offerings: vec![vec![]; n_res],
+            offered: vec![false; n_res],
+        };
+        for (pi, pool) in pools.iter().enumerate() {
+            for &r in &pool.reservations {
+                res.offered[r as usize] = true;
+            }
+            for (t, ty) in pool
+                .types
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.has_reserved)
+            {
+                for (oi, o) in ty.offerings.iter().enumerate() {
+                    if o.res_index != pools::NO_RESERVATION {
+                        res.offerings[o.res_index as usize].push((pi, t, oi));
+                    }
+                }
+            }
+        }
+        res
+    }
+}
+
+/// Appends [`RESERVED_GATE_OFF`] to the reasons of the pods of `left`
+/// that only reserved capacity could take.
+pub(super) fn reserved_gate_off(
+    left: &VecDeque<usize>,
+    pods: &[Pod],
+    pools: &[NodePool],
+    errors: &mut [Option<Unplaced>],
+) {
+    for &p in left {
+        if errors[p].is_some() && needs_reserved(&pods[p], pools) {
+            errors[p] = errors[p]
+                .take()
+                .map(|e| Unplaced::ReservedGateOff(Box::new(e)));
+        }
+    }
 }
 
 /// Appended to the reason of a pod that only reserved capacity could take
