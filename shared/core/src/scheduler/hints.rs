@@ -9,6 +9,10 @@ use super::explain::Refusal;
 use super::typeset::TypeSet;
 use super::*;
 
+/// Per zone bucket (see `ZonePin::bucket`), the first NodeClaim worth
+/// trying (see `Hints::spread_hint`).
+pub(super) type SpreadHint = Box<[u32; ZonePin::BUCKETS]>;
+
 /// Pod classes and what the run remembers about them, and caches of
 /// answers that depend only on a NodePool and requirements. The plan does
 /// not depend on the hints and caches, only how fast it is found; the size
@@ -52,7 +56,7 @@ pub(super) struct Hints<'a> {
     /// no relaxation: per zone bucket (see `ZonePin::bucket`), the first
     /// NodeClaim not known to refuse such a pod for reasons that only
     /// harden (no room, the cost rule). Topology refusals do not count.
-    pub(super) spread_hint: Vec<Option<Box<[u32; ZonePin::BUCKETS]>>>,
+    pub(super) spread_hint: Vec<Option<SpreadHint>>,
     /// Bumped when a reservation runs out (see `JoinMemo`).
     pub(super) epoch: u32,
 }

@@ -1,7 +1,53 @@
 //! Step 2 of `Run::add`: the NodeClaims planned in this run that a pod
 //! may join, walked with the speed hints (roomy lists, spread hints).
 
+use std::collections::BTreeSet;
+
+use super::hints::{Roomy, SpreadHint};
 use super::*;
+
+/// The walk over the NodeClaims that may have room for one pod (its
+/// request class's [`Roomy`] list), and what it learns on the way.
+struct Walk {
+    roomy: Roomy,
+    /// The size class's spread hints (see `Hints::spread_hint`), for a pod
+    /// without a shape at no relaxation.
+    hints: Option<SpreadHint>,
+    /// Buckets where a claim refused for a reason that may pass later.
+    blocked: [bool; ZonePin::BUCKETS],
+    /// NodeClaims whose trial refused the pod (ascending): step 4 would
+    /// refuse it again.
+    refused_claims: Vec<u32>,
+}
+
+impl Walk {
+    /// NodeClaim `c` (in zone bucket `bucket`) refused the pod. A refusal
+    /// that only hardens (`hard`) moves the bucket's hint past `c` while
+    /// nothing before it in the bucket may pass later.
+    #[inline]
+    fn refused(&mut self, bucket: usize, c: usize, hard: bool) {
+        if let Some(h) = self.hints.as_mut() {
+            if !hard {
+                self.blocked[bucket] = true;
+            } else if !self.blocked[bucket] {
+                h[bucket] = c as u32 + 1;
+            }
+        }
+    }
+}
+
+/// Pods without a shape: start at the lowest hint of the buckets the pod
+/// may use (`any_zone`: every zone; else those of `admitted_bits`).
+fn first_eligible(h: &SpreadHint, any_zone: bool, admitted_bits: u64) -> usize {
+    let eligible = |b: usize| {
+        any_zone || b == 0 || b == ZonePin::BUCKETS - 1 || admitted_bits & (1 << (b - 1)) != 0
+    };
+    (0..ZonePin::BUCKETS)
+        .filter(|&b| eligible(b))
+        .map(|b| h[b] as usize)
+        .min()
+        .unwrap_or(0)
+}
 
 impl Run<'_> {
     /// Step 2 of `add`: join a NodeClaim planned in this run if that costs
@@ -10,27 +56,15 @@ impl Run<'_> {
     /// (ascending): step 4 would refuse it again.
     pub(super) fn join_planned(&mut self, t: &Trial, solo: Option<f64>) -> Result<(), Vec<u32>> {
         let (p, shape) = (t.p, t.shape);
-        let (pod_reqs, groups, zones_admitted) = (&t.pod_reqs, &t.groups, &t.zones_admitted);
-        let (pod, r) = (&self.pods[p], t.r);
         let first = shape.map_or(0, |s| self.hints.claim_hint[s]);
-        // Every pool carries the catalog's zone list: one bit per zone.
-        let admitted_bits = match (zones_admitted, self.pools.first()) {
-            (Some(ok), Some(pool)) => pool
-                .zones
-                .iter()
-                .enumerate()
-                .take(64)
-                .filter(|(_, z)| ok.contains(*z))
-                .fold(0u64, |m, (i, _)| m | 1 << i),
-            _ => 0,
-        };
+        let admitted_bits = self.zone_bits(&t.zones_admitted);
         let cls = self.hints.req_class[p];
         let mut roomy = std::mem::take(&mut self.hints.roomy[cls]);
         roomy.sync(self.claims.len());
         // Pods without a shape: start at the lowest hint of the buckets
         // the pod may use, skip each bucket's known refusals.
         let size = self.hints.size[p];
-        let mut hints = if shape.is_none() && *r == Relaxation::default() {
+        let hints = if shape.is_none() && *t.r == Relaxation::default() {
             Some(
                 self.hints.spread_hint[size]
                     .take()
@@ -40,120 +74,21 @@ impl Run<'_> {
             None
         };
         let first = match &hints {
-            Some(h) => {
-                let eligible = |b: usize| {
-                    zones_admitted.is_none()
-                        || b == 0
-                        || b == ZonePin::BUCKETS - 1
-                        || admitted_bits & (1 << (b - 1)) != 0
-                };
-                (0..ZonePin::BUCKETS)
-                    .filter(|&b| eligible(b))
-                    .map(|b| h[b] as usize)
-                    .min()
-                    .unwrap_or(0)
-            }
+            Some(h) => first_eligible(h, t.zones_admitted.is_none(), admitted_bits),
             None => first,
         };
-        // Buckets where a claim refused for a reason that may pass later.
-        let mut blocked = [false; ZonePin::BUCKETS];
-        let start = roomy.list.partition_point(|&c| (c as usize) < first);
-        let mut joined = None;
-        // NodeClaims whose trial refused the pod (ascending): step 4 would
-        // refuse it again.
-        let mut refused_claims: Vec<u32> = Vec::new();
-        for k in start..roomy.list.len() {
-            if roomy.dead[k] {
-                continue;
-            }
-            if zones_admitted.is_some() && roomy.pins[k] != 0 && admitted_bits & roomy.pins[k] == 0
-            {
-                continue;
-            }
-            let c = roomy.list[k] as usize;
-            // Known pins answer the hint without touching the NodeClaim.
-            if let Some(h) = &hints {
-                if roomy.pins[k] != 0 && c < h[ZonePin::Bit(roomy.pins[k]).bucket()] as usize {
-                    continue;
-                }
-            }
-            let claim = &self.claims[c];
-            if let ZonePin::Bit(b) = claim.zone_pin {
-                roomy.pins[k] = b;
-            }
-            let bucket = match &hints {
-                Some(h) => {
-                    let b = claim.zone_pin.bucket();
-                    if c < h[b] as usize {
-                        continue;
-                    }
-                    b
-                }
-                None => 0,
-            };
-            // A refusal that only hardens moves the bucket's hint past `c`
-            // while nothing before it in the bucket may pass later.
-            let mut refused = |hints: &mut Option<Box<[u32; ZonePin::BUCKETS]>>, hard: bool| {
-                if let Some(h) = hints.as_mut() {
-                    if !hard {
-                        blocked[bucket] = true;
-                    } else if !blocked[bucket] {
-                        h[bucket] = c as u32 + 1;
-                    }
-                }
-            };
-            if !claim
-                .requests
-                .fits_in_with(&pod.requests, &claim.max_allocatable)
-            {
-                roomy.kill(k);
-                refused(&mut hints, true);
-                refused_claims.push(c as u32);
-                continue;
-            }
-            if let Some(ok) = zones_admitted {
-                match self.claims[c].zone_pin {
-                    ZonePin::Free => {}
-                    ZonePin::Bit(b) => {
-                        if admitted_bits & b == 0 {
-                            continue;
-                        }
-                    }
-                    ZonePin::Other => {
-                        let pinned = self.claims[c].requirements.get(labels::ZONE).and_then(|z| {
-                            (!z.is_complement() && z.values().len() == 1)
-                                .then(|| z.values().iter().next())
-                                .flatten()
-                        });
-                        if pinned.is_some_and(|z| !ok.contains(z)) {
-                            continue;
-                        }
-                    }
-                }
-            }
-            if !self.pack && !self.may_join_memo(c, p, pod_reqs, solo, r) {
-                refused(&mut hints, true);
-                continue;
-            }
-            match self.try_claim(c, p, pod_reqs, groups) {
-                Ok(fit) => {
-                    if self.pack || self.joins_cheaply(c, p, pod_reqs, &fit, solo) {
-                        joined = Some((c, fit));
-                        break;
-                    }
-                    refused(&mut hints, true);
-                }
-                Err(_) => {
-                    refused(&mut hints, false);
-                    refused_claims.push(c as u32);
-                }
-            }
-        }
-        if let Some(h) = hints {
+        let mut walk = Walk {
+            roomy,
+            hints,
+            blocked: [false; ZonePin::BUCKETS],
+            refused_claims: Vec::new(),
+        };
+        let joined = self.walk_claims(t, solo, first, admitted_bits, &mut walk);
+        if let Some(h) = walk.hints {
             self.hints.spread_hint[size] = Some(h);
         }
-        roomy.compact();
-        self.hints.roomy[cls] = roomy;
+        walk.roomy.compact();
+        self.hints.roomy[cls] = walk.roomy;
         if let Some((c, fit)) = joined {
             self.commit(c, p, fit);
             if let Some(s) = shape {
@@ -164,6 +99,117 @@ impl Run<'_> {
         if let Some(s) = shape {
             self.hints.claim_hint[s] = self.claims.len();
         }
-        Err(refused_claims)
+        Err(walk.refused_claims)
+    }
+
+    /// The first NodeClaim from `first` on that takes the pod and passes
+    /// the cost rule, with the fit; records refusals in `walk`.
+    fn walk_claims(
+        &mut self,
+        t: &Trial,
+        solo: Option<f64>,
+        first: usize,
+        admitted_bits: u64,
+        walk: &mut Walk,
+    ) -> Option<(usize, Fit)> {
+        let (p, r) = (t.p, t.r);
+        let (pod_reqs, groups, zones_admitted) = (&t.pod_reqs, &t.groups, &t.zones_admitted);
+        let pod = &self.pods[p];
+        let start = walk.roomy.list.partition_point(|&c| (c as usize) < first);
+        for k in start..walk.roomy.list.len() {
+            let roomy = &mut walk.roomy;
+            if roomy.dead[k] {
+                continue;
+            }
+            if zones_admitted.is_some() && roomy.pins[k] != 0 && admitted_bits & roomy.pins[k] == 0
+            {
+                continue;
+            }
+            let c = roomy.list[k] as usize;
+            // Known pins answer the hint without touching the NodeClaim.
+            if let Some(h) = &walk.hints {
+                if roomy.pins[k] != 0 && c < h[ZonePin::Bit(roomy.pins[k]).bucket()] as usize {
+                    continue;
+                }
+            }
+            let claim = &self.claims[c];
+            if let ZonePin::Bit(b) = claim.zone_pin {
+                roomy.pins[k] = b;
+            }
+            let bucket = match &walk.hints {
+                Some(h) => {
+                    let b = claim.zone_pin.bucket();
+                    if c < h[b] as usize {
+                        continue;
+                    }
+                    b
+                }
+                None => 0,
+            };
+            if !claim
+                .requests
+                .fits_in_with(&pod.requests, &claim.max_allocatable)
+            {
+                walk.roomy.kill(k);
+                walk.refused(bucket, c, true);
+                walk.refused_claims.push(c as u32);
+                continue;
+            }
+            if let Some(ok) = zones_admitted {
+                if self.pinned_elsewhere(c, ok, admitted_bits) {
+                    continue;
+                }
+            }
+            if !self.pack && !self.may_join_memo(c, p, pod_reqs, solo, r) {
+                walk.refused(bucket, c, true);
+                continue;
+            }
+            match self.try_claim(c, p, pod_reqs, groups) {
+                Ok(fit) => {
+                    if self.pack || self.joins_cheaply(c, p, pod_reqs, &fit, solo) {
+                        return Some((c, fit));
+                    }
+                    walk.refused(bucket, c, true);
+                }
+                Err(_) => {
+                    walk.refused(bucket, c, false);
+                    walk.refused_claims.push(c as u32);
+                }
+            }
+        }
+        None
+    }
+
+    /// The zones of `zones_admitted` among the first 64 of the catalog's
+    /// list, as bits. Every pool carries the catalog's zone list: one bit
+    /// per zone.
+    fn zone_bits(&self, zones_admitted: &Option<BTreeSet<String>>) -> u64 {
+        match (zones_admitted, self.pools.first()) {
+            (Some(ok), Some(pool)) => pool
+                .zones
+                .iter()
+                .enumerate()
+                .take(64)
+                .filter(|(_, z)| ok.contains(*z))
+                .fold(0u64, |m, (i, _)| m | 1 << i),
+            _ => 0,
+        }
+    }
+
+    /// Whether NodeClaim `c` is pinned to a zone outside `ok` (the zones
+    /// the pod's spread admits; `admitted_bits` as bits).
+    fn pinned_elsewhere(&self, c: usize, ok: &BTreeSet<String>, admitted_bits: u64) -> bool {
+        match self.claims[c].zone_pin {
+            ZonePin::Free => false,
+            ZonePin::Bit(b) => admitted_bits & b == 0,
+            ZonePin::Other => {
+                let pinned = self.claims[c].requirements.get(labels::ZONE).and_then(|z| {
+                    (!z.is_complement() && z.values().len() == 1)
+                        .then(|| z.values().iter().next())
+                        .flatten()
+                });
+                pinned.is_some_and(|z| !ok.contains(z))
+            }
+        }
     }
 }
