@@ -4,7 +4,7 @@
 use std::fmt;
 
 use crate::labels;
-use crate::model::Taint;
+use crate::model::{NodePool, Taint};
 use crate::quantity::Quantity;
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
@@ -213,6 +213,20 @@ impl fmt::Display for Refusal<'_> {
             ),
         }
     }
+}
+
+/// The NodePools that launch nothing now, with why (named in every
+/// unschedulable pod's reason).
+pub(super) fn unavailable_pools(pools: &[NodePool]) -> Vec<Refusal<'_>> {
+    pools
+        .iter()
+        .filter_map(|np| {
+            np.unavailable.as_ref().map(|why| Refusal::Unavailable {
+                pool: np.name.as_str(),
+                why: why.as_str(),
+            })
+        })
+        .collect()
 }
 
 /// What the daemonsets add to a pod's request of one resource, as said

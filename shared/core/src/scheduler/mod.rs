@@ -45,15 +45,14 @@ use crate::catalog::{ebs, CapacityType, Catalog};
 use crate::labels;
 use crate::model::{untolerated_strict, ClusterState, Node, Pod};
 use crate::plan::{
-    ExistingNodePlan, NodeClaimPlan, NodeClaimResources, Plan, Price, ReservationUse, Summary,
-    Unschedulable,
+    ExistingNodePlan, NodeClaimPlan, NodeClaimResources, Plan, Price, Summary, Unschedulable,
 };
 use crate::requirements::Requirements;
 
 #[cfg(test)]
 use existingnode::effective_taints;
 use existingnode::{existing_domains, existing_nodes, ExistingNodes};
-use explain::{ClaimRefusal, Refusal, Unplaced};
+use explain::{unavailable_pools, ClaimRefusal, Refusal, Unplaced};
 use hints::Hints;
 pub use min_values::MinValuesPolicy;
 use nodeclaim::{Claim, Fit, JoinMemo, ZonePin};
@@ -233,9 +232,7 @@ fn schedule_with<'a>(
 
     let existing = existing_nodes(&all_nodes, &state.node_pools);
 
-    let limited_heavier = pools
-        .iter()
-        .any(|h| h.remaining.is_some() && pools.iter().any(|o| o.np.weight < h.np.weight));
+    let limited_heavier = limited_heavier(&pools);
     let hints = Hints::new(pods, &volume);
     let existing_domains = existing_domains(pods, &existing);
     let existing = ExistingNodes::new(existing, &existingnode::keys_pods_read(pods, &volume));
@@ -254,16 +251,7 @@ fn schedule_with<'a>(
         hints,
         join_heavier,
         existing_domains,
-        unavailable_pools: state
-            .node_pools
-            .iter()
-            .filter_map(|np| {
-                np.unavailable.as_ref().map(|why| Refusal::Unavailable {
-                    pool: np.name.as_str(),
-                    why: why.as_str(),
-                })
-            })
-            .collect(),
+        unavailable_pools: unavailable_pools(&state.node_pools),
     };
 
     let order = queue::largest_first(pods, &errors);
@@ -314,6 +302,14 @@ fn all_nodes(state: &ClusterState) -> std::borrow::Cow<'_, [Node]> {
     } else {
         std::borrow::Cow::Owned(state.nodes.iter().cloned().chain(in_flight).collect())
     }
+}
+
+/// Whether some NodePool with limits is heavier than another (then step
+/// 3 of `add` may join its NodeClaims first, see [`schedule`]).
+fn limited_heavier(pools: &[Pool]) -> bool {
+    pools
+        .iter()
+        .any(|h| h.remaining.is_some() && pools.iter().any(|o| o.np.weight < h.np.weight))
 }
 
 /// One pod's placement attempt at its relaxation (see `Run::add`): what

@@ -249,50 +249,10 @@ impl Run<'_> {
             volumes += plan.volume_price;
             node_claims.push(plan);
         }
-        let mut existing_nodes: Vec<ExistingNodePlan> = self
-            .existing
-            .iter()
-            .filter(|e| !e.placed.is_empty())
-            .map(|e| {
-                let mut pods: Vec<String> = e.placed.iter().map(|&p| pods[p].key()).collect();
-                pods.sort();
-                ExistingNodePlan {
-                    name: e.node.name.clone(),
-                    pods,
-                }
-            })
-            .collect();
-        existing_nodes.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut unschedulable: Vec<Unschedulable> = failed
-            .iter()
-            .map(|&p| Unschedulable {
-                pod: pods[p].key(),
-                reason: errors[p]
-                    .as_ref()
-                    .map_or_else(|| "could not be placed".into(), ToString::to_string),
-            })
-            .collect();
-        unschedulable.sort_by(|a, b| a.pod.cmp(&b.pod));
+        let existing_nodes = self.existing_plans();
+        let unschedulable = unschedulable(pods, &failed, &errors);
         let scheduled = pods.len() - unschedulable.len();
-        let mut reservations: Vec<ReservationUse> = (0..self.res.all.len())
-            .filter(|&r| self.res.offered[r])
-            .map(|r| {
-                let cr = &self.res.all[r];
-                ReservationUse {
-                    id: cr.id.clone(),
-                    instance_type: cr.instance_type.clone(),
-                    zone: cr.availability_zone.clone(),
-                    reservation_type: crate::reservations::reservation_type_label(
-                        cr.reservation_type,
-                    )
-                    .to_string(),
-                    instance_match_criteria: cr.instance_match_criteria.clone(),
-                    available: self.res.start[r],
-                    used: self.res.start[r] - self.res.left[r],
-                }
-            })
-            .collect();
-        reservations.sort_by(|a, b| a.id.cmp(&b.id));
+        let reservations = self.res.uses();
         Plan {
             reservations,
             summary: Summary {
@@ -309,4 +269,43 @@ impl Run<'_> {
             warnings,
         }
     }
+
+    /// The existing nodes that take pods, by name, each with its new pods.
+    fn existing_plans(&self) -> Vec<ExistingNodePlan> {
+        let pods = self.pods;
+        let mut existing_nodes: Vec<ExistingNodePlan> = self
+            .existing
+            .iter()
+            .filter(|e| !e.placed.is_empty())
+            .map(|e| {
+                let mut pods: Vec<String> = e.placed.iter().map(|&p| pods[p].key()).collect();
+                pods.sort();
+                ExistingNodePlan {
+                    name: e.node.name.clone(),
+                    pods,
+                }
+            })
+            .collect();
+        existing_nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        existing_nodes
+    }
+}
+
+/// The pods of `failed` with their reasons, by pod.
+fn unschedulable(
+    pods: &[Pod],
+    failed: &[usize],
+    errors: &[Option<Unplaced>],
+) -> Vec<Unschedulable> {
+    let mut unschedulable: Vec<Unschedulable> = failed
+        .iter()
+        .map(|&p| Unschedulable {
+            pod: pods[p].key(),
+            reason: errors[p]
+                .as_ref()
+                .map_or_else(|| "could not be placed".into(), ToString::to_string),
+        })
+        .collect();
+    unschedulable.sort_by(|a, b| a.pod.cmp(&b.pod));
+    unschedulable
 }

@@ -6,6 +6,7 @@ use crate::labels;
 use std::collections::VecDeque;
 
 use crate::model::{CapacityReservation, NodePool, Pod};
+use crate::plan::ReservationUse;
 use crate::requirements::{Requirement, Requirements};
 
 use super::explain::{Refusal, Unplaced};
@@ -57,6 +58,31 @@ impl<'a> Reservations<'a> {
             }
         }
         res
+    }
+
+    /// What the plan says about the reservations a NodePool offers: each
+    /// one's instances available at the start and used, by id.
+    pub(super) fn uses(&self) -> Vec<ReservationUse> {
+        let mut reservations: Vec<ReservationUse> = (0..self.all.len())
+            .filter(|&r| self.offered[r])
+            .map(|r| {
+                let cr = &self.all[r];
+                ReservationUse {
+                    id: cr.id.clone(),
+                    instance_type: cr.instance_type.clone(),
+                    zone: cr.availability_zone.clone(),
+                    reservation_type: crate::reservations::reservation_type_label(
+                        cr.reservation_type,
+                    )
+                    .to_string(),
+                    instance_match_criteria: cr.instance_match_criteria.clone(),
+                    available: self.start[r],
+                    used: self.start[r] - self.left[r],
+                }
+            })
+            .collect();
+        reservations.sort_by(|a, b| a.id.cmp(&b.id));
+        reservations
     }
 }
 
