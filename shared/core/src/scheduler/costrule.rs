@@ -4,8 +4,9 @@
 use crate::model::{untolerated, Pod};
 use crate::requirements::Requirements;
 
+use super::nodeclaim::{Fit, JoinMemo};
 use super::pools::Pool;
-use super::*;
+use super::{Relaxation, Run};
 
 /// Relative slack of the cost rule (see `Run::growth_pays`).
 pub(super) const COST_TOLERANCE: f64 = 1.02;

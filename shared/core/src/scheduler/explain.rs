@@ -11,7 +11,7 @@ use crate::resources::Resources;
 
 use super::reservationmanager::RESERVED_GATE_OFF;
 use super::topology::TopologyConflict;
-use super::*;
+use super::{min_values, Run};
 
 /// Why a planned NodeClaim cannot take a pod. Trials are many and their
 /// reasons are not shown (a pod's reasons come from the NodePools), so

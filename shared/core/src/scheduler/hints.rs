@@ -6,8 +6,9 @@ use crate::model::Pod;
 use crate::requirements::{Requirement, Requirements};
 
 use super::explain::Refusal;
+use super::nodeclaim::ZonePin;
 use super::typeset::TypeSet;
-use super::*;
+use super::{Relaxation, Run};
 
 /// Per zone bucket (see `ZonePin::bucket`), the first NodeClaim worth
 /// trying (see `Hints::spread_hint`).

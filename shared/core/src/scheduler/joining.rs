@@ -4,7 +4,10 @@
 use std::collections::BTreeSet;
 
 use super::hints::{Roomy, SpreadHint};
-use super::*;
+use crate::labels;
+
+use super::nodeclaim::{Fit, ZonePin};
+use super::{Relaxation, Run, Trial};
 
 /// The walk over the NodeClaims that may have room for one pod (its
 /// request class's [`Roomy`] list), and what it learns on the way.

@@ -41,21 +41,19 @@ mod volumes;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::catalog::{ebs, CapacityType, Catalog};
+use crate::catalog::{CapacityType, Catalog};
 use crate::labels;
-use crate::model::{untolerated_strict, ClusterState, Node, Pod};
-use crate::plan::{
-    ExistingNodePlan, NodeClaimPlan, NodeClaimResources, Plan, Price, Summary, Unschedulable,
-};
+use crate::model::{ClusterState, Node, Pod};
+use crate::plan::Plan;
 use crate::requirements::Requirements;
 
 #[cfg(test)]
 use existingnode::effective_taints;
 use existingnode::{existing_domains, existing_nodes, ExistingNodes};
-use explain::{unavailable_pools, ClaimRefusal, Refusal, Unplaced};
+use explain::{unavailable_pools, Refusal, Unplaced};
 use hints::Hints;
 pub use min_values::MinValuesPolicy;
-use nodeclaim::{Claim, Fit, JoinMemo, ZonePin};
+use nodeclaim::{Claim, ZonePin};
 pub use plan_output::MIN_VALUES_RELAXED;
 pub use pod_view::Relaxation;
 use podtopology::{build_topology, ActiveTopology};
@@ -63,7 +61,7 @@ use pools::Pool;
 pub use pools::{daemon_overhead, labels_satisfy, overlay_adjusted_price, overlays_by_weight};
 use queue::QueueEnd;
 use reservationmanager::{reserved_gate_off, Reservations};
-use topology::{DomainSource, Kind, PodGroups, Topology};
+use topology::{PodGroups, Topology};
 use typeset::TypeSet;
 
 /// Knobs that are not part of the cluster state.

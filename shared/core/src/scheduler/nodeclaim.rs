@@ -8,10 +8,12 @@ use crate::model::Pod;
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
+use super::explain::ClaimRefusal;
 use super::explain::{display_reqs, Refusal};
+use super::podtopology::ActiveTopology;
 use super::pools::{self};
 use super::typeset::TypeSet;
-use super::*;
+use super::{min_values, MinValuesPolicy, Run, Trial};
 
 pub(super) struct Claim {
     pub(super) pool: usize,

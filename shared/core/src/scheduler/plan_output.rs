@@ -11,7 +11,14 @@ use crate::resources::Resources;
 
 use super::pools::{Pool, PoolOffering};
 use super::typeset::TypeSet;
-use super::*;
+use crate::catalog::ebs;
+use crate::plan::{
+    ExistingNodePlan, NodeClaimPlan, NodeClaimResources, Plan, Price, Summary, Unschedulable,
+};
+
+use super::explain::Unplaced;
+use super::nodeclaim::Claim;
+use super::Run;
 
 /// What a NodeClaim's offerings come to (ranked types, capacity types,
 /// zones, the offering a fleet would prefer), shared between NodeClaims of

@@ -8,7 +8,10 @@ use crate::model::{untolerated, Pod, Taint};
 use crate::requirements::{Requirement, Requirements};
 
 use super::pools::Pool;
-use super::*;
+use crate::model::{untolerated_strict, Node};
+
+use super::topology::{DomainSource, Kind, PodGroups, Topology};
+use super::{pod_view, Relaxation, Run};
 
 /// The topology groups in force for a pod and the requirements that decide
 /// which of their domains it may use.

@@ -12,7 +12,8 @@ use crate::requirements::{Requirement, Requirements};
 use super::explain::{Refusal, Unplaced};
 use super::plan_output::offering_order;
 use super::pools::PoolOffering;
-use super::*;
+use super::pools::{self, Pool};
+use super::Run;
 
 /// Reservation bookkeeping: O(1) per NodeClaim; an exhausted reservation
 /// switches its offerings off once (`Run::take_reservation`).

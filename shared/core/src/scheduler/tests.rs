@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::catalog::{CatalogEntry, InstanceTypeInfo, Offering, UNLIMITED};
 use crate::model::*;
+use crate::plan::NodeClaimPlan;
 use crate::quantity::Quantity;
 use crate::requirements::Operator;
 use crate::requirements::Requirement;
