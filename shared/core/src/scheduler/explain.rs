@@ -41,28 +41,28 @@ pub(super) enum Refusal<'a> {
     /// such a NodePool before scheduling, with this message).
     NoTypesLeft { pool: &'a str, requirements: String },
     /// The NodePool's nodes carry a taint the pod does not tolerate.
-    Taint { pool: &'a str, taint: Taint },
+    Taint { pool: &'a str, taint: Box<Taint> },
     /// The pod's requirements and the NodePool's disagree.
     Incompatible {
         pool: &'a str,
-        error: crate::requirements::Incompatibility,
+        error: Box<crate::requirements::Incompatibility>,
     },
     /// The pod names hosts (`kubernetes.io/hostname`): no new node can be one.
-    Hostname { hosts: Requirement },
+    Hostname { hosts: Box<Requirement> },
     /// Topology rules out every node of the NodePool.
     Topology {
         pool: &'a str,
-        conflict: TopologyConflict,
+        conflict: Box<TopologyConflict>,
     },
     /// One requirement rules out every instance type.
     NoTypeSatisfies {
         pool: &'a str,
-        requirement: Requirement,
+        requirement: Box<Requirement>,
     },
     /// The requirements together rule out every instance type.
     NoTypeSatisfiesAll {
         pool: &'a str,
-        requirements: Requirements,
+        requirements: Box<Requirements>,
     },
     /// No instance type has any of `resource`; `requested` is the pod's,
     /// `overhead` the daemonsets'.
@@ -81,7 +81,10 @@ pub(super) enum Refusal<'a> {
         largest: Quantity,
     },
     /// Each resource fits some type, but no type fits them all.
-    NoRoomTogether { pool: &'a str, requests: Resources },
+    NoRoomTogether {
+        pool: &'a str,
+        requests: Box<Resources>,
+    },
     /// A DaemonSet holds one of the pod's host ports on every type that fits.
     DaemonSetHostPort {
         pool: &'a str,
@@ -96,7 +99,7 @@ pub(super) enum Refusal<'a> {
     /// No type has an offering outside every capacity reservation.
     NoUnreservedType {
         pool: &'a str,
-        requirements: Requirements,
+        requirements: Box<Requirements>,
     },
     /// The types left cannot keep the NodePool's `minValues` (Strict policy).
     MinValues {
@@ -324,13 +327,13 @@ impl<'a> Run<'a> {
             if !any {
                 return Refusal::NoTypeSatisfies {
                     pool: name,
-                    requirement: r.clone(),
+                    requirement: Box::new(r.clone()),
                 };
             }
         }
         Refusal::NoTypeSatisfiesAll {
             pool: name,
-            requirements: reqs.clone(),
+            requirements: Box::new(reqs.clone()),
         }
     }
 
@@ -372,7 +375,7 @@ impl<'a> Run<'a> {
         }
         Refusal::NoRoomTogether {
             pool: name,
-            requests: requests.clone(),
+            requests: Box::new(requests.clone()),
         }
     }
 }

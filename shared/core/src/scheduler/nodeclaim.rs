@@ -380,7 +380,7 @@ impl<'a> Run<'a> {
                 .add_requirements(pod, &groups.groups, &groups.domains, &merged)
                 .map_err(|conflict| Refusal::Topology {
                     pool: name,
-                    conflict,
+                    conflict: Box::new(conflict),
                 })?;
         }
         let types = self.types_for_new(pi, p, &merged)?;
@@ -429,11 +429,14 @@ impl<'a> Run<'a> {
         if let Some(t) = groups.blocking_taint(&pool.taints, pod) {
             return Err(Refusal::Taint {
                 pool: name,
-                taint: t.clone(),
+                taint: Box::new(t.clone()),
             });
         }
         if let Err(error) = pool.requirements.compatible(pod_reqs) {
-            return Err(Refusal::Incompatible { pool: name, error });
+            return Err(Refusal::Incompatible {
+                pool: name,
+                error: Box::new(error),
+            });
         }
         // A new node's hostname is not known in advance (Karpenter gives
         // NodeClaims a placeholder): a pod that names hosts (a volume pinned
@@ -442,7 +445,9 @@ impl<'a> Run<'a> {
             .get(labels::HOSTNAME)
             .filter(|h| !h.is_complement())
         {
-            return Err(Refusal::Hostname { hosts: h.clone() });
+            return Err(Refusal::Hostname {
+                hosts: Box::new(h.clone()),
+            });
         }
         Ok(())
     }

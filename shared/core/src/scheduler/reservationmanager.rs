@@ -282,7 +282,7 @@ impl<'a> Run<'a> {
         if types.is_empty() {
             return Err(Refusal::NoUnreservedType {
                 pool: pool.np.name.as_str(),
-                requirements: merged.clone(),
+                requirements: Box::new(merged.clone()),
             });
         }
         Ok((types, None))
