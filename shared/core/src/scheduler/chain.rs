@@ -75,7 +75,7 @@ impl Run<'_> {
         // takes them alike.
         let plain = pods.iter().all(|&p| {
             let pod = &self.pods[p];
-            self.shape[p].is_some()
+            self.hints.shape[p].is_some()
                 && pod.host_ports.is_empty()
                 && pod.node_selector.is_empty()
                 && pod.required_terms.is_empty()
@@ -116,7 +116,7 @@ impl Run<'_> {
         let mut class_of: BTreeMap<usize, usize> = BTreeMap::new();
         let mut classes: Vec<Vec<usize>> = Vec::new();
         for &p in &pods {
-            let k = *class_of.entry(self.req_class[p]).or_insert_with(|| {
+            let k = *class_of.entry(self.hints.req_class[p]).or_insert_with(|| {
                 classes.push(vec![]);
                 classes.len() - 1
             });

@@ -19,9 +19,12 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use super::volumes::VolumeTerms;
 use crate::labels;
-use crate::model::{Node, Pod, Taint};
+use crate::model::{Node, NodePool, Pod, Taint};
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::{self, Resources};
+
+use super::podtopology::ActiveTopology;
+use super::{labels_satisfy, Run, Trial};
 
 /// An existing node and what this run has placed on it.
 pub(super) struct ExistingNode<'a> {
@@ -345,6 +348,179 @@ fn merge(a: &Room, b: &Room) -> Room {
         *o = (*o).max(*x);
     }
     out
+}
+
+/// The nodes pods may be placed on (not cordoned), with the taints that
+/// keep pods off them, in Karpenter's order.
+pub(super) fn existing_nodes<'n>(nodes: &'n [Node], pools: &[NodePool]) -> Vec<ExistingNode<'n>> {
+    let mut existing: Vec<ExistingNode> = nodes
+        .iter()
+        .filter(|n| !n.unschedulable)
+        .map(|n| ExistingNode::new(n, effective_taints(n, pools)))
+        .collect();
+    // Initialized nodes first (Karpenter's order), then by name.
+    existing.sort_by(|a, b| {
+        initialized(b.node)
+            .cmp(&initialized(a.node))
+            .then_with(|| a.node.name.cmp(&b.node.name))
+    });
+    existing
+}
+
+/// For each key a pending pod spreads over (but hostname), the values the
+/// existing nodes carry for it.
+pub(super) fn existing_domains(
+    pods: &[Pod],
+    existing: &[ExistingNode],
+) -> BTreeMap<String, BTreeSet<String>> {
+    let keys: BTreeSet<&str> = pods
+        .iter()
+        .flat_map(|p| p.topology_spread.iter())
+        .map(|c| c.topology_key.as_str())
+        .filter(|k| *k != labels::HOSTNAME)
+        .collect();
+    keys.into_iter()
+        .map(|k| {
+            let values = existing
+                .iter()
+                .filter_map(|e| e.labels.get(k).cloned())
+                .collect();
+            (k.to_string(), values)
+        })
+        .collect()
+}
+
+/// Taints the kubelet or cloud provider put on a node for a while, which
+/// Karpenter never lets keep pods off it (`KnownEphemeralTaints`).
+pub(super) const EPHEMERAL_TAINTS: [&str; 3] = [
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+    "node.cloudprovider.kubernetes.io/uninitialized",
+];
+
+/// Karpenter's own registration taint (`karpenter.sh/unregistered:NoExecute`)
+/// and the Node Readiness Controller's (`readiness.k8s.io/*`): ephemeral
+/// taints (`KnownEphemeralTaints`) that do not keep pods off a NodePool's
+/// node until it is initialized.
+pub(super) fn registration_taint(t: &Taint) -> bool {
+    (t.key == "karpenter.sh/unregistered" && t.effect == crate::model::TaintEffect::NoExecute)
+        || t.key.starts_with("readiness.k8s.io/")
+}
+
+/// Whether Karpenter has seen the node initialized (`karpenter.sh/initialized`),
+/// or the node is not Karpenter's (then it is taken as it is).
+pub(super) fn initialized(n: &Node) -> bool {
+    n.nodepool().is_none()
+        || n.labels.get("karpenter.sh/initialized").map(String::as_str) == Some("true")
+}
+
+/// The taints that keep pods off an existing node, as Karpenter's state
+/// node reports them: never the ephemeral `NoSchedule` ones (Karpenter's
+/// `KnownEphemeralTaints`); until a NodePool's node is initialized, not
+/// the registration taints, the ephemeral keys with any effect (the
+/// kubelet's `not-ready:NoExecute`) and that NodePool's startup taints. On
+/// an initialized node `not-ready:NoExecute` blocks.
+pub(super) fn effective_taints(n: &Node, pools: &[crate::model::NodePool]) -> Vec<Taint> {
+    let startup: &[Taint] = match n.nodepool() {
+        Some(name) if !initialized(n) => pools
+            .iter()
+            .find(|p| p.name == name)
+            .map_or(&[], |p| p.startup_taints.as_slice()),
+        _ => &[],
+    };
+    let uninitialized = n.nodepool().is_some() && !initialized(n);
+    n.taints
+        .iter()
+        .filter(|t| {
+            let ephemeral = EPHEMERAL_TAINTS.contains(&t.key.as_str());
+            !(ephemeral && t.effect == crate::model::TaintEffect::NoSchedule)
+                && !(uninitialized && (ephemeral || registration_taint(t)))
+        })
+        .filter(|t| {
+            !startup
+                .iter()
+                .any(|s| s.key == t.key && s.effect == t.effect)
+        })
+        .cloned()
+        .collect()
+}
+
+impl Run<'_> {
+    pub(super) fn try_existing(
+        &self,
+        i: usize,
+        p: usize,
+        pod_reqs: &Requirements,
+        groups: &ActiveTopology,
+    ) -> Option<Requirements> {
+        let e = self.existing.get(i);
+        let pod = &self.pods[p];
+        if !pod.requests.fits_in(&e.remaining) {
+            return None;
+        }
+        if groups.blocking_taint(&e.taints, pod).is_some() {
+            return None;
+        }
+        if pod.host_ports.iter().any(|hp| e.host_ports.contains(hp)) {
+            return None;
+        }
+        labels_satisfy(&e.labels, pod_reqs).ok()?;
+        if !self.topology.is_active() {
+            return Some(e.requirements());
+        }
+        let zone_admitted = match e.labels.get(labels::ZONE) {
+            Some(z) => groups.affinity_zone_ok(std::iter::once(z)),
+            None => true,
+        };
+        if groups.affinity_unmet || !zone_admitted {
+            return None;
+        }
+        let host = e.labels.get(labels::HOSTNAME)?;
+        if !self.topology.admits_host(pod, &groups.groups, host) {
+            return None;
+        }
+        self.topology
+            .add_requirements(pod, &groups.groups, &groups.domains, &e.requirements())
+            .ok()
+    }
+}
+
+impl Run<'_> {
+    /// Step 1 of `add`: the first existing node (Karpenter's order) that
+    /// takes the pod; whether one did.
+    pub(super) fn place_on_existing(&mut self, t: &Trial) -> bool {
+        let (p, shape) = (t.p, t.shape);
+        let (pod_reqs, groups, zones_admitted) = (&t.pod_reqs, &t.groups, &t.zones_admitted);
+        let pod = &self.pods[p];
+        let first = shape.map_or(0, |s| self.hints.existing_hint[s]);
+        let found = self
+            .existing
+            .candidates(first, &pod.requests, pod_reqs, |class| {
+                groups.blocking_taint(&class.taints, pod).is_none()
+                    && match (zones_admitted, class.labels.get(labels::ZONE)) {
+                        (Some(ok), Some(zone)) => ok.contains(zone),
+                        _ => true,
+                    }
+            })
+            .find_map(|i| Some((i, self.try_existing(i, p, pod_reqs, groups)?)));
+        if let Some((i, reqs)) = found {
+            {
+                self.existing.place(i, p, pod);
+                let node = self.existing.get(i).node;
+                self.topology
+                    .record(pod, &self.groups[p].inverse, &reqs, &node.taints);
+                self.hints.placed(p);
+                if let Some(s) = shape {
+                    self.hints.existing_hint[s] = i;
+                }
+                return true;
+            }
+        }
+        if let Some(s) = shape {
+            self.hints.existing_hint[s] = self.existing.len();
+        }
+        false
+    }
 }
 
 #[cfg(test)]

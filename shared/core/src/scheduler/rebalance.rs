@@ -182,7 +182,7 @@ impl Run<'_> {
                     .collect();
                 let same = |c: &Class| {
                     let q = &self.pods[c.pods[0]];
-                    self.req_class[c.pods[0]] == self.req_class[p]
+                    self.hints.req_class[c.pods[0]] == self.hints.req_class[p]
                         && q.namespace == pod.namespace
                         && q.labels == pod.labels
                         && q.pod_anti_affinity == pod.pod_anti_affinity

@@ -242,7 +242,7 @@ impl Run<'_> {
                 let pod = &self.pods[p];
                 // Without a shape the pod spreads (on the zone, above).
                 let spread_ok = hostname_anti_only && zone_pinned;
-                if (self.shape[p].is_none() && !spread_ok)
+                if (self.hints.shape[p].is_none() && !spread_ok)
                     || !pod.host_ports.is_empty()
                     || (!pod.pod_anti_affinity.is_empty() && !hostname_anti_only)
                     || !pod.preferred_pod_anti_affinity.is_empty()
@@ -330,7 +330,7 @@ impl Run<'_> {
         dims: &[String],
     ) -> std::rc::Rc<Vec<(usize, f64, Vec<i64>)>> {
         let key = (pi, reqs.clone(), dims.to_vec());
-        if let Some(hit) = self.cand_cache.borrow().get(&key) {
+        if let Some(hit) = self.hints.cand_cache.borrow().get(&key) {
             return hit.clone();
         }
         let pool = &self.pools[pi];
@@ -354,7 +354,7 @@ impl Run<'_> {
             }
         }
         let kept = std::rc::Rc::new(kept);
-        self.cand_cache.borrow_mut().insert(key, kept.clone());
+        self.hints.cand_cache.borrow_mut().insert(key, kept.clone());
         kept
     }
 
@@ -506,7 +506,7 @@ impl Run<'_> {
         let mut class_of: BTreeMap<(usize, usize), usize> = BTreeMap::new();
         let mut classes: Vec<(Resources, Vec<usize>, usize)> = Vec::new();
         for (i, &p) in pods.iter().enumerate() {
-            let rc = self.req_class[p];
+            let rc = self.hints.req_class[p];
             let k = *class_of.entry((rc, anti[i])).or_insert_with(|| {
                 // At most one pod per node of a class whose hostname
                 // anti-affinity selects its own pods.

@@ -5,8 +5,11 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::catalog::{CatalogEntry, InstanceTypeInfo, Offering, UNLIMITED};
 use crate::model::*;
+use crate::plan::NodeClaimPlan;
 use crate::quantity::Quantity;
 use crate::requirements::Operator;
+use crate::requirements::Requirement;
+use crate::resources::Resources;
 
 const ZONES: [&str; 3] = ["test-1a", "test-1b", "test-1c"];
 

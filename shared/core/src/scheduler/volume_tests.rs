@@ -8,6 +8,8 @@ use crate::catalog::ebs::{self, EbsVolume};
 use crate::catalog::{CatalogEntry, InstanceTypeInfo, Offering, UNLIMITED};
 use crate::model::{AmiFamily, NodeClass, NodePool, Pod, PodTemplate};
 use crate::quantity::Quantity;
+use crate::requirements::Requirement;
+use crate::resources::Resources;
 
 /// Two arm64 spot types in one zone: two `m6g.medium`s (2 pods each) cost
 /// 3.4% less than one `m6g.large` (4 pods) before volumes.

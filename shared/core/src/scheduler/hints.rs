@@ -1,0 +1,302 @@
+//! Speed hints and caches: the scheduler's answers do not depend on them,
+//! only how fast it finds them (pod classes, per-class hints, memoised lookups).
+
+use crate::labels;
+use crate::model::Pod;
+use crate::requirements::{Requirement, Requirements};
+
+use super::explain::Refusal;
+use super::nodeclaim::ZonePin;
+use super::typeset::TypeSet;
+use super::volumes;
+use super::{Relaxation, Run};
+
+/// Per zone bucket (see `ZonePin::bucket`), the first NodeClaim worth
+/// trying (see `Hints::spread_hint`).
+pub(super) type SpreadHint = Box<[u32; ZonePin::BUCKETS]>;
+
+/// Pod classes and what the run remembers about them, and caches of
+/// answers that depend only on a NodePool and requirements. The plan does
+/// not depend on the hints and caches, only how fast it is found; the size
+/// classes and their counts feed the cost rule's look-ahead.
+pub(super) struct Hints<'a> {
+    /// Equivalence class of each pod (identical requests and constraints),
+    /// for pods whose placement outcomes only get worse as nodes fill (no
+    /// spread or affinity): `None` for the others.
+    pub(super) shape: Vec<Option<usize>>,
+    /// Per shape: the first existing node / NodeClaim worth trying. Nodes
+    /// before it rejected a pod of this shape for reasons that only harden.
+    pub(super) existing_hint: Vec<usize>,
+    pub(super) claim_hint: Vec<usize>,
+    /// Per shape: the relaxation the hints were gathered at.
+    pub(super) hint_relax: Vec<Relaxation>,
+    /// Size class of each pod (see `size_classes`), and per class the pods
+    /// not placed yet.
+    pub(super) size: Vec<usize>,
+    pub(super) size_left: Vec<usize>,
+    /// Per shape: the solo price (see `solo_price`).
+    pub(super) solo_cache: Vec<Option<Option<f64>>>,
+    /// Types of a pool compatible with requirements (hostname excluded).
+    pub(super) compat_cache: CompatCache,
+    /// See [`ReqTypeCache`]: a candidate NodeClaim's types are narrowed by
+    /// bit sets, not by testing each type's labels.
+    pub(super) req_type_cache: ReqTypeCache,
+    /// Repack candidates per (pool, requirements, dimensions), see
+    /// `Run::candidates`.
+    pub(super) cand_cache: CandCache,
+    /// (pool, requirements without hostname) → why no type is compatible.
+    pub(super) no_type_reasons:
+        std::cell::RefCell<std::collections::HashMap<(usize, Requirements), Refusal<'a>>>,
+    /// (pool, shape) → best price per pod slot (see `best_slot_price`).
+    pub(super) slot_cache:
+        std::cell::RefCell<std::collections::HashMap<(usize, usize), Option<f64>>>,
+    /// Class of each pod by its requests alone, and per class the
+    /// NodeClaims that may still have room for such a pod (see `Roomy`).
+    pub(super) req_class: Vec<usize>,
+    pub(super) roomy: Vec<Roomy>,
+    /// Per size class, for pods without a shape (spread, pod affinity) at
+    /// no relaxation: per zone bucket (see `ZonePin::bucket`), the first
+    /// NodeClaim not known to refuse such a pod for reasons that only
+    /// harden (no room, the cost rule). Topology refusals do not count.
+    pub(super) spread_hint: Vec<Option<SpreadHint>>,
+    /// Bumped when a reservation runs out (see `JoinMemo`).
+    pub(super) epoch: u32,
+}
+
+impl Hints<'_> {
+    pub(super) fn new(pods: &[Pod], volume: &[volumes::VolumeTerms]) -> Self {
+        let (shape, n_shapes) = shapes(pods, volume);
+        let (size, n_sizes) = size_classes(pods, volume);
+        let (req_class, n_req_classes) = request_classes(pods);
+        let mut size_left = vec![0; n_sizes];
+        for s in &size {
+            size_left[*s] += 1;
+        }
+        Hints {
+            shape,
+            existing_hint: vec![0; n_shapes],
+            claim_hint: vec![0; n_shapes],
+            hint_relax: vec![Relaxation::default(); n_shapes],
+            size,
+            size_left,
+            solo_cache: vec![None; n_shapes],
+            compat_cache: Default::default(),
+            req_type_cache: Default::default(),
+            cand_cache: Default::default(),
+            no_type_reasons: Default::default(),
+            slot_cache: Default::default(),
+            req_class,
+            roomy: (0..n_req_classes).map(|_| Roomy::default()).collect(),
+            spread_hint: vec![None; n_sizes],
+            epoch: 0,
+        }
+    }
+
+    /// Hints hold for one relaxation level: pods of a shape are relaxed
+    /// together, so a change of level starts the hints afresh.
+    pub(super) fn at_relaxation(&mut self, shape: Option<usize>, r: &Relaxation) {
+        if let Some(s) = shape {
+            if self.hint_relax[s] != *r {
+                self.hint_relax[s] = r.clone();
+                self.existing_hint[s] = 0;
+                self.claim_hint[s] = 0;
+                self.solo_cache[s] = None;
+            }
+        }
+    }
+
+    /// Pod `p` is placed: one fewer of its size class waits.
+    #[inline]
+    pub(super) fn placed(&mut self, p: usize) {
+        let size = self.size[p];
+        self.size_left[size] = self.size_left[size].saturating_sub(1);
+    }
+
+    /// Offerings were switched off (a reservation ran out): the caches
+    /// that depend on offerings are dropped.
+    pub(super) fn offerings_changed(&mut self) {
+        self.compat_cache.borrow_mut().clear();
+        self.no_type_reasons.borrow_mut().clear();
+        self.slot_cache.borrow_mut().clear();
+        self.solo_cache.iter_mut().for_each(|c| *c = None);
+        self.spread_hint.iter_mut().for_each(|h| *h = None);
+        self.epoch = self.epoch.wrapping_add(1);
+    }
+}
+
+/// NodeClaims (ascending) not yet known to be too full for pods of one
+/// request vector. A NodeClaim's requests only grow and its largest
+/// allocatable only shrinks, so one found too full stays too full: it is
+/// marked dead and skipped from then on (compacted when half are dead).
+#[derive(Default)]
+pub(super) struct Roomy {
+    pub(super) list: Vec<u32>,
+    pub(super) dead: Vec<bool>,
+    /// The zone bit each NodeClaim is pinned to, once seen pinned (0: not
+    /// known to be pinned). A pinned NodeClaim stays pinned to its zone, so
+    /// the spread pre-check can skip it without touching it.
+    pub(super) pins: Vec<u64>,
+    pub(super) n_dead: usize,
+    /// NodeClaims `0..synced` are in `list` (or were dropped as full).
+    pub(super) synced: usize,
+}
+
+impl Roomy {
+    pub(super) fn sync(&mut self, claims: usize) {
+        for c in self.synced..claims {
+            self.list.push(c as u32);
+            self.dead.push(false);
+            self.pins.push(0);
+        }
+        self.synced = self.synced.max(claims);
+    }
+
+    pub(super) fn kill(&mut self, k: usize) {
+        self.dead[k] = true;
+        self.n_dead += 1;
+    }
+
+    pub(super) fn compact(&mut self) {
+        if self.n_dead * 2 <= self.list.len() {
+            return;
+        }
+        let mut dead = self.dead.iter();
+        self.list.retain(|_| dead.next() == Some(&false));
+        let mut dead = self.dead.iter();
+        self.pins.retain(|_| dead.next() == Some(&false));
+        self.dead = vec![false; self.list.len()];
+        self.n_dead = 0;
+    }
+}
+
+/// (pool, requirements without hostname) → compatible type indices.
+pub(super) type CandCache = std::cell::RefCell<
+    std::collections::HashMap<
+        (usize, Requirements, Vec<String>),
+        std::rc::Rc<Vec<(usize, f64, Vec<i64>)>>,
+    >,
+>;
+
+/// (pool, one requirement) → the pool's types whose labels intersect it.
+pub(super) type ReqTypeCache =
+    std::cell::RefCell<std::collections::HashMap<(usize, Requirement), std::rc::Rc<TypeSet>>>;
+
+pub(super) type CompatCache =
+    std::cell::RefCell<std::collections::HashMap<(usize, Requirements), std::rc::Rc<Vec<usize>>>>;
+
+/// Groups pods by what the price of a node slot depends on (requests and
+/// the NodePools and types they may use), ignoring labels: the unit of the
+/// efficiency test in `Run::growth_pays`.
+pub(super) fn size_classes(pods: &[Pod], volume: &[volumes::VolumeTerms]) -> (Vec<usize>, usize) {
+    let mut ids: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let out = pods
+        .iter()
+        .zip(volume)
+        .map(|(p, v)| {
+            let key = format!(
+                "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+                p.requests, p.node_selector, p.required_terms, p.preferred_terms, p.tolerations, v
+            );
+            let n = ids.len();
+            *ids.entry(key).or_insert(n)
+        })
+        .collect();
+    (out, ids.len())
+}
+
+/// Groups pods by their requests alone; see `Run::roomy`.
+pub(super) fn request_classes(pods: &[Pod]) -> (Vec<usize>, usize) {
+    let mut ids: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let out = pods
+        .iter()
+        .map(|p| {
+            let n = ids.len();
+            *ids.entry(format!("{:?}", p.requests)).or_insert(n)
+        })
+        .collect();
+    (out, ids.len())
+}
+
+/// Groups pods into shapes; see `Run::shape`.
+pub(super) fn shapes(pods: &[Pod], volume: &[volumes::VolumeTerms]) -> (Vec<Option<usize>>, usize) {
+    let mut ids: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let out = pods
+        .iter()
+        .zip(volume)
+        .map(|(p, v)| {
+            let monotonic = p.topology_spread.is_empty()
+                && p.pod_affinity.is_empty()
+                && p.preferred_pod_affinity.is_empty();
+            if !monotonic {
+                return None;
+            }
+            let key = format!(
+                "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}|{:?}|{:?}",
+                p.requests,
+                p.node_selector,
+                p.required_terms,
+                p.preferred_terms,
+                p.tolerations,
+                p.host_ports,
+                v,
+                p.namespace,
+                p.labels,
+                p.pod_anti_affinity,
+                p.preferred_pod_anti_affinity,
+            );
+            let n = ids.len();
+            Some(*ids.entry(key).or_insert(n))
+        })
+        .collect();
+    (out, ids.len())
+}
+
+impl Run<'_> {
+    /// Indices of pool `pi`'s types compatible with `reqs`, cached: every
+    /// pod of a Deployment asks the same question.
+    pub(super) fn compatible_types(
+        &self,
+        pi: usize,
+        reqs: &Requirements,
+    ) -> std::rc::Rc<Vec<usize>> {
+        let mut key = reqs.clone();
+        key.remove(labels::HOSTNAME);
+        if let Some(hit) = self.hints.compat_cache.borrow().get(&(pi, key.clone())) {
+            return hit.clone();
+        }
+        let pool = &self.pools[pi];
+        let filter = pool.filter(&key);
+        let v: Vec<usize> = pool
+            .types
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.requirements.intersects_ok(&key) && t.has_offering(&filter))
+            .map(|(i, _)| i)
+            .collect();
+        let v = std::rc::Rc::new(v);
+        self.hints
+            .compat_cache
+            .borrow_mut()
+            .insert((pi, key), v.clone());
+        v
+    }
+
+    /// Pool `pi`'s types whose labels intersect `r`, cached.
+    pub(super) fn types_intersecting(&self, pi: usize, r: &Requirement) -> std::rc::Rc<TypeSet> {
+        let key = (pi, r.clone());
+        if let Some(hit) = self.hints.req_type_cache.borrow().get(&key) {
+            return hit.clone();
+        }
+        let single = Requirements::from_iter_reqs([r.clone()]);
+        let types = &self.pools[pi].types;
+        let set = std::rc::Rc::new(TypeSet::from_indices(
+            (0..types.len()).filter(|&t| types[t].requirements.intersects_ok(&single)),
+            types.len(),
+        ));
+        self.hints
+            .req_type_cache
+            .borrow_mut()
+            .insert(key, set.clone());
+        set
+    }
+}

@@ -1,0 +1,218 @@
+//! Step 2 of `Run::add`: the NodeClaims planned in this run that a pod
+//! may join, walked with the speed hints (roomy lists, spread hints).
+
+use std::collections::BTreeSet;
+
+use super::hints::{Roomy, SpreadHint};
+use crate::labels;
+
+use super::nodeclaim::{Fit, ZonePin};
+use super::{Relaxation, Run, Trial};
+
+/// The walk over the NodeClaims that may have room for one pod (its
+/// request class's [`Roomy`] list), and what it learns on the way.
+struct Walk {
+    roomy: Roomy,
+    /// The size class's spread hints (see `Hints::spread_hint`), for a pod
+    /// without a shape at no relaxation.
+    hints: Option<SpreadHint>,
+    /// Buckets where a claim refused for a reason that may pass later.
+    blocked: [bool; ZonePin::BUCKETS],
+    /// NodeClaims whose trial refused the pod (ascending): step 4 would
+    /// refuse it again.
+    refused_claims: Vec<u32>,
+}
+
+impl Walk {
+    /// NodeClaim `c` (in zone bucket `bucket`) refused the pod. A refusal
+    /// that only hardens (`hard`) moves the bucket's hint past `c` while
+    /// nothing before it in the bucket may pass later.
+    #[inline]
+    fn refused(&mut self, bucket: usize, c: usize, hard: bool) {
+        if let Some(h) = self.hints.as_mut() {
+            if !hard {
+                self.blocked[bucket] = true;
+            } else if !self.blocked[bucket] {
+                h[bucket] = c as u32 + 1;
+            }
+        }
+    }
+}
+
+/// Pods without a shape: start at the lowest hint of the buckets the pod
+/// may use (`any_zone`: every zone; else those of `admitted_bits`).
+fn first_eligible(h: &SpreadHint, any_zone: bool, admitted_bits: u64) -> usize {
+    let eligible = |b: usize| {
+        any_zone || b == 0 || b == ZonePin::BUCKETS - 1 || admitted_bits & (1 << (b - 1)) != 0
+    };
+    (0..ZonePin::BUCKETS)
+        .filter(|&b| eligible(b))
+        .map(|b| h[b] as usize)
+        .min()
+        .unwrap_or(0)
+}
+
+impl Run<'_> {
+    /// Step 2 of `add`: join a NodeClaim planned in this run if that costs
+    /// no more than a node of its own would (`solo`, see `joins_cheaply`).
+    /// Otherwise returns the NodeClaims whose trial refused the pod
+    /// (ascending): step 4 would refuse it again.
+    pub(super) fn join_planned(&mut self, t: &Trial, solo: Option<f64>) -> Result<(), Vec<u32>> {
+        let (p, shape) = (t.p, t.shape);
+        let first = shape.map_or(0, |s| self.hints.claim_hint[s]);
+        let admitted_bits = self.zone_bits(&t.zones_admitted);
+        let cls = self.hints.req_class[p];
+        let mut roomy = std::mem::take(&mut self.hints.roomy[cls]);
+        roomy.sync(self.claims.len());
+        // Pods without a shape: start at the lowest hint of the buckets
+        // the pod may use, skip each bucket's known refusals.
+        let size = self.hints.size[p];
+        let hints = if shape.is_none() && *t.r == Relaxation::default() {
+            Some(
+                self.hints.spread_hint[size]
+                    .take()
+                    .unwrap_or_else(|| Box::new([0; ZonePin::BUCKETS])),
+            )
+        } else {
+            None
+        };
+        let first = match &hints {
+            Some(h) => first_eligible(h, t.zones_admitted.is_none(), admitted_bits),
+            None => first,
+        };
+        let mut walk = Walk {
+            roomy,
+            hints,
+            blocked: [false; ZonePin::BUCKETS],
+            refused_claims: Vec::new(),
+        };
+        let joined = self.walk_claims(t, solo, first, admitted_bits, &mut walk);
+        if let Some(h) = walk.hints {
+            self.hints.spread_hint[size] = Some(h);
+        }
+        walk.roomy.compact();
+        self.hints.roomy[cls] = walk.roomy;
+        if let Some((c, fit)) = joined {
+            self.commit(c, p, fit);
+            if let Some(s) = shape {
+                self.hints.claim_hint[s] = c;
+            }
+            return Ok(());
+        }
+        if let Some(s) = shape {
+            self.hints.claim_hint[s] = self.claims.len();
+        }
+        Err(walk.refused_claims)
+    }
+
+    /// The first NodeClaim from `first` on that takes the pod and passes
+    /// the cost rule, with the fit; records refusals in `walk`.
+    fn walk_claims(
+        &mut self,
+        t: &Trial,
+        solo: Option<f64>,
+        first: usize,
+        admitted_bits: u64,
+        walk: &mut Walk,
+    ) -> Option<(usize, Fit)> {
+        let (p, r) = (t.p, t.r);
+        let (pod_reqs, groups, zones_admitted) = (&t.pod_reqs, &t.groups, &t.zones_admitted);
+        let pod = &self.pods[p];
+        let start = walk.roomy.list.partition_point(|&c| (c as usize) < first);
+        for k in start..walk.roomy.list.len() {
+            let roomy = &mut walk.roomy;
+            if roomy.dead[k] {
+                continue;
+            }
+            if zones_admitted.is_some() && roomy.pins[k] != 0 && admitted_bits & roomy.pins[k] == 0
+            {
+                continue;
+            }
+            let c = roomy.list[k] as usize;
+            // Known pins answer the hint without touching the NodeClaim.
+            if let Some(h) = &walk.hints {
+                if roomy.pins[k] != 0 && c < h[ZonePin::Bit(roomy.pins[k]).bucket()] as usize {
+                    continue;
+                }
+            }
+            let claim = &self.claims[c];
+            if let ZonePin::Bit(b) = claim.zone_pin {
+                roomy.pins[k] = b;
+            }
+            let bucket = match &walk.hints {
+                Some(h) => {
+                    let b = claim.zone_pin.bucket();
+                    if c < h[b] as usize {
+                        continue;
+                    }
+                    b
+                }
+                None => 0,
+            };
+            if !claim
+                .requests
+                .fits_in_with(&pod.requests, &claim.max_allocatable)
+            {
+                walk.roomy.kill(k);
+                walk.refused(bucket, c, true);
+                walk.refused_claims.push(c as u32);
+                continue;
+            }
+            if let Some(ok) = zones_admitted {
+                if self.pinned_elsewhere(c, ok, admitted_bits) {
+                    continue;
+                }
+            }
+            if !self.pack && !self.may_join_memo(c, p, pod_reqs, solo, r) {
+                walk.refused(bucket, c, true);
+                continue;
+            }
+            match self.try_claim(c, p, pod_reqs, groups) {
+                Ok(fit) => {
+                    if self.pack || self.joins_cheaply(c, p, pod_reqs, &fit, solo) {
+                        return Some((c, fit));
+                    }
+                    walk.refused(bucket, c, true);
+                }
+                Err(_) => {
+                    walk.refused(bucket, c, false);
+                    walk.refused_claims.push(c as u32);
+                }
+            }
+        }
+        None
+    }
+
+    /// The zones of `zones_admitted` among the first 64 of the catalog's
+    /// list, as bits. Every pool carries the catalog's zone list: one bit
+    /// per zone.
+    fn zone_bits(&self, zones_admitted: &Option<BTreeSet<String>>) -> u64 {
+        match (zones_admitted, self.pools.first()) {
+            (Some(ok), Some(pool)) => pool
+                .zones
+                .iter()
+                .enumerate()
+                .take(64)
+                .filter(|(_, z)| ok.contains(*z))
+                .fold(0u64, |m, (i, _)| m | 1 << i),
+            _ => 0,
+        }
+    }
+
+    /// Whether NodeClaim `c` is pinned to a zone outside `ok` (the zones
+    /// the pod's spread admits; `admitted_bits` as bits).
+    fn pinned_elsewhere(&self, c: usize, ok: &BTreeSet<String>, admitted_bits: u64) -> bool {
+        match self.claims[c].zone_pin {
+            ZonePin::Free => false,
+            ZonePin::Bit(b) => admitted_bits & b == 0,
+            ZonePin::Other => {
+                let pinned = self.claims[c].requirements.get(labels::ZONE).and_then(|z| {
+                    (!z.is_complement() && z.values().len() == 1)
+                        .then(|| z.values().iter().next())
+                        .flatten()
+                });
+                pinned.is_some_and(|z| !ok.contains(z))
+            }
+        }
+    }
+}

@@ -1,0 +1,628 @@
+//! The NodeClaim being planned (Karpenter's `NodeClaim` in its scheduling
+//! package): what it holds, whether a pod may join it, a new one for a pod.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::labels;
+use crate::model::Pod;
+use crate::requirements::{Requirement, Requirements};
+use crate::resources::Resources;
+
+use super::explain::ClaimRefusal;
+use super::explain::{display_reqs, Refusal};
+use super::podtopology::ActiveTopology;
+use super::pools::{self};
+use super::typeset::TypeSet;
+use super::{min_values, MinValuesPolicy, Run, Trial};
+
+pub(super) struct Claim {
+    pub(super) pool: usize,
+    pub(super) name: String,
+    pub(super) requirements: Requirements,
+    /// The pool's types that can still hold every pod.
+    pub(super) types: TypeSet,
+    pub(super) requests: Resources,
+    pub(super) pods: Vec<usize>,
+    pub(super) host_ports: BTreeSet<(String, i32)>,
+    /// Component-wise max allocatable over `types` (cheap rejection).
+    pub(super) max_allocatable: Resources,
+    /// Component-wise max capacity over `types` (charged against limits).
+    pub(super) max_capacity: Resources,
+    /// The size class every pod on this NodeClaim has, if they share one.
+    pub(super) size: Option<usize>,
+    /// Whether any pod has joined yet.
+    pub(super) used: bool,
+    /// The capacity reservation it launches into (index into
+    /// `ClusterState::capacity_reservations`). Such a NodeClaim is pinned to
+    /// the reservation's one type and zone, so no pod can make it drop its
+    /// reserved offering (the RFC's rule); one that is not in a
+    /// reservation never takes a reserved offering.
+    pub(super) reservation: Option<u32>,
+    /// Bumped by every pod that joins (see `JoinMemo`).
+    pub(super) version: u32,
+    /// The last `may_join_cheaply` question for this NodeClaim, and its
+    /// answer.
+    pub(super) memo: Option<JoinMemo>,
+    pub(super) memo_yes: bool,
+    /// Whether the requirements pin the NodeClaim to one zone.
+    pub(super) zone_pin: ZonePin,
+    /// Per key, the distinct values its types must keep (the NodePool's
+    /// `minValues`, lowered where the BestEffort policy relaxed them).
+    pub(super) min_values: BTreeMap<String, u32>,
+    /// Whether the BestEffort policy lowered a `minValues`.
+    pub(super) min_values_relaxed: bool,
+}
+
+/// A NodeClaim's zone requirement, for the spread pre-check in `Run::add`.
+#[derive(Clone, Copy)]
+pub(super) enum ZonePin {
+    /// Not pinned to one zone.
+    Free,
+    /// Pinned to the zone of this bit of the catalog's zone list.
+    Bit(u64),
+    /// Pinned to a zone outside the first 64 of the list.
+    Other,
+}
+
+impl ZonePin {
+    /// Buckets of `bucket`: free, one per zone bit, other.
+    pub(super) const BUCKETS: usize = 66;
+
+    pub(super) fn bucket(self) -> usize {
+        match self {
+            ZonePin::Free => 0,
+            ZonePin::Bit(b) => 1 + b.trailing_zeros() as usize,
+            ZonePin::Other => Self::BUCKETS - 1,
+        }
+    }
+
+    pub(super) fn of(reqs: &Requirements, zones: &[String]) -> ZonePin {
+        let Some(z) = reqs.get(labels::ZONE) else {
+            return ZonePin::Free;
+        };
+        if z.is_complement() || z.values().len() != 1 {
+            return ZonePin::Free;
+        }
+        let Some(v) = z.values().iter().next() else {
+            return ZonePin::Free;
+        };
+        match zones.iter().position(|x| x == v) {
+            Some(i) if i < 64 => ZonePin::Bit(1 << i),
+            _ => ZonePin::Other,
+        }
+    }
+}
+
+impl Claim {
+    /// An empty NodeClaim of pool `pi` named `name` with `requirements`
+    /// (its pods join by `commit`), holding only the daemonsets' `requests`.
+    fn new(
+        pi: usize,
+        name: String,
+        requirements: Requirements,
+        requests: Resources,
+        reservation: Option<u32>,
+        (min_values, min_values_relaxed): (BTreeMap<String, u32>, bool),
+    ) -> Claim {
+        Claim {
+            pool: pi,
+            name,
+            requirements,
+            types: TypeSet::default(),
+            requests,
+            pods: vec![],
+            host_ports: BTreeSet::new(),
+            max_allocatable: Resources::new(),
+            max_capacity: Resources::new(),
+            size: None,
+            used: false,
+            reservation,
+            version: 0,
+            memo: None,
+            memo_yes: false,
+            zone_pin: ZonePin::Free,
+            min_values,
+            min_values_relaxed,
+        }
+    }
+
+    pub(super) fn memo_answer(&self) -> Option<(JoinMemo, bool)> {
+        self.memo.map(|m| (m, self.memo_yes))
+    }
+}
+
+/// A `Run::may_join_cheaply` answer and everything it depends on: the
+/// pod's size class (its requests, NodePools and types), the solo price,
+/// the NodeClaim's version, the pods of the size class still waiting, and
+/// the run's offering epoch (reservations running out change prices).
+/// Consecutive pods are mostly of one size (they are sorted by size), so
+/// one entry per NodeClaim spares pods that may not use the placement
+/// hints (topology spread) re-walking every NodeClaim's type list.
+#[derive(Clone, Copy, PartialEq)]
+pub(super) struct JoinMemo {
+    pub(super) size: usize,
+    pub(super) solo: Option<u64>,
+    pub(super) version: u32,
+    pub(super) size_left: usize,
+    pub(super) epoch: u32,
+}
+
+/// The outcome of trying one placement: the new requirements and types.
+pub(super) struct Fit {
+    pub(super) requirements: Requirements,
+    pub(super) types: TypeSet,
+}
+
+/// Keys that decide which offerings of a type a NodeClaim may take.
+pub(super) const OFFERING_KEYS: [&str; 4] = [
+    labels::ZONE,
+    labels::CAPACITY_TYPE,
+    labels::CAPACITY_RESERVATION_ID,
+    labels::CAPACITY_RESERVATION_TYPE,
+];
+
+/// The requirements of `merged` that differ from `base`'s on the same key
+/// (`merged` is `base` intersected with more: it never drops a key).
+pub(super) fn narrowing(base: &Requirements, merged: &Requirements) -> Requirements {
+    Requirements::from_iter_reqs(
+        merged
+            .iter()
+            .filter(|r| base.get(&r.key) != Some(*r))
+            .cloned()
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// Whether a DaemonSet on nodes of type `ty` holds a host port `pod` asks for.
+pub(super) fn daemon_port_conflict(pod: &Pod, ty: &pools::PoolType) -> bool {
+    !ty.daemon_ports.is_empty() && pod.host_ports.iter().any(|hp| ty.daemon_ports.contains(hp))
+}
+
+impl<'a> Run<'a> {
+    /// Step 3 of `add`: a new NodeClaim from the heaviest NodePool that
+    /// can take the pod; otherwise each NodePool's reason.
+    pub(super) fn open_claim(&mut self, t: &Trial) -> Result<(), Vec<Refusal<'a>>> {
+        let p = t.p;
+        let (pod_reqs, groups) = (&t.pod_reqs, &t.groups);
+        let mut reasons = self.unavailable_pools.clone();
+        if self.pools.is_empty() && reasons.is_empty() {
+            reasons.push(Refusal::NoNodePool);
+        }
+        for pi in 0..self.pools.len() {
+            // A heavier NodePool out of room under its limits still takes
+            // the pod on a NodeClaim it already has, whatever the cost rule
+            // says: weights rank NodePools before price, and those claims
+            // are charged against the limits already (their largest type).
+            if self.join_heavier && pi > 0 && self.pools[pi].np.weight < self.pools[0].np.weight {
+                if let Some((c, fit)) = self.join_heavier_limited(pi, p, pod_reqs, groups) {
+                    self.commit(c, p, fit);
+                    return Ok(());
+                }
+            }
+            match self.try_new(pi, p, pod_reqs, groups) {
+                Ok((claim, fit)) => {
+                    let reservation = claim.reservation;
+                    self.claims.push(claim);
+                    let c = self.claims.len() - 1;
+                    self.commit(c, p, fit);
+                    if let Some(r) = reservation {
+                        self.take_reservation(r);
+                    }
+                    return Ok(());
+                }
+                Err(e) => reasons.push(self.note_exhausted(pi, p, pod_reqs, e)),
+            }
+        }
+        Err(reasons)
+    }
+
+    /// Step 4 of `add`: never lose a pod to the cost rule: join any
+    /// NodeClaim that fits (but those of `refused`, ascending, which
+    /// refused it already); whether one did.
+    pub(super) fn join_any(&mut self, t: &Trial, refused: &[u32]) -> bool {
+        let p = t.p;
+        let (pod_reqs, groups) = (&t.pod_reqs, &t.groups);
+        let any_claim = if groups.affinity_unmet {
+            0
+        } else {
+            self.claims.len()
+        };
+        let mut known = refused.iter().peekable();
+        for c in 0..any_claim {
+            if known.next_if(|&&k| k as usize == c).is_some() {
+                continue;
+            }
+            if let Ok(fit) = self.try_claim(c, p, pod_reqs, groups) {
+                self.commit(c, p, fit);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// A NodeClaim of a NodePool heavier than `pi` and with limits that
+    /// can take pod `p` (heaviest NodePool first, then creation order);
+    /// see step 3 of `add`.
+    pub(super) fn join_heavier_limited(
+        &self,
+        pi: usize,
+        p: usize,
+        pod_reqs: &Requirements,
+        groups: &ActiveTopology,
+    ) -> Option<(usize, Fit)> {
+        let weight = self.pools[pi].np.weight;
+        let heavier: Vec<usize> = (0..pi)
+            .filter(|&h| self.pools[h].np.weight > weight && self.pools[h].remaining.is_some())
+            .collect();
+        if heavier.is_empty() {
+            return None;
+        }
+        let requests = &self.pods[p].requests;
+        for h in heavier {
+            for (c, claim) in self.claims.iter().enumerate() {
+                if claim.pool != h
+                    || !claim
+                        .requests
+                        .fits_in_with(requests, &claim.max_allocatable)
+                {
+                    continue;
+                }
+                if let Ok(fit) = self.try_claim(c, p, pod_reqs, groups) {
+                    return Some((c, fit));
+                }
+            }
+        }
+        None
+    }
+
+    pub(super) fn try_claim(
+        &self,
+        c: usize,
+        p: usize,
+        pod_reqs: &Requirements,
+        groups: &ActiveTopology,
+    ) -> Result<Fit, ClaimRefusal> {
+        let claim = &self.claims[c];
+        let pool = &self.pools[claim.pool];
+        let pod = &self.pods[p];
+        let requests = claim.requests.plus(&pod.requests);
+        if !requests.fits_in(&claim.max_allocatable) {
+            return Err(ClaimRefusal::Full);
+        }
+        if groups.pool_blocked[claim.pool] {
+            return Err(ClaimRefusal::Taint);
+        }
+        if pod
+            .host_ports
+            .iter()
+            .any(|hp| claim.host_ports.contains(hp))
+        {
+            return Err(ClaimRefusal::HostPort);
+        }
+        if !claim.requirements.compatible_ok(pod_reqs) {
+            return Err(ClaimRefusal::Requirements);
+        }
+        let zone_admitted = match claim.requirements.get(labels::ZONE) {
+            Some(z) if !z.is_complement() => groups.affinity_zone_ok(z.values().iter()),
+            _ => true,
+        };
+        if groups.affinity_unmet || !zone_admitted {
+            return Err(ClaimRefusal::Topology);
+        }
+        let merged = if self.topology.is_active() {
+            self.topology
+                .add_requirements_over(
+                    pod,
+                    &groups.groups,
+                    &groups.domains,
+                    &claim.requirements,
+                    pod_reqs,
+                )
+                .map_err(|_| ClaimRefusal::Topology)?
+        } else {
+            claim.requirements.intersection(pod_reqs)
+        };
+        // Only the keys the pod (or topology) narrowed need checking: every
+        // type of the claim already intersects the claim's requirements.
+        let changed = narrowing(&claim.requirements, &merged);
+        let offerings_change = changed
+            .iter()
+            .any(|r| OFFERING_KEYS.contains(&r.key.as_str()));
+        let filter = pool.filter(&merged).holding(claim.reservation);
+        let mut candidates = std::borrow::Cow::Borrowed(&claim.types);
+        for r in changed.iter() {
+            let allowed = self.types_intersecting(claim.pool, r);
+            candidates = std::borrow::Cow::Owned(candidates.intersect(&allowed));
+            if candidates.is_empty() {
+                return Err(ClaimRefusal::NoInstanceType);
+            }
+        }
+        let types = candidates.filter(|t| {
+            let ty = &pool.types[t];
+            requests.fits_in(&ty.allocatable)
+                && !daemon_port_conflict(pod, ty)
+                && (!offerings_change || ty.has_offering(&filter))
+        });
+        if types.is_empty() {
+            return Err(ClaimRefusal::NoInstanceType);
+        }
+        if claim.reservation.is_none() && !min_values::met(pool, types.iter(), &claim.min_values) {
+            return Err(ClaimRefusal::MinValues);
+        }
+        Ok(Fit {
+            requirements: merged,
+            types,
+        })
+    }
+
+    pub(super) fn try_new(
+        &self,
+        pi: usize,
+        p: usize,
+        pod_reqs: &Requirements,
+        groups: &ActiveTopology,
+    ) -> Result<(Claim, Fit), Refusal<'a>> {
+        let pool = &self.pools[pi];
+        let name = pool.np.name.as_str();
+        let pod = &self.pods[p];
+        self.pool_refusal(pi, p, pod_reqs, groups)?;
+        let n = self.claim_counter.get(&pi).copied().unwrap_or(0) + 1;
+        let claim_name = format!("{name}-{n}");
+        let mut reqs = pool.requirements.clone();
+        reqs.add(Requirement::in_values(
+            labels::HOSTNAME,
+            [claim_name.as_str()],
+        ));
+        let mut merged = reqs.intersection(pod_reqs);
+        if self.topology.is_active() {
+            merged = self
+                .topology
+                .add_requirements(pod, &groups.groups, &groups.domains, &merged)
+                .map_err(|conflict| Refusal::Topology {
+                    pool: name,
+                    conflict: Box::new(conflict),
+                })?;
+        }
+        let types = self.types_for_new(pi, p, &merged)?;
+        let (types, reservation) = self.reserve(pi, &mut merged, types)?;
+        let (min_values, min_values_relaxed) = match reservation {
+            Some(_) => (BTreeMap::new(), false),
+            None => self.min_values_floor(pi, &types)?,
+        };
+        let claim = Claim::new(
+            pi,
+            claim_name,
+            reqs,
+            pool.daemon_overhead.clone(),
+            reservation,
+            (min_values, min_values_relaxed),
+        );
+        Ok((
+            claim,
+            Fit {
+                requirements: merged,
+                types: TypeSet::from_indices(types, pool.types.len()),
+            },
+        ))
+    }
+
+    /// Why NodePool `pi` cannot launch a node for pod `p` at all, whatever
+    /// the instance type (step 3 of `add`).
+    fn pool_refusal(
+        &self,
+        pi: usize,
+        p: usize,
+        pod_reqs: &Requirements,
+        groups: &ActiveTopology,
+    ) -> Result<(), Refusal<'a>> {
+        let pool = &self.pools[pi];
+        let name = pool.np.name.as_str();
+        let pod = &self.pods[p];
+        // Karpenter drops such a NodePool before scheduling, with this
+        // message.
+        if pool.types.is_empty() {
+            return Err(Refusal::NoTypesLeft {
+                pool: name,
+                requirements: display_reqs(&pool.requirements),
+            });
+        }
+        if let Some(t) = groups.blocking_taint(&pool.taints, pod) {
+            return Err(Refusal::Taint {
+                pool: name,
+                taint: Box::new(t.clone()),
+            });
+        }
+        if let Err(error) = pool.requirements.compatible(pod_reqs) {
+            return Err(Refusal::Incompatible {
+                pool: name,
+                error: Box::new(error),
+            });
+        }
+        // A new node's hostname is not known in advance (Karpenter gives
+        // NodeClaims a placeholder): a pod that names hosts (a volume pinned
+        // to one, or its own affinity) can only go to an existing node.
+        if let Some(h) = pod_reqs
+            .get(labels::HOSTNAME)
+            .filter(|h| !h.is_complement())
+        {
+            return Err(Refusal::Hostname {
+                hosts: Box::new(h.clone()),
+            });
+        }
+        Ok(())
+    }
+
+    /// The types of pool `pi` a new NodeClaim with `merged` for pod `p`
+    /// may become: compatible, with room for the pod and the daemonsets,
+    /// no DaemonSet on its host ports, within the NodePool's limits.
+    fn types_for_new(
+        &self,
+        pi: usize,
+        p: usize,
+        merged: &Requirements,
+    ) -> Result<Vec<usize>, Refusal<'a>> {
+        let pool = &self.pools[pi];
+        let name = pool.np.name.as_str();
+        let pod = &self.pods[p];
+        let requests = pool.daemon_overhead.plus(&pod.requests);
+        let compatible = self.compatible_types(pi, merged);
+        if compatible.is_empty() {
+            let mut key = merged.clone();
+            key.remove(labels::HOSTNAME);
+            if let Some(reason) = self.hints.no_type_reasons.borrow().get(&(pi, key.clone())) {
+                return Err(reason.clone());
+            }
+            let reason = self.explain_no_type(pi, merged);
+            self.hints
+                .no_type_reasons
+                .borrow_mut()
+                .insert((pi, key), reason.clone());
+            return Err(reason);
+        }
+        let fitting: Vec<usize> = compatible
+            .iter()
+            .copied()
+            .filter(|&i| requests.fits_in(&pool.types[i].allocatable))
+            .collect();
+        if fitting.is_empty() {
+            return Err(self.explain_no_fit(pi, &compatible, &requests));
+        }
+        let fitting: Vec<usize> = if pod.host_ports.is_empty() {
+            fitting
+        } else {
+            let free: Vec<usize> = fitting
+                .iter()
+                .copied()
+                .filter(|&i| !daemon_port_conflict(pod, &pool.types[i]))
+                .collect();
+            if free.is_empty() {
+                return Err(Refusal::DaemonSetHostPort {
+                    pool: name,
+                    ports: pod.host_ports.clone(),
+                });
+            }
+            free
+        };
+        let types: Vec<usize> = match &pool.remaining {
+            Some(lim) => {
+                let charged = self.charged(pi);
+                let admitted: Vec<usize> = fitting
+                    .iter()
+                    .copied()
+                    .filter(|&i| lim.admits(&pool.types[i].capacity, &charged))
+                    .collect();
+                if admitted.is_empty() {
+                    let exceeded = lim
+                        .exceeded(&pool.types[fitting[0]].capacity, &charged)
+                        .map(|(k, q)| (k.to_string(), q));
+                    return Err(Refusal::Limits {
+                        pool: name,
+                        exceeded,
+                    });
+                }
+                admitted
+            }
+            None => fitting,
+        };
+        Ok(types)
+    }
+
+    /// The `minValues` floors of a new NodeClaim of pool `pi` over `types`,
+    /// and whether they were relaxed: the NodePool's own when the types
+    /// meet them; under BestEffort, lowered to what the types offer;
+    /// under Strict, the pod's reason.
+    pub(super) fn min_values_floor(
+        &self,
+        pi: usize,
+        types: &[usize],
+    ) -> Result<(BTreeMap<String, u32>, bool), Refusal<'a>> {
+        let pool = &self.pools[pi];
+        let mut floor = pool.np.min_values.clone();
+        let short = min_values::shortfalls(pool, types.iter().copied(), &floor);
+        if short.is_empty() {
+            return Ok((floor, false));
+        }
+        if self.min_values_policy == MinValuesPolicy::Strict {
+            return Err(Refusal::MinValues {
+                pool: pool.np.name.as_str(),
+                short,
+            });
+        }
+        for s in &short {
+            floor.insert(s.key.clone(), s.have);
+        }
+        Ok((floor, true))
+    }
+
+    /// Resources charged against pool `pi`'s limits by this run's NodeClaims.
+    pub(super) fn charged(&self, pi: usize) -> Resources {
+        let mut r = Resources::new();
+        for c in self.claims.iter().filter(|c| c.pool == pi) {
+            r.add_assign(&c.max_capacity);
+            r.add_assign(&pools::Limits::one_node());
+        }
+        r
+    }
+
+    pub(super) fn commit(&mut self, c: usize, p: usize, fit: Fit) {
+        let pod = &self.pods[p];
+        let size = self.hints.size[p];
+        self.hints.placed(p);
+        let claim = &mut self.claims[c];
+        claim.size = if claim.used && claim.size != Some(size) {
+            None
+        } else {
+            Some(size)
+        };
+        claim.used = true;
+        claim.version = claim.version.wrapping_add(1);
+        let pool = &self.pools[claim.pool];
+        if claim.pods.is_empty() {
+            *self.claim_counter.entry(claim.pool).or_default() += 1;
+        }
+        claim.requirements = fit.requirements;
+        claim.zone_pin = ZonePin::of(&claim.requirements, &pool.zones);
+        let types_changed = fit.types.len() != claim.types.len();
+        let old_types = std::mem::replace(&mut claim.types, fit.types);
+        claim.requests.add_assign(&pod.requests);
+        claim.pods.push(p);
+        claim.host_ports.extend(pod.host_ports.iter().cloned());
+        // The type list only ever shrinks, so the maxima only change when
+        // every type attaining one of their components was dropped.
+        let dropped_held_max = types_changed
+            && (claim.max_allocatable.is_zero() || {
+                let (mut lost_a, mut lost_c) = (0u32, 0u32);
+                for t in old_types.iter().filter(|&t| !claim.types.contains(t)) {
+                    lost_a |= pool.types[t].allocatable.attains(&claim.max_allocatable);
+                    lost_c |= pool.types[t].capacity.attains(&claim.max_capacity);
+                }
+                // Another other-resource component may tie: recompute then.
+                let other = 1u32 << crate::resources::KNOWN.len();
+                if (lost_a | lost_c) & other != 0 {
+                    true
+                } else {
+                    for t in claim.types.iter() {
+                        if lost_a == 0 && lost_c == 0 {
+                            break;
+                        }
+                        lost_a &= !pool.types[t].allocatable.attains(&claim.max_allocatable);
+                        lost_c &= !pool.types[t].capacity.attains(&claim.max_capacity);
+                    }
+                    lost_a != 0 || lost_c != 0
+                }
+            });
+        if dropped_held_max {
+            let mut max_a = Resources::new();
+            let mut max_c = Resources::new();
+            for t in claim.types.iter() {
+                max_a.max_assign(&pool.types[t].allocatable);
+                max_c.max_assign(&pool.types[t].capacity);
+            }
+            claim.max_allocatable = max_a;
+            claim.max_capacity = max_c;
+        }
+        let taints = &self.pools[claim.pool].taints;
+        self.topology
+            .record(pod, &self.groups[p].inverse, &claim.requirements, taints);
+    }
+}

@@ -1,0 +1,318 @@
+//! The plan output: planned NodeClaims, existing nodes' new pods,
+//! unschedulable pods and reservation use, written out from a finished run.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::catalog::CapacityType;
+use crate::labels;
+use crate::model::Pod;
+use crate::requirements::Requirements;
+use crate::resources::Resources;
+
+use super::pools::{Pool, PoolOffering};
+use super::typeset::TypeSet;
+use crate::catalog::ebs;
+use crate::plan::{
+    ExistingNodePlan, NodeClaimPlan, NodeClaimResources, Plan, Price, Summary, Unschedulable,
+};
+
+use super::explain::Unplaced;
+use super::nodeclaim::Claim;
+use super::Run;
+
+/// What a NodeClaim's offerings come to (ranked types, capacity types,
+/// zones, the offering a fleet would prefer), shared between NodeClaims of
+/// the output with the same NodePool, requirements (hostname aside),
+/// reservation and types: computing it walks every offering of every type,
+/// and thousands of NodeClaims share a handful of answers.
+pub(super) struct OfferSummary {
+    pub(super) instance_types: std::sync::Arc<Vec<String>>,
+    pub(super) capacity_types: Vec<CapacityType>,
+    pub(super) zones: Vec<String>,
+    /// (type, offering) a fleet would prefer.
+    pub(super) preferred: Option<(usize, usize)>,
+}
+
+pub(super) type OfferKey = (usize, Option<u32>, Requirements, TypeSet);
+
+#[derive(Default)]
+pub(super) struct TypeLists(std::collections::HashMap<OfferKey, std::rc::Rc<OfferSummary>>);
+
+/// The order in which a fleet prefers offerings: reserved, then spot, then
+/// on-demand; cheapest adjusted price within a capacity type; then real
+/// price, type name and zone for a total order.
+pub(super) fn offering_order(
+    pool: &Pool,
+    (ta, a): (usize, &PoolOffering),
+    (tb, b): (usize, &PoolOffering),
+) -> std::cmp::Ordering {
+    a.capacity_type
+        .cmp(&b.capacity_type)
+        .then(a.adjusted.total_cmp(&b.adjusted))
+        .then(a.price.total_cmp(&b.price))
+        .then_with(|| pool.types[ta].name.cmp(&pool.types[tb].name))
+        .then_with(|| a.zone.cmp(&b.zone))
+}
+
+pub(super) fn offer_summary(
+    claim: &Claim,
+    pool: &Pool,
+    lists: &mut TypeLists,
+) -> std::rc::Rc<OfferSummary> {
+    let mut key_reqs = claim.requirements.clone();
+    key_reqs.remove(labels::HOSTNAME);
+    let key = (claim.pool, claim.reservation, key_reqs, claim.types.clone());
+    if let Some(hit) = lists.0.get(&key) {
+        return hit.clone();
+    }
+    let filter = pool.filter(&key.2).holding(claim.reservation);
+    // One pass over the offerings of every type: each type's cheapest
+    // adjusted price (for the ranking), the zones and capacity types (as bit
+    // sets), and the offering a fleet would prefer.
+    let mut ranked: Vec<(f64, &str, usize)> = Vec::with_capacity(claim.types.len());
+    let mut zone_bits = 0u64;
+    let mut odd_zones: BTreeSet<&str> = BTreeSet::new();
+    let mut capacity_types = BTreeSet::new();
+    let mut preferred: Option<(usize, usize)> = None;
+    for t in claim.types.iter() {
+        let ty = &pool.types[t];
+        let mut cheapest = f64::INFINITY;
+        for (oi, o) in ty.offerings.iter().enumerate() {
+            if !filter.allows(o) {
+                continue;
+            }
+            cheapest = cheapest.min(o.adjusted);
+            capacity_types.insert(o.capacity_type);
+            if o.zone_bit != 0 {
+                zone_bits |= o.zone_bit;
+            } else {
+                odd_zones.insert(&o.zone);
+            }
+            if preferred.is_none_or(|(pt, po)| {
+                offering_order(pool, (t, o), (pt, &pool.types[pt].offerings[po])).is_lt()
+            }) {
+                preferred = Some((t, oi));
+            }
+        }
+        if cheapest.is_finite() {
+            ranked.push((cheapest, ty.name.as_str(), t));
+        }
+    }
+    ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+    let mut zones: BTreeSet<&str> = pool
+        .zones
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i < 64 && zone_bits & (1u64 << i) != 0)
+        .map(|(_, z)| z.as_str())
+        .collect();
+    zones.extend(odd_zones);
+    let summary = std::rc::Rc::new(OfferSummary {
+        instance_types: std::sync::Arc::new(ranked.iter().map(|r| r.1.to_string()).collect()),
+        capacity_types: capacity_types.into_iter().collect(),
+        zones: zones.into_iter().map(str::to_string).collect(),
+        preferred,
+    });
+    lists.0.insert(key, summary.clone());
+    summary
+}
+
+pub(super) fn claim_plan(
+    claim: &Claim,
+    pool: &Pool,
+    pods: &[Pod],
+    lists: &mut TypeLists,
+) -> NodeClaimPlan {
+    let reqs = &claim.requirements;
+    let summary = offer_summary(claim, pool, lists);
+    let (price, allocatable) = match summary.preferred {
+        Some((t, oi)) => {
+            let o = &pool.types[t].offerings[oi];
+            (
+                Price {
+                    min: o.price,
+                    instance_type: pool.types[t].name.clone(),
+                    zone: o.zone.clone(),
+                    capacity_type: o.capacity_type,
+                },
+                pool.types[t].allocatable.clone(),
+            )
+        }
+        None => (
+            Price {
+                min: 0.0,
+                instance_type: String::new(),
+                zone: String::new(),
+                capacity_type: CapacityType::OnDemand,
+            },
+            Resources::new(),
+        ),
+    };
+
+    let mut out_reqs = reqs.clone();
+    out_reqs.remove(labels::HOSTNAME);
+    let mut node_labels = pool.np.labels.clone();
+    for (k, v) in out_reqs.single_valued_labels() {
+        node_labels.insert(k, v);
+    }
+    node_labels.insert(labels::NODEPOOL.into(), pool.np.name.clone());
+    // Every custom key gets a value, as Karpenter's `Requirements.Labels()`
+    // gives one (`Any()`): an `In` key its smallest value, a bounded key
+    // (Gt/Lt) the smallest integer in range, an `Exists`/`NotIn` key a value
+    // derived from the NodeClaim's name (Karpenter draws a random integer).
+    for r in out_reqs.iter() {
+        if labels::is_well_known(&r.key)
+            || labels::is_restricted_for_nodepool(&r.key)
+            || node_labels.contains_key(&r.key)
+        {
+            continue;
+        }
+        let value = r.any().or_else(|| {
+            matches!(
+                r.operator(),
+                crate::Operator::Exists | crate::Operator::NotIn
+            )
+            .then(|| claim.name.clone())
+            .filter(|v| r.has(v))
+        });
+        if let Some(v) = value {
+            node_labels.insert(r.key.clone(), v);
+        }
+    }
+    let mut pod_keys: Vec<String> = claim.pods.iter().map(|&p| pods[p].key()).collect();
+    pod_keys.sort();
+    NodeClaimPlan {
+        name: claim.name.clone(),
+        node_pool: pool.np.name.clone(),
+        instance_types: summary.instance_types.clone(),
+        capacity_types: summary.capacity_types.clone(),
+        zones: summary.zones.clone(),
+        requirements: wire_requirements(&out_reqs, &claim.min_values),
+        labels: node_labels,
+        taints: pool.np.taints.clone(),
+        startup_taints: pool.np.startup_taints.clone(),
+        annotations: claim_annotations(claim, pool),
+        resources: NodeClaimResources {
+            requests: claim.requests.clone(),
+            allocatable,
+        },
+        pods: pod_keys,
+        price,
+        volume_price: (pool.volume_price * 1e6).round() / 1e6,
+    }
+}
+
+/// The NodeClaim's requirements in wire form, each `minValues` on its
+/// key's first entry.
+pub(super) fn wire_requirements(
+    reqs: &Requirements,
+    min_values: &BTreeMap<String, u32>,
+) -> Vec<crate::requirements::NodeSelectorRequirement> {
+    let mut out = reqs.to_wire();
+    let mut seen = BTreeSet::new();
+    for r in out.iter_mut() {
+        if let Some(&m) = min_values.get(&r.key) {
+            if seen.insert(r.key.clone()) {
+                r.min_values = Some(m);
+            }
+        }
+    }
+    out
+}
+
+/// Karpenter's annotation of a NodeClaim whose `minValues` were relaxed.
+pub const MIN_VALUES_RELAXED: &str = "karpenter.sh/nodeclaim-min-values-relaxed";
+
+/// The template's annotations, and whether `minValues` were relaxed (for a
+/// NodePool with `minValues`).
+pub(super) fn claim_annotations(claim: &Claim, pool: &Pool) -> BTreeMap<String, String> {
+    let mut out = pool.np.annotations.clone();
+    if !pool.np.min_values.is_empty() {
+        out.insert(
+            MIN_VALUES_RELAXED.into(),
+            claim.min_values_relaxed.to_string(),
+        );
+    }
+    out
+}
+
+impl Run<'_> {
+    pub(super) fn into_plan(
+        mut self,
+        failed: Vec<usize>,
+        errors: Vec<Option<Unplaced>>,
+        warnings: Vec<String>,
+    ) -> Plan {
+        let pods = self.pods;
+        let mut node_claims = Vec::with_capacity(self.claims.len());
+        let (mut hourly, mut volumes) = (0.0, 0.0);
+        let mut lists = TypeLists::default();
+        // Each NodeClaim is dropped once written out: the plan and the
+        // run's bookkeeping never both exist in full (peak memory).
+        for claim in std::mem::take(&mut self.claims) {
+            let pool = &self.pools[claim.pool];
+            let plan = claim_plan(&claim, pool, pods, &mut lists);
+            hourly += plan.price.min;
+            volumes += plan.volume_price;
+            node_claims.push(plan);
+        }
+        let existing_nodes = self.existing_plans();
+        let unschedulable = unschedulable(pods, &failed, &errors);
+        let scheduled = pods.len() - unschedulable.len();
+        let reservations = self.res.uses();
+        Plan {
+            reservations,
+            summary: Summary {
+                pods: pods.len(),
+                scheduled,
+                node_claims: node_claims.len(),
+                hourly_price: (hourly * 1e6).round() / 1e6,
+                volume_hourly_price: (volumes * 1e6).round() / 1e6,
+                total_hourly_price: (ebs::node_hourly(hourly, volumes) * 1e6).round() / 1e6,
+            },
+            node_claims,
+            existing_nodes,
+            unschedulable,
+            warnings,
+        }
+    }
+
+    /// The existing nodes that take pods, by name, each with its new pods.
+    fn existing_plans(&self) -> Vec<ExistingNodePlan> {
+        let pods = self.pods;
+        let mut existing_nodes: Vec<ExistingNodePlan> = self
+            .existing
+            .iter()
+            .filter(|e| !e.placed.is_empty())
+            .map(|e| {
+                let mut pods: Vec<String> = e.placed.iter().map(|&p| pods[p].key()).collect();
+                pods.sort();
+                ExistingNodePlan {
+                    name: e.node.name.clone(),
+                    pods,
+                }
+            })
+            .collect();
+        existing_nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        existing_nodes
+    }
+}
+
+/// The pods of `failed` with their reasons, by pod.
+fn unschedulable(
+    pods: &[Pod],
+    failed: &[usize],
+    errors: &[Option<Unplaced>],
+) -> Vec<Unschedulable> {
+    let mut unschedulable: Vec<Unschedulable> = failed
+        .iter()
+        .map(|&p| Unschedulable {
+            pod: pods[p].key(),
+            reason: errors[p]
+                .as_ref()
+                .map_or_else(|| "could not be placed".into(), ToString::to_string),
+        })
+        .collect();
+    unschedulable.sort_by(|a, b| a.pod.cmp(&b.pod));
+    unschedulable
+}
