@@ -566,12 +566,23 @@ impl Requirements {
     /// pod side.
     /// `self.compatible(incoming).is_ok()` without building the error.
     pub fn compatible_ok(&self, incoming: &Requirements) -> bool {
+        let neg = |o: Operator| matches!(o, Operator::NotIn | Operator::DoesNotExist);
+        // Both sides are sorted by key: each probe searches only what is
+        // left after the previous one.
+        let mut rest = self.reqs.as_slice();
         incoming.reqs.iter().all(|inc| {
-            let key = &inc.key;
-            self.has_key(key)
-                || matches!(inc.operator(), Operator::NotIn | Operator::DoesNotExist)
-                || labels::is_well_known(key)
-        }) && self.intersects_ok(incoming)
+            match rest.binary_search_by(|r| r.key.as_str().cmp(&inc.key)) {
+                Ok(i) => {
+                    let ex = &rest[i];
+                    rest = &rest[i + 1..];
+                    ex.intersects(inc) || (neg(inc.operator()) && neg(ex.operator()))
+                }
+                Err(i) => {
+                    rest = &rest[i..];
+                    neg(inc.operator()) || labels::is_well_known(&inc.key)
+                }
+            }
+        })
     }
 
     pub fn compatible(&self, incoming: &Requirements) -> Result<(), Incompatibility> {

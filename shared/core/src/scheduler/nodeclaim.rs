@@ -164,10 +164,15 @@ pub(super) const OFFERING_KEYS: [&str; 4] = [
 /// The requirements of `merged` that differ from `base`'s on the same key
 /// (`merged` is `base` intersected with more: it never drops a key).
 pub(super) fn narrowing(base: &Requirements, merged: &Requirements) -> Requirements {
+    // Both are sorted by key: one walk.
+    let mut old = base.iter().peekable();
     Requirements::from_iter_reqs(
         merged
             .iter()
-            .filter(|r| base.get(&r.key) != Some(*r))
+            .filter(|r| {
+                while old.next_if(|b| b.key < r.key).is_some() {}
+                old.next_if(|b| b.key == r.key) != Some(*r)
+            })
             .cloned()
             .collect::<Vec<_>>(),
     )
@@ -285,12 +290,18 @@ impl<'a> Run<'a> {
         let claim = &self.claims[c];
         let pool = &self.pools[claim.pool];
         let pod = &self.pods[p];
-        let requests = claim.requests.plus(&pod.requests);
-        if !requests.fits_in(&claim.max_allocatable) {
-            return Err(ClaimRefusal::Full);
-        }
+        // The cheap tests first: a refusal allocates nothing.
         if groups.pool_blocked[claim.pool] {
             return Err(ClaimRefusal::Taint);
+        }
+        if groups.affinity_unmet {
+            return Err(ClaimRefusal::Topology);
+        }
+        if !claim
+            .requests
+            .fits_in_with(&pod.requests, &claim.max_allocatable)
+        {
+            return Err(ClaimRefusal::Full);
         }
         if pod
             .host_ports
@@ -299,16 +310,19 @@ impl<'a> Run<'a> {
         {
             return Err(ClaimRefusal::HostPort);
         }
+        if groups.affinity_zones.is_some() {
+            let zone_admitted = match claim.requirements.get(labels::ZONE) {
+                Some(z) if !z.is_complement() => groups.affinity_zone_ok(z.values().iter()),
+                _ => true,
+            };
+            if !zone_admitted {
+                return Err(ClaimRefusal::Topology);
+            }
+        }
         if !claim.requirements.compatible_ok(pod_reqs) {
             return Err(ClaimRefusal::Requirements);
         }
-        let zone_admitted = match claim.requirements.get(labels::ZONE) {
-            Some(z) if !z.is_complement() => groups.affinity_zone_ok(z.values().iter()),
-            _ => true,
-        };
-        if groups.affinity_unmet || !zone_admitted {
-            return Err(ClaimRefusal::Topology);
-        }
+        let requests = claim.requests.plus(&pod.requests);
         let merged = if self.topology.is_active() {
             self.topology
                 .add_requirements_over(
