@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use crate::model::untolerated_strict;
 use crate::resources::Resources;
 
-use super::repack::{type_maxima, CountTable, Packed};
+use super::repack::{type_maxima, CountTable, PackType, Packed};
 use super::{Claim, Run, TypeSet};
 
 /// Most pods the exact chain packing takes on.
@@ -39,7 +39,7 @@ const CHAIN_WORK: usize = 30_000_000;
 /// price and room per requested dimension.
 struct Slot {
     pool: usize,
-    cands: Vec<(usize, f64, Vec<i64>)>,
+    cands: Vec<PackType>,
 }
 
 impl Run<'_> {
@@ -157,7 +157,7 @@ impl Run<'_> {
                     // A NodePool never needs more NodeClaims than pods.
                     let mut charged = Resources::new();
                     for _ in 0..pods.len() {
-                        let admitted: Vec<(usize, f64, Vec<i64>)> = compatible
+                        let admitted: Vec<PackType> = compatible
                             .iter()
                             .filter(|&&t| lim.admits(&pool.types[t].capacity, &charged))
                             .filter_map(|&t| cand(t))
@@ -166,8 +166,8 @@ impl Run<'_> {
                             break;
                         }
                         let mut charge = Resources::new();
-                        for (t, _, _) in &admitted {
-                            charge.max_assign(&pool.types[*t].capacity);
+                        for c in &admitted {
+                            charge.max_assign(&pool.types[c.ty].capacity);
                         }
                         charged.add_assign(&charge);
                         charged.add_assign(&super::pools::Limits::one_node());
@@ -212,7 +212,7 @@ impl Run<'_> {
             let types = TypeSet::from_indices(
                 s.cands
                     .iter()
-                    .map(|c| c.0)
+                    .map(|c| c.ty)
                     .filter(|&t| requests.fits_in(&pool.types[t].allocatable)),
                 pool.types.len(),
             );
@@ -403,7 +403,11 @@ mod tests {
             cands: cands
                 .into_iter()
                 .enumerate()
-                .map(|(t, (p, c))| (t, p, vec![c]))
+                .map(|(t, (p, c))| PackType {
+                    ty: t,
+                    price: p,
+                    room: vec![c],
+                })
                 .collect(),
         }
     }

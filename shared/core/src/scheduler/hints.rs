@@ -173,7 +173,7 @@ impl Roomy {
 pub(super) type CandCache = std::cell::RefCell<
     std::collections::HashMap<
         (usize, Requirements, Vec<String>),
-        std::rc::Rc<Vec<(usize, f64, Vec<i64>)>>,
+        std::rc::Rc<Vec<super::repack::PackType>>,
     >,
 >;
 

@@ -79,6 +79,16 @@ fn copies(cap: &[i64], need: &[i64]) -> i64 {
         .unwrap_or(i64::MAX)
 }
 
+/// An instance type as a packing candidate: its index in the pool, the
+/// price of its offering, and its room (allocatable less the daemonsets)
+/// per packed dimension.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct PackType {
+    pub ty: usize,
+    pub price: f64,
+    pub room: Vec<i64>,
+}
+
 /// A node of the new packing: its type's fill, as (class, count).
 #[derive(Clone)]
 struct Bin {
@@ -328,7 +338,7 @@ impl Run<'_> {
         pi: usize,
         reqs: &Requirements,
         dims: &[String],
-    ) -> std::rc::Rc<Vec<(usize, f64, Vec<i64>)>> {
+    ) -> std::rc::Rc<Vec<PackType>> {
         let key = (pi, reqs.clone(), dims.to_vec());
         if let Some(hit) = self.hints.cand_cache.borrow().get(&key) {
             return hit.clone();
@@ -336,14 +346,14 @@ impl Run<'_> {
         let pool = &self.pools[pi];
         let compatible = self.compatible_types(pi, reqs);
         let filter = pool.filter(reqs);
-        let cands: Vec<(usize, f64, Vec<i64>)> = compatible
+        let cands: Vec<PackType> = compatible
             .iter()
             .filter_map(|&t| self.candidate(pi, &filter, t, dims))
             .collect();
-        let dominated = |a: &(usize, f64, Vec<i64>), b: &(usize, f64, Vec<i64>)| {
-            b.1 <= a.1 && b.2.iter().zip(&a.2).all(|(x, y)| x >= y)
+        let dominated = |a: &PackType, b: &PackType| {
+            b.price <= a.price && b.room.iter().zip(&a.room).all(|(x, y)| x >= y)
         };
-        let mut kept: Vec<(usize, f64, Vec<i64>)> = Vec::new();
+        let mut kept: Vec<PackType> = Vec::new();
         for (i, a) in cands.iter().enumerate() {
             let beaten = cands
                 .iter()
@@ -368,7 +378,7 @@ impl Run<'_> {
         filter: &super::pools::OfferingFilter,
         t: usize,
         dims: &[String],
-    ) -> Option<(usize, f64, Vec<i64>)> {
+    ) -> Option<PackType> {
         let pool = &self.pools[pi];
         let ty = &pool.types[t];
         if !pool.daemon_overhead.fits_in(&ty.allocatable) {
@@ -376,12 +386,10 @@ impl Run<'_> {
         }
         let price = self.set_price(pi, filter, std::iter::once(t));
         let room = ty.allocatable.minus(&pool.daemon_overhead);
-        price.is_finite().then(|| {
-            (
-                t,
-                price,
-                dims.iter().map(|d| room.get(d).millis()).collect(),
-            )
+        price.is_finite().then(|| PackType {
+            ty: t,
+            price,
+            room: dims.iter().map(|d| room.get(d).millis()).collect(),
         })
     }
 
@@ -551,9 +559,9 @@ impl Run<'_> {
             .map(|(n, &most)| {
                 cands
                     .iter()
-                    .filter_map(|(_, price, cap)| {
-                        let k = fits(cap, n).min(most.min(i64::MAX as usize) as i64);
-                        (k > 0).then(|| price / k as f64)
+                    .filter_map(|c| {
+                        let k = fits(&c.room, n).min(most.min(i64::MAX as usize) as i64);
+                        (k > 0).then(|| c.price / k as f64)
                     })
                     .fold(f64::INFINITY, f64::min)
             })
@@ -565,8 +573,8 @@ impl Run<'_> {
             .map(|d| {
                 cands
                     .iter()
-                    .filter(|(_, _, cap)| cap[d] > 0)
-                    .map(|(_, price, cap)| price / cap[d] as f64)
+                    .filter(|c| c.room[d] > 0)
+                    .map(|c| c.price / c.room[d] as f64)
                     .fold(f64::INFINITY, f64::min)
             })
             .map(|u| if u.is_finite() { u } else { 0.0 })
@@ -792,17 +800,13 @@ impl Run<'_> {
 /// the same type (the other types are compared again when it changes), so
 /// the work grows with distinct fills, not with nodes.
 fn pack(
-    cands: &[(usize, f64, Vec<i64>)],
+    cands: &[PackType],
     need: &[Vec<i64>],
     per_node: &[usize],
     value: &[f64],
     mut left: Vec<usize>,
     fits: impl Fn(&[i64], &[i64]) -> i64,
 ) -> Option<Vec<Bin>> {
-    // Only the best of the types with one capacity can win below (same
-    // fill, so the cheaper; the earlier at one price): the others are
-    // skipped, in the order given.
-    let cands = distinct_capacities(cands);
     let mut room: Vec<i64> = Vec::new();
     // First-fit-decreasing fill of one node of `cap`, and its value.
     let mut fill = |cap: &[i64], left: &[usize], out: &mut Vec<usize>| -> f64 {
@@ -831,14 +835,14 @@ fn pack(
     let mut chosen = Vec::with_capacity(need.len());
     while left.iter().any(|&n| n > 0) {
         let mut best: Option<(f64, f64, usize)> = None;
-        for (ti, &(_, price, cap)) in cands.iter().enumerate() {
-            let val = fill(cap, &left, &mut scratch);
+        for (ti, c) in cands.iter().enumerate() {
+            let val = fill(&c.room, &left, &mut scratch);
             if val <= 0.0 {
                 continue;
             }
-            let ratio = price / val;
-            if best.is_none_or(|(br, bp, _)| ratio < br || (ratio == br && price < bp)) {
-                best = Some((ratio, price, ti));
+            let ratio = c.price / val;
+            if best.is_none_or(|(br, bp, _)| ratio < br || (ratio == br && c.price < bp)) {
+                best = Some((ratio, c.price, ti));
                 chosen.clone_from(&scratch);
             }
         }
@@ -848,31 +852,13 @@ fn pack(
             for (k, &c) in chosen.iter().enumerate() {
                 left[k] -= c;
             }
-            fill(cands[ti].2, &left, &mut scratch);
+            fill(&cands[ti].room, &left, &mut scratch);
             if scratch != chosen {
                 break;
             }
         }
     }
     Some(bins)
-}
-
-/// `cands` (as `(type, price, capacity)`) without the types another of the
-/// same capacity beats: the cheapest of each capacity, the earliest at one
-/// price, in the order given.
-fn distinct_capacities(cands: &[(usize, f64, Vec<i64>)]) -> Vec<(usize, f64, &[i64])> {
-    let mut best: std::collections::HashMap<&[i64], usize> = Default::default();
-    for (i, (_, price, cap)) in cands.iter().enumerate() {
-        let e = best.entry(cap.as_slice()).or_insert(i);
-        if *price < cands[*e].1 {
-            *e = i;
-        }
-    }
-    let mut keep: Vec<usize> = best.into_values().collect();
-    keep.sort_unstable();
-    keep.into_iter()
-        .map(|i| (cands[i].0, cands[i].1, cands[i].2.as_slice()))
-        .collect()
 }
 
 /// The cheapest packing of `n` pods of one class onto `cands`, exactly:
@@ -882,18 +868,18 @@ fn distinct_capacities(cands: &[(usize, f64, Vec<i64>)]) -> Vec<(usize, f64, &[i
 /// type holds a pod or the table would be too large (see
 /// `SINGLE_CLASS_WORK`).
 fn single_class(
-    cands: &[(usize, f64, Vec<i64>)],
+    cands: &[PackType],
     need: &[i64],
     n: usize,
     fits: impl Fn(&[i64], &[i64]) -> i64,
 ) -> Option<(f64, Vec<Bin>)> {
     // Per distinct capacity in pods, the cheapest type.
     let mut per: BTreeMap<usize, f64> = BTreeMap::new();
-    for (_, price, cap) in cands {
-        let k = fits(cap, need).clamp(0, n as i64) as usize;
+    for c in cands {
+        let k = fits(&c.room, need).clamp(0, n as i64) as usize;
         if k > 0 {
-            let e = per.entry(k).or_insert(*price);
-            *e = e.min(*price);
+            let e = per.entry(k).or_insert(c.price);
+            *e = e.min(c.price);
         }
     }
     // A type that holds more pods for no more money beats every smaller one.
@@ -974,7 +960,7 @@ impl CountTable {
     /// `per_node[c]` of them); infinite when none does.
     pub(super) fn node_prices(
         &self,
-        cands: &[(usize, f64, Vec<i64>)],
+        cands: &[PackType],
         need: &[Vec<i64>],
         per_node: &[usize],
     ) -> Vec<f64> {
@@ -1001,11 +987,11 @@ impl CountTable {
 
 /// The price of the cheapest of `cands` with room for `total` in every
 /// dimension; infinite when none has.
-fn cheapest_holding(cands: &[(usize, f64, Vec<i64>)], total: &[i64]) -> f64 {
+fn cheapest_holding(cands: &[PackType], total: &[i64]) -> f64 {
     cands
         .iter()
-        .filter(|(_, _, cap)| cap.iter().zip(total).all(|(c, r)| c >= r))
-        .map(|(_, price, _)| *price)
+        .filter(|c| c.room.iter().zip(total).all(|(c, r)| c >= r))
+        .map(|c| c.price)
         .fold(f64::INFINITY, f64::min)
 }
 
@@ -1016,7 +1002,7 @@ fn cheapest_holding(cands: &[(usize, f64, Vec<i64>)], total: &[i64]) -> f64 {
 /// (any content `u <= v` with `u` of that class, priced as the cheapest type
 /// that holds `u`) plus `best[v - u]`.
 fn few_classes(
-    cands: &[(usize, f64, Vec<i64>)],
+    cands: &[PackType],
     need: &[Vec<i64>],
     counts: &[usize],
     per_node: &[usize],
@@ -1101,12 +1087,20 @@ fn few_classes(
 mod tests {
     use super::*;
 
+    fn pt(ty: usize, price: f64, room: &[i64]) -> PackType {
+        PackType {
+            ty,
+            price,
+            room: room.to_vec(),
+        }
+    }
+
     use super::copies as fits;
 
-    fn cands() -> Vec<(usize, f64, Vec<i64>)> {
+    fn cands() -> Vec<PackType> {
         // One resource: nodes for 10, 6 and 4 pods; the 10-pod node has the
         // best price per pod.
-        vec![(0, 1.0, vec![10]), (1, 0.66, vec![6]), (2, 0.5, vec![4])]
+        vec![pt(0, 1.0, &[10]), pt(1, 0.66, &[6]), pt(2, 0.5, &[4])]
     }
 
     #[test]
@@ -1153,10 +1147,10 @@ mod tests {
         // Two resources. Class 0 is CPU-heavy, class 1 memory-heavy; a
         // balanced node holds one of each for less than two lopsided ones.
         let cands = vec![
-            (0, 1.0, vec![4, 1]), // cpu node
-            (1, 1.0, vec![1, 4]), // memory node
-            (2, 1.2, vec![4, 4]), // balanced
-            (3, 2.1, vec![8, 8]), // large balanced
+            pt(0, 1.0, &[4, 1]), // cpu node
+            pt(1, 1.0, &[1, 4]), // memory node
+            pt(2, 1.2, &[4, 4]), // balanced
+            pt(3, 2.1, &[8, 8]), // large balanced
         ];
         let need = vec![vec![3, 1], vec![1, 3]];
         let (cost, bins) = few_classes(&cands, &need, &[2, 2], &[9, 9]).unwrap_or_default();
@@ -1175,7 +1169,7 @@ mod tests {
 
     #[test]
     fn few_classes_gives_up_on_large_tables_and_unplaceable_pods() {
-        let cands = vec![(0, 1.0, vec![4, 4])];
+        let cands = vec![pt(0, 1.0, &[4, 4])];
         assert!(few_classes(&cands, &[vec![1, 1], vec![1, 1]], &[5000, 5000], &[9, 9]).is_none());
         assert!(few_classes(&cands, &[vec![5, 1], vec![1, 1]], &[1, 1], &[9, 9]).is_none());
     }
@@ -1183,7 +1177,7 @@ mod tests {
     #[test]
     fn one_pod_per_node_classes_are_never_doubled_up() {
         // Without the cap, two pods of each class share the large node.
-        let cands = vec![(0, 1.2, vec![4, 4]), (1, 2.1, vec![8, 8])];
+        let cands = vec![pt(0, 1.2, &[4, 4]), pt(1, 2.1, &[8, 8])];
         let need = vec![vec![3, 1], vec![1, 3]];
         let (cost, bins) = few_classes(&cands, &need, &[2, 2], &[1, 1]).unwrap_or_default();
         assert!((cost - 2.4).abs() < 1e-9, "{cost}");
