@@ -591,6 +591,17 @@ impl Node {
             .or_else(|| self.labels.get(crate::labels::PROVISIONER_NAME))
             .map(String::as_str)
     }
+
+    /// Whether Karpenter has seen the node initialized
+    /// (`karpenter.sh/initialized: "true"`); a node of no NodePool always is.
+    pub fn initialized(&self) -> bool {
+        self.nodepool().is_none()
+            || self
+                .labels
+                .get("karpenter.sh/initialized")
+                .map(String::as_str)
+                == Some("true")
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -384,9 +384,7 @@ fn expected_allocatable(state: &mut ClusterState) {
         .filter_map(|(i, c)| Some((c.node_name.as_deref()?, i)))
         .collect();
     for n in &mut state.nodes {
-        let initialized =
-            n.labels.get("karpenter.sh/initialized").map(String::as_str) == Some("true");
-        if n.nodepool().is_none() || initialized {
+        if n.initialized() {
             continue;
         }
         let claim = n

@@ -360,8 +360,9 @@ pub(super) fn existing_nodes<'n>(nodes: &'n [Node], pools: &[NodePool]) -> Vec<E
         .collect();
     // Initialized nodes first (Karpenter's order), then by name.
     existing.sort_by(|a, b| {
-        initialized(b.node)
-            .cmp(&initialized(a.node))
+        b.node
+            .initialized()
+            .cmp(&a.node.initialized())
             .then_with(|| a.node.name.cmp(&b.node.name))
     });
     existing
@@ -407,13 +408,6 @@ pub(super) fn registration_taint(t: &Taint) -> bool {
         || t.key.starts_with("readiness.k8s.io/")
 }
 
-/// Whether Karpenter has seen the node initialized (`karpenter.sh/initialized`),
-/// or the node is not Karpenter's (then it is taken as it is).
-pub(super) fn initialized(n: &Node) -> bool {
-    n.nodepool().is_none()
-        || n.labels.get("karpenter.sh/initialized").map(String::as_str) == Some("true")
-}
-
 /// The taints that keep pods off an existing node, as Karpenter's state
 /// node reports them: never the ephemeral `NoSchedule` ones (Karpenter's
 /// `KnownEphemeralTaints`); until a NodePool's node is initialized, not
@@ -422,13 +416,13 @@ pub(super) fn initialized(n: &Node) -> bool {
 /// an initialized node `not-ready:NoExecute` blocks.
 pub(super) fn effective_taints(n: &Node, pools: &[crate::model::NodePool]) -> Vec<Taint> {
     let startup: &[Taint] = match n.nodepool() {
-        Some(name) if !initialized(n) => pools
+        Some(name) if !n.initialized() => pools
             .iter()
             .find(|p| p.name == name)
             .map_or(&[], |p| p.startup_taints.as_slice()),
         _ => &[],
     };
-    let uninitialized = n.nodepool().is_some() && !initialized(n);
+    let uninitialized = n.nodepool().is_some() && !n.initialized();
     n.taints
         .iter()
         .filter(|t| {
