@@ -422,6 +422,17 @@ impl Requirement {
     }
 }
 
+/// A `NotIn` or `DoesNotExist` requirement.
+fn negative(r: &Requirement) -> bool {
+    matches!(r.operator(), Operator::NotIn | Operator::DoesNotExist)
+}
+
+/// Karpenter's rule for one key both sides constrain: a common value, or
+/// both sides negative.
+fn shared_key_ok(existing: &Requirement, incoming: &Requirement) -> bool {
+    existing.intersects(incoming) || (negative(incoming) && negative(existing))
+}
+
 /// A conjunction of requirements, one per key (adding a second requirement
 /// on a key intersects it with the first).
 ///
@@ -532,11 +543,10 @@ impl Requirements {
     /// both sides are negative (NotIn/DoesNotExist).
     /// `self.intersects(incoming).is_ok()` without building the error.
     pub fn intersects_ok(&self, incoming: &Requirements) -> bool {
-        let neg = |o: Operator| matches!(o, Operator::NotIn | Operator::DoesNotExist);
-        incoming.reqs.iter().all(|inc| {
-            self.get(&inc.key)
-                .is_none_or(|ex| ex.intersects(inc) || (neg(inc.operator()) && neg(ex.operator())))
-        })
+        incoming
+            .reqs
+            .iter()
+            .all(|inc| self.get(&inc.key).is_none_or(|ex| shared_key_ok(ex, inc)))
     }
 
     pub fn intersects(&self, incoming: &Requirements) -> Result<(), Incompatibility> {
@@ -546,11 +556,7 @@ impl Requirements {
             let Some(ex) = self.get(key) else {
                 continue;
             };
-            if !ex.intersects(inc) {
-                let neg = |o: Operator| matches!(o, Operator::NotIn | Operator::DoesNotExist);
-                if neg(inc.operator()) && neg(ex.operator()) {
-                    continue;
-                }
+            if !shared_key_ok(ex, inc) {
                 return Err(Incompatibility::Disjoint {
                     key: key.clone(),
                     incoming: inc.to_string(),
@@ -566,7 +572,6 @@ impl Requirements {
     /// pod side.
     /// `self.compatible(incoming).is_ok()` without building the error.
     pub fn compatible_ok(&self, incoming: &Requirements) -> bool {
-        let neg = |o: Operator| matches!(o, Operator::NotIn | Operator::DoesNotExist);
         // Both sides are sorted by key: each probe searches only what is
         // left after the previous one.
         let mut rest = self.reqs.as_slice();
@@ -575,11 +580,11 @@ impl Requirements {
                 Ok(i) => {
                     let ex = &rest[i];
                     rest = &rest[i + 1..];
-                    ex.intersects(inc) || (neg(inc.operator()) && neg(ex.operator()))
+                    shared_key_ok(ex, inc)
                 }
                 Err(i) => {
                     rest = &rest[i..];
-                    neg(inc.operator()) || labels::is_well_known(&inc.key)
+                    negative(inc) || labels::is_well_known(&inc.key)
                 }
             }
         })
@@ -591,7 +596,7 @@ impl Requirements {
             if self.has_key(key) {
                 continue;
             }
-            if matches!(inc.operator(), Operator::NotIn | Operator::DoesNotExist) {
+            if negative(inc) {
                 continue;
             }
             if labels::is_well_known(key) {
