@@ -213,26 +213,17 @@ impl Resources {
         if self.other.is_some() || extra.other.is_some() {
             return self.plus(extra).fits_in(capacity);
         }
-        let mut fits = true;
-        for ((a, b), c) in self.known.iter().zip(&extra.known).zip(&capacity.known) {
-            fits &= *a + *b <= *c;
-        }
-        fits
+        self.known
+            .iter()
+            .zip(&extra.known)
+            .zip(&capacity.known)
+            .all(|((a, b), c)| *a + *b <= *c)
     }
 
     /// True when every requested quantity is within `capacity`.
     #[inline]
     pub fn fits_in(&self, capacity: &Resources) -> bool {
-        // Every known resource compared without an early exit: the
-        // compiler turns the loop into a few vector compares.
-        let mut fits = true;
-        for (want, have) in self.known.iter().zip(&capacity.known) {
-            fits &= want <= have;
-        }
-        fits && self
-            .other
-            .as_ref()
-            .is_none_or(|m| m.iter().all(|(k, v)| *v <= capacity.get(k)))
+        self.first_exceeding(capacity).is_none()
     }
 
     /// The first resource (in canonical order) whose request exceeds
