@@ -159,33 +159,31 @@ impl Run<'_> {
         }
         out.extend(g.affinity.iter().map(|&i| (i, Kind::Affinity)));
         out.extend(g.anti_affinity.iter().map(|&i| (i, Kind::AntiAffinity)));
-        let heaviest_first = |weights: Vec<i32>| {
+        // The preferred terms still in force: the heaviest first, those the
+        // relaxation dropped left out.
+        let mut preferred = |weights: Vec<i32>, dropped: usize, groups: &[usize], kind: Kind| {
             let mut idx: Vec<usize> = (0..weights.len()).collect();
             idx.sort_by_key(|&i| std::cmp::Reverse(weights[i]));
-            idx
+            out.extend(idx.into_iter().skip(dropped).map(|i| (groups[i], kind)));
         };
-        for i in heaviest_first(
+        preferred(
             pod.preferred_pod_affinity
                 .iter()
                 .map(|t| t.weight)
                 .collect(),
-        )
-        .into_iter()
-        .skip(r.dropped_preferred_affinity)
-        {
-            out.push((g.preferred_affinity[i], Kind::Affinity));
-        }
-        for i in heaviest_first(
+            r.dropped_preferred_affinity,
+            &g.preferred_affinity,
+            Kind::Affinity,
+        );
+        preferred(
             pod.preferred_pod_anti_affinity
                 .iter()
                 .map(|t| t.weight)
                 .collect(),
-        )
-        .into_iter()
-        .skip(r.dropped_preferred_anti_affinity)
-        {
-            out.push((g.preferred_anti_affinity[i], Kind::AntiAffinity));
-        }
+            r.dropped_preferred_anti_affinity,
+            &g.preferred_anti_affinity,
+            Kind::AntiAffinity,
+        );
         out
     }
 

@@ -230,14 +230,8 @@ impl VolumeTerms {
     /// Whether the `i`-th alternative uses another required term of the pod
     /// than the one before it.
     pub(crate) fn new_term_at(&self, i: usize) -> bool {
-        match (i.checked_sub(1), self.alternatives.is_empty()) {
-            (_, true) => true,
-            (None, false) => true,
-            (Some(prev), false) => {
-                self.alternatives.get(prev).map(|a| a.term)
-                    != self.alternatives.get(i).map(|a| a.term)
-            }
-        }
+        let term = |j: usize| self.alternatives.get(j).map(|a| a.term);
+        i == 0 || self.alternatives.is_empty() || term(i - 1) != term(i)
     }
 
     /// No volume restricts the pod's nodes.
