@@ -23,6 +23,9 @@ pub(crate) struct Work<'a> {
     state: ClusterState,
     catalog: &'a Catalog,
     opts: SchedulerOptions,
+    /// The NodePools' views, made once for every simulation (only nodes
+    /// and pods change between them).
+    prepared: scheduler::Prepared,
     /// Per node: no destination (removed, or disrupting already).
     out: Vec<bool>,
     by_name: BTreeMap<String, usize>,
@@ -131,10 +134,12 @@ impl<'a> Work<'a> {
             .enumerate()
             .map(|(i, n)| (n.name.clone(), i))
             .collect();
+        let prepared = scheduler::Prepared::new(&working, catalog, opts);
         Work {
             state: working,
             catalog,
             opts: opts.clone(),
+            prepared,
             out,
             by_name,
             seq: BTreeMap::new(),
@@ -180,7 +185,8 @@ impl<'a> Work<'a> {
         let (kept_idx, kept_nodes): (Vec<usize>, Vec<Node>) = kept.into_iter().unzip();
         self.state.nodes = kept_nodes;
         self.state.pending_pods = pending;
-        let plan = scheduler::schedule(&self.state, self.catalog, &self.opts);
+        let plan =
+            scheduler::schedule_prepared(&self.state, self.catalog, &self.opts, &self.prepared);
         let pods = std::mem::take(&mut self.state.pending_pods);
         // Restore the nodes in their order.
         let kept_nodes = std::mem::take(&mut self.state.nodes);

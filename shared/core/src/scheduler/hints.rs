@@ -61,10 +61,18 @@ pub(super) struct Hints<'a> {
     pub(super) spread_hint: Vec<Option<SpreadHint>>,
     /// Bumped when a reservation runs out (see `JoinMemo`).
     pub(super) epoch: u32,
+    /// [`Self::compat_cache`] shared by the runs of one
+    /// [`super::Prepared`], used while no reservation ran out in this run
+    /// (the NodePools' offerings are still the prepared ones).
+    pub(super) shared_compat: Option<&'a CompatCache>,
 }
 
-impl Hints<'_> {
-    pub(super) fn new(pods: &[Pod], volume: &[volumes::VolumeTerms]) -> Self {
+impl<'a> Hints<'a> {
+    pub(super) fn new(
+        pods: &[Pod],
+        volume: &[volumes::VolumeTerms],
+        shared_compat: &'a CompatCache,
+    ) -> Self {
         let (shape, n_shapes) = shapes(pods, volume);
         let (size, n_sizes) = size_classes(pods, volume);
         let (req_class, n_req_classes) = request_classes(pods);
@@ -89,6 +97,7 @@ impl Hints<'_> {
             roomy: (0..n_req_classes).map(|_| Roomy::default()).collect(),
             spread_hint: vec![None; n_sizes],
             epoch: 0,
+            shared_compat: Some(shared_compat),
         }
     }
 
@@ -121,6 +130,7 @@ impl Hints<'_> {
         self.solo_cache.iter_mut().for_each(|c| *c = None);
         self.spread_hint.iter_mut().for_each(|h| *h = None);
         self.epoch = self.epoch.wrapping_add(1);
+        self.shared_compat = None;
     }
 }
 
@@ -259,11 +269,20 @@ impl Run<'_> {
         pi: usize,
         reqs: &Requirements,
     ) -> std::rc::Rc<Vec<usize>> {
-        let mut key = reqs.clone();
-        key.remove(labels::HOSTNAME);
-        if let Some(hit) = self.hints.compat_cache.borrow().get(&(pi, key.clone())) {
+        let mut key = (pi, reqs.clone());
+        key.1.remove(labels::HOSTNAME);
+        if let Some(hit) = self.hints.compat_cache.borrow().get(&key) {
             return hit.clone();
         }
+        let shared = self.hints.shared_compat;
+        if let Some(hit) = shared.and_then(|c| c.borrow().get(&key).cloned()) {
+            self.hints
+                .compat_cache
+                .borrow_mut()
+                .insert(key, hit.clone());
+            return hit;
+        }
+        let (pi, key) = key;
         let pool = &self.pools[pi];
         let filter = pool.filter(&key);
         let v: Vec<usize> = pool
@@ -274,6 +293,9 @@ impl Run<'_> {
             .map(|(i, _)| i)
             .collect();
         let v = std::rc::Rc::new(v);
+        if let Some(c) = shared {
+            c.borrow_mut().insert((pi, key.clone()), v.clone());
+        }
         self.hints
             .compat_cache
             .borrow_mut()

@@ -51,12 +51,12 @@ use crate::requirements::Requirements;
 use existingnode::effective_taints;
 use existingnode::{existing_domains, existing_nodes, ExistingNodes};
 use explain::{unavailable_pools, Refusal, Unplaced};
-use hints::Hints;
+use hints::{CompatCache, Hints};
 pub use min_values::MinValuesPolicy;
 use nodeclaim::{Claim, ZonePin};
 pub use plan_output::MIN_VALUES_RELAXED;
 pub use pod_view::Relaxation;
-use podtopology::{build_topology, ActiveTopology};
+use podtopology::{build_topology, ActiveTopology, PoolDomains};
 use pools::Pool;
 pub use pools::{daemon_overhead, labels_satisfy, overlay_adjusted_price, overlays_by_weight};
 use queue::QueueEnd;
@@ -150,12 +150,85 @@ struct Run<'a> {
 /// every workload, so both are planned and the plan that schedules more
 /// pods, then costs less, is returned (the weights-first one on a tie).
 pub fn schedule(state: &ClusterState, catalog: &Catalog, opts: &SchedulerOptions) -> Plan {
+    schedule_prepared(state, catalog, opts, &Prepared::new(state, catalog, opts))
+}
+
+/// What planning builds from a cluster before it looks at its nodes and
+/// pods: each NodePool's instance types, offerings and DaemonSet overhead
+/// (every catalog type, per NodePool). Made once, it serves any number of
+/// plans of a cluster whose nodes and pods change but whose NodePools,
+/// node classes, NodeOverlays, DaemonSets and capacity reservations do
+/// not (consolidation's simulations), under options that differ at most
+/// in [`SchedulerOptions::pack_fewest_nodes`] and
+/// [`SchedulerOptions::max_node_claims`].
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pools: Vec<pools::PoolTemplate>,
+    /// The NodePools' topology domains.
+    domains: PoolDomains,
+    /// Instances each capacity reservation may still take.
+    available: Vec<u32>,
+    /// The options it was made under (see [`Prepared::serves`]).
+    opts: SchedulerOptions,
+    /// Types of a pool compatible with requirements, as long as no
+    /// reservation ran out (see `Run::compatible_types`).
+    compat: CompatCache,
+}
+
+impl Prepared {
+    pub fn new(state: &ClusterState, catalog: &Catalog, opts: &SchedulerOptions) -> Prepared {
+        let available: Vec<u32> = state
+            .capacity_reservations
+            .iter()
+            .map(|r| crate::reservations::available(r, opts.reservation_available.as_ref()))
+            .collect();
+        let templates = pools::prepare(state, catalog, opts, &available);
+        let domains = PoolDomains::new(&pools::build(state, &templates), &catalog.region);
+        Prepared {
+            pools: templates,
+            domains,
+            available,
+            opts: opts.clone(),
+            compat: Default::default(),
+        }
+    }
+
+    /// Whether plans of `state` under `opts` may use it: the options that
+    /// shape the NodePools' offerings are the ones it was made under, and
+    /// the state has the NodePools and reservations it was made of.
+    fn serves(&self, state: &ClusterState, opts: &SchedulerOptions) -> bool {
+        let (a, b) = (&self.opts, opts);
+        a.reserved_capacity == b.reserved_capacity
+            && a.unavailable == b.unavailable
+            && a.vm_memory_overhead.to_bits() == b.vm_memory_overhead.to_bits()
+            && a.reservation_available == b.reservation_available
+            && a.now == b.now
+            && self.available.len() == state.capacity_reservations.len()
+            && pools::templates_fit(state, &self.pools)
+    }
+}
+
+/// [`schedule`] with the NodePools' views `prepared` made (see
+/// [`Prepared`]); one that does not fit `state` or `opts` is made afresh.
+pub fn schedule_prepared(
+    state: &ClusterState,
+    catalog: &Catalog,
+    opts: &SchedulerOptions,
+    prepared: &Prepared,
+) -> Plan {
+    let fresh;
+    let prepared = if prepared.serves(state, opts) {
+        prepared
+    } else {
+        fresh = Prepared::new(state, catalog, opts);
+        &fresh
+    };
     let pods = pods_to_place(state);
-    let (plan, limited_heavier) = schedule_with(state, &pods, catalog, opts, false);
+    let (plan, limited_heavier) = schedule_with(state, &pods, opts, prepared, false);
     if !limited_heavier {
         return plan;
     }
-    let (weights_first, _) = schedule_with(state, &pods, catalog, opts, true);
+    let (weights_first, _) = schedule_with(state, &pods, opts, prepared, true);
     let key = |p: &Plan| (p.unschedulable.len(), p.summary.total_hourly_price);
     let (a, b) = (key(&plan), key(&weights_first));
     if b.0 < a.0 || (b.0 == a.0 && b.1 <= a.1 + 1e-9) {
@@ -207,17 +280,16 @@ pub fn reschedulable(p: &Pod) -> bool {
 fn schedule_with<'a>(
     state: &'a ClusterState,
     pods: &'a [Pod],
-    catalog: &Catalog,
     opts: &SchedulerOptions,
+    prepared: &'a Prepared,
     join_heavier: bool,
 ) -> (Plan, bool) {
-    let available: Vec<u32> = state
-        .capacity_reservations
-        .iter()
-        .map(|r| crate::reservations::available(r, opts.reservation_available.as_ref()))
-        .collect();
-    let pools = pools::build(state, catalog, opts, &available);
-    let res = Reservations::new(&state.capacity_reservations, &pools, available);
+    let pools = pools::build(state, &prepared.pools);
+    let res = Reservations::new(
+        &state.capacity_reservations,
+        &pools,
+        prepared.available.clone(),
+    );
     let warnings = Vec::new();
     // Pods whose volumes are not ready wait (unschedulable, with the reason).
     let mut errors: Vec<Option<Unplaced>> = vec![None; pods.len()];
@@ -226,12 +298,12 @@ fn schedule_with<'a>(
         (0..pods.len()).filter(|&p| errors[p].is_some()).collect();
 
     let all_nodes = all_nodes(state);
-    let (topology, groups) = build_topology(pods, &pools, &all_nodes, &catalog.region);
+    let (topology, groups) = build_topology(pods, &prepared.domains, &all_nodes);
 
     let existing = existing_nodes(&all_nodes, &state.node_pools);
 
     let limited_heavier = limited_heavier(&pools);
-    let hints = Hints::new(pods, &volume);
+    let hints = Hints::new(pods, &volume, &prepared.compat);
     let existing_domains = existing_domains(pods, &existing);
     let existing = ExistingNodes::new(existing, &existingnode::keys_pods_read(pods, &volume));
     let mut run = Run {

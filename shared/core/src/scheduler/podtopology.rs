@@ -64,7 +64,7 @@ pub(super) fn pool_domains(pool: &Pool, region: &str) -> DomainSource {
             .or_default()
             .insert(v.to_string());
     };
-    for t in &pool.types {
+    for t in pool.types.iter() {
         for o in &t.offerings {
             add(labels::ZONE, &o.zone);
             add(labels::CAPACITY_TYPE, o.capacity_type.as_str());
@@ -99,24 +99,46 @@ pub(super) fn pool_domains(pool: &Pool, region: &str) -> DomainSource {
 /// each key), the pods' groups, and what `nodes` already count.
 pub(super) fn build_topology(
     pods: &[Pod],
-    pools: &[Pool],
+    domains: &PoolDomains,
     nodes: &[Node],
-    region: &str,
 ) -> (Topology, Vec<PodGroups>) {
-    let sources: Vec<DomainSource> = pools
-        .iter()
-        .map(|pool| pool_domains(pool, region))
-        .collect();
-    let mut universe: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for src in &sources {
-        for (k, v) in &src.domains {
-            universe
-                .entry(k.clone())
-                .or_default()
-                .extend(v.iter().cloned());
+    Topology::build(
+        pods,
+        nodes,
+        domains.universe.clone(),
+        domains.sources.clone(),
+    )
+}
+
+/// Every NodePool's domains (see [`pool_domains`]), and per key the values
+/// any of them offers: what the topology starts from before it looks at
+/// the nodes.
+#[derive(Debug, Clone, Default)]
+pub(super) struct PoolDomains {
+    sources: std::sync::Arc<Vec<DomainSource>>,
+    universe: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl PoolDomains {
+    pub(super) fn new(pools: &[Pool], region: &str) -> PoolDomains {
+        let sources: Vec<DomainSource> = pools
+            .iter()
+            .map(|pool| pool_domains(pool, region))
+            .collect();
+        let mut universe: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for src in &sources {
+            for (k, v) in &src.domains {
+                universe
+                    .entry(k.clone())
+                    .or_default()
+                    .extend(v.iter().cloned());
+            }
+        }
+        PoolDomains {
+            sources: std::sync::Arc::new(sources),
+            universe,
         }
     }
-    Topology::build(pods, nodes, universe, sources)
 }
 
 impl Run<'_> {

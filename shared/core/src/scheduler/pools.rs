@@ -4,6 +4,7 @@
 //! daemonset overhead and remaining limits.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::allocatable;
 use crate::catalog::{ebs, CapacityType, Catalog, Offering, ReservationRef};
@@ -180,7 +181,9 @@ pub struct Pool<'a> {
     /// NodePool requirements plus `karpenter.sh/nodepool In [name]`.
     pub requirements: Requirements,
     pub taints: Vec<Taint>,
-    pub types: Vec<PoolType>,
+    /// Shared with the [`PoolTemplate`]: copied only when a run changes
+    /// an offering (a reservation runs out).
+    pub types: Arc<Vec<PoolType>>,
     pub daemon_overhead: Resources,
     /// `limits - existing usage` per limited resource, if the pool has limits.
     pub remaining: Option<Limits>,
@@ -364,29 +367,109 @@ fn apply_daemon_sets(
     min
 }
 
-/// Builds the pools, heaviest weight first (ties by name). `available` is
-/// the number of instances each of `state.capacity_reservations` may still
-/// take (see `reservations::available`).
-pub fn build<'a>(
-    state: &'a ClusterState,
+/// What a [`Pool`] takes from the cluster but its nodes: the NodePool's
+/// instance types, offerings and DaemonSet overhead (every catalog type
+/// looked at: the costly part), built once by [`prepare`] for any number
+/// of plans of one cluster whose nodes and pods change.
+#[derive(Debug, Clone)]
+pub struct PoolTemplate {
+    /// Index of the NodePool in `ClusterState::node_pools`, and its name.
+    np: usize,
+    name: String,
+    requirements: Requirements,
+    types: Arc<Vec<PoolType>>,
+    daemon_overhead: Resources,
+    zones: Vec<String>,
+    reservations: Vec<u32>,
+    volume_price: f64,
+}
+
+/// Whether `templates` were made (by [`prepare`]) from a state with the
+/// NodePools of `state`.
+pub fn templates_fit(state: &ClusterState, templates: &[PoolTemplate]) -> bool {
+    templates.len()
+        == state
+            .node_pools
+            .iter()
+            .filter(|np| np.unavailable.is_none())
+            .count()
+        && templates.iter().all(|t| {
+            state
+                .node_pools
+                .get(t.np)
+                .is_some_and(|np| np.name == t.name && np.unavailable.is_none())
+        })
+}
+
+/// The pools of `state` from `templates` (see [`templates_fit`]), with
+/// the room its nodes leave under their limits; heaviest weight first
+/// (ties by name).
+pub fn build<'a>(state: &'a ClusterState, templates: &[PoolTemplate]) -> Vec<Pool<'a>> {
+    templates
+        .iter()
+        .filter_map(|t| {
+            let np = state.node_pools.get(t.np).filter(|np| np.name == t.name)?;
+            Some(Pool {
+                volume_price: t.volume_price,
+                reservations: t.reservations.clone(),
+                zones: t.zones.clone(),
+                np,
+                requirements: t.requirements.clone(),
+                taints: np.taints.clone(),
+                types: t.types.clone(),
+                daemon_overhead: t.daemon_overhead.clone(),
+                remaining: remaining(state, np),
+            })
+        })
+        .collect()
+}
+
+/// `limits - existing usage` of NodePool `np`, if it has limits.
+fn remaining(state: &ClusterState, np: &NodePool) -> Option<Limits> {
+    np.limits.as_ref().map(|limits| {
+        let mut used = Resources::new();
+        for n in state
+            .nodes
+            .iter()
+            .filter(|n| n.nodepool() == Some(np.name.as_str()))
+        {
+            used.add_assign(&n.allocatable);
+            used.add_assign(&Limits::one_node());
+        }
+        Limits(
+            limits
+                .iter()
+                .map(|(k, q)| (k.to_string(), q - used.get(k)))
+                .collect(),
+        )
+    })
+}
+
+/// The pool templates of `state`, heaviest weight first (ties by name).
+/// `available` is the number of instances each of
+/// `state.capacity_reservations` may still take (see
+/// `reservations::available`).
+pub fn prepare(
+    state: &ClusterState,
     catalog: &Catalog,
     opts: &SchedulerOptions,
     available: &[u32],
-) -> Vec<Pool<'a>> {
+) -> Vec<PoolTemplate> {
     // A NodePool being deleted or not ready launches nothing.
-    let mut nps: Vec<&NodePool> = state
+    let mut nps: Vec<(usize, &NodePool)> = state
         .node_pools
         .iter()
-        .filter(|np| np.unavailable.is_none())
+        .enumerate()
+        .filter(|(_, np)| np.unavailable.is_none())
         .collect();
-    nps.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
+    nps.sort_by(|(_, a), (_, b)| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
     let overlays = overlays_by_weight(&state.overlays);
     let price_overlays = overlays
         .iter()
         .any(|o| o.price.is_some() || o.price_adjustment.is_some());
 
     nps.into_iter()
-        .map(|np| {
+        .map(|(np_index, np)| {
             let mut requirements = np.requirements.clone();
             requirements.add(Requirement::in_values(labels::NODEPOOL, [np.name.as_str()]));
             if !opts.reserved_capacity {
@@ -565,34 +648,15 @@ pub fn build<'a>(
             let daemon_overhead =
                 apply_daemon_sets(&mut types, &np.taints, &requirements, &state.daemon_sets);
 
-            let remaining = np.limits.as_ref().map(|limits| {
-                let mut used = Resources::new();
-                for n in state
-                    .nodes
-                    .iter()
-                    .filter(|n| n.nodepool() == Some(np.name.as_str()))
-                {
-                    used.add_assign(&n.allocatable);
-                    used.add_assign(&Limits::one_node());
-                }
-                Limits(
-                    limits
-                        .iter()
-                        .map(|(k, q)| (k.to_string(), q - used.get(k)))
-                        .collect(),
-                )
-            });
-
-            Pool {
+            PoolTemplate {
+                np: np_index,
+                name: np.name.clone(),
                 volume_price: ebs::node_class_hourly(&catalog.region, node_class),
                 reservations,
                 zones: catalog.zones.clone(),
-                np,
                 requirements,
-                taints: np.taints.clone(),
-                types,
+                types: Arc::new(types),
                 daemon_overhead,
-                remaining,
             }
         })
         .collect()

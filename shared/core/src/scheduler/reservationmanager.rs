@@ -149,7 +149,7 @@ impl<'a> Run<'a> {
             return;
         }
         for &(pi, t, oi) in &self.res.offerings[r] {
-            self.pools[pi].types[t].offerings[oi].available = 0;
+            std::sync::Arc::make_mut(&mut self.pools[pi].types)[t].offerings[oi].available = 0;
         }
         self.hints.offerings_changed();
     }

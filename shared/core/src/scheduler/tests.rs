@@ -1485,6 +1485,67 @@ fn reservation_of_n_takes_exactly_n_node_claims_then_falls_back() {
     );
 }
 
+/// Plans made with a [`Prepared`] are the plans [`schedule`] makes: for
+/// the state it was made of (twice: a reservation that runs out in one
+/// run leaves the shared views as they were), for the same NodePools
+/// with other nodes and pods, and (made afresh) under options or
+/// NodePools it was not made for.
+#[test]
+fn a_prepared_cluster_plans_as_a_fresh_one() {
+    let s = reserved_state(
+        whole_node_pods(5),
+        reserving_pool(&["reserved", "spot", "on-demand"], m5_large_only()),
+        serde_json::json!([{"id": "cr-1"}]),
+        vec![reservation("cr-1", "m5.large", "test-1b", 2)],
+    );
+    let json = |p: &Plan| serde_json::to_string(p).unwrap_or_default();
+    let prepared = Prepared::new(&s, &catalog(), &gate_on());
+    let fresh = json(&schedule(&s, &catalog(), &gate_on()));
+    assert_eq!(
+        reserved_claims(&schedule(&s, &catalog(), &gate_on())).len(),
+        2
+    );
+    for _ in 0..2 {
+        assert_eq!(
+            json(&schedule_prepared(&s, &catalog(), &gate_on(), &prepared)),
+            fresh
+        );
+    }
+    let mut other = s.clone();
+    other.pending_pods.truncate(3);
+    other.nodes.push(existing_node(
+        "test-1a",
+        ["4", "8Gi", "10"],
+        false,
+        pod("bound", "1", "1Gi"),
+    ));
+    assert_eq!(
+        json(&schedule_prepared(
+            &other,
+            &catalog(),
+            &gate_on(),
+            &prepared
+        )),
+        json(&schedule(&other, &catalog(), &gate_on()))
+    );
+    let gate_off = SchedulerOptions::default();
+    assert_eq!(
+        json(&schedule_prepared(&s, &catalog(), &gate_off, &prepared)),
+        json(&schedule(&s, &catalog(), &gate_off))
+    );
+    let mut renamed = s.clone();
+    renamed.node_pools[0].name = "renamed".into();
+    assert_eq!(
+        json(&schedule_prepared(
+            &renamed,
+            &catalog(),
+            &gate_on(),
+            &prepared
+        )),
+        json(&schedule(&renamed, &catalog(), &gate_on()))
+    );
+}
+
 #[test]
 fn reserved_node_claims_carry_the_reservation_labels() {
     let mut block = reservation("cr-blk", "m5.xlarge", "test-1c", 1);
@@ -1997,8 +2058,8 @@ fn a_full_limited_pool_keeps_pods_on_its_node_claims_when_that_is_cheaper() {
     let (spill, could) = schedule_with(
         &s,
         &s.pending_pods,
-        &catalog(),
         &SchedulerOptions::default(),
+        &Prepared::new(&s, &catalog(), &SchedulerOptions::default()),
         false,
     );
     assert!(could);
@@ -2029,8 +2090,8 @@ fn a_full_limited_pool_lets_pods_spill_when_that_is_cheaper() {
     let (weights_first, _) = schedule_with(
         &s,
         &s.pending_pods,
-        &catalog(),
         &SchedulerOptions::default(),
+        &Prepared::new(&s, &catalog(), &SchedulerOptions::default()),
         true,
     );
     let p = plan(&s);

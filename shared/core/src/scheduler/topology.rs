@@ -251,7 +251,7 @@ pub struct Topology {
     universe: BTreeMap<String, BTreeSet<String>>,
     /// NodePools' domains and taints, and the existing nodes' labels and
     /// taints: filtered spreads take their domains from the ones they count.
-    sources: Vec<DomainSource>,
+    sources: std::sync::Arc<Vec<DomainSource>>,
     nodes: Vec<NodeDomains>,
     /// Whether any group or inverse group exists (fast path).
     active: bool,
@@ -315,7 +315,7 @@ impl Topology {
         pending: &[Pod],
         nodes: &[Node],
         mut universe: BTreeMap<String, BTreeSet<String>>,
-        sources: Vec<DomainSource>,
+        sources: std::sync::Arc<Vec<DomainSource>>,
     ) -> (Topology, Vec<PodGroups>) {
         for n in nodes {
             for (k, v) in &n.labels {
@@ -490,7 +490,7 @@ impl Topology {
     /// of the existing nodes it counts.
     fn filtered_domains(&self, id: &GroupKey) -> BTreeMap<String, u32> {
         let mut counts = BTreeMap::new();
-        for src in &self.sources {
+        for src in self.sources.iter() {
             if id.filter.tolerates(&src.taints) {
                 for d in src.domains.get(&id.key).into_iter().flatten() {
                     counts.insert(d.clone(), 0);
