@@ -496,6 +496,14 @@ impl Requirements {
         }
     }
 
+    /// Sets the requirement on `r`'s key to `r` (whatever was there).
+    pub fn replace(&mut self, r: Requirement) {
+        match self.find(&r.key) {
+            Ok(i) => self.reqs[i] = r,
+            Err(i) => self.reqs.insert(i, r),
+        }
+    }
+
     pub fn add_all(&mut self, o: &Requirements) {
         for r in &o.reqs {
             match self.find(&r.key) {

@@ -161,6 +161,38 @@ pub(super) const OFFERING_KEYS: [&str; 4] = [
     labels::CAPACITY_RESERVATION_TYPE,
 ];
 
+/// [`narrowing`] of `base` to `base ∩ extra`, then each of `added` in
+/// order (as [`Requirements::add`] applies them), built without that
+/// intersection: only keys `extra` or `added` name can narrow.
+pub(super) fn narrowed(
+    base: &Requirements,
+    extra: &Requirements,
+    added: &[Requirement],
+) -> Requirements {
+    let narrow = |key: &str| -> Option<Requirement> {
+        let b = base.get(key);
+        let mut cur = match (b, extra.get(key)) {
+            (Some(b), Some(e)) => Some(b.intersection(e)),
+            (b, e) => b.or(e).cloned(),
+        };
+        for r in added.iter().filter(|r| r.key == key) {
+            cur = Some(match cur {
+                Some(c) => c.intersection(r),
+                None => r.clone(),
+            });
+        }
+        cur.filter(|c| Some(c) != b)
+    };
+    let mut out: Vec<Requirement> = extra.iter().filter_map(|r| narrow(&r.key)).collect();
+    for (i, r) in added.iter().enumerate() {
+        let seen = extra.has_key(&r.key) || added[..i].iter().any(|a| a.key == r.key);
+        if !seen {
+            out.extend(narrow(&r.key));
+        }
+    }
+    Requirements::from_iter_reqs(out)
+}
+
 /// The requirements of `merged` that differ from `base`'s on the same key
 /// (`merged` is `base` intersected with more: it never drops a key).
 pub(super) fn narrowing(base: &Requirements, merged: &Requirements) -> Requirements {
@@ -323,26 +355,24 @@ impl<'a> Run<'a> {
             return Err(ClaimRefusal::Requirements);
         }
         let requests = claim.requests.plus(&pod.requests);
-        let merged = if self.topology.is_active() {
-            self.topology
-                .add_requirements_over(
-                    pod,
-                    &groups.groups,
-                    &groups.domains,
-                    &claim.requirements,
-                    pod_reqs,
-                )
-                .map_err(|_| ClaimRefusal::Topology)?
-        } else {
-            claim.requirements.intersection(pod_reqs)
-        };
         // Only the keys the pod (or topology) narrowed need checking: every
         // type of the claim already intersects the claim's requirements.
-        let changed = narrowing(&claim.requirements, &merged);
+        // The NodeClaim's merged requirements are built only for a fit.
+        let (changed, merged) = self.claim_narrowing(c, p, pod_reqs, groups)?;
         let offerings_change = changed
             .iter()
             .any(|r| OFFERING_KEYS.contains(&r.key.as_str()));
-        let filter = pool.filter(&merged).holding(claim.reservation);
+        let offering_reqs = if offerings_change {
+            Requirements::from_iter_reqs(OFFERING_KEYS.iter().filter_map(|k| {
+                changed
+                    .get(k)
+                    .or_else(|| claim.requirements.get(k))
+                    .cloned()
+            }))
+        } else {
+            Requirements::default()
+        };
+        let filter = pool.filter(&offering_reqs).holding(claim.reservation);
         let mut candidates = std::borrow::Cow::Borrowed(&claim.types);
         for r in changed.iter() {
             let allowed = self.types_intersecting(claim.pool, r);
@@ -363,10 +393,46 @@ impl<'a> Run<'a> {
         if claim.reservation.is_none() && !min_values::met(pool, types.iter(), &claim.min_values) {
             return Err(ClaimRefusal::MinValues);
         }
+        let requirements = merged.unwrap_or_else(|| {
+            let mut m = claim.requirements.clone();
+            for r in changed.iter() {
+                m.replace(r.clone());
+            }
+            m
+        });
         Ok(Fit {
-            requirements: merged,
+            requirements,
             types,
         })
+    }
+
+    /// What placing pod `p` on NodeClaim `c` narrows (see [`narrowing`]),
+    /// and the merged requirements when topology had to build them (it
+    /// pins anti-affinity domains).
+    fn claim_narrowing(
+        &self,
+        c: usize,
+        p: usize,
+        pod_reqs: &Requirements,
+        groups: &ActiveTopology,
+    ) -> Result<(Requirements, Option<Requirements>), ClaimRefusal> {
+        let (base, pod) = (&self.claims[c].requirements, &self.pods[p]);
+        if !self.topology.is_active() {
+            return Ok((narrowed(base, pod_reqs, &[]), None));
+        }
+        let (g, domains) = (&groups.groups, &groups.domains);
+        if self.topology.pins_domains() {
+            let merged = self
+                .topology
+                .add_requirements_over(pod, g, domains, base, pod_reqs)
+                .map_err(|_| ClaimRefusal::Topology)?;
+            return Ok((narrowing(base, &merged), Some(merged)));
+        }
+        let added = self
+            .topology
+            .added_over(pod, g, domains, base, pod_reqs)
+            .map_err(|_| ClaimRefusal::Topology)?;
+        Ok((narrowed(base, pod_reqs, &added), None))
     }
 
     pub(super) fn try_new(
@@ -638,5 +704,65 @@ impl<'a> Run<'a> {
         let taints = &self.pools[claim.pool].taints;
         self.topology
             .record(pod, &self.groups[p].inverse, &claim.requirements, taints);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{narrowed, narrowing};
+    use crate::requirements::{Operator, Requirement, Requirements};
+
+    /// A seeded random requirement set over few keys and values, every
+    /// operator, so that keys overlap and narrow often.
+    fn random_reqs(seed: &mut u64, max: usize) -> Vec<Requirement> {
+        let mut next = |n: u64| {
+            *seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (*seed >> 33) % n
+        };
+        let keys = ["a", "b", "c", "d"];
+        let values = ["1", "2", "3", "4", "5"];
+        let ops = [
+            Operator::In,
+            Operator::NotIn,
+            Operator::Exists,
+            Operator::DoesNotExist,
+            Operator::Gt,
+            Operator::Lt,
+        ];
+        (0..next(max as u64 + 1))
+            .filter_map(|_| {
+                let key = keys[next(4) as usize];
+                let op = ops[next(6) as usize];
+                let vals: Vec<&str> = match op {
+                    Operator::Exists | Operator::DoesNotExist => vec![],
+                    Operator::Gt | Operator::Lt => vec![values[next(5) as usize]],
+                    _ => (0..1 + next(3)).map(|_| values[next(5) as usize]).collect(),
+                };
+                Requirement::new(key, op, &vals).ok()
+            })
+            .collect()
+    }
+
+    /// `narrowed` (no intersection built) answers as `narrowing` of the
+    /// intersection `Requirements::add` builds, on random requirements.
+    #[test]
+    fn narrowed_is_narrowing_of_the_merged_requirements() {
+        let mut seed = 7u64;
+        for _ in 0..5000 {
+            let base = Requirements::from_iter_reqs(random_reqs(&mut seed, 4));
+            let extra = Requirements::from_iter_reqs(random_reqs(&mut seed, 3));
+            let added = random_reqs(&mut seed, 3);
+            let mut merged = base.intersection(&extra);
+            for r in &added {
+                merged.add(r.clone());
+            }
+            assert_eq!(
+                narrowed(&base, &extra, &added),
+                narrowing(&base, &merged),
+                "{base:?} {extra:?} {added:?}"
+            );
+        }
     }
 }

@@ -562,6 +562,32 @@ impl Topology {
         Ok(out)
     }
 
+    /// What [`Self::add_requirements_over`] adds to `base ∩ extra`, in the
+    /// order [`Requirements::add`] is to apply it, for a topology that pins
+    /// no anti-affinity domains (see [`Self::pins_domains`]): nothing is
+    /// built but the added requirements.
+    pub fn added_over(
+        &self,
+        pod: &Pod,
+        groups: &[(usize, Kind)],
+        pod_reqs: &Requirements,
+        base: &Requirements,
+        extra: &Requirements,
+    ) -> Result<Vec<Requirement>, TopologyConflict> {
+        let node = |key: &str| match (base.get(key), extra.get(key)) {
+            (Some(b), Some(e)) => Some(b.intersection(e)),
+            (b, e) => b.or(e).cloned(),
+        };
+        self.narrowing(pod, groups, pod_reqs, node)
+    }
+
+    /// Whether placing a pod may pin a node to an anti-affinity domain
+    /// beyond what [`Self::added_over`] returns (some required
+    /// anti-affinity group is on a key other than hostname).
+    pub fn pins_domains(&self) -> bool {
+        self.domain_anti_affinity
+    }
+
     /// The requirements topology adds to a node whose requirement on a key
     /// is `node(key)`, in the order [`Requirements::add`] is to apply them.
     fn narrowing(
