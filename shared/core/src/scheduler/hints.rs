@@ -303,6 +303,20 @@ impl Run<'_> {
         v
     }
 
+    /// Pool `pi`'s types whose labels intersect every requirement of
+    /// `reqs` but hostname (from the cached sets of
+    /// [`Self::types_intersecting`]). A NodeClaim keeps only types that
+    /// intersect its requirements, and a pod only narrows them: what a
+    /// trial leaves of a NodeClaim's types is within this set.
+    pub(super) fn types_allowing(&self, pi: usize, reqs: &Requirements) -> TypeSet {
+        let n = self.pools[pi].types.len();
+        let mut set = TypeSet::from_indices(0..n, n);
+        for r in reqs.iter().filter(|r| r.key != labels::HOSTNAME) {
+            set = set.intersect(&self.types_intersecting(pi, r));
+        }
+        set
+    }
+
     /// Pool `pi`'s types whose labels intersect `r`, cached.
     pub(super) fn types_intersecting(&self, pi: usize, r: &Requirement) -> std::rc::Rc<TypeSet> {
         let key = (pi, r.clone());

@@ -265,8 +265,19 @@ impl<'a> Run<'a> {
             self.claims.len()
         };
         let mut known = refused.iter().peekable();
+        // A NodeClaim none of whose types the pod's requirements allow
+        // would refuse it (no instance type): its trial is skipped.
+        let allowed: Vec<TypeSet> = (0..self.pools.len())
+            .map(|pi| self.types_allowing(pi, pod_reqs))
+            .collect();
         for c in 0..any_claim {
             if known.next_if(|&&k| k as usize == c).is_some() {
+                continue;
+            }
+            if !self.claims[c]
+                .types
+                .intersects(&allowed[self.claims[c].pool])
+            {
                 continue;
             }
             if let Ok(fit) = self.try_claim(c, p, pod_reqs, groups) {

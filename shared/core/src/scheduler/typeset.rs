@@ -59,6 +59,14 @@ impl TypeSet {
         self.iter().next()
     }
 
+    /// Whether the sets share a member (nothing built).
+    pub fn intersects(&self, o: &TypeSet) -> bool {
+        self.words
+            .iter()
+            .zip(o.words.iter())
+            .any(|(a, b)| a & b != 0)
+    }
+
     /// The members of both sets.
     pub fn intersect(&self, o: &TypeSet) -> TypeSet {
         let words: Box<[u64]> = self
@@ -102,6 +110,9 @@ mod tests {
         let g = s.intersect(&TypeSet::from_indices([3, 130, 7], 131));
         assert_eq!(g.iter().collect::<Vec<_>>(), vec![3, 130]);
         assert_eq!(g.len(), 2);
+        assert!(s.intersects(&TypeSet::from_indices([130], 131)));
+        assert!(!s.intersects(&TypeSet::from_indices([1, 65, 129], 131)));
+        assert!(!s.intersects(&TypeSet::default()));
         assert!(TypeSet::default().is_empty());
         assert_eq!(TypeSet::default().first(), None);
     }
