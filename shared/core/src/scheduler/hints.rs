@@ -285,12 +285,12 @@ impl Run<'_> {
         let (pi, key) = key;
         let pool = &self.pools[pi];
         let filter = pool.filter(&key);
-        let v: Vec<usize> = pool
-            .types
+        // `intersects_ok` holds key by key: the cached per-requirement sets
+        // answer it without testing every type's labels.
+        let v: Vec<usize> = self
+            .types_allowing(pi, &key)
             .iter()
-            .enumerate()
-            .filter(|(_, t)| t.requirements.intersects_ok(&key) && t.has_offering(&filter))
-            .map(|(i, _)| i)
+            .filter(|&t| pool.types[t].has_offering(&filter))
             .collect();
         let v = std::rc::Rc::new(v);
         if let Some(c) = shared {
