@@ -6,7 +6,7 @@ use crate::requirements::Requirements;
 
 use super::nodeclaim::{Fit, JoinMemo};
 use super::pools::Pool;
-use super::{Relaxation, Run};
+use super::Run;
 
 /// Relative slack of the cost rule (see `Run::growth_pays`).
 pub(super) const COST_TOLERANCE: f64 = 1.02;
@@ -84,19 +84,18 @@ impl Run<'_> {
             .is_none_or(|after| self.growth_pays(c, p, pod_reqs, after, solo))
     }
 
-    /// [`Self::may_join_cheaply`], remembered per NodeClaim (see `JoinMemo`;
-    /// relaxed pods are not remembered).
+    /// [`Self::may_join_cheaply`], remembered per NodeClaim (see
+    /// `JoinMemo`). The answer depends on the pod's requirements (and so on
+    /// its relaxation) only through the solo price, which is in the key,
+    /// and the best price per slot, cached per NodePool and size class: a
+    /// relaxed pod is answered from the memo too.
     pub(super) fn may_join_memo(
         &mut self,
         c: usize,
         p: usize,
         pod_reqs: &Requirements,
         solo: Option<f64>,
-        r: &Relaxation,
     ) -> bool {
-        if *r != Relaxation::default() {
-            return self.may_join_cheaply(c, p, pod_reqs, solo);
-        }
         let size = self.hints.size[p];
         let claim = &self.claims[c];
         let key = JoinMemo {

@@ -115,7 +115,7 @@ impl Run<'_> {
         admitted_bits: u64,
         walk: &mut Walk,
     ) -> Option<(usize, Fit)> {
-        let (p, r) = (t.p, t.r);
+        let p = t.p;
         let (pod_reqs, groups, zones_admitted) = (&t.pod_reqs, &t.groups, &t.zones_admitted);
         let pod = &self.pods[p];
         let start = walk.roomy.list.partition_point(|&c| (c as usize) < first);
@@ -163,7 +163,7 @@ impl Run<'_> {
                     continue;
                 }
             }
-            if !self.pack && !self.may_join_memo(c, p, pod_reqs, solo, r) {
+            if !self.pack && !self.may_join_memo(c, p, pod_reqs, solo) {
                 walk.refused(bucket, c, true);
                 continue;
             }
