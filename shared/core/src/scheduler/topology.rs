@@ -547,11 +547,7 @@ impl Topology {
         base: &Requirements,
         extra: &Requirements,
     ) -> Result<Requirements, TopologyConflict> {
-        let node = |key: &str| match (base.get(key), extra.get(key)) {
-            (Some(b), Some(e)) => Some(b.intersection(e)),
-            (b, e) => b.or(e).cloned(),
-        };
-        let added = self.narrowing(pod, groups, pod_reqs, node)?;
+        let added = self.added_over(pod, groups, pod_reqs, base, extra)?;
         let mut out = base.intersection(extra);
         for r in added {
             out.add(r);
@@ -563,8 +559,8 @@ impl Topology {
     }
 
     /// What [`Self::add_requirements_over`] adds to `base ∩ extra`, in the
-    /// order [`Requirements::add`] is to apply it, for a topology that pins
-    /// no anti-affinity domains (see [`Self::pins_domains`]): nothing is
+    /// order [`Requirements::add`] is to apply it, but for the anti-affinity
+    /// domains it pins (none unless [`Self::pins_domains`]): nothing is
     /// built but the added requirements.
     pub fn added_over(
         &self,
