@@ -625,6 +625,30 @@ impl Requirements {
         r
     }
 
+    /// The requirement on `key` of [`Self::intersection`] with `o`, built
+    /// for that key alone.
+    pub fn intersection_on(&self, o: &Requirements, key: &str) -> Option<Requirement> {
+        match (self.get(key), o.get(key)) {
+            (Some(a), Some(b)) => Some(a.intersection(b)),
+            (a, b) => a.or(b).cloned(),
+        }
+    }
+
+    /// `cur` (a requirement on `key`, if any) after each of `added` on
+    /// that key, in order, as [`Self::add`] would leave it.
+    pub fn added_on(
+        cur: Option<Requirement>,
+        added: &[Requirement],
+        key: &str,
+    ) -> Option<Requirement> {
+        added.iter().filter(|r| r.key == key).fold(cur, |cur, r| {
+            Some(match cur {
+                Some(c) => c.intersection(r),
+                None => r.clone(),
+            })
+        })
+    }
+
     /// Labels a node launched for these requirements will carry: every key
     /// with a single allowed value, excluding the ones the cloud provider
     /// sets itself (zone, instance type, ...) which are resolved at launch.

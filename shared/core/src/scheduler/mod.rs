@@ -155,7 +155,8 @@ pub fn schedule(state: &ClusterState, catalog: &Catalog, opts: &SchedulerOptions
 
 /// What planning builds from a cluster before it looks at its nodes and
 /// pods: each NodePool's instance types, offerings and DaemonSet overhead
-/// (every catalog type, per NodePool). Made once, it serves any number of
+/// (every catalog type, per NodePool), their topology domains, and the
+/// compatible-type answers asked of them. Made once, it serves any number of
 /// plans of a cluster whose nodes and pods change but whose NodePools,
 /// node classes, NodeOverlays, DaemonSets and capacity reservations do
 /// not (consolidation's simulations), under options that differ at most

@@ -170,18 +170,8 @@ pub(super) fn narrowed(
     added: &[Requirement],
 ) -> Requirements {
     let narrow = |key: &str| -> Option<Requirement> {
-        let b = base.get(key);
-        let mut cur = match (b, extra.get(key)) {
-            (Some(b), Some(e)) => Some(b.intersection(e)),
-            (b, e) => b.or(e).cloned(),
-        };
-        for r in added.iter().filter(|r| r.key == key) {
-            cur = Some(match cur {
-                Some(c) => c.intersection(r),
-                None => r.clone(),
-            });
-        }
-        cur.filter(|c| Some(c) != b)
+        Requirements::added_on(base.intersection_on(extra, key), added, key)
+            .filter(|c| Some(c) != base.get(key))
     };
     let mut out: Vec<Requirement> = extra.iter().filter_map(|r| narrow(&r.key)).collect();
     for (i, r) in added.iter().enumerate() {
@@ -264,6 +254,9 @@ impl<'a> Run<'a> {
         } else {
             self.claims.len()
         };
+        if any_claim == 0 {
+            return false;
+        }
         let mut known = refused.iter().peekable();
         // A NodeClaim none of whose types the pod's requirements allow
         // would refuse it (no instance type): its trial is skipped.

@@ -384,6 +384,16 @@ pub struct PoolTemplate {
     volume_price: f64,
 }
 
+impl PoolTemplate {
+    /// Its NodePool in `state`, if `state` has it where it was.
+    fn node_pool<'a>(&self, state: &'a ClusterState) -> Option<&'a NodePool> {
+        state
+            .node_pools
+            .get(self.np)
+            .filter(|np| np.name == self.name)
+    }
+}
+
 /// Whether `templates` were made (by [`prepare`]) from a state with the
 /// NodePools of `state`.
 pub fn templates_fit(state: &ClusterState, templates: &[PoolTemplate]) -> bool {
@@ -394,10 +404,8 @@ pub fn templates_fit(state: &ClusterState, templates: &[PoolTemplate]) -> bool {
             .filter(|np| np.unavailable.is_none())
             .count()
         && templates.iter().all(|t| {
-            state
-                .node_pools
-                .get(t.np)
-                .is_some_and(|np| np.name == t.name && np.unavailable.is_none())
+            t.node_pool(state)
+                .is_some_and(|np| np.unavailable.is_none())
         })
 }
 
@@ -408,7 +416,7 @@ pub fn build<'a>(state: &'a ClusterState, templates: &[PoolTemplate]) -> Vec<Poo
     templates
         .iter()
         .filter_map(|t| {
-            let np = state.node_pools.get(t.np).filter(|np| np.name == t.name)?;
+            let np = t.node_pool(state)?;
             Some(Pool {
                 volume_price: t.volume_price,
                 reservations: t.reservations.clone(),

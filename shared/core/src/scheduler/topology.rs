@@ -570,11 +570,9 @@ impl Topology {
         base: &Requirements,
         extra: &Requirements,
     ) -> Result<Vec<Requirement>, TopologyConflict> {
-        let node = |key: &str| match (base.get(key), extra.get(key)) {
-            (Some(b), Some(e)) => Some(b.intersection(e)),
-            (b, e) => b.or(e).cloned(),
-        };
-        self.narrowing(pod, groups, pod_reqs, node)
+        self.narrowing(pod, groups, pod_reqs, |key| {
+            base.intersection_on(extra, key)
+        })
     }
 
     /// Whether placing a pod may pin a node to an anti-affinity domain
@@ -597,14 +595,8 @@ impl Topology {
         // The node's requirement on `key` with `added` applied, as
         // `Requirements::add` would have left it.
         let current = |added: &[Requirement], key: &str| {
-            let mut cur = node(key);
-            for r in added.iter().filter(|r| r.key == key) {
-                cur = Some(match cur {
-                    Some(c) => c.intersection(r),
-                    None => r.clone(),
-                });
-            }
-            cur.unwrap_or_else(|| Requirement::exists(key))
+            Requirements::added_on(node(key), added, key)
+                .unwrap_or_else(|| Requirement::exists(key))
         };
         for &(gi, kind) in groups {
             let g = &self.groups[gi];
