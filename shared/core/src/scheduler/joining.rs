@@ -186,7 +186,7 @@ impl Run<'_> {
     /// The zones of `zones_admitted` among the first 64 of the catalog's
     /// list, as bits. Every pool carries the catalog's zone list: one bit
     /// per zone.
-    fn zone_bits(&self, zones_admitted: &Option<BTreeSet<String>>) -> u64 {
+    pub(super) fn zone_bits(&self, zones_admitted: &Option<BTreeSet<String>>) -> u64 {
         match (zones_admitted, self.pools.first()) {
             (Some(ok), Some(pool)) => pool
                 .zones

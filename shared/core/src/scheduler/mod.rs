@@ -53,7 +53,7 @@ use existingnode::{existing_domains, existing_nodes, ExistingNodes};
 use explain::{unavailable_pools, Refusal, Unplaced};
 use hints::{CompatCache, Hints};
 pub use min_values::MinValuesPolicy;
-use nodeclaim::{Claim, ZonePin};
+use nodeclaim::{Claim, ZoneMask, ZonePin};
 pub use plan_output::MIN_VALUES_RELAXED;
 pub use pod_view::Relaxation;
 use podtopology::{build_topology, ActiveTopology, PoolDomains};

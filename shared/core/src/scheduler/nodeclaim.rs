@@ -46,6 +46,8 @@ pub(super) struct Claim {
     pub(super) memo_yes: bool,
     /// Whether the requirements pin the NodeClaim to one zone.
     pub(super) zone_pin: ZonePin,
+    /// The zones the requirements allow, as bits.
+    pub(super) zone_mask: ZoneMask,
     /// Per key, the distinct values its types must keep (the NodePool's
     /// `minValues`, lowered where the BestEffort policy relaxed them).
     pub(super) min_values: BTreeMap<String, u32>,
@@ -93,6 +95,38 @@ impl ZonePin {
     }
 }
 
+/// The zones a NodeClaim's zone requirement allows, for the affinity
+/// pre-check in `Run::try_claim` (see `ActiveTopology::affinity_zone_bits`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ZoneMask {
+    /// No zone requirement.
+    Unrestricted,
+    /// These bits of the catalog's zone list (every value is among the
+    /// first 64 of the list).
+    Bits(u64),
+    /// Not known as bits: the requirement itself answers.
+    Unknown,
+}
+
+impl ZoneMask {
+    pub(super) fn of(reqs: &Requirements, zones: &[String]) -> ZoneMask {
+        let Some(z) = reqs.get(labels::ZONE) else {
+            return ZoneMask::Unrestricted;
+        };
+        if z.is_complement() {
+            return ZoneMask::Unknown;
+        }
+        let mut bits = 0u64;
+        for v in z.values() {
+            match zones.iter().position(|x| x == v) {
+                Some(i) if i < 64 => bits |= 1 << i,
+                _ => return ZoneMask::Unknown,
+            }
+        }
+        ZoneMask::Bits(bits)
+    }
+}
+
 impl Claim {
     /// An empty NodeClaim of pool `pi` named `name` with `requirements`
     /// (its pods join by `commit`), holding only the daemonsets' `requests`.
@@ -121,6 +155,7 @@ impl Claim {
             memo: None,
             memo_yes: false,
             zone_pin: ZonePin::Free,
+            zone_mask: ZoneMask::Unknown,
             min_values,
             min_values_relaxed,
         }
@@ -339,6 +374,13 @@ impl<'a> Run<'a> {
         {
             return Err(ClaimRefusal::Full);
         }
+        // Topology on hostname (a NodeClaim's only hostname is its name)
+        // and on zone, before anything is built.
+        if !self.topology.admits_host(pod, &groups.groups, &claim.name)
+            || !self.zone_topology_admits(claim, p, pod_reqs, groups)
+        {
+            return Err(ClaimRefusal::Topology);
+        }
         if pod
             .host_ports
             .iter()
@@ -347,9 +389,13 @@ impl<'a> Run<'a> {
             return Err(ClaimRefusal::HostPort);
         }
         if groups.affinity_zones.is_some() {
-            let zone_admitted = match claim.requirements.get(labels::ZONE) {
-                Some(z) if !z.is_complement() => groups.affinity_zone_ok(z.values().iter()),
-                _ => true,
+            let zone_admitted = match claim.zone_mask {
+                ZoneMask::Unrestricted => true,
+                ZoneMask::Bits(m) => m & groups.affinity_zone_bits != 0,
+                ZoneMask::Unknown => match claim.requirements.get(labels::ZONE) {
+                    Some(z) if !z.is_complement() => groups.affinity_zone_ok(z.values().iter()),
+                    _ => true,
+                },
             };
             if !zone_admitted {
                 return Err(ClaimRefusal::Topology);
@@ -408,6 +454,43 @@ impl<'a> Run<'a> {
             requirements,
             types,
         })
+    }
+
+    /// Whether topology admits NodeClaim `claim` for pod `p` on the zone
+    /// key alone: a necessary condition for [`Self::claim_narrowing`],
+    /// answered once per zone mask in a trial (`groups` is the trial's).
+    fn zone_topology_admits(
+        &self,
+        claim: &Claim,
+        p: usize,
+        pod_reqs: &Requirements,
+        groups: &ActiveTopology,
+    ) -> bool {
+        if !self.topology.is_active() || claim.zone_mask == ZoneMask::Unknown {
+            return true;
+        }
+        let known = groups
+            .zone_verdicts
+            .borrow()
+            .iter()
+            .find(|(m, _)| *m == claim.zone_mask)
+            .map(|&(_, ok)| ok);
+        if let Some(ok) = known {
+            return ok;
+        }
+        let node = claim.requirements.intersection_on(pod_reqs, labels::ZONE);
+        let ok = self.topology.admits_on_key(
+            &self.pods[p],
+            &groups.groups,
+            &groups.domains,
+            labels::ZONE,
+            node,
+        );
+        groups
+            .zone_verdicts
+            .borrow_mut()
+            .push((claim.zone_mask, ok));
+        ok
     }
 
     /// What placing pod `p` on NodeClaim `c` narrows (see [`narrowing`]),
@@ -666,6 +749,7 @@ impl<'a> Run<'a> {
         }
         claim.requirements = fit.requirements;
         claim.zone_pin = ZonePin::of(&claim.requirements, &pool.zones);
+        claim.zone_mask = ZoneMask::of(&claim.requirements, &pool.zones);
         let types_changed = fit.types.len() != claim.types.len();
         let old_types = std::mem::replace(&mut claim.types, fit.types);
         claim.requests.add_assign(&pod.requests);

@@ -10,6 +10,7 @@ use crate::requirements::{Requirement, Requirements};
 use super::pools::Pool;
 use crate::model::{untolerated_strict, Node};
 
+use super::nodeclaim::ZoneMask;
 use super::topology::{DomainSource, Kind, PodGroups, Topology};
 use super::{pod_view, Relaxation, Run};
 
@@ -28,6 +29,12 @@ pub(super) struct ActiveTopology {
     /// The zones the pod's affinity terms admit, whatever the node
     /// ([`Topology::affinity_admits`]).
     pub(super) affinity_zones: Option<BTreeSet<String>>,
+    /// [`Self::affinity_zones`] among the first 64 of the catalog's zone
+    /// list, as bits (see `nodeclaim::ZoneMask`).
+    pub(super) affinity_zone_bits: u64,
+    /// Per NodeClaim zone mask met in this trial, whether topology admits
+    /// it on the zone key (see `Run::zone_topology_admits`).
+    pub(super) zone_verdicts: std::cell::RefCell<Vec<(ZoneMask, bool)>>,
 }
 
 impl ActiveTopology {
@@ -153,6 +160,8 @@ impl Run<'_> {
             pool_blocked: Vec::new(),
             affinity_unmet: false,
             affinity_zones: None,
+            affinity_zone_bits: 0,
+            zone_verdicts: Default::default(),
         };
         groups.pool_blocked = (self.pools.iter())
             .map(|pool| groups.blocking_taint(&pool.taints, pod).is_some())
@@ -164,6 +173,7 @@ impl Run<'_> {
         groups.affinity_zones =
             self.topology
                 .affinity_admits(pod, &groups.groups, &groups.domains, labels::ZONE);
+        groups.affinity_zone_bits = self.zone_bits(&groups.affinity_zones);
         groups
     }
 

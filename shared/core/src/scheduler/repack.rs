@@ -48,7 +48,7 @@ use crate::labels;
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
-use super::{Claim, Relaxation, Run, TypeSet, ZonePin};
+use super::{Claim, Relaxation, Run, TypeSet, ZoneMask, ZonePin};
 use crate::catalog::CapacityType;
 
 /// Re-valuation rounds per starting value (see `Run::pack_pods`).
@@ -146,6 +146,7 @@ impl Claim {
         Claim {
             pool: pi,
             zone_pin: ZonePin::of(&requirements, zones),
+            zone_mask: ZoneMask::of(&requirements, zones),
             name,
             requirements,
             types: packed.types,

@@ -2909,3 +2909,93 @@ fn packing_the_fewest_node_claims_puts_small_pods_on_one() {
         "the cost rule is never dearer: {packed:#?} vs {spread:#?}"
     );
 }
+
+/// Topology narrows each key on its own: a node is admitted by
+/// `added_over` exactly when every key the pod's groups name admits it
+/// alone (`admits_on_key`, which trials ask per zone mask before
+/// building anything). Seeded random spreads, pod affinity and
+/// anti-affinity (own and other pods' terms) over random existing pods,
+/// and random node requirements on zone and hostname.
+#[test]
+fn topology_admits_a_node_exactly_when_each_key_does() {
+    use super::topology::{Kind, Topology};
+    let mut seed = 11u64;
+    let mut next = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n) as usize
+    };
+    let apps = ["a", "b", "c"];
+    let keys = [labels::ZONE, labels::HOSTNAME];
+    let mut refused = 0;
+    for case in 0..400 {
+        let mut pending = Vec::new();
+        for i in 0..4 {
+            let mut p = labeled(
+                pod(&format!("p{case}-{i}"), "1", "1Gi"),
+                "app",
+                apps[next(3)],
+            );
+            for _ in 0..1 + next(3) {
+                let (key, sel) = (keys[next(2)], selector("app", apps[next(3)]));
+                match next(4) {
+                    0 | 1 => p.topology_spread.push(spread(
+                        key,
+                        1 + next(2) as u32,
+                        WhenUnsatisfiable::DoNotSchedule,
+                        sel,
+                    )),
+                    2 => p.pod_affinity.push(term(key, sel)),
+                    _ => p.pod_anti_affinity.push(term(key, sel)),
+                }
+            }
+            pending.push(p);
+        }
+        let nodes: Vec<Node> = (0..next(5))
+            .map(|i| {
+                let mut n = existing_node(
+                    ZONES[next(3)],
+                    ["8", "32Gi", "110"],
+                    false,
+                    labeled(pod(&format!("e{i}"), "1", "1Gi"), "app", apps[next(3)]),
+                );
+                n.name = format!("n{i}");
+                n.labels.insert(labels::HOSTNAME.into(), n.name.clone());
+                n
+            })
+            .collect();
+        let universe = [(
+            labels::ZONE.to_string(),
+            ZONES.iter().map(|z| z.to_string()).collect(),
+        )]
+        .into();
+        let (topo, owned) = Topology::build(&pending, &nodes, universe, Default::default());
+        for (p, g) in pending.iter().zip(&owned) {
+            let groups: Vec<(usize, Kind)> = (g.spread.iter().map(|&i| (i, Kind::Spread)))
+                .chain(g.affinity.iter().map(|&i| (i, Kind::Affinity)))
+                .chain(g.anti_affinity.iter().map(|&i| (i, Kind::AntiAffinity)))
+                .collect();
+            for _ in 0..6 {
+                let zones: Vec<&str> = ZONES.iter().copied().filter(|_| next(2) == 0).collect();
+                let mut node = Requirements::default();
+                if next(3) > 0 {
+                    node.add(Requirement::in_values(labels::ZONE, zones));
+                }
+                let host = format!("n{}", next(6));
+                node.add(req(labels::HOSTNAME, Operator::In, &[host.as_str()]));
+                let pod_reqs = Requirements::default();
+                let whole = topo.added_over(p, &groups, &pod_reqs, &node, &pod_reqs);
+                let each = keys
+                    .iter()
+                    .all(|k| topo.admits_on_key(p, &groups, &pod_reqs, k, node.get(k).cloned()));
+                assert_eq!(whole.is_ok(), each, "{p:?} on {node:?}: {whole:?}");
+                refused += usize::from(whole.is_err());
+            }
+        }
+    }
+    assert!(
+        refused > 100,
+        "the cases refuse too rarely to test: {refused}"
+    );
+}

@@ -570,9 +570,39 @@ impl Topology {
         base: &Requirements,
         extra: &Requirements,
     ) -> Result<Vec<Requirement>, TopologyConflict> {
-        self.narrowing(pod, groups, pod_reqs, |key| {
+        self.narrowing(pod, groups, pod_reqs, None, |key| {
             base.intersection_on(extra, key)
         })
+    }
+
+    /// Whether [`Self::added_over`] passes on `key` alone for a node whose
+    /// requirement on `key` (with the pod's) is `node`. Each key is
+    /// narrowed on its own, so a node this refuses is refused by
+    /// [`Self::added_over`] and [`Self::add_requirements_over`].
+    pub fn admits_on_key(
+        &self,
+        pod: &Pod,
+        groups: &[(usize, Kind)],
+        pod_reqs: &Requirements,
+        key: &str,
+        node: Option<Requirement>,
+    ) -> bool {
+        self.narrowing(pod, groups, pod_reqs, Some(key), |_| node.clone())
+            .is_ok()
+    }
+
+    /// The inverse groups that may select `pod`: those indexed under one of
+    /// its labels, and those not indexed; in group order, as a scan would
+    /// meet them.
+    fn inverse_candidates(&self, pod: &Pod) -> Vec<usize> {
+        let mut candidates: Vec<usize> = self.inverse_unindexed.clone();
+        for (k, v) in &pod.labels {
+            if let Some(gs) = self.inverse_by_label.get(k).and_then(|m| m.get(v)) {
+                candidates.extend_from_slice(gs);
+            }
+        }
+        candidates.sort_unstable();
+        candidates
     }
 
     /// Whether placing a pod may pin a node to an anti-affinity domain
@@ -583,14 +613,17 @@ impl Topology {
     }
 
     /// The requirements topology adds to a node whose requirement on a key
-    /// is `node(key)`, in the order [`Requirements::add`] is to apply them.
+    /// is `node(key)`, in the order [`Requirements::add`] is to apply them;
+    /// on key `only` alone when given.
     fn narrowing(
         &self,
         pod: &Pod,
         groups: &[(usize, Kind)],
         pod_reqs: &Requirements,
+        only: Option<&str>,
         node: impl Fn(&str) -> Option<Requirement>,
     ) -> Result<Vec<Requirement>, TopologyConflict> {
+        let skipped = |key: &str| only.is_some_and(|k| k != key);
         let mut added: Vec<Requirement> = Vec::new();
         // The node's requirement on `key` with `added` applied, as
         // `Requirements::add` would have left it.
@@ -601,6 +634,9 @@ impl Topology {
         for &(gi, kind) in groups {
             let g = &self.groups[gi];
             let key = g.id.key.as_str();
+            if skipped(key) {
+                continue;
+            }
             let exists = Requirement::exists(key);
             let pod_domains = if g.id.honor_affinity || kind != Kind::Spread {
                 pod_reqs.get(key).unwrap_or(&exists)
@@ -623,20 +659,15 @@ impl Topology {
             }
             added.push(allowed);
         }
-        // Only inverse groups indexed under one of the pod's labels (or not
-        // indexed) can select it; in group order, as a scan would meet them.
-        let mut candidates: Vec<usize> = self.inverse_unindexed.clone();
-        for (k, v) in &pod.labels {
-            if let Some(gs) = self.inverse_by_label.get(k).and_then(|m| m.get(v)) {
-                candidates.extend_from_slice(gs);
-            }
-        }
-        candidates.sort_unstable();
-        for g in candidates.into_iter().map(|gi| &self.inverse[gi]) {
-            if g.counts.is_empty() || !g.selects(&pod.namespace, &pod.labels) {
+        for g in self
+            .inverse_candidates(pod)
+            .into_iter()
+            .map(|gi| &self.inverse[gi])
+        {
+            let key = g.id.key.as_str();
+            if skipped(key) || g.counts.is_empty() || !g.selects(&pod.namespace, &pod.labels) {
                 continue;
             }
-            let key = g.id.key.as_str();
             let allowed = Requirement::not_in(key, g.occupied().cloned());
             let node_domains = current(&added, key);
             if node_domains.intersection(&allowed).is_empty() {
