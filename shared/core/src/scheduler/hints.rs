@@ -6,7 +6,7 @@ use crate::model::Pod;
 use crate::requirements::{Requirement, Requirements};
 
 use super::explain::Refusal;
-use super::nodeclaim::ZonePin;
+use super::nodeclaim::{ZoneMask, ZonePin};
 use super::typeset::TypeSet;
 use super::volumes;
 use super::{Relaxation, Run};
@@ -59,6 +59,9 @@ pub(super) struct Hints<'a> {
     /// NodeClaim not known to refuse such a pod for reasons that only
     /// harden (no room, the cost rule). Topology refusals do not count.
     pub(super) spread_hint: Vec<Option<SpreadHint>>,
+    /// Every zone mask a NodeClaim of the run has had (see `commit`): a
+    /// pod topology refuses on all of them fits no NodeClaim.
+    pub(super) zone_masks: Vec<ZoneMask>,
     /// Bumped when a reservation runs out (see `JoinMemo`).
     pub(super) epoch: u32,
     /// [`Self::compat_cache`] shared by the runs of one
@@ -96,6 +99,7 @@ impl<'a> Hints<'a> {
             req_class,
             roomy: (0..n_req_classes).map(|_| Roomy::default()).collect(),
             spread_hint: vec![None; n_sizes],
+            zone_masks: Vec::new(),
             epoch: 0,
             shared_compat: Some(shared_compat),
         }

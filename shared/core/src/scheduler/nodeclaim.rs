@@ -289,7 +289,7 @@ impl<'a> Run<'a> {
         } else {
             self.claims.len()
         };
-        if any_claim == 0 {
+        if any_claim == 0 || self.zone_refuses_every_claim(p, pod_reqs, groups) {
             return false;
         }
         let mut known = refused.iter().peekable();
@@ -466,19 +466,41 @@ impl<'a> Run<'a> {
         pod_reqs: &Requirements,
         groups: &ActiveTopology,
     ) -> bool {
-        if !self.topology.is_active() || claim.zone_mask == ZoneMask::Unknown {
-            return true;
-        }
+        !self.topology.is_active() || self.zone_mask_admits(claim.zone_mask, p, pod_reqs, groups)
+    }
+
+    /// Whether topology admits pod `p` on the zone key alone on a
+    /// NodeClaim whose zone requirement is `mask` (`Unknown`: yes).
+    fn zone_mask_admits(
+        &self,
+        mask: ZoneMask,
+        p: usize,
+        pod_reqs: &Requirements,
+        groups: &ActiveTopology,
+    ) -> bool {
+        let zones = match (mask, self.pools.first()) {
+            (ZoneMask::Bits(m), Some(pool)) => Some(Requirement::in_values(
+                labels::ZONE,
+                (pool.zones.iter().take(64).enumerate())
+                    .filter(|(i, _)| m & (1 << i) != 0)
+                    .map(|(_, z)| z.as_str()),
+            )),
+            (ZoneMask::Unrestricted, _) => None,
+            _ => return true,
+        };
         let known = groups
             .zone_verdicts
             .borrow()
             .iter()
-            .find(|(m, _)| *m == claim.zone_mask)
+            .find(|(m, _)| *m == mask)
             .map(|&(_, ok)| ok);
         if let Some(ok) = known {
             return ok;
         }
-        let node = claim.requirements.intersection_on(pod_reqs, labels::ZONE);
+        let node = match (zones, pod_reqs.get(labels::ZONE)) {
+            (Some(a), Some(b)) => Some(a.intersection(b)),
+            (a, b) => a.or_else(|| b.cloned()),
+        };
         let ok = self.topology.admits_on_key(
             &self.pods[p],
             &groups.groups,
@@ -486,11 +508,22 @@ impl<'a> Run<'a> {
             labels::ZONE,
             node,
         );
-        groups
-            .zone_verdicts
-            .borrow_mut()
-            .push((claim.zone_mask, ok));
+        groups.zone_verdicts.borrow_mut().push((mask, ok));
         ok
+    }
+
+    /// Whether topology refuses pod `p` on the zone key alone on every
+    /// NodeClaim of the run (on every zone mask one has had): no trial
+    /// can pass, none need be made.
+    pub(super) fn zone_refuses_every_claim(
+        &self,
+        p: usize,
+        pod_reqs: &Requirements,
+        groups: &ActiveTopology,
+    ) -> bool {
+        self.topology.is_active()
+            && (self.hints.zone_masks.iter())
+                .all(|&m| !self.zone_mask_admits(m, p, pod_reqs, groups))
     }
 
     /// What placing pod `p` on NodeClaim `c` narrows (see [`narrowing`]),
@@ -750,6 +783,9 @@ impl<'a> Run<'a> {
         claim.requirements = fit.requirements;
         claim.zone_pin = ZonePin::of(&claim.requirements, &pool.zones);
         claim.zone_mask = ZoneMask::of(&claim.requirements, &pool.zones);
+        if !self.hints.zone_masks.contains(&claim.zone_mask) {
+            self.hints.zone_masks.push(claim.zone_mask);
+        }
         let types_changed = fit.types.len() != claim.types.len();
         let old_types = std::mem::replace(&mut claim.types, fit.types);
         claim.requests.add_assign(&pod.requests);
@@ -797,8 +833,30 @@ impl<'a> Run<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::{narrowed, narrowing};
+    use super::{narrowed, narrowing, ZoneMask};
+    use crate::labels;
     use crate::requirements::{Operator, Requirement, Requirements};
+
+    /// A NodeClaim's zone requirement as bits of the catalog's zone list:
+    /// only a plain value list of known zones is a mask.
+    #[test]
+    fn zone_masks_name_exactly_the_zones_a_claim_allows() {
+        let zones: Vec<String> = ["z-a", "z-b", "z-c"].map(String::from).to_vec();
+        let zone = |op, v: &[&str]| {
+            Requirements::from_iter_reqs([Requirement::new(labels::ZONE, op, v).unwrap()])
+        };
+        let cases = [
+            (Requirements::default(), ZoneMask::Unrestricted),
+            (zone(Operator::In, &["z-a", "z-c"]), ZoneMask::Bits(0b101)),
+            (zone(Operator::In, &["z-b"]), ZoneMask::Bits(0b010)),
+            (zone(Operator::In, &["z-b", "z-x"]), ZoneMask::Unknown),
+            (zone(Operator::NotIn, &["z-a"]), ZoneMask::Unknown),
+            (zone(Operator::Exists, &[]), ZoneMask::Unknown),
+        ];
+        for (reqs, want) in cases {
+            assert_eq!(ZoneMask::of(&reqs, &zones), want, "{reqs:?}");
+        }
+    }
 
     /// A seeded random requirement set over few keys and values, every
     /// operator, so that keys overlap and narrow often.

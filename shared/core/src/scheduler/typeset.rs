@@ -56,7 +56,8 @@ impl TypeSet {
     }
 
     pub fn first(&self) -> Option<usize> {
-        self.iter().next()
+        let (i, w) = self.words.iter().enumerate().find(|(_, w)| **w != 0)?;
+        Some(i * 64 + w.trailing_zeros() as usize)
     }
 
     /// Whether the sets share a member (nothing built).
