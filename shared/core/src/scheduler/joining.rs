@@ -59,6 +59,14 @@ impl Run<'_> {
     /// (ascending): step 4 would refuse it again.
     pub(super) fn join_planned(&mut self, t: &Trial, solo: Option<f64>) -> Result<(), Vec<u32>> {
         let (p, shape) = (t.p, t.shape);
+        // No walk when topology refuses the pod on every NodeClaim's zone:
+        // its refusals would teach the hints nothing that holds.
+        if self.zone_refuses_every_claim(p, &t.pod_reqs, &t.groups) {
+            if let Some(s) = shape {
+                self.hints.claim_hint[s] = self.claims.len();
+            }
+            return Err(Vec::new());
+        }
         let first = shape.map_or(0, |s| self.hints.claim_hint[s]);
         let admitted_bits = self.zone_bits(&t.zones_admitted);
         let cls = self.hints.req_class[p];

@@ -9,6 +9,12 @@
 pub struct TypeSet {
     words: Box<[u64]>,
     len: u32,
+    /// The first member (`None`: empty), kept: the cost rule asks for a
+    /// NodeClaim's cheapest type at every trial.
+    first: Option<u32>,
+    /// Bit `i % 64` is set when word `i` has a member: two sets whose
+    /// summaries do not meet share no member (see [`Self::intersects`]).
+    summary: u64,
 }
 
 impl TypeSet {
@@ -23,7 +29,25 @@ impl TypeSet {
                 len += 1;
             }
         }
-        TypeSet { words, len }
+        TypeSet::of_words(words, len)
+    }
+
+    /// The set of `words` holding `len` members.
+    fn of_words(words: Box<[u64]>, len: u32) -> TypeSet {
+        let mut first = None;
+        let mut summary = 0u64;
+        for (i, &w) in words.iter().enumerate() {
+            if w != 0 {
+                first = first.or(Some(i as u32 * 64 + w.trailing_zeros()));
+                summary |= 1 << (i % 64);
+            }
+        }
+        TypeSet {
+            words,
+            len,
+            first,
+            summary,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -56,16 +80,17 @@ impl TypeSet {
     }
 
     pub fn first(&self) -> Option<usize> {
-        let (i, w) = self.words.iter().enumerate().find(|(_, w)| **w != 0)?;
-        Some(i * 64 + w.trailing_zeros() as usize)
+        self.first.map(|f| f as usize)
     }
 
     /// Whether the sets share a member (nothing built).
     pub fn intersects(&self, o: &TypeSet) -> bool {
-        self.words
-            .iter()
-            .zip(o.words.iter())
-            .any(|(a, b)| a & b != 0)
+        self.summary & o.summary != 0
+            && self
+                .words
+                .iter()
+                .zip(o.words.iter())
+                .any(|(a, b)| a & b != 0)
     }
 
     /// The members of both sets.
@@ -77,7 +102,7 @@ impl TypeSet {
             .map(|(a, b)| a & b)
             .collect();
         let len = words.iter().map(|w| w.count_ones()).sum();
-        TypeSet { words, len }
+        TypeSet::of_words(words, len)
     }
 
     /// The members for which `keep` holds.
@@ -90,7 +115,7 @@ impl TypeSet {
                 len += 1;
             }
         }
-        TypeSet { words, len }
+        TypeSet::of_words(words, len)
     }
 }
 
@@ -116,5 +141,11 @@ mod tests {
         assert!(!s.intersects(&TypeSet::default()));
         assert!(TypeSet::default().is_empty());
         assert_eq!(TypeSet::default().first(), None);
+        assert_eq!(f.first(), Some(0));
+        assert_eq!(g.first(), Some(3));
+        let far = TypeSet::from_indices([64 * 70 + 5], 64 * 71);
+        assert_eq!(far.first(), Some(64 * 70 + 5));
+        assert!(far.intersects(&TypeSet::from_indices([64 * 70 + 5, 1], 64 * 71)));
+        assert!(!far.intersects(&TypeSet::from_indices([64 * 6 + 5], 64 * 71)));
     }
 }
