@@ -834,17 +834,36 @@ fn pack(
     let mut bins: Vec<Bin> = Vec::new();
     let mut scratch = Vec::with_capacity(need.len());
     let mut chosen = Vec::with_capacity(need.len());
+    let mut filled: Vec<Option<Filled>> = vec![None; cands.len()];
     while left.iter().any(|&n| n > 0) {
+        let bound = ValueBound::new(need, value, &left);
+        let caps: Vec<usize> = (left.iter().zip(per_node))
+            .map(|(&l, &most)| l.min(most))
+            .collect();
         let mut best: Option<(f64, f64, usize)> = None;
         for (ti, c) in cands.iter().enumerate() {
-            let val = fill(&c.room, &left, &mut scratch);
-            if val <= 0.0 {
+            // A type whose best conceivable fill is dearer per value than
+            // the best so far cannot win: its fill is not computed.
+            if best.is_some_and(|(br, _, _)| c.price / bound.of(&c.room) > br) {
                 continue;
             }
-            let ratio = c.price / val;
+            let f = match &mut filled[ti] {
+                Some(f) if f.holds(&caps) => f,
+                slot => {
+                    let val = fill(&c.room, &left, &mut scratch);
+                    slot.insert(Filled {
+                        val,
+                        take: scratch.clone(),
+                    })
+                }
+            };
+            if f.val <= 0.0 {
+                continue;
+            }
+            let ratio = c.price / f.val;
             if best.is_none_or(|(br, bp, _)| ratio < br || (ratio == br && c.price < bp)) {
                 best = Some((ratio, c.price, ti));
-                chosen.clone_from(&scratch);
+                chosen.clone_from(&f.take);
             }
         }
         let (_, _, ti) = best?;
@@ -860,6 +879,62 @@ fn pack(
         }
     }
     Some(bins)
+}
+
+/// A type's fill in `pack`: its value and pods per class.
+#[derive(Clone)]
+struct Filled {
+    val: f64,
+    take: Vec<usize>,
+}
+
+impl Filled {
+    /// Whether the fill under `caps` (per class, the pods left up to
+    /// `per_node`; caps only fall within a packing) is this one. A class
+    /// takes its cap or what fits in the room the classes before it left:
+    /// while those takes stand, the same under any cap still at least its
+    /// take (one that took its old cap keeps it only if the cap stands).
+    fn holds(&self, caps: &[usize]) -> bool {
+        self.take.iter().zip(caps).all(|(&t, &cap)| t <= cap)
+    }
+}
+
+/// An upper bound on the value a node can hold of the pods left (see
+/// `pack`): per dimension every class left needs, the node's room times
+/// the most value a unit of it carries (the LP relaxation of the fill).
+struct ValueBound {
+    /// Per dimension: the most value per unit over the classes left, or
+    /// `None` when one of them needs none of it (it bounds nothing).
+    per_unit: Vec<Option<f64>>,
+}
+
+impl ValueBound {
+    fn new(need: &[Vec<i64>], value: &[f64], left: &[usize]) -> ValueBound {
+        let dims = need.first().map_or(0, Vec::len);
+        let per_unit = (0..dims)
+            .map(|d| {
+                let mut most = 0.0f64;
+                for (k, n) in need.iter().enumerate().filter(|(k, _)| left[*k] > 0) {
+                    let q = n.get(d).copied().unwrap_or(0);
+                    if q <= 0 {
+                        return None;
+                    }
+                    most = most.max(value[k] / q as f64);
+                }
+                Some(most)
+            })
+            .collect();
+        ValueBound { per_unit }
+    }
+
+    /// The bound for a node of `room`, with a little slack for rounding
+    /// (infinite: no bound).
+    fn of(&self, room: &[i64]) -> f64 {
+        let bound = (self.per_unit.iter().zip(room))
+            .filter_map(|(u, &r)| u.map(|u| r.max(0) as f64 * u))
+            .fold(f64::INFINITY, f64::min);
+        bound * (1.0 + 1e-9)
+    }
 }
 
 /// The cheapest packing of `n` pods of one class onto `cands`, exactly:
@@ -1097,6 +1172,100 @@ mod tests {
     }
 
     use super::copies as fits;
+
+    /// `pack` as it was before it remembered fills and bounded values:
+    /// every type's fill computed afresh for every node.
+    fn pack_afresh(
+        cands: &[PackType],
+        need: &[Vec<i64>],
+        per_node: &[usize],
+        value: &[f64],
+        mut left: Vec<usize>,
+    ) -> Option<Vec<Vec<(usize, usize)>>> {
+        let fill = |cap: &[i64], left: &[usize]| -> (f64, Vec<usize>) {
+            let mut room = cap.to_vec();
+            let (mut val, mut out) = (0.0, vec![]);
+            for (k, n) in need.iter().enumerate() {
+                let take = if left[k] == 0 {
+                    0
+                } else {
+                    fits(&room, n).min(left[k].min(per_node[k]) as i64).max(0) as usize
+                };
+                out.push(take);
+                if take > 0 {
+                    for (r, q) in room.iter_mut().zip(n) {
+                        *r -= q * take as i64;
+                    }
+                    val += take as f64 * value[k];
+                }
+            }
+            (val, out)
+        };
+        let mut bins = vec![];
+        while left.iter().any(|&n| n > 0) {
+            let mut best: Option<(f64, f64, usize, Vec<usize>)> = None;
+            for (ti, c) in cands.iter().enumerate() {
+                let (val, take) = fill(&c.room, &left);
+                if val <= 0.0 {
+                    continue;
+                }
+                let ratio = c.price / val;
+                if best
+                    .as_ref()
+                    .is_none_or(|(br, bp, ..)| ratio < *br || (ratio == *br && c.price < *bp))
+                {
+                    best = Some((ratio, c.price, ti, take));
+                }
+            }
+            let (_, _, ti, mut take) = best?;
+            // The same fill again while it stands.
+            loop {
+                for (k, &c) in take.iter().enumerate() {
+                    left[k] -= c;
+                }
+                bins.push(Bin::of_counts(&take).fill);
+                let again = fill(&cands[ti].room, &left).1;
+                if again != take {
+                    break;
+                }
+                take = again;
+            }
+        }
+        Some(bins)
+    }
+
+    /// Remembered fills and the value bound change no packing: seeded
+    /// random types, classes, caps and values against `pack_afresh`.
+    #[test]
+    fn pack_remembers_fills_exactly() {
+        let mut seed = 5u64;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 33) % n) as i64
+        };
+        for case in 0..300 {
+            let dims = 1 + next(3) as usize;
+            let cands: Vec<PackType> = (0..1 + next(12) as usize)
+                .map(|t| {
+                    let room: Vec<i64> = (0..dims).map(|_| next(40)).collect();
+                    pt(t, 0.1 + next(100) as f64 / 10.0, &room)
+                })
+                .collect();
+            let classes = 1 + next(5) as usize;
+            let need: Vec<Vec<i64>> = (0..classes)
+                .map(|_| (0..dims).map(|_| next(6)).collect())
+                .collect();
+            let per_node: Vec<usize> = (0..classes).map(|_| 1 + next(8) as usize).collect();
+            let value: Vec<f64> = (0..classes).map(|_| 0.1 + next(50) as f64 / 7.0).collect();
+            let left: Vec<usize> = (0..classes).map(|_| next(30) as usize).collect();
+            let got = pack(&cands, &need, &per_node, &value, left.clone(), fits)
+                .map(|bins| bins.into_iter().map(|b| b.fill).collect::<Vec<_>>());
+            let want = pack_afresh(&cands, &need, &per_node, &value, left);
+            assert_eq!(got, want, "case {case}");
+        }
+    }
 
     fn cands() -> Vec<PackType> {
         // One resource: nodes for 10, 6 and 4 pods; the 10-pod node has the
