@@ -1,5 +1,7 @@
-//! Speed hints and caches: the scheduler's answers do not depend on them,
-//! only how fast it finds them (pod classes, per-class hints, memoised lookups).
+//! Speed hints and caches: pod classes, per-class hints, memoised lookups.
+//! The caches are exact; the walk's hints (roomy lists, spread hints) are
+//! heuristics that can change which planned NodeClaim a pod joins (see
+//! `docs/scheduling.md`, "How trials stay cheap").
 
 use crate::labels;
 use crate::model::Pod;
@@ -16,9 +18,9 @@ use super::{Relaxation, Run};
 pub(super) type SpreadHint = Box<[u32; ZonePin::BUCKETS]>;
 
 /// Pod classes and what the run remembers about them, and caches of
-/// answers that depend only on a NodePool and requirements. The plan does
-/// not depend on the hints and caches, only how fast it is found; the size
-/// classes and their counts feed the cost rule's look-ahead.
+/// answers that depend only on a NodePool and requirements (see the module
+/// documentation); the size classes and their counts feed the cost rule's
+/// look-ahead.
 pub(super) struct Hints<'a> {
     /// Equivalence class of each pod (identical requests and constraints),
     /// for pods whose placement outcomes only get worse as nodes fill (no
