@@ -134,7 +134,9 @@ impl<'a> Work<'a> {
             .enumerate()
             .map(|(i, n)| (n.name.clone(), i))
             .collect();
-        let prepared = scheduler::Prepared::new(&working, catalog, opts);
+        let mut prepared = scheduler::Prepared::new(&working, catalog, opts);
+        // Simulations leave nodes out; only `apply` changes a node's pods.
+        prepared.keep_existing_counts();
         Work {
             state: working,
             catalog,
@@ -278,6 +280,7 @@ impl<'a> Work<'a> {
     /// (named for good: the returned simulation carries the names).
     pub fn apply(&mut self, remove: &[usize], mut sim: Sim) -> Sim {
         self.rename(&mut sim);
+        self.prepared.forget_existing_counts();
         let kept = sim.clone();
         for &i in remove {
             if let Some(o) = self.out.get_mut(i) {

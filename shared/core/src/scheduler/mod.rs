@@ -174,6 +174,9 @@ pub struct Prepared {
     /// Types of a pool compatible with requirements, as long as no
     /// reservation ran out (see `Run::compatible_types`).
     compat: CompatCache,
+    /// The existing pods' topology counts per node, when its user keeps
+    /// them (see [`Prepared::keep_existing_counts`]).
+    existing_counts: Option<topology::ExistingCounts>,
 }
 
 impl Prepared {
@@ -191,6 +194,22 @@ impl Prepared {
             available,
             opts: opts.clone(),
             compat: Default::default(),
+            existing_counts: None,
+        }
+    }
+
+    /// Plans with it keep the existing pods' topology counts per node
+    /// (`topology::ExistingCounts`), for a user that plans one cluster
+    /// many times leaving nodes out but changing no node's pods between
+    /// calls of [`Prepared::forget_existing_counts`].
+    pub fn keep_existing_counts(&mut self) {
+        self.existing_counts = Some(Default::default());
+    }
+
+    /// Some node's pods changed: the kept counts are dropped.
+    pub fn forget_existing_counts(&self) {
+        if let Some(c) = &self.existing_counts {
+            c.forget();
         }
     }
 
@@ -299,7 +318,12 @@ fn schedule_with<'a>(
         (0..pods.len()).filter(|&p| errors[p].is_some()).collect();
 
     let all_nodes = all_nodes(state);
-    let (topology, groups) = build_topology(pods, &prepared.domains, &all_nodes);
+    let (topology, groups) = build_topology(
+        pods,
+        &prepared.domains,
+        &all_nodes,
+        prepared.existing_counts.as_ref(),
+    );
 
     let existing = existing_nodes(&all_nodes, &state.node_pools);
 

@@ -11,7 +11,7 @@ use super::pools::Pool;
 use crate::model::{untolerated_strict, Node};
 
 use super::nodeclaim::ZoneMask;
-use super::topology::{DomainSource, Kind, PodGroups, Topology};
+use super::topology::{DomainSource, ExistingCounts, Kind, PodGroups, Topology};
 use super::{pod_view, Relaxation, Run};
 
 /// The topology groups in force for a pod and the requirements that decide
@@ -108,12 +108,14 @@ pub(super) fn build_topology(
     pods: &[Pod],
     domains: &PoolDomains,
     nodes: &[Node],
+    kept: Option<&ExistingCounts>,
 ) -> (Topology, Vec<PodGroups>) {
     Topology::build(
         pods,
         nodes,
         domains.universe.clone(),
         domains.sources.clone(),
+        kept,
     )
 }
 

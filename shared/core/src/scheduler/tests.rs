@@ -2970,7 +2970,7 @@ fn topology_admits_a_node_exactly_when_each_key_does() {
             ZONES.iter().map(|z| z.to_string()).collect(),
         )]
         .into();
-        let (topo, owned) = Topology::build(&pending, &nodes, universe, Default::default());
+        let (topo, owned) = Topology::build(&pending, &nodes, universe, Default::default(), None);
         for (p, g) in pending.iter().zip(&owned) {
             let groups: Vec<(usize, Kind)> = (g.spread.iter().map(|&i| (i, Kind::Spread)))
                 .chain(g.affinity.iter().map(|&i| (i, Kind::Affinity)))
@@ -2997,5 +2997,77 @@ fn topology_admits_a_node_exactly_when_each_key_does() {
     assert!(
         refused > 100,
         "the cases refuse too rarely to test: {refused}"
+    );
+}
+
+/// A `Prepared` that keeps the existing pods' topology counts plans every
+/// subset of a cluster's nodes as a fresh plan does, and after a node's
+/// pods change and the counts are forgotten, the changed cluster too.
+/// Bound pods of two apps, some with zone spreads and hostname
+/// anti-affinity, and pending pods spreading over the same apps.
+#[test]
+fn kept_existing_counts_plan_as_counted_afresh() {
+    let app = |p: Pod, a: &str| labeled(p, "app", a);
+    let spreading = |name: &str, a: &str| {
+        let mut p = app(pod(name, "1", "1Gi"), a);
+        p.topology_spread.push(spread(
+            labels::ZONE,
+            1,
+            WhenUnsatisfiable::DoNotSchedule,
+            selector("app", a),
+        ));
+        p.pod_anti_affinity
+            .push(term(labels::HOSTNAME, selector("app", a)));
+        p
+    };
+    let nodes: Vec<Node> = (0..6)
+        .map(|i| {
+            let a = ["web", "db"][i % 2];
+            let mut n = existing_node(
+                ZONES[i % 3],
+                ["4", "16Gi", "20"],
+                false,
+                app(pod(&format!("bound-{i}"), "1", "1Gi"), a),
+            );
+            n.name = format!("n{i}");
+            n.labels.insert(labels::HOSTNAME.into(), n.name.clone());
+            if i % 3 == 0 {
+                n.pods
+                    .push(app(pod(&format!("extra-{i}"), "1", "1Gi"), "web"));
+            }
+            n
+        })
+        .collect();
+    let pending: Vec<Pod> = (0..4)
+        .map(|i| spreading(&format!("new-{i}"), ["web", "db"][i % 2]))
+        .collect();
+    let mut s = state(pending, vec![default_pool()]);
+    s.nodes = nodes.clone();
+    let json = |p: &Plan| serde_json::to_string(p).unwrap_or_default();
+    let opts = SchedulerOptions::default();
+    let mut prepared = Prepared::new(&s, &catalog(), &opts);
+    prepared.keep_existing_counts();
+    for mask in [
+        0b111111u32,
+        0b000111,
+        0b101010,
+        0b011001,
+        0b111111,
+        0b000001,
+    ] {
+        let mut sub = s.clone();
+        sub.nodes = (nodes.iter().enumerate())
+            .filter(|(i, _)| mask & (1 << i) != 0)
+            .map(|(_, n)| n.clone())
+            .collect();
+        let kept = json(&schedule_prepared(&sub, &catalog(), &opts, &prepared));
+        assert_eq!(kept, json(&schedule(&sub, &catalog(), &opts)), "{mask:b}");
+    }
+    // A node's pods change (same count: only forgetting can tell).
+    s.nodes[1].pods[0] = app(pod("moved", "1", "1Gi"), "web");
+    prepared.forget_existing_counts();
+    assert_eq!(
+        json(&schedule_prepared(&s, &catalog(), &opts, &prepared)),
+        json(&schedule(&s, &catalog(), &opts))
     );
 }

@@ -268,6 +268,70 @@ pub struct Topology {
     inverse_unindexed: Vec<usize>,
 }
 
+/// Existing pods' counts per node and group, kept between plans of one
+/// cluster whose nodes' pods do not change (consolidation's simulations
+/// leave nodes out, and change a node's pods only when a decision is
+/// taken): a node's pods are matched against a group's selector once, not
+/// once per plan. Whoever changes a node's pods calls [`Self::forget`].
+#[derive(Debug, Clone, Default)]
+pub struct ExistingCounts {
+    inner: std::cell::RefCell<CountsInner>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct CountsInner {
+    /// A number per group met so far.
+    ids: HashMap<GroupKey, usize>,
+    /// Per node name: its pod count when counted (a node whose count
+    /// differs is counted afresh), and per group number the node's pods
+    /// the group selects (`None`: not counted yet).
+    nodes: HashMap<String, (usize, Vec<Option<u32>>)>,
+}
+
+impl ExistingCounts {
+    /// Drops every count (a node's pods changed).
+    pub fn forget(&self) {
+        let mut inner = self.inner.borrow_mut();
+        inner.ids.clear();
+        inner.nodes.clear();
+    }
+}
+
+impl CountsInner {
+    fn id_of(&mut self, key: &GroupKey) -> usize {
+        let n = self.ids.len();
+        *self.ids.entry(key.clone()).or_insert(n)
+    }
+
+    /// Node `name`'s (holding `pods` pods) counts for groups `ids`, when
+    /// every one is known.
+    fn known(&self, name: &str, pods: usize, ids: &[usize]) -> Option<Vec<u32>> {
+        let (held, counts) = self.nodes.get(name)?;
+        if *held != pods {
+            return None;
+        }
+        ids.iter()
+            .map(|&id| counts.get(id).copied().flatten())
+            .collect()
+    }
+
+    fn remember(&mut self, name: &str, pods: usize, ids: &[usize], counts: &[u32]) {
+        let entry = self
+            .nodes
+            .entry(name.to_string())
+            .or_insert_with(|| (pods, Vec::new()));
+        if entry.0 != pods {
+            *entry = (pods, Vec::new());
+        }
+        for (&id, &c) in ids.iter().zip(counts) {
+            if entry.1.len() <= id {
+                entry.1.resize(id + 1, None);
+            }
+            entry.1[id] = Some(c);
+        }
+    }
+}
+
 /// Groups by label: see `Topology::by_label`.
 type LabelIndex = HashMap<String, HashMap<String, Vec<usize>>>;
 
@@ -316,6 +380,7 @@ impl Topology {
         nodes: &[Node],
         mut universe: BTreeMap<String, BTreeSet<String>>,
         sources: std::sync::Arc<Vec<DomainSource>>,
+        kept: Option<&ExistingCounts>,
     ) -> (Topology, Vec<PodGroups>) {
         for n in nodes {
             for (k, v) in &n.labels {
@@ -393,8 +458,24 @@ impl Topology {
         let mut on_node: Vec<u32> = vec![0; t.groups.len()];
         let mut touched: Vec<usize> = Vec::new();
         let mut scratch = Vec::new();
+        let mut kept = kept.map(|k| k.inner.borrow_mut());
+        let ids: Vec<usize> = match kept.as_mut() {
+            Some(k) => t.groups.iter().map(|g| k.id_of(&g.id)).collect(),
+            None => Vec::new(),
+        };
         for (n, nd) in nodes.iter().zip(&t.nodes) {
-            for p in n.pods.iter().filter(|p| !p.terminating) {
+            let known = kept
+                .as_ref()
+                .and_then(|k| k.known(&n.name, n.pods.len(), &ids));
+            let mut pods: &[Pod] = &n.pods;
+            if let Some(counts) = &known {
+                pods = &[];
+                for (gi, &c) in counts.iter().enumerate().filter(|(_, c)| **c > 0) {
+                    touched.push(gi);
+                    on_node[gi] = c;
+                }
+            }
+            for p in pods.iter().filter(|p| !p.terminating) {
                 // With many groups, a template's groups are found once.
                 let groups = if t.groups.len() > FEW_GROUPS {
                     selecting
@@ -411,6 +492,9 @@ impl Topology {
                     }
                     on_node[gi] += 1;
                 }
+            }
+            if let Some(k) = kept.as_mut().filter(|_| known.is_none()) {
+                k.remember(&n.name, n.pods.len(), &ids, &on_node);
             }
             for gi in touched.drain(..) {
                 let add = std::mem::take(&mut on_node[gi]);
