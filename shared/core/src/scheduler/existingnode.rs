@@ -38,14 +38,60 @@ pub(super) struct ExistingNode<'a> {
     pub placed: Vec<usize>,
 }
 
-impl<'a> ExistingNode<'a> {
-    pub fn new(node: &'a Node, taints: Vec<Taint>) -> Self {
+/// Each node's free room and host ports in use, kept between plans of one
+/// cluster whose nodes' pods do not change (see
+/// `topology::ExistingCounts`, kept and forgotten with it).
+#[derive(Debug, Clone, Default)]
+pub struct KeptRoom {
+    /// Per node name: its pod count when summed (a node whose count
+    /// differs is summed afresh), its room and its host ports.
+    nodes: std::cell::RefCell<BTreeMap<String, NodeRoom>>,
+}
+
+#[derive(Debug, Clone)]
+struct NodeRoom {
+    pods: usize,
+    remaining: Resources,
+    host_ports: BTreeSet<(String, i32)>,
+}
+
+impl KeptRoom {
+    /// Drops every node's room (a node's pods changed).
+    pub fn forget(&self) {
+        self.nodes.borrow_mut().clear();
+    }
+
+    /// Node `node`'s room, summed once.
+    fn of(&self, node: &Node) -> NodeRoom {
+        if let Some(r) = self.nodes.borrow().get(&node.name) {
+            if r.pods == node.pods.len() {
+                return r.clone();
+            }
+        }
+        let r = NodeRoom::of(node);
+        self.nodes.borrow_mut().insert(node.name.clone(), r.clone());
+        r
+    }
+}
+
+impl NodeRoom {
+    fn of(node: &Node) -> NodeRoom {
         let mut used = Resources::new();
         let mut host_ports = BTreeSet::new();
         for p in &node.pods {
             used.add_assign(&p.requests);
             host_ports.extend(p.host_ports.iter().cloned());
         }
+        NodeRoom {
+            pods: node.pods.len(),
+            remaining: node.allocatable.minus(&used),
+            host_ports,
+        }
+    }
+}
+
+impl<'a> ExistingNode<'a> {
+    fn with_room(node: &'a Node, taints: Vec<Taint>, room: NodeRoom) -> Self {
         let mut labels = Cow::Borrowed(&node.labels);
         if !labels.contains_key(labels::HOSTNAME) {
             labels
@@ -56,8 +102,8 @@ impl<'a> ExistingNode<'a> {
             node,
             taints,
             labels,
-            remaining: node.allocatable.minus(&used),
-            host_ports,
+            remaining: room.remaining,
+            host_ports: room.host_ports,
             placed: vec![],
         }
     }
@@ -352,11 +398,18 @@ fn merge(a: &Room, b: &Room) -> Room {
 
 /// The nodes pods may be placed on (not cordoned), with the taints that
 /// keep pods off them, in Karpenter's order.
-pub(super) fn existing_nodes<'n>(nodes: &'n [Node], pools: &[NodePool]) -> Vec<ExistingNode<'n>> {
+pub(super) fn existing_nodes<'n>(
+    nodes: &'n [Node],
+    pools: &[NodePool],
+    kept: Option<&KeptRoom>,
+) -> Vec<ExistingNode<'n>> {
     let mut existing: Vec<ExistingNode> = nodes
         .iter()
         .filter(|n| !n.unschedulable)
-        .map(|n| ExistingNode::new(n, effective_taints(n, pools)))
+        .map(|n| {
+            let room = kept.map_or_else(|| NodeRoom::of(n), |k| k.of(n));
+            ExistingNode::with_room(n, effective_taints(n, pools), room)
+        })
         .collect();
     // Initialized nodes first (Karpenter's order), then by name.
     existing.sort_by(|a, b| {
@@ -599,7 +652,7 @@ mod tests {
                 .collect();
             let keys: BTreeSet<String> = [labels::ZONE.to_string()].into_iter().collect();
             let mut index = ExistingNodes::new(
-                nodes.iter().map(|n| ExistingNode::new(n, vec![])).collect(),
+                nodes.iter().map(|n| ExistingNode::with_room(n, vec![], NodeRoom::of(n))).collect(),
                 &keys,
             );
             let small = Pod::from(PodTemplate { requests: Resources::new()

@@ -177,6 +177,8 @@ pub struct Prepared {
     /// The existing pods' topology counts per node, when its user keeps
     /// them (see [`Prepared::keep_existing_counts`]).
     existing_counts: Option<topology::ExistingCounts>,
+    /// The existing nodes' room, kept with the counts.
+    kept_room: Option<existingnode::KeptRoom>,
 }
 
 impl Prepared {
@@ -195,21 +197,27 @@ impl Prepared {
             opts: opts.clone(),
             compat: Default::default(),
             existing_counts: None,
+            kept_room: None,
         }
     }
 
-    /// Plans with it keep the existing pods' topology counts per node
-    /// (`topology::ExistingCounts`), for a user that plans one cluster
+    /// Plans with it keep the existing pods' topology counts and free
+    /// room per node (`topology::ExistingCounts`,
+    /// `existingnode::KeptRoom`), for a user that plans one cluster
     /// many times leaving nodes out but changing no node's pods between
     /// calls of [`Prepared::forget_existing_counts`].
     pub fn keep_existing_counts(&mut self) {
         self.existing_counts = Some(Default::default());
+        self.kept_room = Some(Default::default());
     }
 
     /// Some node's pods changed: the kept counts are dropped.
     pub fn forget_existing_counts(&self) {
         if let Some(c) = &self.existing_counts {
             c.forget();
+        }
+        if let Some(r) = &self.kept_room {
+            r.forget();
         }
     }
 
@@ -325,7 +333,7 @@ fn schedule_with<'a>(
         prepared.existing_counts.as_ref(),
     );
 
-    let existing = existing_nodes(&all_nodes, &state.node_pools);
+    let existing = existing_nodes(&all_nodes, &state.node_pools, prepared.kept_room.as_ref());
 
     let limited_heavier = limited_heavier(&pools);
     let hints = Hints::new(pods, &volume, &prepared.compat);

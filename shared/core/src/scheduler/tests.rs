@@ -3063,11 +3063,30 @@ fn kept_existing_counts_plan_as_counted_afresh() {
         let kept = json(&schedule_prepared(&sub, &catalog(), &opts, &prepared));
         assert_eq!(kept, json(&schedule(&sub, &catalog(), &opts)), "{mask:b}");
     }
-    // A node's pods change (same count: only forgetting can tell).
-    s.nodes[1].pods[0] = app(pod("moved", "1", "1Gi"), "web");
+    // A node's pods change (same count: only forgetting can tell): its
+    // counts and its room.
+    s.nodes[1].pods[0] = app(pod("moved", "3", "1Gi"), "web");
     prepared.forget_existing_counts();
     assert_eq!(
         json(&schedule_prepared(&s, &catalog(), &opts, &prepared)),
         json(&schedule(&s, &catalog(), &opts))
     );
+    // Room alone: a node's bound pod grows (the pending pod no longer fits).
+    let mut plain = state(vec![pod("p", "2", "1Gi")], vec![default_pool()]);
+    plain.nodes = vec![existing_node(
+        "test-1a",
+        ["4", "16Gi", "20"],
+        false,
+        pod("b", "1", "1Gi"),
+    )];
+    let mut prepared = Prepared::new(&plain, &catalog(), &opts);
+    prepared.keep_existing_counts();
+    let on_node = schedule_prepared(&plain, &catalog(), &opts, &prepared);
+    assert_eq!(json(&on_node), json(&schedule(&plain, &catalog(), &opts)));
+    assert!(on_node.node_claims.is_empty(), "{on_node:#?}");
+    plain.nodes[0].pods[0] = pod("b", "3", "1Gi");
+    prepared.forget_existing_counts();
+    let grown = schedule_prepared(&plain, &catalog(), &opts, &prepared);
+    assert_eq!(json(&grown), json(&schedule(&plain, &catalog(), &opts)));
+    assert_eq!(grown.node_claims.len(), 1, "{grown:#?}");
 }
