@@ -73,6 +73,15 @@ pub struct Requirement {
 }
 
 impl Requirement {
+    /// Two optional requirements on one key taken together (no requirement
+    /// allows anything), as [`Requirements::intersection`] takes them.
+    pub fn meet(a: Option<&Requirement>, b: Option<&Requirement>) -> Option<Requirement> {
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.intersection(b)),
+            (a, b) => a.or(b).cloned(),
+        }
+    }
+
     pub fn new(key: &str, op: Operator, values: &[&str]) -> Result<Self, RequirementError> {
         Self::from_parts(key, op, values.iter().map(|s| s.to_string()).collect())
     }
@@ -628,10 +637,7 @@ impl Requirements {
     /// The requirement on `key` of [`Self::intersection`] with `o`, built
     /// for that key alone.
     pub fn intersection_on(&self, o: &Requirements, key: &str) -> Option<Requirement> {
-        match (self.get(key), o.get(key)) {
-            (Some(a), Some(b)) => Some(a.intersection(b)),
-            (a, b) => a.or(b).cloned(),
-        }
+        Requirement::meet(self.get(key), o.get(key))
     }
 
     /// `cur` (a requirement on `key`, if any) after each of `added` on

@@ -174,11 +174,17 @@ pub struct Prepared {
     /// Types of a pool compatible with requirements, as long as no
     /// reservation ran out (see `Run::compatible_types`).
     compat: CompatCache,
-    /// The existing pods' topology counts per node, when its user keeps
-    /// them (see [`Prepared::keep_existing_counts`]).
-    existing_counts: Option<topology::ExistingCounts>,
-    /// The existing nodes' room, kept with the counts.
-    kept_room: Option<existingnode::KeptRoom>,
+    /// The existing nodes' share of each plan, when its user keeps it
+    /// (see [`Prepared::keep_existing_counts`]).
+    kept: Option<KeptNodes>,
+}
+
+/// Per existing node, what every plan of one cluster computes alike: the
+/// pods each topology group selects and the node's free room.
+#[derive(Debug, Clone, Default)]
+struct KeptNodes {
+    counts: topology::ExistingCounts,
+    room: existingnode::KeptRoom,
 }
 
 impl Prepared {
@@ -196,8 +202,7 @@ impl Prepared {
             available,
             opts: opts.clone(),
             compat: Default::default(),
-            existing_counts: None,
-            kept_room: None,
+            kept: None,
         }
     }
 
@@ -207,17 +212,14 @@ impl Prepared {
     /// many times leaving nodes out but changing no node's pods between
     /// calls of [`Prepared::forget_existing_counts`].
     pub fn keep_existing_counts(&mut self) {
-        self.existing_counts = Some(Default::default());
-        self.kept_room = Some(Default::default());
+        self.kept = Some(KeptNodes::default());
     }
 
     /// Some node's pods changed: the kept counts are dropped.
     pub fn forget_existing_counts(&self) {
-        if let Some(c) = &self.existing_counts {
-            c.forget();
-        }
-        if let Some(r) = &self.kept_room {
-            r.forget();
+        if let Some(k) = &self.kept {
+            k.counts.forget();
+            k.room.forget();
         }
     }
 
@@ -330,10 +332,14 @@ fn schedule_with<'a>(
         pods,
         &prepared.domains,
         &all_nodes,
-        prepared.existing_counts.as_ref(),
+        prepared.kept.as_ref().map(|k| &k.counts),
     );
 
-    let existing = existing_nodes(&all_nodes, &state.node_pools, prepared.kept_room.as_ref());
+    let existing = existing_nodes(
+        &all_nodes,
+        &state.node_pools,
+        prepared.kept.as_ref().map(|k| &k.room),
+    );
 
     let limited_heavier = limited_heavier(&pools);
     let hints = Hints::new(pods, &volume, &prepared.compat);

@@ -478,16 +478,9 @@ impl<'a> Run<'a> {
         pod_reqs: &Requirements,
         groups: &ActiveTopology,
     ) -> bool {
-        let zones = match (mask, self.pools.first()) {
-            (ZoneMask::Bits(m), Some(pool)) => Some(Requirement::in_values(
-                labels::ZONE,
-                (pool.zones.iter().take(64).enumerate())
-                    .filter(|(i, _)| m & (1 << i) != 0)
-                    .map(|(_, z)| z.as_str()),
-            )),
-            (ZoneMask::Unrestricted, _) => None,
-            _ => return true,
-        };
+        if mask == ZoneMask::Unknown {
+            return true;
+        }
         let known = groups
             .zone_verdicts
             .borrow()
@@ -497,10 +490,18 @@ impl<'a> Run<'a> {
         if let Some(ok) = known {
             return ok;
         }
-        let node = match (zones, pod_reqs.get(labels::ZONE)) {
-            (Some(a), Some(b)) => Some(a.intersection(b)),
-            (a, b) => a.or_else(|| b.cloned()),
+        // The NodeClaim's zone requirement, rebuilt from its bits.
+        let zones = match (mask, self.pools.first()) {
+            (ZoneMask::Bits(m), Some(pool)) => Some(Requirement::in_values(
+                labels::ZONE,
+                (pool.zones.iter().take(64).enumerate())
+                    .filter(|(i, _)| m & (1 << i) != 0)
+                    .map(|(_, z)| z.as_str()),
+            )),
+            (ZoneMask::Bits(_), None) => return true,
+            _ => None,
         };
+        let node = Requirement::meet(zones.as_ref(), pod_reqs.get(labels::ZONE));
         let ok = self.topology.admits_on_key(
             &self.pods[p],
             &groups.groups,

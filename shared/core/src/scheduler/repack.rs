@@ -809,27 +809,8 @@ fn pack(
     fits: impl Fn(&[i64], &[i64]) -> i64,
 ) -> Option<Vec<Bin>> {
     let mut room: Vec<i64> = Vec::new();
-    // First-fit-decreasing fill of one node of `cap`, and its value.
     let mut fill = |cap: &[i64], left: &[usize], out: &mut Vec<usize>| -> f64 {
-        room.clear();
-        room.extend_from_slice(cap);
-        let mut val = 0.0;
-        out.clear();
-        for (k, n) in need.iter().enumerate() {
-            let take = if left[k] == 0 {
-                0
-            } else {
-                fits(&room, n).min(left[k].min(per_node[k]) as i64).max(0) as usize
-            };
-            out.push(take);
-            if take > 0 {
-                for (r, q) in room.iter_mut().zip(n) {
-                    *r -= q * take as i64;
-                }
-                val += take as f64 * value[k];
-            }
-        }
-        val
+        fill_node(cap, need, per_node, value, left, &fits, &mut room, out)
     };
     let mut bins: Vec<Bin> = Vec::new();
     let mut scratch = Vec::with_capacity(need.len());
@@ -879,6 +860,41 @@ fn pack(
         }
     }
     Some(bins)
+}
+
+/// First-fit-decreasing fill of one node of `cap` with the pods `left` of
+/// each class (at most `per_node[k]` of class `k`): the pods per class in
+/// `out`, and their value. `room` is scratch.
+#[allow(clippy::too_many_arguments)]
+fn fill_node(
+    cap: &[i64],
+    need: &[Vec<i64>],
+    per_node: &[usize],
+    value: &[f64],
+    left: &[usize],
+    fits: impl Fn(&[i64], &[i64]) -> i64,
+    room: &mut Vec<i64>,
+    out: &mut Vec<usize>,
+) -> f64 {
+    room.clear();
+    room.extend_from_slice(cap);
+    let mut val = 0.0;
+    out.clear();
+    for (k, n) in need.iter().enumerate() {
+        let take = if left[k] == 0 {
+            0
+        } else {
+            fits(room, n).min(left[k].min(per_node[k]) as i64).max(0) as usize
+        };
+        out.push(take);
+        if take > 0 {
+            for (r, q) in room.iter_mut().zip(n) {
+                *r -= q * take as i64;
+            }
+            val += take as f64 * value[k];
+        }
+    }
+    val
 }
 
 /// A type's fill in `pack`: its value and pods per class.
@@ -1174,7 +1190,7 @@ mod tests {
     use super::copies as fits;
 
     /// `pack` as it was before it remembered fills and bounded values:
-    /// every type's fill computed afresh for every node.
+    /// every type's fill (`fill_node`) computed afresh for every node.
     fn pack_afresh(
         cands: &[PackType],
         need: &[Vec<i64>],
@@ -1183,22 +1199,8 @@ mod tests {
         mut left: Vec<usize>,
     ) -> Option<Vec<Vec<(usize, usize)>>> {
         let fill = |cap: &[i64], left: &[usize]| -> (f64, Vec<usize>) {
-            let mut room = cap.to_vec();
-            let (mut val, mut out) = (0.0, vec![]);
-            for (k, n) in need.iter().enumerate() {
-                let take = if left[k] == 0 {
-                    0
-                } else {
-                    fits(&room, n).min(left[k].min(per_node[k]) as i64).max(0) as usize
-                };
-                out.push(take);
-                if take > 0 {
-                    for (r, q) in room.iter_mut().zip(n) {
-                        *r -= q * take as i64;
-                    }
-                    val += take as f64 * value[k];
-                }
-            }
+            let (mut room, mut out) = (vec![], vec![]);
+            let val = fill_node(cap, need, per_node, value, left, fits, &mut room, &mut out);
             (val, out)
         };
         let mut bins = vec![];
