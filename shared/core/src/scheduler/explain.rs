@@ -137,11 +137,7 @@ impl fmt::Display for Refusal<'_> {
             Refusal::Hostname { hosts } => write!(
                 f,
                 "the pod must run on {} {:?} (kubernetes.io/hostname), which no new node can be",
-                if hosts.len() == 1 {
-                    "node"
-                } else {
-                    "one of the nodes"
-                },
+                if hosts.len() == 1 { "node" } else { "one of the nodes" },
                 hosts.values()
             ),
             Refusal::Topology { pool, conflict } => write!(f, "NodePool {pool:?}: {conflict}"),
@@ -182,22 +178,13 @@ impl fmt::Display for Refusal<'_> {
             Refusal::DaemonSetHostPort { pool, ports } => write!(
                 f,
                 "NodePool {pool:?}: a DaemonSet on every instance type that fits holds a host port the pod asks for ({})",
-                ports
-                    .iter()
-                    .map(|(proto, port)| format!("{proto}/{port}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                host_ports_list(ports)
             ),
-            Refusal::Limits { pool, exceeded } => {
-                let detail = exceeded
-                    .as_ref()
-                    .map(|(k, q)| format!(" ({k}: {q})"))
-                    .unwrap_or_default();
-                write!(
-                    f,
-                    "NodePool {pool:?} limits{detail} would be exceeded by every instance type that fits the pod"
-                )
-            }
+            Refusal::Limits { pool, exceeded } => write!(
+                f,
+                "NodePool {pool:?} limits{} would be exceeded by every instance type that fits the pod",
+                limit_detail(exceeded)
+            ),
             Refusal::NoUnreservedType { pool, requirements } => write!(
                 f,
                 "NodePool {pool:?}: no instance type satisfies {}",
@@ -216,6 +203,23 @@ impl fmt::Display for Refusal<'_> {
             ),
         }
     }
+}
+
+/// Host ports as `proto/port`, comma-separated.
+fn host_ports_list(ports: &[(String, i32)]) -> String {
+    ports
+        .iter()
+        .map(|(proto, port)| format!("{proto}/{port}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The first limit exceeded, as ` (resource: quantity)`, or nothing.
+fn limit_detail(exceeded: &Option<(String, Quantity)>) -> String {
+    exceeded
+        .as_ref()
+        .map(|(k, q)| format!(" ({k}: {q})"))
+        .unwrap_or_default()
 }
 
 /// The NodePools that launch nothing now, with why (named in every

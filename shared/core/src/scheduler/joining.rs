@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use super::hints::{Roomy, SpreadHint};
 use crate::labels;
 
-use super::nodeclaim::{Fit, ZonePin};
+use super::nodeclaim::{Claim, Fit, ZonePin};
 use super::{Relaxation, Run, Trial};
 
 /// The walk over the NodeClaims that may have room for one pod (its
@@ -35,6 +35,46 @@ impl Walk {
             } else if !self.blocked[bucket] {
                 h[bucket] = c as u32 + 1;
             }
+        }
+    }
+}
+
+impl Walk {
+    /// The zone bucket in which to try roomy entry `k` (NodeClaim `claim`),
+    /// or `None` when it is dead, pinned to a zone the pod may not use
+    /// (`zones_limited`: the pod admits only `admitted_bits`), or before
+    /// its bucket's spread hint. Learns the NodeClaim's pin on the way.
+    #[inline]
+    fn bucket_to_try(
+        &mut self,
+        k: usize,
+        claim: &Claim,
+        zones_limited: bool,
+        admitted_bits: u64,
+    ) -> Option<usize> {
+        let roomy = &mut self.roomy;
+        if roomy.dead[k] {
+            return None;
+        }
+        if zones_limited && roomy.pins[k] != 0 && admitted_bits & roomy.pins[k] == 0 {
+            return None;
+        }
+        let c = roomy.list[k] as usize;
+        // Known pins answer the hint without touching the NodeClaim.
+        if let Some(h) = &self.hints {
+            if roomy.pins[k] != 0 && c < h[ZonePin::Bit(roomy.pins[k]).bucket()] as usize {
+                return None;
+            }
+        }
+        if let ZonePin::Bit(b) = claim.zone_pin {
+            roomy.pins[k] = b;
+        }
+        match &self.hints {
+            Some(h) => {
+                let b = claim.zone_pin.bucket();
+                (c >= h[b] as usize).then_some(b)
+            }
+            None => Some(0),
         }
     }
 }
@@ -128,34 +168,12 @@ impl Run<'_> {
         let pod = &self.pods[p];
         let start = walk.roomy.list.partition_point(|&c| (c as usize) < first);
         for k in start..walk.roomy.list.len() {
-            let roomy = &mut walk.roomy;
-            if roomy.dead[k] {
-                continue;
-            }
-            if zones_admitted.is_some() && roomy.pins[k] != 0 && admitted_bits & roomy.pins[k] == 0
-            {
-                continue;
-            }
-            let c = roomy.list[k] as usize;
-            // Known pins answer the hint without touching the NodeClaim.
-            if let Some(h) = &walk.hints {
-                if roomy.pins[k] != 0 && c < h[ZonePin::Bit(roomy.pins[k]).bucket()] as usize {
-                    continue;
-                }
-            }
+            let c = walk.roomy.list[k] as usize;
             let claim = &self.claims[c];
-            if let ZonePin::Bit(b) = claim.zone_pin {
-                roomy.pins[k] = b;
-            }
-            let bucket = match &walk.hints {
-                Some(h) => {
-                    let b = claim.zone_pin.bucket();
-                    if c < h[b] as usize {
-                        continue;
-                    }
-                    b
-                }
-                None => 0,
+            let Some(bucket) =
+                walk.bucket_to_try(k, claim, zones_admitted.is_some(), admitted_bits)
+            else {
+                continue;
             };
             if !claim
                 .requests

@@ -314,55 +314,23 @@ fn schedule_with<'a>(
     prepared: &'a Prepared,
     join_heavier: bool,
 ) -> (Plan, bool) {
-    let pools = pools::build(state, &prepared.pools);
-    let res = Reservations::new(
-        &state.capacity_reservations,
-        &pools,
-        prepared.available.clone(),
-    );
-    let warnings = Vec::new();
     // Pods whose volumes are not ready wait (unschedulable, with the reason).
     let mut errors: Vec<Option<Unplaced>> = vec![None; pods.len()];
     let volume = volume_requirements(state, pods, &mut errors);
     let waiting_for_volumes: Vec<usize> =
         (0..pods.len()).filter(|&p| errors[p].is_some()).collect();
-
     let all_nodes = all_nodes(state);
-    let (topology, groups) = build_topology(
+    let mut run = Run::new(
+        state,
         pods,
-        &prepared.domains,
         &all_nodes,
-        prepared.kept.as_ref().map(|k| &k.counts),
-    );
-
-    let existing = existing_nodes(
-        &all_nodes,
-        &state.node_pools,
-        prepared.kept.as_ref().map(|k| &k.room),
-    );
-
-    let limited_heavier = limited_heavier(&pools);
-    let hints = Hints::new(pods, &volume, &prepared.compat);
-    let existing_domains = existing_domains(pods, &existing);
-    let existing = ExistingNodes::new(existing, &existingnode::keys_pods_read(pods, &volume));
-    let mut run = Run {
-        pools,
-        pods,
         volume,
-        groups,
-        topology,
-        existing,
-        claims: vec![],
-        claim_counter: BTreeMap::new(),
-        res,
-        min_values_policy: opts.min_values_policy,
-        pack: opts.pack_fewest_nodes,
-        hints,
+        opts,
+        prepared,
         join_heavier,
-        existing_domains,
-        unavailable_pools: unavailable_pools(&state.node_pools),
-    };
-
+    );
+    let limited_heavier = limited_heavier(&run.pools);
+    let warnings = Vec::new();
     let order = queue::largest_first(pods, &errors);
     let QueueEnd {
         mut left,
@@ -382,6 +350,58 @@ fn schedule_with<'a>(
         run.into_plan(left.into_iter().collect(), errors, warnings),
         limited_heavier,
     )
+}
+
+impl<'a> Run<'a> {
+    /// A run over `pods` of `state` with nothing planned yet: the
+    /// NodePools, reservations, topology and existing nodes it plans on.
+    fn new(
+        state: &'a ClusterState,
+        pods: &'a [Pod],
+        all_nodes: &'a [Node],
+        volume: Vec<volumes::VolumeTerms>,
+        opts: &SchedulerOptions,
+        prepared: &'a Prepared,
+        join_heavier: bool,
+    ) -> Run<'a> {
+        let pools = pools::build(state, &prepared.pools);
+        let res = Reservations::new(
+            &state.capacity_reservations,
+            &pools,
+            prepared.available.clone(),
+        );
+        let (topology, groups) = build_topology(
+            pods,
+            &prepared.domains,
+            all_nodes,
+            prepared.kept.as_ref().map(|k| &k.counts),
+        );
+        let existing = existing_nodes(
+            all_nodes,
+            &state.node_pools,
+            prepared.kept.as_ref().map(|k| &k.room),
+        );
+        let hints = Hints::new(pods, &volume, &prepared.compat);
+        let existing_domains = existing_domains(pods, &existing);
+        let existing = ExistingNodes::new(existing, &existingnode::keys_pods_read(pods, &volume));
+        Run {
+            pools,
+            pods,
+            volume,
+            groups,
+            topology,
+            existing,
+            claims: vec![],
+            claim_counter: BTreeMap::new(),
+            res,
+            min_values_policy: opts.min_values_policy,
+            pack: opts.pack_fewest_nodes,
+            hints,
+            join_heavier,
+            existing_domains,
+            unavailable_pools: unavailable_pools(&state.node_pools),
+        }
+    }
 }
 
 /// Each pod's node requirements from its volumes; a pod whose volumes

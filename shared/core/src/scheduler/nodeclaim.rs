@@ -351,6 +351,8 @@ impl<'a> Run<'a> {
         None
     }
 
+    /// Tries pod `p` on planned NodeClaim `c`: the NodeClaim's requirements
+    /// and instance types should it join, or why it may not.
     pub(super) fn try_claim(
         &self,
         c: usize,
@@ -359,56 +361,84 @@ impl<'a> Run<'a> {
         groups: &ActiveTopology,
     ) -> Result<Fit, ClaimRefusal> {
         let claim = &self.claims[c];
-        let pool = &self.pools[claim.pool];
+        if let Some(refusal) = self.cheap_refusal(claim, p, pod_reqs, groups) {
+            return Err(refusal);
+        }
+        // Only the keys the pod (or topology) narrowed need checking: every
+        // type of the claim already intersects the claim's requirements.
+        // The NodeClaim's merged requirements are built only for a fit.
+        let (changed, merged) = self.claim_narrowing(c, p, pod_reqs, groups)?;
+        let types = self.types_fitting(claim, &self.pods[p], &changed)?;
+        let requirements = merged.unwrap_or_else(|| {
+            let mut m = claim.requirements.clone();
+            for r in changed.iter() {
+                m.replace(r.clone());
+            }
+            m
+        });
+        Ok(Fit {
+            requirements,
+            types,
+        })
+    }
+
+    /// The refusals of pod `p` on `claim` that need nothing built (taints,
+    /// pod affinity, room, topology on hostname and zone, host ports,
+    /// requirements): `None` when the pod may still fit.
+    fn cheap_refusal(
+        &self,
+        claim: &Claim,
+        p: usize,
+        pod_reqs: &Requirements,
+        groups: &ActiveTopology,
+    ) -> Option<ClaimRefusal> {
         let pod = &self.pods[p];
-        // The cheap tests first: a refusal allocates nothing.
         if groups.pool_blocked[claim.pool] {
-            return Err(ClaimRefusal::Taint);
+            return Some(ClaimRefusal::Taint);
         }
         if groups.affinity_unmet {
-            return Err(ClaimRefusal::Topology);
+            return Some(ClaimRefusal::Topology);
         }
         if !claim
             .requests
             .fits_in_with(&pod.requests, &claim.max_allocatable)
         {
-            return Err(ClaimRefusal::Full);
+            return Some(ClaimRefusal::Full);
         }
         // Topology on hostname (a NodeClaim's only hostname is its name)
         // and on zone, before anything is built.
         if !self.topology.admits_host(pod, &groups.groups, &claim.name)
             || !self.zone_topology_admits(claim, p, pod_reqs, groups)
         {
-            return Err(ClaimRefusal::Topology);
+            return Some(ClaimRefusal::Topology);
         }
         if pod
             .host_ports
             .iter()
             .any(|hp| claim.host_ports.contains(hp))
         {
-            return Err(ClaimRefusal::HostPort);
+            return Some(ClaimRefusal::HostPort);
         }
-        if groups.affinity_zones.is_some() {
-            let zone_admitted = match claim.zone_mask {
-                ZoneMask::Unrestricted => true,
-                ZoneMask::Bits(m) => m & groups.affinity_zone_bits != 0,
-                ZoneMask::Unknown => match claim.requirements.get(labels::ZONE) {
-                    Some(z) if !z.is_complement() => groups.affinity_zone_ok(z.values().iter()),
-                    _ => true,
-                },
-            };
-            if !zone_admitted {
-                return Err(ClaimRefusal::Topology);
-            }
+        if groups.affinity_zones.is_some() && !affinity_zone_admits(claim, groups) {
+            return Some(ClaimRefusal::Topology);
         }
         if !claim.requirements.compatible_ok(pod_reqs) {
-            return Err(ClaimRefusal::Requirements);
+            return Some(ClaimRefusal::Requirements);
         }
+        None
+    }
+
+    /// The instance types of `claim` that still hold its pods and `pod`
+    /// once the requirements in `changed` narrow it (offerings, DaemonSet
+    /// host ports and `minValues` included).
+    fn types_fitting(
+        &self,
+        claim: &Claim,
+        pod: &Pod,
+        changed: &Requirements,
+    ) -> Result<TypeSet, ClaimRefusal> {
+        let pool = &self.pools[claim.pool];
         let requests = claim.requests.plus(&pod.requests);
-        // Only the keys the pod (or topology) narrowed need checking: every
-        // type of the claim already intersects the claim's requirements.
-        // The NodeClaim's merged requirements are built only for a fit.
-        let (changed, merged) = self.claim_narrowing(c, p, pod_reqs, groups)?;
         let offerings_change = changed
             .iter()
             .any(|r| OFFERING_KEYS.contains(&r.key.as_str()));
@@ -443,17 +473,7 @@ impl<'a> Run<'a> {
         if claim.reservation.is_none() && !min_values::met(pool, types.iter(), &claim.min_values) {
             return Err(ClaimRefusal::MinValues);
         }
-        let requirements = merged.unwrap_or_else(|| {
-            let mut m = claim.requirements.clone();
-            for r in changed.iter() {
-                m.replace(r.clone());
-            }
-            m
-        });
-        Ok(Fit {
-            requirements,
-            types,
-        })
+        Ok(types)
     }
 
     /// Whether topology admits NodeClaim `claim` for pod `p` on the zone
@@ -668,17 +688,7 @@ impl<'a> Run<'a> {
         let requests = pool.daemon_overhead.plus(&pod.requests);
         let compatible = self.compatible_types(pi, merged);
         if compatible.is_empty() {
-            let mut key = merged.clone();
-            key.remove(labels::HOSTNAME);
-            if let Some(reason) = self.hints.no_type_reasons.borrow().get(&(pi, key.clone())) {
-                return Err(reason.clone());
-            }
-            let reason = self.explain_no_type(pi, merged);
-            self.hints
-                .no_type_reasons
-                .borrow_mut()
-                .insert((pi, key), reason.clone());
-            return Err(reason);
+            return Err(self.no_type_reason(pi, merged));
         }
         let fitting: Vec<usize> = compatible
             .iter()
@@ -704,28 +714,48 @@ impl<'a> Run<'a> {
             }
             free
         };
-        let types: Vec<usize> = match &pool.remaining {
-            Some(lim) => {
-                let charged = self.charged(pi);
-                let admitted: Vec<usize> = fitting
-                    .iter()
-                    .copied()
-                    .filter(|&i| lim.admits(&pool.types[i].capacity, &charged))
-                    .collect();
-                if admitted.is_empty() {
-                    let exceeded = lim
-                        .exceeded(&pool.types[fitting[0]].capacity, &charged)
-                        .map(|(k, q)| (k.to_string(), q));
-                    return Err(Refusal::Limits {
-                        pool: name,
-                        exceeded,
-                    });
-                }
-                admitted
-            }
-            None => fitting,
+        self.within_limits(pi, fitting)
+    }
+
+    /// Why pool `pi` has no instance type for `merged`, remembered per
+    /// requirements (hostname aside) since the answer is asked again.
+    fn no_type_reason(&self, pi: usize, merged: &Requirements) -> Refusal<'a> {
+        let mut key = merged.clone();
+        key.remove(labels::HOSTNAME);
+        if let Some(reason) = self.hints.no_type_reasons.borrow().get(&(pi, key.clone())) {
+            return reason.clone();
+        }
+        let reason = self.explain_no_type(pi, merged);
+        self.hints
+            .no_type_reasons
+            .borrow_mut()
+            .insert((pi, key), reason.clone());
+        reason
+    }
+
+    /// The types of `fitting` a new NodeClaim of pool `pi` may take within
+    /// the NodePool's remaining limits, or the limit it would exceed.
+    fn within_limits(&self, pi: usize, fitting: Vec<usize>) -> Result<Vec<usize>, Refusal<'a>> {
+        let pool = &self.pools[pi];
+        let Some(lim) = &pool.remaining else {
+            return Ok(fitting);
         };
-        Ok(types)
+        let charged = self.charged(pi);
+        let admitted: Vec<usize> = fitting
+            .iter()
+            .copied()
+            .filter(|&i| lim.admits(&pool.types[i].capacity, &charged))
+            .collect();
+        if admitted.is_empty() {
+            let exceeded = lim
+                .exceeded(&pool.types[fitting[0]].capacity, &charged)
+                .map(|(k, q)| (k.to_string(), q));
+            return Err(Refusal::Limits {
+                pool: pool.np.name.as_str(),
+                exceeded,
+            });
+        }
+        Ok(admitted)
     }
 
     /// The `minValues` floors of a new NodeClaim of pool `pi` over `types`,
@@ -829,6 +859,19 @@ impl<'a> Run<'a> {
         let taints = &self.pools[claim.pool].taints;
         self.topology
             .record(pod, &self.groups[p].inverse, &claim.requirements, taints);
+    }
+}
+
+/// Whether `claim` may still land in a zone the pod's required pod
+/// affinity admits (`groups.affinity_zones` is set).
+fn affinity_zone_admits(claim: &Claim, groups: &ActiveTopology) -> bool {
+    match claim.zone_mask {
+        ZoneMask::Unrestricted => true,
+        ZoneMask::Bits(m) => m & groups.affinity_zone_bits != 0,
+        ZoneMask::Unknown => match claim.requirements.get(labels::ZONE) {
+            Some(z) if !z.is_complement() => groups.affinity_zone_ok(z.values().iter()),
+            _ => true,
+        },
     }
 }
 

@@ -117,15 +117,46 @@ pub(super) fn offer_summary(
     summary
 }
 
+/// The plan's view of one planned NodeClaim: its offering summary,
+/// price, labels, requirements and pods.
 pub(super) fn claim_plan(
     claim: &Claim,
     pool: &Pool,
     pods: &[Pod],
     lists: &mut TypeLists,
 ) -> NodeClaimPlan {
-    let reqs = &claim.requirements;
     let summary = offer_summary(claim, pool, lists);
-    let (price, allocatable) = match summary.preferred {
+    let (price, allocatable) = preferred_price(pool, summary.preferred);
+    let mut out_reqs = claim.requirements.clone();
+    out_reqs.remove(labels::HOSTNAME);
+    let node_labels = node_labels(claim, pool, &out_reqs);
+    let mut pod_keys: Vec<String> = claim.pods.iter().map(|&p| pods[p].key()).collect();
+    pod_keys.sort();
+    NodeClaimPlan {
+        name: claim.name.clone(),
+        node_pool: pool.np.name.clone(),
+        instance_types: summary.instance_types.clone(),
+        capacity_types: summary.capacity_types.clone(),
+        zones: summary.zones.clone(),
+        requirements: wire_requirements(&out_reqs, &claim.min_values),
+        labels: node_labels,
+        taints: pool.np.taints.clone(),
+        startup_taints: pool.np.startup_taints.clone(),
+        annotations: claim_annotations(claim, pool),
+        resources: NodeClaimResources {
+            requests: claim.requests.clone(),
+            allocatable,
+        },
+        pods: pod_keys,
+        price,
+        volume_price: (pool.volume_price * 1e6).round() / 1e6,
+    }
+}
+
+/// The price and allocatable of the preferred offering (type, offering
+/// index), or zeros when there is none.
+fn preferred_price(pool: &Pool, preferred: Option<(usize, usize)>) -> (Price, Resources) {
+    match preferred {
         Some((t, oi)) => {
             let o = &pool.types[t].offerings[oi];
             (
@@ -147,10 +178,12 @@ pub(super) fn claim_plan(
             },
             Resources::new(),
         ),
-    };
+    }
+}
 
-    let mut out_reqs = reqs.clone();
-    out_reqs.remove(labels::HOSTNAME);
+/// The NodeClaim's labels: the NodePool's, its single-valued requirements,
+/// the NodePool name, and a value for every custom key.
+fn node_labels(claim: &Claim, pool: &Pool, out_reqs: &Requirements) -> BTreeMap<String, String> {
     let mut node_labels = pool.np.labels.clone();
     for (k, v) in out_reqs.single_valued_labels() {
         node_labels.insert(k, v);
@@ -179,27 +212,7 @@ pub(super) fn claim_plan(
             node_labels.insert(r.key.clone(), v);
         }
     }
-    let mut pod_keys: Vec<String> = claim.pods.iter().map(|&p| pods[p].key()).collect();
-    pod_keys.sort();
-    NodeClaimPlan {
-        name: claim.name.clone(),
-        node_pool: pool.np.name.clone(),
-        instance_types: summary.instance_types.clone(),
-        capacity_types: summary.capacity_types.clone(),
-        zones: summary.zones.clone(),
-        requirements: wire_requirements(&out_reqs, &claim.min_values),
-        labels: node_labels,
-        taints: pool.np.taints.clone(),
-        startup_taints: pool.np.startup_taints.clone(),
-        annotations: claim_annotations(claim, pool),
-        resources: NodeClaimResources {
-            requests: claim.requests.clone(),
-            allocatable,
-        },
-        pods: pod_keys,
-        price,
-        volume_price: (pool.volume_price * 1e6).round() / 1e6,
-    }
+    node_labels
 }
 
 /// The NodeClaim's requirements in wire form, each `minValues` on its
