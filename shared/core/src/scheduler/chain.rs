@@ -354,9 +354,8 @@ impl Run<'_> {
                 .filter(|&t| requests.fits_in(&pool.types[t].allocatable)),
             pool.types.len(),
         );
-        if types.first().is_none() {
-            return None;
-        }
+        // No type holds the pods: no NodeClaim.
+        types.first()?;
         let (max_allocatable, max_capacity) = type_maxima(pool, &types);
         let name = match names.get_mut(&pi).and_then(Vec::pop) {
             Some(n) => n,
