@@ -51,7 +51,7 @@ use crate::resources::Resources;
 use super::{Claim, Relaxation, Run, TypeSet, ZoneMask, ZonePin};
 use crate::catalog::CapacityType;
 
-/// Re-valuation rounds per starting value (see `Run::pack_pods`).
+/// Re-valuation rounds per starting value (see `revalued_greedy`).
 const ROUNDS: usize = 4;
 
 /// How many of the last nodes of a packing are tried for merging.
@@ -291,7 +291,8 @@ impl Run<'_> {
         let zone_pinned = matches!(claim.zone_pin, ZonePin::Bit(_) | ZonePin::Other);
         claim.pods.iter().all(|&p| {
             let pod = &self.pods[p];
-            // Without a shape the pod spreads (on the zone, above).
+            // Without a shape the pod spreads (on the zone, as
+            // `hostname_anti_only` allows).
             let spread_ok = hostname_anti_only && zone_pinned;
             !((self.hints.shape[p].is_none() && !spread_ok)
                 || !pod.host_ports.is_empty()
