@@ -25,7 +25,8 @@ use std::collections::BTreeMap;
 use crate::model::untolerated_strict;
 use crate::resources::Resources;
 
-use super::repack::{type_maxima, CountTable, PackType, Packed};
+use super::pools::Limits;
+use super::repack::{type_maxima, CountTable, CoverTable, PackType, Packed};
 use super::{Claim, Run, TypeSet};
 
 /// Most pods the exact chain packing takes on.
@@ -42,26 +43,99 @@ struct Slot {
     cands: Vec<PackType>,
 }
 
+/// The pods of a chain packing by class (identical requests): the resource
+/// dimensions they request and, per class, its pods, its request per
+/// dimension and how many pods there are.
+struct ChainClasses {
+    pods: Vec<Vec<usize>>,
+    dims: Vec<String>,
+    need: Vec<Vec<i64>>,
+    counts: Vec<usize>,
+}
+
+/// The slots of the chain's NodePools with limits, in order, and the
+/// NodePool without limits at its end (if any).
+struct ChainSlots {
+    limited: Vec<Slot>,
+    open: Option<Slot>,
+}
+
+/// The cheapest contents of a chain's slots (see [`chain_dp`]): its price
+/// and its nodes.
+#[derive(Debug, Default, PartialEq)]
+struct ChainPlan {
+    cost: f64,
+    nodes: Vec<ChainNode>,
+}
+
+/// A node of a chain packing: its slot (`None`: the NodePool without
+/// limits) and its pods per class.
+#[derive(Debug, Default, PartialEq)]
+struct ChainNode {
+    slot: Option<usize>,
+    fill: Vec<usize>,
+}
+
+/// The pods of one node of a chain packing and their requests, the
+/// daemonsets included.
+struct NodePods {
+    requests: Resources,
+    pods: Vec<usize>,
+}
+
 impl Run<'_> {
     /// See the module documentation.
     pub(super) fn repack_chain(&mut self, overlays: bool) {
-        if overlays || self.topology.is_active() || self.claims.is_empty() {
+        if !self.chain_applies(overlays) {
             return;
+        }
+        let Some(pods) = self.chain_pods() else {
+            return;
+        };
+        let Some(chain) = self.weight_chain(&pods) else {
+            return;
+        };
+        if self.claims.iter().any(|c| !chain.contains(&c.pool)) {
+            return;
+        }
+        let classes = self.chain_classes(&pods);
+        let slots = self.chain_slots(&chain, &classes.dims, pods.len());
+        let open = slots.open.as_ref();
+        let Some(plan) = chain_dp(&slots.limited, open, &classes.need, &classes.counts) else {
+            return;
+        };
+        let old: f64 = self.claims.iter().map(|c| self.claim_price(c)).sum();
+        if plan.cost >= old - 1e-9 {
+            return;
+        }
+        if let Some(claims) = self.chain_claims(plan, &slots, &classes.pods) {
+            self.claims = claims;
+        }
+    }
+
+    /// Whether the plan may be packed again over the chain: some NodePool
+    /// has limits, none has minValues (the packings choose types by price
+    /// alone), no overlays or topology, and no NodeClaim has a capacity
+    /// reservation or host ports.
+    fn chain_applies(&self, overlays: bool) -> bool {
+        if overlays || self.topology.is_active() || self.claims.is_empty() {
+            return false;
         }
         if !self.pools.iter().any(|p| p.remaining.is_some()) {
-            return;
+            return false;
         }
-        // The packings choose types by price alone: not for minValues.
         if self.pools.iter().any(|p| !p.np.min_values.is_empty()) {
-            return;
+            return false;
         }
-        if self
+        !self
             .claims
             .iter()
             .any(|c| c.reservation.is_some() || !c.host_ports.is_empty())
-        {
-            return;
-        }
+    }
+
+    /// The plan's pods (sorted) when there are at most `CHAIN_PODS` of them
+    /// and all are plain.
+    fn chain_pods(&self) -> Option<Vec<usize>> {
         let mut pods: Vec<usize> = self
             .claims
             .iter()
@@ -69,53 +143,60 @@ impl Run<'_> {
             .collect();
         pods.sort_unstable();
         if pods.is_empty() || pods.len() > CHAIN_PODS {
-            return;
+            return None;
         }
-        // Pods with resource requests only: every NodePool of the chain
-        // takes them alike.
-        let plain = pods.iter().all(|&p| {
-            let pod = &self.pods[p];
-            self.hints.shape[p].is_some()
-                && pod.host_ports.is_empty()
-                && pod.node_selector.is_empty()
-                && pod.required_terms.is_empty()
-                && pod.preferred_terms.is_empty()
-                && pod.pod_anti_affinity.is_empty()
-                && pod.preferred_pod_anti_affinity.is_empty()
-                && pod.pod_affinity.is_empty()
-                && pod.preferred_pod_affinity.is_empty()
-                && pod.topology_spread.is_empty()
-                && self.volume[p].is_empty()
-        });
-        if !plain {
-            return;
-        }
+        pods.iter().all(|&p| self.plain_pod(p)).then_some(pods)
+    }
+
+    /// Whether pod `p` has resource requests only: every NodePool of the
+    /// chain takes it alike.
+    fn plain_pod(&self, p: usize) -> bool {
+        let pod = &self.pods[p];
+        self.hints.shape[p].is_some()
+            && pod.host_ports.is_empty()
+            && pod.node_selector.is_empty()
+            && pod.required_terms.is_empty()
+            && pod.preferred_terms.is_empty()
+            && pod.pod_anti_affinity.is_empty()
+            && pod.preferred_pod_anti_affinity.is_empty()
+            && pod.pod_affinity.is_empty()
+            && pod.preferred_pod_affinity.is_empty()
+            && pod.topology_spread.is_empty()
+            && self.volume[p].is_empty()
+    }
+
+    /// The chain: the NodePools in weight order, strictly decreasing, up to
+    /// the first without limits; `None` when two weigh the same or one
+    /// does not tolerate some of `pods`.
+    fn weight_chain(&self, pods: &[usize]) -> Option<Vec<usize>> {
         let mut chain: Vec<usize> = Vec::new();
         for (pi, pool) in self.pools.iter().enumerate() {
             if chain
                 .last()
                 .is_some_and(|&l| self.pools[l].np.weight <= pool.np.weight)
             {
-                return;
+                return None;
             }
             if pods
                 .iter()
                 .any(|&p| untolerated_strict(&pool.taints, &self.pods[p].tolerations).is_some())
             {
-                return;
+                return None;
             }
             chain.push(pi);
             if pool.remaining.is_none() {
                 break;
             }
         }
-        if self.claims.iter().any(|c| !chain.contains(&c.pool)) {
-            return;
-        }
-        // Classes by requests.
+        Some(chain)
+    }
+
+    /// `pods` by class of requests, with what each class needs per
+    /// requested dimension.
+    fn chain_classes(&self, pods: &[usize]) -> ChainClasses {
         let mut class_of: BTreeMap<usize, usize> = BTreeMap::new();
         let mut classes: Vec<Vec<usize>> = Vec::new();
-        for &p in &pods {
+        for &p in pods {
             let k = *class_of.entry(self.hints.req_class[p]).or_insert_with(|| {
                 classes.push(vec![]);
                 classes.len() - 1
@@ -138,221 +219,278 @@ impl Run<'_> {
             })
             .collect();
         let counts: Vec<usize> = classes.iter().map(Vec::len).collect();
-        // The slots of every NodePool with limits, then the one without.
-        let mut slots: Vec<Slot> = Vec::new();
-        let mut open: Option<Slot> = None;
-        for &pi in &chain {
-            let pool = &self.pools[pi];
-            let compatible = self.compatible_types(pi, &pool.requirements);
-            let filter = pool.filter(&pool.requirements);
-            let cand = |t: usize| self.candidate(pi, &filter, t, &dims);
-            match &pool.remaining {
+        ChainClasses {
+            pods: classes,
+            dims,
+            need,
+            counts,
+        }
+    }
+
+    /// The slots of every NodePool of `chain` with limits (at most `pods`
+    /// each: a NodePool never needs more NodeClaims than pods), then the
+    /// one without; candidates sized in `dims`.
+    fn chain_slots(&self, chain: &[usize], dims: &[String], pods: usize) -> ChainSlots {
+        let mut slots = ChainSlots {
+            limited: Vec::new(),
+            open: None,
+        };
+        for &pi in chain {
+            match &self.pools[pi].remaining {
                 None => {
-                    open = Some(Slot {
+                    let pool = &self.pools[pi];
+                    let compatible = self.compatible_types(pi, &pool.requirements);
+                    let filter = pool.filter(&pool.requirements);
+                    slots.open = Some(Slot {
                         pool: pi,
-                        cands: compatible.iter().filter_map(|&t| cand(t)).collect(),
+                        cands: (compatible.iter())
+                            .filter_map(|&t| self.candidate(pi, &filter, t, dims))
+                            .collect(),
                     });
                 }
-                Some(lim) => {
-                    // A NodePool never needs more NodeClaims than pods.
-                    let mut charged = Resources::new();
-                    for _ in 0..pods.len() {
-                        let admitted: Vec<PackType> = compatible
-                            .iter()
-                            .filter(|&&t| lim.admits(&pool.types[t].capacity, &charged))
-                            .filter_map(|&t| cand(t))
-                            .collect();
-                        if admitted.is_empty() {
-                            break;
-                        }
-                        let mut charge = Resources::new();
-                        for c in &admitted {
-                            charge.max_assign(&pool.types[c.ty].capacity);
-                        }
-                        charged.add_assign(&charge);
-                        charged.add_assign(&super::pools::Limits::one_node());
-                        slots.push(Slot {
-                            pool: pi,
-                            cands: admitted,
-                        });
-                    }
-                }
+                Some(lim) => slots
+                    .limited
+                    .extend(self.limited_slots(pi, lim, dims, pods)),
             }
         }
-        let Some((cost, fills)) = chain_dp(&slots, open.as_ref(), &need, &counts) else {
-            return;
-        };
-        let old: f64 = self.claims.iter().map(|c| self.claim_price(c)).sum();
-        if cost >= old - 1e-9 {
-            return;
+        slots
+    }
+
+    /// The NodeClaims NodePool `pi` with limits `lim` can launch one after
+    /// another (at most `most`): each may use the types whose capacity fits
+    /// what the limits leave, and is charged the largest of them.
+    fn limited_slots(&self, pi: usize, lim: &Limits, dims: &[String], most: usize) -> Vec<Slot> {
+        let pool = &self.pools[pi];
+        let compatible = self.compatible_types(pi, &pool.requirements);
+        let filter = pool.filter(&pool.requirements);
+        let mut slots = Vec::new();
+        let mut charged = Resources::new();
+        for _ in 0..most {
+            let admitted: Vec<PackType> = compatible
+                .iter()
+                .filter(|&&t| lim.admits(&pool.types[t].capacity, &charged))
+                .filter_map(|&t| self.candidate(pi, &filter, t, dims))
+                .collect();
+            if admitted.is_empty() {
+                break;
+            }
+            let mut charge = Resources::new();
+            for c in &admitted {
+                charge.max_assign(&pool.types[c.ty].capacity);
+            }
+            charged.add_assign(&charge);
+            charged.add_assign(&Limits::one_node());
+            slots.push(Slot {
+                pool: pi,
+                cands: admitted,
+            });
         }
-        // The new NodeClaims, each pool's old names first.
+        slots
+    }
+
+    /// The NodeClaims of `plan` (pods of class `k` taken in order from
+    /// `classes[k]`), each NodePool's old names first; `None` when a node's
+    /// slot is unknown or no type holds its pods.
+    fn chain_claims(
+        &mut self,
+        plan: ChainPlan,
+        slots: &ChainSlots,
+        classes: &[Vec<usize>],
+    ) -> Option<Vec<Claim>> {
         let mut names: BTreeMap<usize, Vec<String>> = BTreeMap::new();
         for c in self.claims.iter().rev() {
             names.entry(c.pool).or_default().push(c.name.clone());
         }
         let mut next = vec![0usize; classes.len()];
-        let mut out = Vec::with_capacity(fills.len());
-        for (slot, fill) in fills {
-            let s = slot.map_or_else(|| open.as_ref(), |i| slots.get(i));
-            let Some(s) = s else {
-                return;
-            };
-            let pi = s.pool;
-            let pool = &self.pools[pi];
-            let mut requests = pool.daemon_overhead.clone();
-            let mut claim_pods = Vec::new();
-            for (k, &n) in fill.iter().enumerate() {
-                for &p in &classes[k][next[k]..next[k] + n] {
-                    requests.add_assign(&self.pods[p].requests);
-                    claim_pods.push(p);
-                }
-                next[k] += n;
-            }
-            let types = TypeSet::from_indices(
-                s.cands
-                    .iter()
-                    .map(|c| c.ty)
-                    .filter(|&t| requests.fits_in(&pool.types[t].allocatable)),
-                pool.types.len(),
-            );
-            if types.first().is_none() {
-                return;
-            }
-            let (max_allocatable, max_capacity) = type_maxima(pool, &types);
-            let name = match names.get_mut(&pi).and_then(Vec::pop) {
-                Some(n) => n,
-                None => self.new_claim_name(pi),
-            };
-            let pool = &self.pools[pi];
-            out.push(Claim::packed(
-                pi,
-                &pool.zones,
-                &pool.requirements,
-                name,
-                Packed {
-                    types,
-                    requests,
-                    pods: claim_pods,
-                    max_allocatable,
-                    max_capacity,
-                },
-            ));
+        let mut out = Vec::with_capacity(plan.nodes.len());
+        for node in plan.nodes {
+            let slot = node
+                .slot
+                .map_or_else(|| slots.open.as_ref(), |i| slots.limited.get(i))?;
+            let pods = self.node_pods(slot.pool, &node.fill, classes, &mut next);
+            out.push(self.chain_claim(slot, pods, &mut names)?);
         }
-        self.claims = out;
+        Some(out)
+    }
+
+    /// The pods of a node of pool `pi` holding `fill[k]` more pods of each
+    /// class `classes[k]` (from `next[k]` on, which advances), and their
+    /// requests plus the pool's daemonsets.
+    fn node_pods(
+        &self,
+        pi: usize,
+        fill: &[usize],
+        classes: &[Vec<usize>],
+        next: &mut [usize],
+    ) -> NodePods {
+        let mut requests = self.pools[pi].daemon_overhead.clone();
+        let mut pods = Vec::new();
+        for (k, &n) in fill.iter().enumerate() {
+            for &p in &classes[k][next[k]..next[k] + n] {
+                requests.add_assign(&self.pods[p].requests);
+                pods.push(p);
+            }
+            next[k] += n;
+        }
+        NodePods { requests, pods }
+    }
+
+    /// The NodeClaim of `slot` holding `pods`, named from `names` (a new
+    /// name when its NodePool has none left); `None` when no type of the
+    /// slot holds the pods.
+    fn chain_claim(
+        &mut self,
+        slot: &Slot,
+        pods: NodePods,
+        names: &mut BTreeMap<usize, Vec<String>>,
+    ) -> Option<Claim> {
+        let pi = slot.pool;
+        let pool = &self.pools[pi];
+        let NodePods { requests, pods } = pods;
+        let types = TypeSet::from_indices(
+            slot.cands
+                .iter()
+                .map(|c| c.ty)
+                .filter(|&t| requests.fits_in(&pool.types[t].allocatable)),
+            pool.types.len(),
+        );
+        // No type holds the pods: no NodeClaim.
+        types.first()?;
+        let (max_allocatable, max_capacity) = type_maxima(pool, &types);
+        let name = match names.get_mut(&pi).and_then(Vec::pop) {
+            Some(n) => n,
+            None => self.new_claim_name(pi),
+        };
+        let pool = &self.pools[pi];
+        Some(Claim::packed(
+            pi,
+            &pool.zones,
+            &pool.requirements,
+            name,
+            Packed {
+                types,
+                requests,
+                pods,
+                max_allocatable,
+                max_capacity,
+            },
+        ))
     }
 }
 
 /// The cheapest contents of `slots` (in order, see the module
 /// documentation) and of nodes of `open` for `counts[k]` pods of each class
-/// needing `need[k]`: the price and, per node, its slot (`None`: `open`)
-/// and pods per class. `None` when the table is too large or some pods fit
-/// nowhere.
-#[allow(clippy::type_complexity)]
+/// needing `need[k]`: the price and, per node, its slot and pods per class.
+/// `None` when the table is too large or some pods fit nowhere.
 fn chain_dp(
     slots: &[Slot],
     open: Option<&Slot>,
     need: &[Vec<i64>],
     counts: &[usize],
-) -> Option<(f64, Vec<(Option<usize>, Vec<usize>)>)> {
-    let k = counts.len();
-    let mut states: usize = 1;
-    let mut pairs: usize = 1;
-    for &n in counts {
-        states = states.checked_mul(n + 1)?;
-        pairs = pairs.checked_mul((n + 1) * (n + 2) / 2)?;
-    }
-    // The table's work, and that of pricing every vector on every slot.
-    let most_cands = slots
-        .iter()
-        .chain(open)
-        .map(|s| s.cands.len())
-        .max()
-        .unwrap_or(0);
-    if pairs.checked_mul(slots.len() + 1)? > CHAIN_WORK
-        || states
-            .checked_mul(slots.len() + 1)?
-            .checked_mul(most_cands.max(1))?
-            > CHAIN_WORK * 4
-    {
+) -> Option<ChainPlan> {
+    if !chain_affordable(slots, open, counts) {
         return None;
     }
-    let table = CountTable::new(counts)?;
-    let stride = &table.stride;
-    let decode = |i: usize, out: &mut [usize]| table.decode(i, out);
-    let unlimited = vec![usize::MAX; k];
-    // Price of one node of a slot holding each vector.
-    let node_prices = |s: &Slot| table.node_prices(&s.cands, need, &unlimited);
-    // Every u <= v (u != 0), as indices, for the vector of index `i`.
-    let subsets = |i: usize, v: &mut Vec<usize>, u: &mut Vec<usize>, out: &mut Vec<usize>| {
-        out.clear();
-        decode(i, v);
-        u.iter_mut().for_each(|x| *x = 0);
-        loop {
-            let mut c = 0;
-            while c < k {
-                if u[c] < v[c] {
-                    u[c] += 1;
-                    break;
-                }
-                u[c] = 0;
-                c += 1;
-            }
-            if c == k {
-                break;
-            }
-            out.push(u.iter().zip(stride).map(|(a, s)| a * s).sum());
-        }
+    let dp = ChainDp {
+        table: CountTable::new(counts)?,
+        need,
+        counts,
+        unlimited: vec![usize::MAX; counts.len()],
     };
-    let (mut v, mut u, mut subs) = (vec![0usize; k], vec![0usize; k], Vec::new());
-    // The NodePool without limits: any number of nodes (first class left
-    // always on the next node, as the repack's few-class table).
-    let mut tail = vec![f64::INFINITY; states];
-    let mut tail_choice = vec![0usize; states];
-    tail[0] = 0.0;
-    if let Some(open) = open {
-        let prices = node_prices(open);
-        for i in 1..states {
-            subsets(i, &mut v, &mut u, &mut subs);
-            let first = v.iter().position(|&n| n > 0).unwrap_or(0);
-            for &ui in &subs {
-                if (ui / stride[first]) % (counts[first] + 1) == 0 {
+    let mut walk = SubsetWalk::new(counts.len());
+    let tail = match open {
+        Some(open) => dp.open_covers(open, &mut walk),
+        None => CoverTable::new(dp.table.states),
+    };
+    // Slots from the last back: by_slot[s] covers every vector from slot s on.
+    let mut by_slot: Vec<CoverTable> = (0..slots.len()).map(|_| CoverTable::default()).collect();
+    for s in (0..slots.len()).rev() {
+        let next = by_slot.get(s + 1).map_or(&tail.best, |c| &c.best);
+        let covers = dp.slot_covers(&slots[s], next, &mut walk);
+        by_slot[s] = covers;
+    }
+    let all = dp.table.states - 1;
+    let cost = by_slot.first().map_or(tail.best[all], |c| c.best[all]);
+    if !cost.is_finite() {
+        return None;
+    }
+    let nodes = dp.nodes(&by_slot, &tail, &mut walk.u)?;
+    Some(ChainPlan { cost, nodes })
+}
+
+/// Whether the chain table is within `CHAIN_WORK`: (slots + 1) × pairs of
+/// count vectors u <= v, and pricing every vector on every slot; false
+/// when that overflows.
+fn chain_affordable(slots: &[Slot], open: Option<&Slot>, counts: &[usize]) -> bool {
+    let within = || -> Option<bool> {
+        let mut states: usize = 1;
+        let mut pairs: usize = 1;
+        for &n in counts {
+            states = states.checked_mul(n + 1)?;
+            pairs = pairs.checked_mul((n + 1) * (n + 2) / 2)?;
+        }
+        let most_cands = (slots.iter().chain(open))
+            .map(|s| s.cands.len())
+            .max()
+            .unwrap_or(0);
+        Some(
+            pairs.checked_mul(slots.len() + 1)? <= CHAIN_WORK
+                && states
+                    .checked_mul(slots.len() + 1)?
+                    .checked_mul(most_cands.max(1))?
+                    <= CHAIN_WORK * 4,
+        )
+    };
+    within().unwrap_or(false)
+}
+
+/// The count vectors of a chain packing and what each class of pods needs.
+struct ChainDp<'a> {
+    table: CountTable,
+    need: &'a [Vec<i64>],
+    counts: &'a [usize],
+    /// No cap on pods per node, per class.
+    unlimited: Vec<usize>,
+}
+
+impl ChainDp<'_> {
+    /// The covers of every vector by nodes of the NodePool without limits:
+    /// any number of nodes, the first class left always on the next node
+    /// (as the repack's few-class table).
+    fn open_covers(&self, open: &Slot, walk: &mut SubsetWalk) -> CoverTable {
+        let (table, stride) = (&self.table, &self.table.stride);
+        let prices = table.node_prices(&open.cands, self.need, &self.unlimited);
+        let mut tail = CoverTable::new(table.states);
+        for i in 1..table.states {
+            walk.walk(table, i);
+            let first = walk.v.iter().position(|&n| n > 0).unwrap_or(0);
+            for &ui in &walk.subs {
+                if (ui / stride[first]) % (self.counts[first] + 1) == 0 {
                     continue;
                 }
-                let c = prices[ui] + tail[i - ui];
-                if c < tail[i] - 1e-12 {
-                    tail[i] = c;
-                    tail_choice[i] = ui;
-                }
+                tail.offer(i, ui, prices[ui]);
             }
         }
+        tail
     }
-    // Slots from the last back: best[s][v] = cheapest for v from slot s on.
-    let mut best: Vec<Vec<f64>> = vec![Vec::new(); slots.len()];
-    let mut choice: Vec<Vec<usize>> = vec![Vec::new(); slots.len()];
-    for s in (0..slots.len()).rev() {
-        let prices = node_prices(&slots[s]);
-        let next: &[f64] = if s + 1 < slots.len() {
-            &best[s + 1]
-        } else {
-            &tail
-        };
-        let mut b = vec![f64::INFINITY; states];
-        let mut ch = vec![0usize; states];
-        b[0] = 0.0;
-        for i in 1..states {
-            // Skipped only when it holds no pod of any class left.
-            decode(i, &mut v);
-            let holds_none = v
-                .iter()
-                .enumerate()
-                .all(|(c, &n)| n == 0 || !prices[stride[c]].is_finite());
+
+    /// The covers of every vector from `slot` on, given `next`, the
+    /// cheapest from the following slot on: the slot holds a node, or is
+    /// skipped when it holds no pod of any class left.
+    fn slot_covers(&self, slot: &Slot, next: &[f64], walk: &mut SubsetWalk) -> CoverTable {
+        let (table, stride) = (&self.table, &self.table.stride);
+        let prices = table.node_prices(&slot.cands, self.need, &self.unlimited);
+        let mut covers = CoverTable::new(table.states);
+        let (b, ch) = (&mut covers.best, &mut covers.choice);
+        for i in 1..table.states {
+            walk.walk(table, i);
+            let holds_none =
+                (walk.v.iter().enumerate()).all(|(c, &n)| n == 0 || !prices[stride[c]].is_finite());
             if holds_none {
                 b[i] = next[i];
                 ch[i] = 0;
             }
-            subsets(i, &mut v, &mut u, &mut subs);
-            for &ui in &subs {
+            for &ui in &walk.subs {
                 let c = prices[ui] + next[i - ui];
                 if c < b[i] - 1e-12 {
                     b[i] = c;
@@ -360,37 +498,89 @@ fn chain_dp(
                 }
             }
         }
-        best[s] = b;
-        choice[s] = ch;
+        covers
     }
-    let all = states - 1;
-    let total = match best.first() {
-        Some(b) => b[all],
-        None => tail[all],
-    };
-    if !total.is_finite() {
-        return None;
-    }
-    let mut fills = Vec::new();
-    let mut i = all;
-    for (s, ch) in choice.iter().enumerate() {
-        let ui = ch[i];
-        if ui != 0 {
-            decode(ui, &mut u);
-            fills.push((Some(s), u.clone()));
+
+    /// The nodes of the cheapest plan for all pods: each slot's node where
+    /// it holds one, then the open NodePool's; `None` if the choices do not
+    /// reach the empty vector. `u` is scratch.
+    fn nodes(
+        &self,
+        by_slot: &[CoverTable],
+        tail: &CoverTable,
+        u: &mut [usize],
+    ) -> Option<Vec<ChainNode>> {
+        let mut nodes = Vec::new();
+        let mut i = self.table.states - 1;
+        for (s, covers) in by_slot.iter().enumerate() {
+            let ui = covers.choice[i];
+            if ui != 0 {
+                self.table.decode(ui, u);
+                nodes.push(ChainNode {
+                    slot: Some(s),
+                    fill: u.to_vec(),
+                });
+                i -= ui;
+            }
+        }
+        while i > 0 {
+            let ui = tail.choice[i];
+            if ui == 0 {
+                return None;
+            }
+            self.table.decode(ui, u);
+            nodes.push(ChainNode {
+                slot: None,
+                fill: u.to_vec(),
+            });
             i -= ui;
         }
+        Some(nodes)
     }
-    while i > 0 {
-        let ui = tail_choice[i];
-        if ui == 0 {
-            return None;
+}
+
+/// Scratch for walking count vectors: a vector `v`, a vector `u <= v`, and
+/// the indices of every nonzero `u <= v`.
+struct SubsetWalk {
+    v: Vec<usize>,
+    u: Vec<usize>,
+    subs: Vec<usize>,
+}
+
+impl SubsetWalk {
+    /// Scratch for vectors of `k` classes.
+    fn new(k: usize) -> SubsetWalk {
+        SubsetWalk {
+            v: vec![0usize; k],
+            u: vec![0usize; k],
+            subs: Vec::new(),
         }
-        decode(ui, &mut u);
-        fills.push((None, u.clone()));
-        i -= ui;
     }
-    Some((total, fills))
+
+    /// Decodes the vector of index `i` into `v` and lists every `u <= v`
+    /// (`u != 0`), as indices, in `subs`.
+    fn walk(&mut self, table: &CountTable, i: usize) {
+        self.subs.clear();
+        table.decode(i, &mut self.v);
+        self.u.iter_mut().for_each(|x| *x = 0);
+        while next_below(&mut self.u, &self.v) {
+            let ui = self.u.iter().zip(&table.stride).map(|(a, s)| a * s).sum();
+            self.subs.push(ui);
+        }
+    }
+}
+
+/// Advances `u` to the next vector `u <= v` (odometer over the classes);
+/// false when there is none.
+fn next_below(u: &mut [usize], v: &[usize]) -> bool {
+    for (x, &most) in u.iter_mut().zip(v) {
+        if *x < most {
+            *x += 1;
+            return true;
+        }
+        *x = 0;
+    }
+    false
 }
 
 #[cfg(test)]
@@ -412,6 +602,10 @@ mod tests {
         }
     }
 
+    fn node(slot: Option<usize>, fill: Vec<usize>) -> ChainNode {
+        ChainNode { slot, fill }
+    }
+
     #[test]
     fn heavier_slots_fill_first_and_the_open_pool_takes_the_rest() {
         // One class of 5 pods. The heavier pool's one slot holds up to 2
@@ -419,20 +613,22 @@ mod tests {
         // used before the open pool is.
         let slots = vec![slot(0, vec![(1.0, 1), (1.5, 2)])];
         let open = slot(1, vec![(0.5, 4)]);
-        let (cost, fills) = chain_dp(&slots, Some(&open), &[vec![1]], &[5]).unwrap_or_default();
+        let ChainPlan { cost, nodes } =
+            chain_dp(&slots, Some(&open), &[vec![1]], &[5]).unwrap_or_default();
         // Slot: 1 pod at 1.0, the open pool 4 at 0.5.
         assert!((cost - 1.5).abs() < 1e-9, "{cost}");
-        assert_eq!(fills[0], (Some(0), vec![1]));
-        assert_eq!(fills[1], (None, vec![4]));
+        assert_eq!(nodes[0], node(Some(0), vec![1]));
+        assert_eq!(nodes[1], node(None, vec![4]));
     }
 
     #[test]
     fn a_slot_that_holds_nothing_left_is_skipped() {
         // The first slot's types are too small for the pods.
         let slots = vec![slot(0, vec![(0.1, 1)]), slot(1, vec![(1.0, 10)])];
-        let (cost, fills) = chain_dp(&slots, None, &[vec![2]], &[3]).unwrap_or_default();
+        let ChainPlan { cost, nodes } =
+            chain_dp(&slots, None, &[vec![2]], &[3]).unwrap_or_default();
         assert!((cost - 1.0).abs() < 1e-9, "{cost}");
-        assert_eq!(fills, vec![(Some(1), vec![3])]);
+        assert_eq!(nodes, vec![node(Some(1), vec![3])]);
         // Without an open pool and with too little room, nothing fits.
         assert!(chain_dp(&slots, None, &[vec![2]], &[6]).is_none());
     }
@@ -445,12 +641,12 @@ mod tests {
         // (0.9) takes what the slot leaves, whichever split.
         let slots = vec![slot(0, vec![(1.0, 4)])];
         let open = slot(1, vec![(0.4, 2), (0.9, 6)]);
-        let (cost, fills) =
+        let ChainPlan { cost, nodes } =
             chain_dp(&slots, Some(&open), &[vec![3], vec![1]], &[2, 2]).unwrap_or_default();
-        assert!((cost - 1.9).abs() < 1e-9, "{cost} {fills:?}");
-        let placed: Vec<usize> = fills.iter().fold(vec![0, 0], |mut acc, (_, f)| {
-            acc[0] += f[0];
-            acc[1] += f[1];
+        assert!((cost - 1.9).abs() < 1e-9, "{cost} {nodes:?}");
+        let placed: Vec<usize> = nodes.iter().fold(vec![0, 0], |mut acc, n| {
+            acc[0] += n.fill[0];
+            acc[1] += n.fill[1];
             acc
         });
         assert_eq!(placed, vec![2, 2]);

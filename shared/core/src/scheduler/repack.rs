@@ -51,7 +51,7 @@ use crate::resources::Resources;
 use super::{Claim, Relaxation, Run, TypeSet, ZoneMask, ZonePin};
 use crate::catalog::CapacityType;
 
-/// Re-valuation rounds per starting value (see `Run::pack_pods`).
+/// Re-valuation rounds per starting value (see `revalued_greedy`).
 const ROUNDS: usize = 4;
 
 /// How many of the last nodes of a packing are tried for merging.
@@ -169,14 +169,31 @@ impl Claim {
 
 /// A NodeClaim's right-sized content: requests, types, their maxima and
 /// its price.
-type Sized = std::rc::Rc<(Resources, TypeSet, Resources, Resources, f64)>;
+#[derive(Clone)]
+struct SizedNode {
+    requests: Resources,
+    types: TypeSet,
+    max_allocatable: Resources,
+    max_capacity: Resources,
+    price: f64,
+}
+
+/// A right-sized content, shared by the nodes of one fill.
+type Sized = std::rc::Rc<SizedNode>;
+
+/// Pods of a group with identical requests (and anti-affinity class).
+struct PodClass {
+    requests: Resources,
+    pods: Vec<usize>,
+    /// Most of them per node.
+    per_node: usize,
+}
 
 /// A new packing of a group's pods (see [`Run::pack_pods`]).
 pub(super) struct Packing {
     /// Its price: per node, the offering a fleet would take.
     pub(super) cost: f64,
-    /// Pod classes: requests, pods, most per node.
-    classes: Vec<(Resources, Vec<usize>, usize)>,
+    classes: Vec<PodClass>,
     bins: Vec<Bin>,
     sized: Vec<Sized>,
 }
@@ -207,6 +224,13 @@ pub(super) struct Group {
     pub(super) old: f64,
 }
 
+/// A group's NodeClaims (`members`, in creation order) and the new
+/// NodeClaims that replace them.
+struct Replacement {
+    members: Vec<usize>,
+    claims: Vec<Claim>,
+}
+
 impl Run<'_> {
     /// See the module documentation. `relax` is each pod's relaxation as
     /// scheduled.
@@ -214,12 +238,31 @@ impl Run<'_> {
         if overlays || self.claims.is_empty() {
             return;
         }
-        // Topology allowed: required pod anti-affinity on the hostname
-        // (checked per group below: self anti-affinity only) and topology
-        // spread on the zone (pods are only moved between NodeClaims pinned
-        // to a zone, and between zones only as `rebalance_zones` allows),
-        // and nothing else.
-        let hostname_anti_only = self.pods.iter().all(|p| {
+        let hostname_anti_only = self.hostname_anti_only();
+        if self.topology.is_active() && !hostname_anti_only {
+            return;
+        }
+        let mut groups = self.repack_groups(hostname_anti_only);
+        // Pods moved between zones where that packs cheaper: those groups
+        // are replaced whatever their own price.
+        let mut packed: Vec<Option<Packing>> = groups.iter().map(|_| None).collect();
+        let mut moved = vec![false; groups.len()];
+        if self.topology.is_active() {
+            self.rebalance_zones(&mut groups, &mut packed, &mut moved, relax);
+        }
+        let replaced = self.replacements(&groups, packed, &moved);
+        if !replaced.is_empty() {
+            self.install_replacements(replaced);
+        }
+    }
+
+    /// Whether the run's topology is only what the repack allows: required
+    /// pod anti-affinity on the hostname (checked per group: self
+    /// anti-affinity only) and topology spread on the zone (pods are only
+    /// moved between NodeClaims pinned to a zone, and between zones only as
+    /// `rebalance_zones` allows).
+    fn hostname_anti_only(&self) -> bool {
+        self.pods.iter().all(|p| {
             p.topology_spread
                 .iter()
                 .all(|c| c.topology_key == labels::ZONE)
@@ -229,37 +272,43 @@ impl Run<'_> {
                 && p.pod_anti_affinity
                     .iter()
                     .all(|t| t.topology_key == labels::HOSTNAME)
-        });
-        if self.topology.is_active() && !hostname_anti_only {
-            return;
+        })
+    }
+
+    /// Whether NodeClaim `claim` may be packed again: no capacity
+    /// reservation, a NodePool without limits or minValues (a NodeClaim
+    /// with minValues keeps the types its pods left it: the packings choose
+    /// types by price alone), and pods whose placement nothing else looks at.
+    fn repackable(&self, claim: &Claim, hostname_anti_only: bool) -> bool {
+        let pool = &self.pools[claim.pool];
+        if claim.reservation.is_some()
+            || pool.remaining.is_some()
+            || claim.pods.is_empty()
+            || !pool.np.min_values.is_empty()
+        {
+            return false;
         }
-        // Groups of eligible NodeClaims: (pool, requirements without
-        // hostname) → claim indices, in creation order.
+        let zone_pinned = matches!(claim.zone_pin, ZonePin::Bit(_) | ZonePin::Other);
+        claim.pods.iter().all(|&p| {
+            let pod = &self.pods[p];
+            // Without a shape the pod spreads (on the zone, as
+            // `hostname_anti_only` allows).
+            let spread_ok = hostname_anti_only && zone_pinned;
+            !((self.hints.shape[p].is_none() && !spread_ok)
+                || !pod.host_ports.is_empty()
+                || (!pod.pod_anti_affinity.is_empty() && !hostname_anti_only)
+                || !pod.preferred_pod_anti_affinity.is_empty())
+        })
+    }
+
+    /// Groups of repackable NodeClaims by (NodePool, requirements without
+    /// hostname), in creation order, with their pods and planned price.
+    fn repack_groups(&self, hostname_anti_only: bool) -> Vec<Group> {
         let mut index: std::collections::HashMap<(usize, Requirements), usize> = Default::default();
         let mut groups: Vec<Group> = Vec::new();
-        'claims: for (c, claim) in self.claims.iter().enumerate() {
-            let pool = &self.pools[claim.pool];
-            // A NodeClaim with minValues keeps the types its pods left it
-            // (the packings below choose types by price alone).
-            if claim.reservation.is_some()
-                || pool.remaining.is_some()
-                || claim.pods.is_empty()
-                || !pool.np.min_values.is_empty()
-            {
+        for (c, claim) in self.claims.iter().enumerate() {
+            if !self.repackable(claim, hostname_anti_only) {
                 continue;
-            }
-            let zone_pinned = matches!(claim.zone_pin, ZonePin::Bit(_) | ZonePin::Other);
-            for &p in &claim.pods {
-                let pod = &self.pods[p];
-                // Without a shape the pod spreads (on the zone, above).
-                let spread_ok = hostname_anti_only && zone_pinned;
-                if (self.hints.shape[p].is_none() && !spread_ok)
-                    || !pod.host_ports.is_empty()
-                    || (!pod.pod_anti_affinity.is_empty() && !hostname_anti_only)
-                    || !pod.preferred_pod_anti_affinity.is_empty()
-                {
-                    continue 'claims;
-                }
             }
             let mut key = claim.requirements.clone();
             key.remove(labels::HOSTNAME);
@@ -288,14 +337,19 @@ impl Run<'_> {
                 .collect();
             g.pods.sort_unstable();
         }
-        // Pods moved between zones where that packs cheaper: those groups
-        // are replaced whatever their own price.
-        let mut packed: Vec<Option<Packing>> = groups.iter().map(|_| None).collect();
-        let mut moved = vec![false; groups.len()];
-        if self.topology.is_active() {
-            self.rebalance_zones(&mut groups, &mut packed, &mut moved, relax);
-        }
-        let mut replaced: Vec<(Vec<usize>, Vec<Claim>)> = Vec::new();
+        groups
+    }
+
+    /// The new NodeClaims of every group whose new packing replaces it
+    /// (cheaper, or `moved` between zones); `packed` holds the packings the
+    /// zone moves already made, the other groups are packed here.
+    fn replacements(
+        &mut self,
+        groups: &[Group],
+        mut packed: Vec<Option<Packing>>,
+        moved: &[bool],
+    ) -> Vec<Replacement> {
+        let mut replaced = Vec::new();
         for (gi, g) in groups.iter().enumerate() {
             let packing = match packed[gi].take() {
                 Some(p) => Some(p),
@@ -305,22 +359,26 @@ impl Run<'_> {
                 continue;
             };
             if moved[gi] || replaces(&self.pools[g.pool], g, &packing) {
-                let new = self.build_claims(g.pool, &g.reqs, &g.members, packing);
-                replaced.push((g.members.clone(), new));
+                let claims = self.build_claims(g.pool, &g.reqs, &g.members, packing);
+                replaced.push(Replacement {
+                    members: g.members.clone(),
+                    claims,
+                });
             }
         }
-        if replaced.is_empty() {
-            return;
-        }
-        // New NodeClaims take the old ones' places (and names) in creation
-        // order; surplus old ones go, extra new ones come last.
+        replaced
+    }
+
+    /// New NodeClaims take the old ones' places (and names) in creation
+    /// order; surplus old ones go, extra new ones come last.
+    fn install_replacements(&mut self, replaced: Vec<Replacement>) {
         let mut slots: Vec<Option<Claim>> = std::mem::take(&mut self.claims)
             .into_iter()
             .map(Some)
             .collect();
         let mut extra = Vec::new();
-        for (members, new) in replaced {
-            let mut new = new.into_iter();
+        for Replacement { members, claims } in replaced {
+            let mut new = claims.into_iter();
             for &c in &members {
                 slots[c] = new.next();
             }
@@ -501,7 +559,6 @@ impl Run<'_> {
         reqs: &Requirements,
         pods: &[usize],
     ) -> Option<Packing> {
-        let pool = &self.pools[pi];
         if pods.is_empty() {
             return Some(Packing {
                 cost: 0.0,
@@ -510,201 +567,67 @@ impl Run<'_> {
                 sized: vec![],
             });
         }
+        let classes = self.pod_classes(pods)?;
+        let demand = Demand::of(&classes);
+        let cands = self.candidates(pi, reqs, &demand.dims);
+        let starts = starting_values(&cands, &demand)?;
+        let mut prices = FillPrices::new(&cands, &demand);
+        let mut best = revalued_greedy(&cands, &demand, starts, &mut prices);
+        // One class (a Deployment's replicas, typically): the cheapest
+        // cover is exact by dynamic programming over the pod count.
+        // Few pods of a few classes: exact as well, over count vectors.
+        if let Some(exact) = exact_packing(&cands, &demand) {
+            exact.keep_if_cheaper(&mut best);
+        }
+        let mut bins = best?.bins;
+        merge_tail(&mut bins, &demand.per_node, &mut prices);
+        self.priced_packing(pi, reqs, classes, bins)
+    }
+
+    /// The pod classes of `pods` (identical requests and anti-affinity
+    /// class), largest requests first (as the first pass orders); `None`
+    /// when the anti-affinity cannot be expressed (see `anti_classes`).
+    fn pod_classes(&self, pods: &[usize]) -> Option<Vec<PodClass>> {
         let (anti, self_anti) = self.anti_classes(pods)?;
-        // Pod classes by requests, largest first (as the first pass orders).
         let mut class_of: BTreeMap<(usize, usize), usize> = BTreeMap::new();
-        let mut classes: Vec<(Resources, Vec<usize>, usize)> = Vec::new();
+        let mut classes: Vec<PodClass> = Vec::new();
         for (i, &p) in pods.iter().enumerate() {
             let rc = self.hints.req_class[p];
             let k = *class_of.entry((rc, anti[i])).or_insert_with(|| {
                 // At most one pod per node of a class whose hostname
                 // anti-affinity selects its own pods.
                 let per_node = if self_anti[anti[i]] { 1 } else { usize::MAX };
-                classes.push((self.pods[p].requests.clone(), vec![], per_node));
+                classes.push(PodClass {
+                    requests: self.pods[p].requests.clone(),
+                    pods: vec![],
+                    per_node,
+                });
                 classes.len() - 1
             });
-            classes[k].1.push(p);
+            classes[k].pods.push(p);
         }
         classes.sort_by(|a, b| {
-            b.0.cpu()
-                .cmp(&a.0.cpu())
-                .then_with(|| b.0.memory().cmp(&a.0.memory()))
-                .then_with(|| a.1[0].cmp(&b.1[0]))
+            b.requests
+                .cpu()
+                .cmp(&a.requests.cpu())
+                .then_with(|| b.requests.memory().cmp(&a.requests.memory()))
+                .then_with(|| a.pods[0].cmp(&b.pods[0]))
         });
-        let per_node: Vec<usize> = classes.iter().map(|c| c.2).collect();
-        // Resource dimensions the pods request.
-        let mut dims: Vec<String> = Vec::new();
-        for (r, _, _) in &classes {
-            for (name, _) in r.iter() {
-                if !dims.iter().any(|d| d == name) {
-                    dims.push(name.to_string());
-                }
-            }
-        }
-        let need: Vec<Vec<i64>> = classes
-            .iter()
-            .map(|(r, _, _)| dims.iter().map(|d| r.get(d).millis()).collect())
-            .collect();
-        let cands = self.candidates(pi, reqs, &dims);
+        Some(classes)
+    }
+
+    /// The packing of `bins` with every node right-sized and priced as the
+    /// old NodeClaims are: the offering a fleet would take among the types
+    /// that hold its pods. `None` when a node has no offering.
+    fn priced_packing(
+        &self,
+        pi: usize,
+        reqs: &Requirements,
+        classes: Vec<PodClass>,
+        bins: Vec<Bin>,
+    ) -> Option<Packing> {
         let compatible = self.compatible_types(pi, reqs);
-        let filter = pool.filter(reqs);
-        let fits = copies;
-        // Value of a pod of each class, three ways (the cheapest packing
-        // wins): the best price per slot any type offers for it; and with
-        // per-dimension unit prices (the cheapest price per unit of each
-        // resource over the types), the largest of its dimensions' costs,
-        // or their sum.
-        let slot: Vec<f64> = need
-            .iter()
-            .zip(&per_node)
-            .map(|(n, &most)| {
-                cands
-                    .iter()
-                    .filter_map(|c| {
-                        let k = fits(&c.room, n).min(most.min(i64::MAX as usize) as i64);
-                        (k > 0).then(|| c.price / k as f64)
-                    })
-                    .fold(f64::INFINITY, f64::min)
-            })
-            .collect();
-        if slot.iter().any(|v| !v.is_finite()) {
-            return None;
-        }
-        let unit: Vec<f64> = (0..dims.len())
-            .map(|d| {
-                cands
-                    .iter()
-                    .filter(|c| c.room[d] > 0)
-                    .map(|c| c.price / c.room[d] as f64)
-                    .fold(f64::INFINITY, f64::min)
-            })
-            .map(|u| if u.is_finite() { u } else { 0.0 })
-            .collect();
-        let by_unit = |n: &Vec<i64>, max: bool| -> f64 {
-            let costs = n.iter().zip(&unit).map(|(q, u)| *q as f64 * u);
-            if max {
-                costs.fold(0.0, f64::max)
-            } else {
-                costs.sum()
-            }
-        };
-        let variants: [Vec<f64>; 3] = [
-            slot,
-            need.iter().map(|n| by_unit(n, true)).collect(),
-            need.iter().map(|n| by_unit(n, false)).collect(),
-        ];
-        // The price of a fill as right-sized below (the cheapest type that
-        // holds it), per distinct fill.
-        let mut fill_price: std::collections::HashMap<Vec<(usize, usize)>, f64> =
-            Default::default();
-        let mut price_of = |fill: &[(usize, usize)]| -> f64 {
-            if let Some(p) = fill_price.get(fill) {
-                return *p;
-            }
-            let mut total = vec![0i64; dims.len()];
-            for &(k, c) in fill {
-                for (r, q) in total.iter_mut().zip(&need[k]) {
-                    *r += q * c as i64;
-                }
-            }
-            let p = cheapest_holding(&cands, &total);
-            fill_price.insert(fill.to_vec(), p);
-            p
-        };
-        let counts: Vec<usize> = classes.iter().map(|(_, v, _)| v.len()).collect();
-        let mut best_bins: Option<(f64, Vec<Bin>)> = None;
-        for start in variants {
-            // From each starting value, a few rounds where every class is
-            // valued at what its pods paid in the last packing (each node's
-            // price shared by value): classes that ended on poor nodes gain
-            // weight and are placed earlier and better.
-            let mut value = start;
-            for _ in 0..ROUNDS {
-                if value
-                    .iter()
-                    .any(|v| v.is_nan() || *v <= 0.0 || v.is_infinite())
-                {
-                    break;
-                }
-                let Some(bins) = pack(&cands, &need, &per_node, &value, counts.clone(), fits)
-                else {
-                    break;
-                };
-                let mut cost = 0.0;
-                let mut paid = vec![0.0; classes.len()];
-                for b in &bins {
-                    let p = price_of(&b.fill);
-                    cost += p;
-                    let v: f64 = b.fill.iter().map(|&(k, c)| c as f64 * value[k]).sum();
-                    for &(k, c) in &b.fill {
-                        paid[k] += p * c as f64 * value[k] / v;
-                    }
-                }
-                let next: Vec<f64> = paid
-                    .iter()
-                    .zip(&counts)
-                    .map(|(p, n)| p / *n as f64)
-                    .collect();
-                if best_bins.as_ref().is_none_or(|(bc, _)| cost < *bc - 1e-12) {
-                    best_bins = Some((cost, bins));
-                }
-                if next == value {
-                    break;
-                }
-                value = next;
-            }
-        }
-        // One class (a Deployment's replicas, typically): the cheapest
-        // cover is exact by dynamic programming over the pod count.
-        // Few pods of a few classes: exact as well, over count vectors.
-        let exact = match counts[..] {
-            [n] => single_class(&cands, &need[0], n.min(per_node[0]), fits).map(|(cost, bins)| {
-                if n <= per_node[0] {
-                    (cost, bins)
-                } else {
-                    // One pod per node: n nodes of the cheapest holding one.
-                    (cost * n as f64, vec![Bin { fill: vec![(0, 1)] }; n])
-                }
-            }),
-            _ => few_classes(&cands, &need, &counts, &per_node),
-        };
-        if let Some((cost, bins)) = exact {
-            if best_bins.as_ref().is_none_or(|(bc, _)| cost < *bc - 1e-12) {
-                best_bins = Some((cost, bins));
-            }
-        }
-        let (_, mut bins) = best_bins?;
-        // The greedy leaves its leftovers on the last nodes: merge two of
-        // the last ones into one node whenever that is cheaper, best gain
-        // first.
-        let merged = |a: &[(usize, usize)], b: &[(usize, usize)]| -> Vec<(usize, usize)> {
-            let mut m: BTreeMap<usize, usize> = a.iter().copied().collect();
-            for &(k, c) in b {
-                *m.entry(k).or_default() += c;
-            }
-            m.into_iter().collect()
-        };
-        loop {
-            let lo = bins.len().saturating_sub(TAIL);
-            let mut best: Option<(f64, usize, usize)> = None;
-            for i in lo..bins.len() {
-                for j in i + 1..bins.len() {
-                    let m = merged(&bins[i].fill, &bins[j].fill);
-                    if m.iter().any(|&(k, c)| c > per_node[k]) {
-                        continue;
-                    }
-                    let gain = price_of(&bins[i].fill) + price_of(&bins[j].fill) - price_of(&m);
-                    if gain > 1e-9 && best.is_none_or(|(g, _, _)| gain > g) {
-                        best = Some((gain, i, j));
-                    }
-                }
-            }
-            let Some((_, i, j)) = best else { break };
-            bins[i].fill = merged(&bins[i].fill, &bins[j].fill);
-            bins.remove(j);
-        }
-        // Right-size every bin and price it as the old NodeClaims are: the
-        // offering a fleet would take among the types that hold its pods.
+        let filter = self.pools[pi].filter(reqs);
         // Bins of one fill share their requests, types and maxima.
         let mut by_fill: std::collections::HashMap<&[(usize, usize)], Sized> = Default::default();
         let mut sized: Vec<Sized> = Vec::with_capacity(bins.len());
@@ -713,31 +636,16 @@ impl Run<'_> {
             let entry = match by_fill.get(b.fill.as_slice()) {
                 Some(e) => e.clone(),
                 None => {
-                    let mut requests = pool.daemon_overhead.clone();
-                    for &(k, c) in &b.fill {
-                        for _ in 0..c {
-                            requests.add_assign(&classes[k].0);
-                        }
-                    }
-                    let types = TypeSet::from_indices(
-                        compatible
-                            .iter()
-                            .copied()
-                            .filter(|&t| requests.fits_in(&pool.types[t].allocatable)),
-                        pool.types.len(),
-                    );
-                    let (max_allocatable, max_capacity) = type_maxima(pool, &types);
-                    let price = self.set_price(pi, &filter, types.iter());
-                    let e =
-                        std::rc::Rc::new((requests, types, max_allocatable, max_capacity, price));
+                    let node = self.size_node(pi, &filter, &compatible, &classes, &b.fill);
+                    let e = std::rc::Rc::new(node);
                     by_fill.insert(b.fill.as_slice(), e.clone());
                     e
                 }
             };
-            if !entry.4.is_finite() {
+            if !entry.price.is_finite() {
                 return None;
             }
-            cost += entry.4;
+            cost += entry.price;
             sized.push(entry);
         }
         Some(Packing {
@@ -746,6 +654,42 @@ impl Run<'_> {
             bins,
             sized,
         })
+    }
+
+    /// A node of pool `pi` holding `fill` of `classes`, right-sized: its
+    /// requests (daemonsets included), the `compatible` types that hold
+    /// them, their maxima, and its price under `filter`.
+    fn size_node(
+        &self,
+        pi: usize,
+        filter: &super::pools::OfferingFilter,
+        compatible: &[usize],
+        classes: &[PodClass],
+        fill: &[(usize, usize)],
+    ) -> SizedNode {
+        let pool = &self.pools[pi];
+        let mut requests = pool.daemon_overhead.clone();
+        for &(k, c) in fill {
+            for _ in 0..c {
+                requests.add_assign(&classes[k].requests);
+            }
+        }
+        let types = TypeSet::from_indices(
+            compatible
+                .iter()
+                .copied()
+                .filter(|&t| requests.fits_in(&pool.types[t].allocatable)),
+            pool.types.len(),
+        );
+        let (max_allocatable, max_capacity) = type_maxima(pool, &types);
+        let price = self.set_price(pi, filter, types.iter());
+        SizedNode {
+            requests,
+            types,
+            max_allocatable,
+            max_capacity,
+            price,
+        }
     }
 
     /// The NodeClaims of `packing` for the group of `members` (pool `pi`,
@@ -767,14 +711,20 @@ impl Run<'_> {
         let mut next: Vec<usize> = classes.iter().map(|_| 0).collect();
         let mut out = Vec::with_capacity(bins.len());
         for (i, (b, entry)) in bins.iter().zip(sized).enumerate() {
-            let (requests, types, max_allocatable, max_capacity, _) = (*entry).clone();
+            let SizedNode {
+                requests,
+                types,
+                max_allocatable,
+                max_capacity,
+                ..
+            } = (*entry).clone();
             let name = match members.get(i) {
                 Some(&c) => self.claims[c].name.clone(),
                 None => self.new_claim_name(pi),
             };
             let mut pods = Vec::new();
             for &(k, c) in &b.fill {
-                pods.extend_from_slice(&classes[k].1[next[k]..next[k] + c]);
+                pods.extend_from_slice(&classes[k].pods[next[k]..next[k] + c]);
                 next[k] += c;
             }
             out.push(Claim::packed(
@@ -793,6 +743,291 @@ impl Run<'_> {
         }
         out
     }
+}
+
+/// What a group's pod classes ask of a node: the resource dimensions the
+/// pods request and, per class, its request per dimension, the most pods
+/// per node and how many pods there are.
+struct Demand {
+    dims: Vec<String>,
+    need: Vec<Vec<i64>>,
+    per_node: Vec<usize>,
+    counts: Vec<usize>,
+}
+
+impl Demand {
+    /// The demand of `classes`, dimensions in the order the classes first
+    /// request them.
+    fn of(classes: &[PodClass]) -> Demand {
+        let per_node: Vec<usize> = classes.iter().map(|c| c.per_node).collect();
+        let mut dims: Vec<String> = Vec::new();
+        for c in classes {
+            for (name, _) in c.requests.iter() {
+                if !dims.iter().any(|d| d == name) {
+                    dims.push(name.to_string());
+                }
+            }
+        }
+        let need: Vec<Vec<i64>> = classes
+            .iter()
+            .map(|c| dims.iter().map(|d| c.requests.get(d).millis()).collect())
+            .collect();
+        let counts: Vec<usize> = classes.iter().map(|c| c.pods.len()).collect();
+        Demand {
+            dims,
+            need,
+            per_node,
+            counts,
+        }
+    }
+}
+
+/// Value of a pod of each class, three ways (the cheapest packing wins):
+/// the best price per slot any type offers for it; and with per-dimension
+/// unit prices (the cheapest price per unit of each resource over the
+/// types), the largest of its dimensions' costs, or their sum. `None` when
+/// some class fits no candidate.
+fn starting_values(cands: &[PackType], demand: &Demand) -> Option<[Vec<f64>; 3]> {
+    let slot = slot_values(cands, demand);
+    if slot.iter().any(|v| !v.is_finite()) {
+        return None;
+    }
+    let unit = unit_prices(cands, demand.dims.len());
+    Some([
+        slot,
+        demand
+            .need
+            .iter()
+            .map(|n| by_unit(n, &unit, true))
+            .collect(),
+        demand
+            .need
+            .iter()
+            .map(|n| by_unit(n, &unit, false))
+            .collect(),
+    ])
+}
+
+/// Per class, the best price per pod slot any candidate offers for it
+/// (infinite when none holds one).
+fn slot_values(cands: &[PackType], demand: &Demand) -> Vec<f64> {
+    demand
+        .need
+        .iter()
+        .zip(&demand.per_node)
+        .map(|(n, &most)| {
+            cands
+                .iter()
+                .filter_map(|c| {
+                    let k = copies(&c.room, n).min(most.min(i64::MAX as usize) as i64);
+                    (k > 0).then(|| c.price / k as f64)
+                })
+                .fold(f64::INFINITY, f64::min)
+        })
+        .collect()
+}
+
+/// Per dimension, the cheapest price per unit over the candidates with
+/// room in it (0 when none has).
+fn unit_prices(cands: &[PackType], dims: usize) -> Vec<f64> {
+    (0..dims)
+        .map(|d| {
+            cands
+                .iter()
+                .filter(|c| c.room[d] > 0)
+                .map(|c| c.price / c.room[d] as f64)
+                .fold(f64::INFINITY, f64::min)
+        })
+        .map(|u| if u.is_finite() { u } else { 0.0 })
+        .collect()
+}
+
+/// A pod needing `n` at `unit` prices: the largest of its dimensions'
+/// costs (`max`) or their sum.
+fn by_unit(n: &[i64], unit: &[f64], max: bool) -> f64 {
+    let costs = n.iter().zip(unit).map(|(q, u)| *q as f64 * u);
+    if max {
+        costs.fold(0.0, f64::max)
+    } else {
+        costs.sum()
+    }
+}
+
+/// The price of a fill as right-sized (the cheapest candidate that holds
+/// it), remembered per distinct fill.
+struct FillPrices<'a> {
+    cands: &'a [PackType],
+    need: &'a [Vec<i64>],
+    dims: usize,
+    known: std::collections::HashMap<Vec<(usize, usize)>, f64>,
+}
+
+impl<'a> FillPrices<'a> {
+    /// No fill priced yet.
+    fn new(cands: &'a [PackType], demand: &'a Demand) -> FillPrices<'a> {
+        FillPrices {
+            cands,
+            need: &demand.need,
+            dims: demand.dims.len(),
+            known: Default::default(),
+        }
+    }
+
+    /// The price of a node holding `fill` (class, count).
+    fn of(&mut self, fill: &[(usize, usize)]) -> f64 {
+        if let Some(p) = self.known.get(fill) {
+            return *p;
+        }
+        let mut total = vec![0i64; self.dims];
+        for &(k, c) in fill {
+            for (r, q) in total.iter_mut().zip(&self.need[k]) {
+                *r += q * c as i64;
+            }
+        }
+        let p = cheapest_holding(self.cands, &total);
+        self.known.insert(fill.to_vec(), p);
+        p
+    }
+}
+
+/// The nodes of a packing, as fills, and their price.
+#[derive(Default)]
+struct PricedBins {
+    cost: f64,
+    bins: Vec<Bin>,
+}
+
+impl PricedBins {
+    /// Puts this packing in `best` when it is cheaper (beyond rounding)
+    /// than the one there, or there is none.
+    fn keep_if_cheaper(self, best: &mut Option<PricedBins>) {
+        if best.as_ref().is_none_or(|b| self.cost < b.cost - 1e-12) {
+            *best = Some(self);
+        }
+    }
+}
+
+/// The cheapest of the greedy's packings: from each starting value, a few
+/// rounds where every class is valued at what its pods paid in the last
+/// packing (each node's price shared by value): classes that ended on poor
+/// nodes gain weight and are placed earlier and better.
+fn revalued_greedy(
+    cands: &[PackType],
+    demand: &Demand,
+    starts: [Vec<f64>; 3],
+    prices: &mut FillPrices,
+) -> Option<PricedBins> {
+    let mut best: Option<PricedBins> = None;
+    for start in starts {
+        let mut value = start;
+        for _ in 0..ROUNDS {
+            if value
+                .iter()
+                .any(|v| v.is_nan() || *v <= 0.0 || v.is_infinite())
+            {
+                break;
+            }
+            let need = &demand.need;
+            let left = demand.counts.clone();
+            let Some(bins) = pack(cands, need, &demand.per_node, &value, left, copies) else {
+                break;
+            };
+            let paid = Paid::of(&bins, &value, &demand.counts, prices);
+            PricedBins {
+                cost: paid.cost,
+                bins,
+            }
+            .keep_if_cheaper(&mut best);
+            if paid.per_pod == value {
+                break;
+            }
+            value = paid.per_pod;
+        }
+    }
+    best
+}
+
+/// What a greedy packing cost, and per class what each of its pods paid.
+struct Paid {
+    cost: f64,
+    per_pod: Vec<f64>,
+}
+
+impl Paid {
+    /// The cost of `bins` and what their pods paid: each node's price
+    /// shared among its pods by `value`, per class over `counts` pods.
+    fn of(bins: &[Bin], value: &[f64], counts: &[usize], prices: &mut FillPrices) -> Paid {
+        let mut cost = 0.0;
+        let mut paid = vec![0.0; counts.len()];
+        for b in bins {
+            let p = prices.of(&b.fill);
+            cost += p;
+            let v: f64 = b.fill.iter().map(|&(k, c)| c as f64 * value[k]).sum();
+            for &(k, c) in &b.fill {
+                paid[k] += p * c as f64 * value[k] / v;
+            }
+        }
+        let per_pod: Vec<f64> = paid
+            .iter()
+            .zip(counts)
+            .map(|(p, n)| p / *n as f64)
+            .collect();
+        Paid { cost, per_pod }
+    }
+}
+
+/// The exact packing where it is affordable: one class by the pod count
+/// (`single_class`), few pods of few classes by count vectors
+/// (`few_classes`).
+fn exact_packing(cands: &[PackType], demand: &Demand) -> Option<PricedBins> {
+    let per_node = &demand.per_node;
+    match demand.counts[..] {
+        [n] => single_class(cands, &demand.need[0], n.min(per_node[0]), copies).map(|exact| {
+            if n <= per_node[0] {
+                exact
+            } else {
+                // One pod per node: n nodes of the cheapest holding one.
+                PricedBins {
+                    cost: exact.cost * n as f64,
+                    bins: vec![Bin { fill: vec![(0, 1)] }; n],
+                }
+            }
+        }),
+        _ => few_classes(cands, &demand.need, &demand.counts, per_node),
+    }
+}
+
+/// The greedy leaves its leftovers on the last nodes: merges two of the
+/// last `TAIL` nodes into one whenever that is cheaper, best gain first.
+fn merge_tail(bins: &mut Vec<Bin>, per_node: &[usize], prices: &mut FillPrices) {
+    loop {
+        let lo = bins.len().saturating_sub(TAIL);
+        let mut best: Option<(f64, usize, usize)> = None;
+        for i in lo..bins.len() {
+            for j in i + 1..bins.len() {
+                let m = merged(&bins[i].fill, &bins[j].fill);
+                if m.iter().any(|&(k, c)| c > per_node[k]) {
+                    continue;
+                }
+                let gain = prices.of(&bins[i].fill) + prices.of(&bins[j].fill) - prices.of(&m);
+                if gain > 1e-9 && best.is_none_or(|(g, _, _)| gain > g) {
+                    best = Some((gain, i, j));
+                }
+            }
+        }
+        let Some((_, i, j)) = best else { break };
+        bins[i].fill = merged(&bins[i].fill, &bins[j].fill);
+        bins.remove(j);
+    }
+}
+
+/// The fill of one node holding fills `a` and `b`, by class.
+fn merged(a: &[(usize, usize)], b: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    let mut m: BTreeMap<usize, usize> = a.iter().copied().collect();
+    for &(k, c) in b {
+        *m.entry(k).or_default() += c;
+    }
+    m.into_iter().collect()
 }
 
 /// The greedy of [`Run::pack_pods`]: nodes chosen one after another by
@@ -964,7 +1199,7 @@ fn single_class(
     need: &[i64],
     n: usize,
     fits: impl Fn(&[i64], &[i64]) -> i64,
-) -> Option<(f64, Vec<Bin>)> {
+) -> Option<PricedBins> {
     // Per distinct capacity in pods, the cheapest type.
     let mut per: BTreeMap<usize, f64> = BTreeMap::new();
     for c in cands {
@@ -1012,7 +1247,10 @@ fn single_class(
     }
     // Fullest nodes first, as the greedy orders them.
     bins.sort_by(|a, b| b.fill[0].1.cmp(&a.fill[0].1));
-    Some((best[n], bins))
+    Some(PricedBins {
+        cost: best[n],
+        bins,
+    })
 }
 
 /// Vectors of pods per class (`0..=counts[c]` of class `c`), numbered in
@@ -1098,81 +1336,131 @@ fn few_classes(
     need: &[Vec<i64>],
     counts: &[usize],
     per_node: &[usize],
-) -> Option<(f64, Vec<Bin>)> {
-    // Pairs u <= v over all v: the product of (n + 1)(n + 2) / 2.
+) -> Option<PricedBins> {
+    if !few_classes_affordable(cands, counts) {
+        return None;
+    }
+    let table = CountTable::new(counts)?;
+    let node_price = table.node_prices(cands, need, per_node);
+    let covers = CoverTable::first_class_covers(&table, &node_price);
+    let all = table.states - 1;
+    if !covers.best[all].is_finite() {
+        return None;
+    }
+    let bins = covers.bins(&table, all)?;
+    Some(PricedBins {
+        cost: covers.best[all],
+        bins,
+    })
+}
+
+/// Whether the few-class table is within `FEW_CLASSES_WORK`: its pairs
+/// `u <= v` (the product of (n + 1)(n + 2) / 2), and its vectors priced on
+/// every candidate; false when they overflow.
+fn few_classes_affordable(cands: &[PackType], counts: &[usize]) -> bool {
     let mut work: usize = 1;
     let mut states: usize = 1;
     for &n in counts {
-        work = work.checked_mul((n + 1) * (n + 2) / 2)?;
-        states = states.checked_mul(n + 1)?;
-    }
-    if work > FEW_CLASSES_WORK || states.saturating_mul(cands.len()) > FEW_CLASSES_WORK * 4 {
-        return None;
-    }
-    let k = counts.len();
-    let table = CountTable::new(counts)?;
-    let (stride, decode) = (&table.stride, |i: usize, out: &mut [usize]| {
-        table.decode(i, out)
-    });
-    let node_price = table.node_prices(cands, need, per_node);
-    let mut v = vec![0usize; k];
-    let mut best = vec![f64::INFINITY; states];
-    let mut choice = vec![0usize; states];
-    best[0] = 0.0;
-    let mut u = vec![0usize; k];
-    for i in 1..states {
-        decode(i, &mut v);
-        let Some(first) = v.iter().position(|&n| n > 0) else {
-            continue;
+        let (Some(w), Some(s)) = (
+            work.checked_mul((n + 1) * (n + 2) / 2),
+            states.checked_mul(n + 1),
+        ) else {
+            return false;
         };
-        // Every u <= v with u[first] >= 1 (odometer over the classes).
-        u.iter_mut().for_each(|x| *x = 0);
-        u[first] = 1;
-        loop {
-            let ui: usize = u.iter().zip(stride).map(|(a, s)| a * s).sum();
-            let p = node_price[ui];
-            if p.is_finite() {
-                let c = p + best[i - ui];
-                if c < best[i] - 1e-12 {
-                    best[i] = c;
-                    choice[i] = ui;
-                }
-            }
-            // Next u.
-            let mut c = 0;
+        (work, states) = (w, s);
+    }
+    work <= FEW_CLASSES_WORK && states.saturating_mul(cands.len()) <= FEW_CLASSES_WORK * 4
+}
+
+/// Per vector of pods left per class (indices of a [`CountTable`]): the
+/// least price of nodes holding them (`best`) and the content, as an index,
+/// of the node the cover starts with (`choice`, 0 for none).
+#[derive(Default)]
+pub(super) struct CoverTable {
+    pub(super) best: Vec<f64>,
+    pub(super) choice: Vec<usize>,
+}
+
+impl CoverTable {
+    /// Nothing covered yet but the empty vector (free).
+    pub(super) fn new(states: usize) -> CoverTable {
+        let mut best = vec![f64::INFINITY; states];
+        best[0] = 0.0;
+        CoverTable {
+            best,
+            choice: vec![0usize; states],
+        }
+    }
+
+    /// The covers of every vector of `table` by nodes priced
+    /// `node_price[u]`, each next node holding the first class left.
+    fn first_class_covers(table: &CountTable, node_price: &[f64]) -> CoverTable {
+        let k = table.stride.len();
+        let mut covers = CoverTable::new(table.states);
+        let mut v = vec![0usize; k];
+        let mut u = vec![0usize; k];
+        for i in 1..table.states {
+            table.decode(i, &mut v);
+            let Some(first) = v.iter().position(|&n| n > 0) else {
+                continue;
+            };
+            // Every u <= v with u[first] >= 1 (odometer over the classes).
+            u.iter_mut().for_each(|x| *x = 0);
+            u[first] = 1;
             loop {
-                if c == k {
+                let ui: usize = u.iter().zip(&table.stride).map(|(a, s)| a * s).sum();
+                let p = node_price[ui];
+                if p.is_finite() {
+                    covers.offer(i, ui, p);
+                }
+                if !next_holding_first(&mut u, &v, first) {
                     break;
                 }
-                let lo = usize::from(c == first);
-                if u[c] < v[c] {
-                    u[c] += 1;
-                    break;
-                }
-                u[c] = lo;
-                c += 1;
-            }
-            if c == k {
-                break;
             }
         }
+        covers
     }
-    let all = states - 1;
-    if !best[all].is_finite() {
-        return None;
-    }
-    let mut bins = Vec::new();
-    let mut i = all;
-    while i > 0 {
-        let ui = choice[i];
-        if ui == 0 {
-            return None;
+
+    /// Takes node `ui` at `price` for vector `i` when it covers `i` for
+    /// less (beyond rounding) than the best so far.
+    pub(super) fn offer(&mut self, i: usize, ui: usize, price: f64) {
+        let c = price + self.best[i - ui];
+        if c < self.best[i] - 1e-12 {
+            self.best[i] = c;
+            self.choice[i] = ui;
         }
-        decode(ui, &mut u);
-        bins.push(Bin::of_counts(&u));
-        i -= ui;
     }
-    Some((best[all], bins))
+
+    /// The nodes of the cover of vector `all`, in choice order; `None` if
+    /// the choices do not reach the empty vector.
+    fn bins(&self, table: &CountTable, all: usize) -> Option<Vec<Bin>> {
+        let mut u = vec![0usize; table.stride.len()];
+        let mut bins = Vec::new();
+        let mut i = all;
+        while i > 0 {
+            let ui = self.choice[i];
+            if ui == 0 {
+                return None;
+            }
+            table.decode(ui, &mut u);
+            bins.push(Bin::of_counts(&u));
+            i -= ui;
+        }
+        Some(bins)
+    }
+}
+
+/// Advances `u` to the next vector `u <= v` with `u[first] >= 1`
+/// (odometer over the classes); false when there is none.
+fn next_holding_first(u: &mut [usize], v: &[usize], first: usize) -> bool {
+    for (c, (x, &most)) in u.iter_mut().zip(v).enumerate() {
+        if *x < most {
+            *x += 1;
+            return true;
+        }
+        *x = usize::from(c == first);
+    }
+    false
 }
 
 #[cfg(test)]
@@ -1290,7 +1578,7 @@ mod tests {
         let counts: Vec<usize> = greedy.iter().map(|b| b.fill[0].1).collect();
         assert_eq!(counts, vec![10, 2], "the greedy takes the best ratio first");
 
-        let (cost, bins) = single_class(&cands(), &need, 12, fits).unwrap_or_default();
+        let PricedBins { cost, bins } = single_class(&cands(), &need, 12, fits).unwrap_or_default();
         let counts: Vec<usize> = bins.iter().map(|b| b.fill[0].1).collect();
         assert_eq!(counts, vec![6, 6]);
         assert!((cost - 1.32).abs() < 1e-9, "{cost}");
@@ -1298,10 +1586,10 @@ mod tests {
 
     #[test]
     fn one_class_prices_a_partly_filled_node_whole() {
-        let (cost, bins) = single_class(&cands(), &[1], 3, fits).unwrap_or_default();
+        let PricedBins { cost, bins } = single_class(&cands(), &[1], 3, fits).unwrap_or_default();
         assert_eq!(bins.len(), 1);
         assert!((cost - 0.5).abs() < 1e-9, "{cost}");
-        let (cost, bins) = single_class(&cands(), &[1], 21, fits).unwrap_or_default();
+        let PricedBins { cost, bins } = single_class(&cands(), &[1], 21, fits).unwrap_or_default();
         let total: usize = bins.iter().map(|b| b.fill[0].1).sum();
         assert_eq!(total, 21);
         // 10 + 6 + 5 (a 6-pod node) = 2.32 vs 10 + 10 + 1 (4-pod node) = 2.5.
@@ -1325,13 +1613,15 @@ mod tests {
             pt(3, 2.1, &[8, 8]), // large balanced
         ];
         let need = vec![vec![3, 1], vec![1, 3]];
-        let (cost, bins) = few_classes(&cands, &need, &[2, 2], &[9, 9]).unwrap_or_default();
+        let PricedBins { cost, bins } =
+            few_classes(&cands, &need, &[2, 2], &[9, 9]).unwrap_or_default();
         // Two pods of each: one large balanced node (2.1) beats two
         // balanced (2.4) and four lopsided ones (4.0).
         assert!((cost - 2.1).abs() < 1e-9, "{cost}");
         assert_eq!(bins.len(), 1);
         assert_eq!(bins[0].fill, vec![(0, 2), (1, 2)]);
-        let (cost, bins) = few_classes(&cands, &need, &[3, 1], &[9, 9]).unwrap_or_default();
+        let PricedBins { cost, bins } =
+            few_classes(&cands, &need, &[3, 1], &[9, 9]).unwrap_or_default();
         // 3 cpu-heavy + 1 memory-heavy: large balanced holds 2+1 (7, 5),
         // the third goes on a cpu node: 3.1.
         assert!((cost - 3.1).abs() < 1e-9, "{cost}");
@@ -1351,7 +1641,8 @@ mod tests {
         // Without the cap, two pods of each class share the large node.
         let cands = vec![pt(0, 1.2, &[4, 4]), pt(1, 2.1, &[8, 8])];
         let need = vec![vec![3, 1], vec![1, 3]];
-        let (cost, bins) = few_classes(&cands, &need, &[2, 2], &[1, 1]).unwrap_or_default();
+        let PricedBins { cost, bins } =
+            few_classes(&cands, &need, &[2, 2], &[1, 1]).unwrap_or_default();
         assert!((cost - 2.4).abs() < 1e-9, "{cost}");
         assert!(bins.iter().all(|b| b.fill.iter().all(|&(_, n)| n <= 1)));
         let greedy =
