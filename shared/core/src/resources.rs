@@ -48,7 +48,7 @@ pub fn is_extended(name: &str) -> bool {
     name.contains('/') && !name.starts_with("kubernetes.io/")
 }
 
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct Resources {
     known: [Quantity; N],
     other: Option<BTreeMap<String, Quantity>>,

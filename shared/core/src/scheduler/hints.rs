@@ -3,9 +3,13 @@
 //! heuristics that can change which planned NodeClaim a pod joins (see
 //! `docs/scheduling.md`, "How trials stay cheap").
 
+use std::collections::{BTreeMap, HashMap};
+use std::hash::Hash;
+
 use crate::labels;
-use crate::model::Pod;
+use crate::model::{Pod, PodAffinityTerm, PreferredNodeTerm, Toleration, WeightedPodAffinityTerm};
 use crate::requirements::{Requirement, Requirements};
+use crate::resources::Resources;
 
 use super::explain::Refusal;
 use super::nodeclaim::{ZoneMask, ZonePin};
@@ -41,8 +45,9 @@ pub(super) struct Hints<'a> {
     /// Types of a pool compatible with requirements (hostname excluded).
     pub(super) compat_cache: CompatCache,
     /// See [`ReqTypeCache`]: a candidate NodeClaim's types are narrowed by
-    /// bit sets, not by testing each type's labels.
-    pub(super) req_type_cache: ReqTypeCache,
+    /// bit sets, not by testing each type's labels. Shared by the runs of
+    /// one [`super::Prepared`]: a type's labels never change.
+    pub(super) req_type_cache: &'a ReqTypeCache,
     /// Repack candidates per (pool, requirements, dimensions), see
     /// `Run::candidates`.
     pub(super) cand_cache: CandCache,
@@ -77,6 +82,7 @@ impl<'a> Hints<'a> {
         pods: &[Pod],
         volume: &[volumes::VolumeTerms],
         shared_compat: &'a CompatCache,
+        req_type_cache: &'a ReqTypeCache,
     ) -> Self {
         let (shape, n_shapes) = shapes(pods, volume);
         let (size, n_sizes) = size_classes(pods, volume);
@@ -94,7 +100,7 @@ impl<'a> Hints<'a> {
             size_left,
             solo_cache: vec![None; n_shapes],
             compat_cache: Default::default(),
-            req_type_cache: Default::default(),
+            req_type_cache,
             cand_cache: Default::default(),
             no_type_reasons: Default::default(),
             slot_cache: Default::default(),
@@ -200,71 +206,88 @@ pub(super) type ReqTypeCache =
 pub(super) type CompatCache =
     std::cell::RefCell<std::collections::HashMap<(usize, Requirements), std::rc::Rc<Vec<usize>>>>;
 
+/// What the price of a node slot for a pod depends on (see
+/// [`size_classes`]), borrowed from the pod.
+#[derive(PartialEq, Eq, Hash)]
+struct SizeKey<'p> {
+    requests: &'p Resources,
+    node_selector: &'p Requirements,
+    required_terms: &'p [Requirements],
+    preferred_terms: &'p [PreferredNodeTerm],
+    tolerations: &'p [Toleration],
+    volume: &'p volumes::VolumeTerms,
+}
+
+impl<'p> SizeKey<'p> {
+    fn of(p: &'p Pod, volume: &'p volumes::VolumeTerms) -> Self {
+        SizeKey {
+            requests: &p.requests,
+            node_selector: &p.node_selector,
+            required_terms: &p.required_terms,
+            preferred_terms: &p.preferred_terms,
+            tolerations: &p.tolerations,
+            volume,
+        }
+    }
+}
+
+/// Everything a monotonic pod's placements depend on (see [`shapes`]):
+/// its size key, host ports, and what anti-affinity reads of it.
+#[derive(PartialEq, Eq, Hash)]
+struct ShapeKey<'p> {
+    size: SizeKey<'p>,
+    host_ports: &'p [(String, i32)],
+    namespace: &'p str,
+    labels: &'p BTreeMap<String, String>,
+    pod_anti_affinity: &'p [PodAffinityTerm],
+    preferred_pod_anti_affinity: &'p [WeightedPodAffinityTerm],
+}
+
+/// Numbers the distinct keys in order of first appearance: each item's
+/// class, and the number of classes.
+fn classes<K: Eq + Hash>(keys: impl Iterator<Item = Option<K>>) -> (Vec<Option<usize>>, usize) {
+    let mut ids: HashMap<K, usize> = HashMap::new();
+    let out = keys
+        .map(|k| {
+            k.map(|k| {
+                let n = ids.len();
+                *ids.entry(k).or_insert(n)
+            })
+        })
+        .collect();
+    (out, ids.len())
+}
+
 /// Groups pods by what the price of a node slot depends on (requests and
 /// the NodePools and types they may use), ignoring labels: the unit of the
 /// efficiency test in `Run::growth_pays`.
 pub(super) fn size_classes(pods: &[Pod], volume: &[volumes::VolumeTerms]) -> (Vec<usize>, usize) {
-    let mut ids: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    let out = pods
-        .iter()
-        .zip(volume)
-        .map(|(p, v)| {
-            let key = format!(
-                "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
-                p.requests, p.node_selector, p.required_terms, p.preferred_terms, p.tolerations, v
-            );
-            let n = ids.len();
-            *ids.entry(key).or_insert(n)
-        })
-        .collect();
-    (out, ids.len())
+    let (ids, n) = classes(pods.iter().zip(volume).map(|(p, v)| Some(SizeKey::of(p, v))));
+    (ids.into_iter().flatten().collect(), n)
 }
 
 /// Groups pods by their requests alone; see `Run::roomy`.
 pub(super) fn request_classes(pods: &[Pod]) -> (Vec<usize>, usize) {
-    let mut ids: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    let out = pods
-        .iter()
-        .map(|p| {
-            let n = ids.len();
-            *ids.entry(format!("{:?}", p.requests)).or_insert(n)
-        })
-        .collect();
-    (out, ids.len())
+    let (ids, n) = classes(pods.iter().map(|p| Some(&p.requests)));
+    (ids.into_iter().flatten().collect(), n)
 }
 
-/// Groups pods into shapes; see `Run::shape`.
+/// Groups pods into shapes; see `Run::shape`. Pods with spread or pod
+/// affinity have none.
 pub(super) fn shapes(pods: &[Pod], volume: &[volumes::VolumeTerms]) -> (Vec<Option<usize>>, usize) {
-    let mut ids: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    let out = pods
-        .iter()
-        .zip(volume)
-        .map(|(p, v)| {
-            let monotonic = p.topology_spread.is_empty()
-                && p.pod_affinity.is_empty()
-                && p.preferred_pod_affinity.is_empty();
-            if !monotonic {
-                return None;
-            }
-            let key = format!(
-                "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}|{:?}|{:?}",
-                p.requests,
-                p.node_selector,
-                p.required_terms,
-                p.preferred_terms,
-                p.tolerations,
-                p.host_ports,
-                v,
-                p.namespace,
-                p.labels,
-                p.pod_anti_affinity,
-                p.preferred_pod_anti_affinity,
-            );
-            let n = ids.len();
-            Some(*ids.entry(key).or_insert(n))
+    classes(pods.iter().zip(volume).map(|(p, v)| {
+        let monotonic = p.topology_spread.is_empty()
+            && p.pod_affinity.is_empty()
+            && p.preferred_pod_affinity.is_empty();
+        monotonic.then(|| ShapeKey {
+            size: SizeKey::of(p, v),
+            host_ports: &p.host_ports,
+            namespace: &p.namespace,
+            labels: &p.labels,
+            pod_anti_affinity: &p.pod_anti_affinity,
+            preferred_pod_anti_affinity: &p.preferred_pod_anti_affinity,
         })
-        .collect();
-    (out, ids.len())
+    }))
 }
 
 impl Run<'_> {

@@ -51,7 +51,7 @@ use crate::requirements::Requirements;
 use existingnode::effective_taints;
 use existingnode::{existing_domains, existing_nodes, ExistingNodes};
 use explain::{unavailable_pools, Refusal, Unplaced};
-use hints::{CompatCache, Hints};
+use hints::{CompatCache, Hints, ReqTypeCache};
 pub use min_values::MinValuesPolicy;
 use nodeclaim::{Claim, ZoneMask, ZonePin};
 pub use plan_output::MIN_VALUES_RELAXED;
@@ -174,6 +174,9 @@ pub struct Prepared {
     /// Types of a pool compatible with requirements, as long as no
     /// reservation ran out (see `Run::compatible_types`).
     compat: CompatCache,
+    /// Types of a pool whose labels intersect one requirement (see
+    /// `Run::types_intersecting`): labels never change within a plan.
+    req_types: ReqTypeCache,
     /// The existing nodes' share of each plan, when its user keeps it
     /// (see [`Prepared::keep_existing_counts`]).
     kept: Option<KeptNodes>,
@@ -202,6 +205,7 @@ impl Prepared {
             available,
             opts: opts.clone(),
             compat: Default::default(),
+            req_types: Default::default(),
             kept: None,
         }
     }
@@ -381,7 +385,7 @@ impl<'a> Run<'a> {
             &state.node_pools,
             prepared.kept.as_ref().map(|k| &k.room),
         );
-        let hints = Hints::new(pods, &volume, &prepared.compat);
+        let hints = Hints::new(pods, &volume, &prepared.compat, &prepared.req_types);
         let existing_domains = existing_domains(pods, &existing);
         let existing = ExistingNodes::new(existing, &existingnode::keys_pods_read(pods, &volume));
         Run {

@@ -149,7 +149,7 @@ pub(crate) const MAX_COMBINATIONS: usize = 64;
 /// One alternative a pod may be placed by: one of its required
 /// node-affinity terms (an index into `Pod::required_terms`; none when the
 /// pod has none) with one term of each of its volumes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Alternative {
     term: usize,
     volume: Requirements,
@@ -171,7 +171,7 @@ struct Alternative {
 /// Empty (the default): the volumes require nothing, and the pod's own
 /// required terms are walked as they are. Spread domains never see the
 /// volume part (see `pod_view::domain_requirements`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct VolumeTerms {
     alternatives: Vec<Alternative>,
 }
