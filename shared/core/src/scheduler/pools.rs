@@ -7,10 +7,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::allocatable;
-use crate::catalog::{ebs, CapacityType, Catalog, Offering, ReservationRef};
+use crate::catalog::{
+    ebs, CapacityType, Catalog, CatalogEntry, InstanceTypeInfo, Offering, ReservationRef,
+};
 use crate::labels;
 use crate::model::{
-    untolerated, ClusterState, DaemonSet, NodeOverlay, NodePool, PriceAdjustment, Taint,
+    untolerated, ClusterState, DaemonSet, NodeClass, NodeOverlay, NodePool, PriceAdjustment, Taint,
 };
 use crate::quantity::Quantity;
 use crate::requirements::{Requirement, Requirements};
@@ -463,7 +465,28 @@ pub fn prepare(
     opts: &SchedulerOptions,
     available: &[u32],
 ) -> Vec<PoolTemplate> {
-    // A NodePool being deleted or not ready launches nothing.
+    let nps = launching_node_pools(state);
+    let overlays = overlays_by_weight(&state.overlays);
+    let price_overlays = overlays
+        .iter()
+        .any(|o| o.price.is_some() || o.price_adjustment.is_some());
+    let prep = Preparation {
+        state,
+        catalog,
+        opts,
+        available,
+        overlays,
+        price_overlays,
+    };
+    nps.into_iter()
+        .map(|(np_index, np)| prep.template(np_index, np))
+        .collect()
+}
+
+/// The NodePools that may launch (a NodePool being deleted or not ready
+/// launches nothing) with their index, heaviest weight first (ties by
+/// name).
+fn launching_node_pools(state: &ClusterState) -> Vec<(usize, &NodePool)> {
     let mut nps: Vec<(usize, &NodePool)> = state
         .node_pools
         .iter()
@@ -471,203 +494,328 @@ pub fn prepare(
         .filter(|(_, np)| np.unavailable.is_none())
         .collect();
     nps.sort_by(|(_, a), (_, b)| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
-    let overlays = overlays_by_weight(&state.overlays);
-    let price_overlays = overlays
-        .iter()
-        .any(|o| o.price.is_some() || o.price_adjustment.is_some());
+    nps
+}
 
-    nps.into_iter()
-        .map(|(np_index, np)| {
-            let mut requirements = np.requirements.clone();
-            requirements.add(Requirement::in_values(labels::NODEPOOL, [np.name.as_str()]));
-            if !opts.reserved_capacity {
-                requirements.add(Requirement::not_in(
-                    labels::CAPACITY_TYPE,
-                    [labels::CAPACITY_TYPE_RESERVED],
-                ));
+/// What [`prepare`] builds every NodePool's template from.
+struct Preparation<'a> {
+    state: &'a ClusterState,
+    catalog: &'a Catalog,
+    opts: &'a SchedulerOptions,
+    available: &'a [u32],
+    /// NodeOverlays heaviest first ([`overlays_by_weight`]).
+    overlays: Vec<&'a NodeOverlay>,
+    /// Whether any NodeOverlay sets a price.
+    price_overlays: bool,
+}
+
+/// One NodePool as its instance types are looked at.
+struct NodePoolScope<'a> {
+    np: &'a NodePool,
+    /// Its requirements plus `karpenter.sh/nodepool In [name]` (and no
+    /// reserved capacity type with the ReservedCapacity gate off).
+    requirements: Requirements,
+    node_class: Option<&'a NodeClass>,
+    /// Its NodeClass's root volume size.
+    root_volume: Option<Quantity>,
+    /// Reservations its NodeClass selects (see [`Pool::reservations`]).
+    reservations: Vec<u32>,
+    /// Its labels plus `karpenter.sh/nodepool`.
+    labels: BTreeMap<String, String>,
+}
+
+impl<'a> Preparation<'a> {
+    /// The template of NodePool `np` (`state.node_pools[np_index]`): every
+    /// catalog type it may launch, cheapest first (ties by name), and its
+    /// DaemonSet overhead.
+    fn template(&self, np_index: usize, np: &'a NodePool) -> PoolTemplate {
+        let pool = self.scope(np);
+        let pool_filter = OfferingFilter::new(&pool.requirements, &self.catalog.zones);
+        let mut types = Vec::new();
+        for entry in &self.catalog.entries {
+            if let Some(t) = self.pool_type(&pool, &pool_filter, entry) {
+                types.push(t);
             }
-            let node_class = np
-                .node_class
-                .as_ref()
-                .and_then(|n| state.node_classes.iter().find(|c| &c.name == n));
-            let root_volume = node_class.and_then(|c| c.root_volume_size);
-            // Reservations its NodeClass selects (terms were validated when
-            // the inputs were read; a malformed one selects nothing).
-            let reservations: Vec<u32> = match node_class {
-                Some(nc) if opts.reserved_capacity => {
-                    let terms = crate::reservations::selector_terms(nc).unwrap_or_default();
-                    crate::reservations::select(
-                        nc,
-                        &terms,
-                        &state.capacity_reservations,
-                        catalog,
-                        opts.now,
-                    )
-                    .into_iter()
-                    .map(|i| i as u32)
-                    .collect()
-                }
-                _ => vec![],
-            };
-            let mut pool_labels = np.labels.clone();
-            pool_labels.insert(labels::NODEPOOL.to_string(), np.name.clone());
+        }
 
-            let pool_filter = OfferingFilter::new(&requirements, &catalog.zones);
-            let mut types = Vec::new();
-            for entry in &catalog.entries {
-                let info = &entry.info;
-                let static_reqs = info.requirements();
-                if !requirements.intersects_ok(&static_reqs) {
-                    continue;
-                }
-                // The labels NodeOverlays select on (only built when some
-                // overlay could match).
-                let type_labels: BTreeMap<String, String> = if overlays.is_empty() {
-                    BTreeMap::new()
-                } else {
-                    info.label_values()
-                        .into_iter()
-                        .map(|(k, v)| (k.to_string(), v))
-                        .chain(pool_labels.iter().map(|(k, v)| (k.clone(), v.clone())))
-                        .collect()
-                };
-                let mut offerings = Vec::new();
-                let reserved: Vec<(u32, Offering)> = reservations
-                    .iter()
-                    .map(|&i| (i, &state.capacity_reservations[i as usize]))
-                    .filter(|(_, r)| r.instance_type == info.name)
-                    .map(|(i, r)| {
-                        (
-                            i,
-                            crate::reservations::offering(r, catalog, available[i as usize]),
-                        )
-                    })
-                    .collect();
-                let all = entry
-                    .offerings
-                    .iter()
-                    .map(|o| (NO_RESERVATION, o))
-                    .chain(reserved.iter().map(|(i, o)| (*i, o)));
-                for (res_index, o) in all {
-                    if opts.unavailable.contains(&(
-                        info.name.clone(),
-                        o.zone.clone(),
-                        o.capacity_type,
-                    )) {
-                        continue;
-                    }
-                    let po = PoolOffering {
-                        zone: o.zone.clone(),
-                        capacity_type: o.capacity_type,
-                        price: o.price,
-                        adjusted: o.price,
-                        available: o.available,
-                        reservation: o.reservation.clone(),
-                        res_index,
-                        zone_bit: catalog
-                            .zones
-                            .iter()
-                            .position(|z| z == &o.zone)
-                            .filter(|i| *i < 64)
-                            .map_or(0, |i| 1u64 << i),
-                    };
-                    if !pool_filter.allows(&po) {
-                        continue;
-                    }
-                    let adjusted = if price_overlays {
-                        let mut ol = type_labels.clone();
-                        ol.insert(labels::ZONE.into(), o.zone.clone());
-                        ol.insert(
-                            labels::CAPACITY_TYPE.into(),
-                            o.capacity_type.as_str().into(),
-                        );
-                        overlay_adjusted_price(&overlays, &ol, o.price).unwrap_or(o.price)
-                    } else {
-                        o.price
-                    };
-                    offerings.push(PoolOffering { adjusted, ..po });
-                }
-                if offerings.is_empty() {
-                    continue;
-                }
-                let nr =
-                    allocatable::compute(info, &np.kubelet, root_volume, opts.vm_memory_overhead);
-                let (mut capacity, mut alloc) = (nr.capacity, nr.allocatable);
-                // Capacity overlays (e.g. hugepages): heaviest first per resource.
-                let mut seen = BTreeSet::new();
-                for ov in overlays.iter().filter(|ov| !ov.capacity.is_zero()) {
-                    if labels_satisfy(&type_labels, &ov.requirements).is_ok() {
-                        for (k, q) in ov.capacity.iter() {
-                            if seen.insert(k.to_string()) {
-                                capacity.set(k, q);
-                                alloc.set(k, q);
-                            }
-                        }
-                    }
-                }
-                let mut reqs = static_reqs;
-                reqs.add(Requirement::in_values(
-                    labels::ZONE,
-                    offerings.iter().map(|o| o.zone.clone()),
-                ));
-                reqs.add(Requirement::in_values(
-                    labels::CAPACITY_TYPE,
-                    offerings
-                        .iter()
-                        .map(|o| o.capacity_type.as_str().to_string()),
-                ));
-                let has_reserved = offerings
-                    .iter()
-                    .any(|o| o.capacity_type == CapacityType::Reserved);
-                let price = offerings
-                    .iter()
-                    .filter(|o| {
-                        !has_reserved
-                            || o.capacity_type != CapacityType::Reserved
-                            || offerings
-                                .iter()
-                                .all(|o| o.capacity_type == CapacityType::Reserved)
-                    })
-                    .min_by(|a, b| {
-                        a.capacity_type
-                            .cmp(&b.capacity_type)
-                            .then(a.price.total_cmp(&b.price))
-                    })
-                    .map(|o| o.price)
-                    .unwrap_or(f64::INFINITY);
-                types.push(PoolType {
-                    name: info.name.clone(),
-                    requirements: reqs,
-                    capacity,
-                    allocatable: alloc,
-                    offerings,
-                    price,
-                    has_reserved,
-                    daemon_ports: Vec::new(),
-                });
+        types.sort_by(|a, b| {
+            a.price
+                .total_cmp(&b.price)
+                .then_with(|| a.name.cmp(&b.name))
+        });
+
+        let daemon_overhead = apply_daemon_sets(
+            &mut types,
+            &np.taints,
+            &pool.requirements,
+            &self.state.daemon_sets,
+        );
+
+        PoolTemplate {
+            np: np_index,
+            name: np.name.clone(),
+            volume_price: ebs::node_class_hourly(&self.catalog.region, pool.node_class),
+            reservations: pool.reservations,
+            zones: self.catalog.zones.clone(),
+            requirements: pool.requirements,
+            types: Arc::new(types),
+            daemon_overhead,
+        }
+    }
+
+    /// NodePool `np`'s requirements, NodeClass, reservations and labels.
+    fn scope(&self, np: &'a NodePool) -> NodePoolScope<'a> {
+        let mut requirements = np.requirements.clone();
+        requirements.add(Requirement::in_values(labels::NODEPOOL, [np.name.as_str()]));
+        if !self.opts.reserved_capacity {
+            requirements.add(Requirement::not_in(
+                labels::CAPACITY_TYPE,
+                [labels::CAPACITY_TYPE_RESERVED],
+            ));
+        }
+        let node_class = np
+            .node_class
+            .as_ref()
+            .and_then(|n| self.state.node_classes.iter().find(|c| &c.name == n));
+        let mut pool_labels = np.labels.clone();
+        pool_labels.insert(labels::NODEPOOL.to_string(), np.name.clone());
+        NodePoolScope {
+            np,
+            requirements,
+            node_class,
+            root_volume: node_class.and_then(|c| c.root_volume_size),
+            reservations: self.selected_reservations(node_class),
+            labels: pool_labels,
+        }
+    }
+
+    /// Reservations `node_class` selects (terms were validated when the
+    /// inputs were read; a malformed one selects nothing); none with the
+    /// ReservedCapacity gate off.
+    fn selected_reservations(&self, node_class: Option<&NodeClass>) -> Vec<u32> {
+        match node_class {
+            Some(nc) if self.opts.reserved_capacity => {
+                let terms = crate::reservations::selector_terms(nc).unwrap_or_default();
+                crate::reservations::select(
+                    nc,
+                    &terms,
+                    &self.state.capacity_reservations,
+                    self.catalog,
+                    self.opts.now,
+                )
+                .into_iter()
+                .map(|i| i as u32)
+                .collect()
             }
+            _ => vec![],
+        }
+    }
 
-            types.sort_by(|a, b| {
-                a.price
-                    .total_cmp(&b.price)
-                    .then_with(|| a.name.cmp(&b.name))
-            });
-
-            let daemon_overhead =
-                apply_daemon_sets(&mut types, &np.taints, &requirements, &state.daemon_sets);
-
-            PoolTemplate {
-                np: np_index,
-                name: np.name.clone(),
-                volume_price: ebs::node_class_hourly(&catalog.region, node_class),
-                reservations,
-                zones: catalog.zones.clone(),
-                requirements,
-                types: Arc::new(types),
-                daemon_overhead,
-            }
+    /// Catalog type `entry` as `pool` may launch it: the offerings its
+    /// filter (`pool_filter`) allows, priced by the NodeOverlays, and its
+    /// capacity and allocatable under the NodePool's kubelet configuration;
+    /// `None` when the requirements rule it out or no offering is left.
+    fn pool_type(
+        &self,
+        pool: &NodePoolScope,
+        pool_filter: &OfferingFilter,
+        entry: &CatalogEntry,
+    ) -> Option<PoolType> {
+        let info = &entry.info;
+        let static_reqs = info.requirements();
+        if !pool.requirements.intersects_ok(&static_reqs) {
+            return None;
+        }
+        let type_labels = self.overlay_labels(info, &pool.labels);
+        let offerings = self.offerings(pool, pool_filter, entry, &type_labels);
+        if offerings.is_empty() {
+            return None;
+        }
+        let nr = allocatable::compute(
+            info,
+            &pool.np.kubelet,
+            pool.root_volume,
+            self.opts.vm_memory_overhead,
+        );
+        let (mut capacity, mut alloc) = (nr.capacity, nr.allocatable);
+        self.overlay_capacity(&type_labels, &mut capacity, &mut alloc);
+        let reqs = offering_requirements(static_reqs, &offerings);
+        let has_reserved = offerings
+            .iter()
+            .any(|o| o.capacity_type == CapacityType::Reserved);
+        let price = preferred_price(&offerings, has_reserved);
+        Some(PoolType {
+            name: info.name.clone(),
+            requirements: reqs,
+            capacity,
+            allocatable: alloc,
+            offerings,
+            price,
+            has_reserved,
+            daemon_ports: Vec::new(),
         })
-        .collect()
+    }
+
+    /// The labels NodeOverlays select on for type `info` in a NodePool with
+    /// `pool_labels`: the type's well-known labels and the NodePool's (only
+    /// built when some overlay could match).
+    fn overlay_labels(
+        &self,
+        info: &InstanceTypeInfo,
+        pool_labels: &BTreeMap<String, String>,
+    ) -> BTreeMap<String, String> {
+        if self.overlays.is_empty() {
+            BTreeMap::new()
+        } else {
+            info.label_values()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .chain(pool_labels.iter().map(|(k, v)| (k.clone(), v.clone())))
+                .collect()
+        }
+    }
+
+    /// The offerings of `entry`, the catalog's then those of `pool`'s
+    /// reservations, that are not marked unavailable and that `pool_filter`
+    /// allows, with their NodeOverlay-adjusted prices.
+    fn offerings(
+        &self,
+        pool: &NodePoolScope,
+        pool_filter: &OfferingFilter,
+        entry: &CatalogEntry,
+        type_labels: &BTreeMap<String, String>,
+    ) -> Vec<PoolOffering> {
+        let info = &entry.info;
+        let mut offerings = Vec::new();
+        let reserved: Vec<(u32, Offering)> = pool
+            .reservations
+            .iter()
+            .map(|&i| (i, &self.state.capacity_reservations[i as usize]))
+            .filter(|(_, r)| r.instance_type == info.name)
+            .map(|(i, r)| {
+                (
+                    i,
+                    crate::reservations::offering(r, self.catalog, self.available[i as usize]),
+                )
+            })
+            .collect();
+        let all = entry
+            .offerings
+            .iter()
+            .map(|o| (NO_RESERVATION, o))
+            .chain(reserved.iter().map(|(i, o)| (*i, o)));
+        for (res_index, o) in all {
+            if self
+                .opts
+                .unavailable
+                .contains(&(info.name.clone(), o.zone.clone(), o.capacity_type))
+            {
+                continue;
+            }
+            let po = pool_offering(o, res_index, &self.catalog.zones);
+            if !pool_filter.allows(&po) {
+                continue;
+            }
+            let adjusted = self.adjusted_price(type_labels, o);
+            offerings.push(PoolOffering { adjusted, ..po });
+        }
+        offerings
+    }
+
+    /// Offering `o`'s price as the NodeOverlays adjust it for a node with
+    /// `type_labels` in the offering's zone and capacity type.
+    fn adjusted_price(&self, type_labels: &BTreeMap<String, String>, o: &Offering) -> f64 {
+        if self.price_overlays {
+            let mut ol = type_labels.clone();
+            ol.insert(labels::ZONE.into(), o.zone.clone());
+            ol.insert(
+                labels::CAPACITY_TYPE.into(),
+                o.capacity_type.as_str().into(),
+            );
+            overlay_adjusted_price(&self.overlays, &ol, o.price).unwrap_or(o.price)
+        } else {
+            o.price
+        }
+    }
+
+    /// Capacity overlays (e.g. hugepages) matching `type_labels` set
+    /// `capacity` and `alloc`: heaviest first per resource.
+    fn overlay_capacity(
+        &self,
+        type_labels: &BTreeMap<String, String>,
+        capacity: &mut Resources,
+        alloc: &mut Resources,
+    ) {
+        let mut seen = BTreeSet::new();
+        for ov in self.overlays.iter().filter(|ov| !ov.capacity.is_zero()) {
+            if labels_satisfy(type_labels, &ov.requirements).is_ok() {
+                for (k, q) in ov.capacity.iter() {
+                    if seen.insert(k.to_string()) {
+                        capacity.set(k, q);
+                        alloc.set(k, q);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Catalog offering `o` as a [`PoolOffering`] (`res_index`: its
+/// reservation's, or [`NO_RESERVATION`]), priced as it is; `zones` are the
+/// catalog's.
+fn pool_offering(o: &Offering, res_index: u32, zones: &[String]) -> PoolOffering {
+    PoolOffering {
+        zone: o.zone.clone(),
+        capacity_type: o.capacity_type,
+        price: o.price,
+        adjusted: o.price,
+        available: o.available,
+        reservation: o.reservation.clone(),
+        res_index,
+        zone_bit: zones
+            .iter()
+            .position(|z| z == &o.zone)
+            .filter(|i| *i < 64)
+            .map_or(0, |i| 1u64 << i),
+    }
+}
+
+/// A type's static requirements plus `zone In` and `capacity-type In` over
+/// its `offerings`.
+fn offering_requirements(mut reqs: Requirements, offerings: &[PoolOffering]) -> Requirements {
+    reqs.add(Requirement::in_values(
+        labels::ZONE,
+        offerings.iter().map(|o| o.zone.clone()),
+    ));
+    reqs.add(Requirement::in_values(
+        labels::CAPACITY_TYPE,
+        offerings
+            .iter()
+            .map(|o| o.capacity_type.as_str().to_string()),
+    ));
+    reqs
+}
+
+/// The price of the offering a fleet would prefer (see [`PoolType::price`]):
+/// spot, then on-demand, cheapest within; reserved only for a type with
+/// nothing else.
+fn preferred_price(offerings: &[PoolOffering], has_reserved: bool) -> f64 {
+    offerings
+        .iter()
+        .filter(|o| {
+            !has_reserved
+                || o.capacity_type != CapacityType::Reserved
+                || offerings
+                    .iter()
+                    .all(|o| o.capacity_type == CapacityType::Reserved)
+        })
+        .min_by(|a, b| {
+            a.capacity_type
+                .cmp(&b.capacity_type)
+                .then(a.price.total_cmp(&b.price))
+        })
+        .map(|o| o.price)
+        .unwrap_or(f64::INFINITY)
 }
 
 /// Remaining room under a NodePool's limits, per limited resource (zero

@@ -102,6 +102,50 @@ impl Spread {
 /// One step of the search: (class, from, to) moves.
 type Step = Vec<(usize, usize, usize)>;
 
+/// A NodeClaim group of a family, pinned to one zone.
+struct FamilyMember {
+    zone: String,
+    /// Index of the group.
+    group: usize,
+}
+
+/// A zone's pods after the moves, and how they pack.
+struct ZonePods {
+    pods: Vec<usize>,
+    packing: Packing,
+}
+
+/// One family's pods by class: its groups (one per zone) and how many pods
+/// of each class every zone holds as planned.
+struct Family<'f> {
+    groups: &'f [Group],
+    members: &'f [FamilyMember],
+    /// The members' zones.
+    zones: Vec<&'f str>,
+    classes: Vec<Class>,
+    /// `held[zone][class]`.
+    held: Vec<Vec<usize>>,
+}
+
+/// The step of a search round with the best gain, and the counts after it.
+struct BestStep {
+    gain: f64,
+    /// Index of the step.
+    step: usize,
+    counts: Vec<Vec<usize>>,
+}
+
+/// Prices of a family's zones per class counts, cached; the counts as
+/// planned are worth what the plan's NodeClaims cost, if less than a new
+/// packing.
+struct ZonePrices<'f, 'r> {
+    run: &'f Run<'r>,
+    family: &'f Family<'f>,
+    cache: HashMap<(usize, Vec<usize>), f64>,
+    /// Packings made so far.
+    evaluations: usize,
+}
+
 impl Run<'_> {
     /// See the module documentation. Groups whose pods change get their
     /// new packing in `packed` and are marked in `moved`.
@@ -118,7 +162,7 @@ impl Run<'_> {
         // Families: (pool, requirements but the zone) → groups pinned to
         // one zone each.
         let mut index: HashMap<(usize, Requirements), usize> = HashMap::new();
-        let mut families: Vec<Vec<(String, usize)>> = Vec::new();
+        let mut families: Vec<Vec<FamilyMember>> = Vec::new();
         for (gi, g) in groups.iter().enumerate() {
             if matches!(ZonePin::of(&g.reqs, zone_list), ZonePin::Free) {
                 continue;
@@ -136,59 +180,76 @@ impl Run<'_> {
                 families.push(Vec::new());
                 families.len() - 1
             });
-            families[f].push((zone, gi));
+            families[f].push(FamilyMember { zone, group: gi });
         }
         for members in families {
             if members.len() < 2 {
                 continue;
             }
-            let total: usize = members.iter().map(|&(_, gi)| groups[gi].pods.len()).sum();
+            let total: usize = members.iter().map(|m| groups[m.group].pods.len()).sum();
             if total > FAMILY_PODS {
                 continue;
             }
             if let Some(new) = self.search_family(groups, &members, relax) {
-                for (&(_, gi), (pods, packing)) in members.iter().zip(new) {
-                    if pods != groups[gi].pods {
-                        groups[gi].pods = pods;
-                        moved[gi] = true;
-                        packed[gi] = Some(packing);
+                for (m, zone) in members.iter().zip(new) {
+                    if zone.pods != groups[m.group].pods {
+                        groups[m.group].pods = zone.pods;
+                        moved[m.group] = true;
+                        packed[m.group] = Some(zone.packing);
                     }
                 }
             }
         }
     }
 
-    /// The search over one family (`members`: zone and group, one per
-    /// zone). `Some` with each zone's new pods and packing when moves pay.
+    /// The search over one family (`members`: one group per zone). `Some`
+    /// with each zone's new pods and packing when moves pay.
     fn search_family(
         &self,
         groups: &[Group],
-        members: &[(String, usize)],
+        members: &[FamilyMember],
         relax: &[Relaxation],
-    ) -> Option<Vec<(Vec<usize>, Packing)>> {
-        let zones: Vec<&str> = members.iter().map(|(z, _)| z.as_str()).collect();
-        // Classes, and how many of each every zone holds.
+    ) -> Option<Vec<ZonePods>> {
+        let family = self.family(groups, members, relax)?;
+        // Nothing can move: every class allowed in one zone only.
+        if family
+            .classes
+            .iter()
+            .all(|c| c.allowed.iter().filter(|a| **a).count() < 2)
+        {
+            return None;
+        }
+        let mut spreads = self.family_spreads(&family.classes, relax);
+        let counts = {
+            let mut prices = ZonePrices {
+                run: self,
+                family: &family,
+                cache: HashMap::new(),
+                evaluations: 0,
+            };
+            prices.cheapest_counts(&mut spreads)
+        };
+        if counts == family.held {
+            return None;
+        }
+        self.realize(family, &counts)
+    }
+
+    /// The classes of a family's pods and how many of each every zone
+    /// holds; `None` past `FAMILY_CLASSES` classes.
+    fn family<'f>(
+        &self,
+        groups: &'f [Group],
+        members: &'f [FamilyMember],
+        relax: &[Relaxation],
+    ) -> Option<Family<'f>> {
+        let zones: Vec<&str> = members.iter().map(|m| m.zone.as_str()).collect();
         let mut classes: Vec<Class> = Vec::new();
         let mut held: Vec<Vec<usize>> = vec![Vec::new(); members.len()];
-        for (zi, &(_, gi)) in members.iter().enumerate() {
-            for &p in &groups[gi].pods {
-                let pod = &self.pods[p];
-                let zone_req = pod_view::node_requirements(pod, &self.volume[p], &relax[p])
-                    .get(labels::ZONE)
-                    .cloned();
-                let allowed: Vec<bool> = zones
-                    .iter()
-                    .map(|z| zone_req.as_ref().is_none_or(|r| r.has(z)))
-                    .collect();
-                let same = |c: &Class| {
-                    let q = &self.pods[c.pods[0]];
-                    self.hints.req_class[c.pods[0]] == self.hints.req_class[p]
-                        && q.namespace == pod.namespace
-                        && q.labels == pod.labels
-                        && q.pod_anti_affinity == pod.pod_anti_affinity
-                        && c.allowed == allowed
-                };
-                let k = match classes.iter().position(same) {
+        for (zi, m) in members.iter().enumerate() {
+            for &p in &groups[m.group].pods {
+                let allowed = self.allowed_zones(p, relax, &zones);
+                let k = match classes.iter().position(|c| self.in_class(c, p, &allowed)) {
                     Some(k) => k,
                     None => {
                         if classes.len() == FAMILY_CLASSES {
@@ -197,7 +258,7 @@ impl Run<'_> {
                         classes.push(Class {
                             pods: vec![],
                             allowed,
-                            counted_by: self.topology.spread_selecting(labels::ZONE, pod),
+                            counted_by: self.topology.spread_selecting(labels::ZONE, &self.pods[p]),
                         });
                         held.iter_mut().for_each(|h| h.push(0));
                         classes.len() - 1
@@ -210,16 +271,44 @@ impl Run<'_> {
         for c in &mut classes {
             c.pods.sort_unstable();
         }
-        // Nothing can move: every class allowed in one zone only.
-        if classes
+        Some(Family {
+            groups,
+            members,
+            zones,
+            classes,
+            held,
+        })
+    }
+
+    /// Per zone of `zones`: whether pod `p`'s node requirements (as
+    /// relaxed when it was scheduled) allow it.
+    fn allowed_zones(&self, p: usize, relax: &[Relaxation], zones: &[&str]) -> Vec<bool> {
+        let zone_req = pod_view::node_requirements(&self.pods[p], &self.volume[p], &relax[p])
+            .get(labels::ZONE)
+            .cloned();
+        zones
             .iter()
-            .all(|c| c.allowed.iter().filter(|a| **a).count() < 2)
-        {
-            return None;
-        }
-        // The spread groups that count them, with their owners' zone sets.
+            .map(|z| zone_req.as_ref().is_none_or(|r| r.has(z)))
+            .collect()
+    }
+
+    /// Whether pod `p`, allowed in the zones `allowed`, is interchangeable
+    /// with the pods of class `c`.
+    fn in_class(&self, c: &Class, p: usize, allowed: &[bool]) -> bool {
+        let pod = &self.pods[p];
+        let q = &self.pods[c.pods[0]];
+        self.hints.req_class[c.pods[0]] == self.hints.req_class[p]
+            && q.namespace == pod.namespace
+            && q.labels == pod.labels
+            && q.pod_anti_affinity == pod.pod_anti_affinity
+            && c.allowed == allowed
+    }
+
+    /// The spread groups (on the zone) that count the family's `classes`,
+    /// with their owners' zone sets.
+    fn family_spreads(&self, classes: &[Class], relax: &[Relaxation]) -> BTreeMap<usize, Spread> {
         let mut spreads: BTreeMap<usize, Spread> = BTreeMap::new();
-        for c in &classes {
+        for c in classes {
             for &g in &c.counted_by {
                 spreads.entry(g).or_insert_with(|| {
                     let v = self.topology.spread_view(g);
@@ -237,143 +326,73 @@ impl Run<'_> {
             }
         }
         if !spreads.is_empty() {
-            for (p, owned) in self.groups.iter().enumerate() {
-                for &g in &owned.spread {
-                    let Some(s) = spreads.get_mut(&g) else {
-                        continue;
-                    };
-                    let v = self.topology.spread_view(g);
-                    let pod_zones = if v.honor_affinity {
-                        pod_view::node_requirements(&self.pods[p], &self.volume[p], &relax[p])
-                            .get(labels::ZONE)
-                            .cloned()
-                    } else {
-                        None
-                    };
-                    let eligible: Vec<String> = s
-                        .counts
-                        .keys()
-                        .filter(|z| pod_zones.as_ref().is_none_or(|r| r.has(z)))
-                        .cloned()
-                        .collect();
-                    if !s.owner_zones.contains(&eligible) {
-                        s.owner_zones.push(eligible);
-                    }
-                }
-            }
+            self.add_owner_zones(&mut spreads, relax);
         }
-        // Prices per (zone, counts), cached; the counts as planned are
-        // worth what the plan's NodeClaims cost, if less than a new packing.
-        let mut cache: HashMap<(usize, Vec<usize>), f64> = HashMap::new();
-        let mut evaluations = 0usize;
-        let mut price = |zi: usize, counts: &[usize], evaluations: &mut usize| -> f64 {
-            if let Some(p) = cache.get(&(zi, counts.to_vec())) {
-                return *p;
-            }
-            *evaluations += 1;
-            let g = &groups[members[zi].1];
-            let pods = representatives(&classes, counts);
-            let mut p = self
-                .pack_pods(g.pool, &g.reqs, &pods)
-                .map_or(f64::INFINITY, |k| k.cost);
-            if counts == held[zi].as_slice() {
-                p = p.min(g.old);
-            }
-            cache.insert((zi, counts.to_vec()), p);
-            p
-        };
-        let mut counts = held.clone();
-        // Few enough ways to spread every class: the cheapest of them all;
-        // the moves below then start from there.
-        if let Some(best) = exhaustive(&classes, &spreads, &zones, &held, &mut |zi, c| {
-            if evaluations >= EVALUATIONS {
-                None
-            } else {
-                Some(price(zi, c, &mut evaluations))
-            }
-        }) {
-            // The spread counts follow the pods.
-            for (k, c) in classes.iter().enumerate() {
-                for (zi, z) in zones.iter().enumerate() {
-                    let d = best[zi][k] as i64 - held[zi][k] as i64;
-                    shift(&mut spreads, c, z, d);
-                }
-            }
-            counts = best;
-        }
-        let mut current: Vec<f64> = (0..zones.len())
-            .map(|zi| price(zi, &counts[zi], &mut evaluations))
-            .collect();
-        loop {
-            // Every step: single moves, then swaps; the best gain wins.
-            let mut steps: Vec<Step> = Vec::new();
-            for (k, class) in classes.iter().enumerate() {
-                for (a, row) in counts.iter().enumerate() {
-                    for (b, &ok) in class.allowed.iter().enumerate() {
-                        if a != b && row[k] > 0 && ok {
-                            steps.push(vec![(k, a, b)]);
-                        }
-                    }
-                }
-            }
-            let singles = steps.len();
-            for i in 0..singles {
-                let (k, a, b) = steps[i][0];
-                for l in k + 1..classes.len() {
-                    if counts[b][l] > 0 && classes[l].allowed[a] {
-                        steps.push(vec![(k, a, b), (l, b, a)]);
-                    }
-                }
-            }
-            let mut best: Option<(f64, usize, Vec<Vec<usize>>)> = None;
-            for (si, step) in steps.iter().enumerate() {
-                if evaluations >= EVALUATIONS {
-                    break;
-                }
-                if !self.step_allowed(step, &classes, &spreads, &zones) {
+        spreads
+    }
+
+    /// Adds to each of `spreads` the zones each owner of the group may use
+    /// (each distinct set once, in the order of the pods).
+    fn add_owner_zones(&self, spreads: &mut BTreeMap<usize, Spread>, relax: &[Relaxation]) {
+        for (p, owned) in self.groups.iter().enumerate() {
+            for &g in &owned.spread {
+                let Some(s) = spreads.get_mut(&g) else {
                     continue;
-                }
-                let mut after = counts.clone();
-                for &(k, a, b) in step {
-                    after[a][k] -= 1;
-                    after[b][k] += 1;
-                }
-                let touched: Vec<usize> = {
-                    let mut t: Vec<usize> = step.iter().flat_map(|&(_, a, b)| [a, b]).collect();
-                    t.sort_unstable();
-                    t.dedup();
-                    t
                 };
-                let gain: f64 = touched
-                    .iter()
-                    .map(|&z| current[z] - price(z, &after[z], &mut evaluations))
-                    .sum();
-                if gain > 1e-9 && best.as_ref().is_none_or(|(g, _, _)| gain > *g + 1e-12) {
-                    best = Some((gain, si, after));
+                let v = self.topology.spread_view(g);
+                let pod_zones = if v.honor_affinity {
+                    pod_view::node_requirements(&self.pods[p], &self.volume[p], &relax[p])
+                        .get(labels::ZONE)
+                        .cloned()
+                } else {
+                    None
+                };
+                let eligible: Vec<String> = s
+                    .counts
+                    .keys()
+                    .filter(|z| pod_zones.as_ref().is_none_or(|r| r.has(z)))
+                    .cloned()
+                    .collect();
+                if !s.owner_zones.contains(&eligible) {
+                    s.owner_zones.push(eligible);
                 }
             }
-            let Some((_, si, after)) = best else {
-                break;
-            };
-            for &(k, a, b) in &steps[si] {
-                shift(&mut spreads, &classes[k], zones[a], -1);
-                shift(&mut spreads, &classes[k], zones[b], 1);
-            }
-            counts = after;
-            for (zi, cur) in current.iter_mut().enumerate() {
-                *cur = price(zi, &counts[zi], &mut evaluations);
-            }
         }
-        if counts == held {
-            return None;
+    }
+
+    /// Real pods and their packing per zone for the new `counts`; `None`
+    /// unless the whole packs cheaper than as planned.
+    fn realize(&self, mut family: Family, counts: &[Vec<usize>]) -> Option<Vec<ZonePods>> {
+        let out = family.assign_pods(counts)?;
+        let mut result = Vec::with_capacity(family.zones.len());
+        for (zi, pods) in out.into_iter().enumerate() {
+            let g = &family.groups[family.members[zi].group];
+            let packing = self.pack_pods(g.pool, &g.reqs, &pods)?;
+            result.push(ZonePods { pods, packing });
         }
-        // Real pods for the new counts: each zone keeps the pods it had,
-        // as far as its count goes; the rest go where counts grew.
+        // The real pods pack as their representatives did; only a cheaper
+        // whole is taken.
+        let new: f64 = result.iter().map(|z| z.packing.cost).sum();
+        let old: f64 = family
+            .members
+            .iter()
+            .map(|m| family.groups[m.group].old)
+            .sum();
+        (new < old - 1e-9).then_some(result)
+    }
+}
+
+impl Family<'_> {
+    /// Real pods per zone for `counts` (ascending): each zone keeps the
+    /// pods it had, as far as its count goes; the rest go where counts
+    /// grew. `held` becomes what each zone kept.
+    fn assign_pods(&mut self, counts: &[Vec<usize>]) -> Option<Vec<Vec<usize>>> {
+        let classes = &self.classes;
         let mut spare: Vec<Vec<usize>> = vec![Vec::new(); classes.len()];
-        let mut out: Vec<Vec<usize>> = vec![Vec::new(); zones.len()];
-        for (zi, &(_, gi)) in members.iter().enumerate() {
+        let mut out: Vec<Vec<usize>> = vec![Vec::new(); self.zones.len()];
+        for (zi, m) in self.members.iter().enumerate() {
             let mut kept = vec![0usize; classes.len()];
-            for &p in &groups[gi].pods {
+            for &p in &self.groups[m.group].pods {
                 let k = classes
                     .iter()
                     .position(|c| c.pods.binary_search(&p).is_ok())?;
@@ -385,50 +404,249 @@ impl Run<'_> {
                 }
             }
             for (k, n) in kept.iter().enumerate() {
-                held[zi][k] = *n;
+                self.held[zi][k] = *n;
             }
         }
         for (zi, pods) in out.iter_mut().enumerate() {
             for (k, spare) in spare.iter_mut().enumerate() {
-                for _ in held[zi][k]..counts[zi][k] {
+                for _ in self.held[zi][k]..counts[zi][k] {
                     pods.push(spare.pop()?);
                 }
             }
             pods.sort_unstable();
         }
-        let mut result = Vec::with_capacity(zones.len());
-        for (zi, pods) in out.into_iter().enumerate() {
-            let g = &groups[members[zi].1];
-            let packing = self.pack_pods(g.pool, &g.reqs, &pods)?;
-            result.push((pods, packing));
+        Some(out)
+    }
+
+    /// Moves the family's pods in `spreads` from where they are held to
+    /// `counts`.
+    fn shift_spreads(&self, spreads: &mut BTreeMap<usize, Spread>, counts: &[Vec<usize>]) {
+        for (k, c) in self.classes.iter().enumerate() {
+            for (zi, z) in self.zones.iter().enumerate() {
+                let d = counts[zi][k] as i64 - self.held[zi][k] as i64;
+                shift(spreads, c, z, d);
+            }
         }
-        // The real pods pack as their representatives did; only a cheaper
-        // whole is taken.
-        let new: f64 = result.iter().map(|(_, p)| p.cost).sum();
-        let old: f64 = members.iter().map(|&(_, gi)| groups[gi].old).sum();
-        (new < old - 1e-9).then_some(result)
     }
 
     /// Whether `step` keeps every spread group that counts the moved pods
     /// within its limits (see the module documentation).
-    fn step_allowed(
-        &self,
-        step: &Step,
-        classes: &[Class],
-        spreads: &BTreeMap<usize, Spread>,
-        zones: &[&str],
-    ) -> bool {
+    fn step_allowed(&self, step: &Step, spreads: &BTreeMap<usize, Spread>) -> bool {
         let mut deltas: BTreeMap<usize, Vec<(&str, i64)>> = BTreeMap::new();
         for &(k, a, b) in step {
-            for &g in &classes[k].counted_by {
+            for &g in &self.classes[k].counted_by {
                 let d = deltas.entry(g).or_default();
-                d.push((zones[a], -1));
-                d.push((zones[b], 1));
+                d.push((self.zones[a], -1));
+                d.push((self.zones[b], 1));
             }
         }
         deltas
             .iter()
             .all(|(g, d)| spreads.get(g).is_none_or(|s| s.allows(d)))
+    }
+}
+
+impl ZonePrices<'_, '_> {
+    /// What zone `zi` costs holding `counts[class]` pods.
+    fn price(&mut self, zi: usize, counts: &[usize]) -> f64 {
+        if let Some(p) = self.cache.get(&(zi, counts.to_vec())) {
+            return *p;
+        }
+        self.evaluations += 1;
+        let family = self.family;
+        let g = &family.groups[family.members[zi].group];
+        let pods = representatives(&family.classes, counts);
+        let mut p = self
+            .run
+            .pack_pods(g.pool, &g.reqs, &pods)
+            .map_or(f64::INFINITY, |k| k.cost);
+        if counts == family.held[zi].as_slice() {
+            p = p.min(g.old);
+        }
+        self.cache.insert((zi, counts.to_vec()), p);
+        p
+    }
+
+    /// [`Self::price`], or `None` once `EVALUATIONS` packings were made.
+    fn within_budget(&mut self, zi: usize, counts: &[usize]) -> Option<f64> {
+        if self.evaluations >= EVALUATIONS {
+            None
+        } else {
+            Some(self.price(zi, counts))
+        }
+    }
+
+    /// Where the search ends: the cheapest of every way to spread the
+    /// classes when there are few enough, then single moves and swaps
+    /// while one pays (the best gain first). `spreads` follow the pods.
+    fn cheapest_counts(&mut self, spreads: &mut BTreeMap<usize, Spread>) -> Vec<Vec<usize>> {
+        let family = self.family;
+        let mut counts = family.held.clone();
+        // Few enough ways to spread every class: the cheapest of them all;
+        // the moves below then start from there.
+        let best = exhaustive(
+            &family.classes,
+            spreads,
+            &family.zones,
+            &family.held,
+            &mut |zi, c| self.within_budget(zi, c),
+        );
+        if let Some(best) = best {
+            // The spread counts follow the pods.
+            family.shift_spreads(spreads, &best);
+            counts = best;
+        }
+        let mut current: Vec<f64> = (0..family.zones.len())
+            .map(|zi| self.price(zi, &counts[zi]))
+            .collect();
+        loop {
+            // Every step: single moves, then swaps; the best gain wins.
+            let steps = candidate_steps(&family.classes, &counts);
+            let Some(best) = self.best_step(&steps, spreads, &counts, &current) else {
+                break;
+            };
+            for &(k, a, b) in &steps[best.step] {
+                shift(spreads, &family.classes[k], family.zones[a], -1);
+                shift(spreads, &family.classes[k], family.zones[b], 1);
+            }
+            counts = best.counts;
+            for (zi, cur) in current.iter_mut().enumerate() {
+                *cur = self.price(zi, &counts[zi]);
+            }
+        }
+        counts
+    }
+
+    /// The allowed step of `steps` from `counts` that gains most over the
+    /// zones' `current` prices (the first of equal gains); `None` when none
+    /// gains before the packings run out.
+    fn best_step(
+        &mut self,
+        steps: &[Step],
+        spreads: &BTreeMap<usize, Spread>,
+        counts: &[Vec<usize>],
+        current: &[f64],
+    ) -> Option<BestStep> {
+        let family = self.family;
+        let mut best: Option<BestStep> = None;
+        for (si, step) in steps.iter().enumerate() {
+            if self.evaluations >= EVALUATIONS {
+                break;
+            }
+            if !family.step_allowed(step, spreads) {
+                continue;
+            }
+            let mut after = counts.to_vec();
+            for &(k, a, b) in step {
+                after[a][k] -= 1;
+                after[b][k] += 1;
+            }
+            let touched: Vec<usize> = {
+                let mut t: Vec<usize> = step.iter().flat_map(|&(_, a, b)| [a, b]).collect();
+                t.sort_unstable();
+                t.dedup();
+                t
+            };
+            let gain: f64 = touched
+                .iter()
+                .map(|&z| current[z] - self.price(z, &after[z]))
+                .sum();
+            if gain > 1e-9 && best.as_ref().is_none_or(|b| gain > b.gain + 1e-12) {
+                best = Some(BestStep {
+                    gain,
+                    step: si,
+                    counts: after,
+                });
+            }
+        }
+        best
+    }
+}
+
+/// Every step from `counts`: each single move of a pod of a class to
+/// another zone it may go to, then each such move swapped with a pod of a
+/// later class moving back.
+fn candidate_steps(classes: &[Class], counts: &[Vec<usize>]) -> Vec<Step> {
+    let mut steps: Vec<Step> = Vec::new();
+    for (k, class) in classes.iter().enumerate() {
+        for (a, row) in counts.iter().enumerate() {
+            for (b, &ok) in class.allowed.iter().enumerate() {
+                if a != b && row[k] > 0 && ok {
+                    steps.push(vec![(k, a, b)]);
+                }
+            }
+        }
+    }
+    let singles = steps.len();
+    for i in 0..singles {
+        let (k, a, b) = steps[i][0];
+        for l in k + 1..classes.len() {
+            if counts[b][l] > 0 && classes[l].allowed[a] {
+                steps.push(vec![(k, a, b), (l, b, a)]);
+            }
+        }
+    }
+    steps
+}
+
+/// What ways to spread the classes are checked against: the spread groups
+/// with the classes each counts, and the counts as planned.
+struct SpreadCheck<'a> {
+    /// Which classes each spread group counts.
+    counted: BTreeMap<usize, Vec<usize>>,
+    spreads: &'a BTreeMap<usize, Spread>,
+    zones: &'a [&'a str],
+    held: &'a [Vec<usize>],
+}
+
+impl SpreadCheck<'_> {
+    /// Whether group `g` stays within its limits with the classes it counts
+    /// spread as `ways` says (see [`delta`]).
+    fn allows<'w>(&self, g: usize, ways: &dyn Fn(usize) -> Option<&'w [usize]>) -> bool {
+        let d = delta(&self.counted, g, self.zones, self.held, ways);
+        self.spreads.get(&g).is_none_or(|s| s.allows(&d))
+    }
+
+    /// Each class's ways (`[class][way][zone]`), checked against the groups
+    /// that count it alone; `None` when a class has more than `CLASS_WAYS`
+    /// ways or none, or the combinations exceed `EXACT_WAYS`.
+    fn class_ways(&self, classes: &[Class]) -> Option<Vec<Vec<Vec<usize>>>> {
+        let nz = self.zones.len();
+        let mut options: Vec<Vec<Vec<usize>>> = Vec::with_capacity(classes.len());
+        let mut combos: usize = 1;
+        for c in classes {
+            let allowed: Vec<usize> = (0..nz).filter(|&z| c.allowed[z]).collect();
+            if compositions(c.pods.len(), allowed.len()) > CLASS_WAYS {
+                return None;
+            }
+            let mut all = Vec::new();
+            compose(c.pods.len(), &allowed, &mut vec![0; nz], 0, &mut all);
+            let own: Vec<usize> = c
+                .counted_by
+                .iter()
+                .copied()
+                .filter(|g| self.counted.get(g).is_some_and(|ks| ks.len() == 1))
+                .collect();
+            let ways: Vec<Vec<usize>> = all
+                .into_iter()
+                .filter(|w| own.iter().all(|&g| self.allows(g, &|_| Some(w.as_slice()))))
+                .collect();
+            combos = combos.checked_mul(ways.len())?;
+            if combos > EXACT_WAYS || ways.is_empty() {
+                return None;
+            }
+            options.push(ways);
+        }
+        Some(options)
+    }
+
+    /// The spread groups that count more than one class.
+    fn shared(&self) -> Vec<usize> {
+        self.counted
+            .iter()
+            .filter(|(_, ks)| ks.len() > 1)
+            .map(|(g, _)| *g)
+            .collect()
     }
 }
 
@@ -444,95 +662,86 @@ fn exhaustive(
     held: &[Vec<usize>],
     price: &mut dyn FnMut(usize, &[usize]) -> Option<f64>,
 ) -> Option<Vec<Vec<usize>>> {
-    let nz = zones.len();
-    // Which classes each spread group counts.
     let mut counted: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for (k, c) in classes.iter().enumerate() {
         for &g in &c.counted_by {
             counted.entry(g).or_default().push(k);
         }
     }
-    // Each class's ways, checked against the groups that count it alone.
-    let mut options: Vec<Vec<Vec<usize>>> = Vec::with_capacity(classes.len());
-    let mut combos: usize = 1;
-    for c in classes {
-        let allowed: Vec<usize> = (0..nz).filter(|&z| c.allowed[z]).collect();
-        if compositions(c.pods.len(), allowed.len()) > CLASS_WAYS {
-            return None;
-        }
-        let mut all = Vec::new();
-        compose(c.pods.len(), &allowed, &mut vec![0; nz], 0, &mut all);
-        let own: Vec<usize> = c
-            .counted_by
-            .iter()
-            .copied()
-            .filter(|g| counted.get(g).is_some_and(|ks| ks.len() == 1))
-            .collect();
-        let ways: Vec<Vec<usize>> = all
-            .into_iter()
-            .filter(|w| {
-                own.iter().all(|&g| {
-                    let d = delta(&counted, g, zones, held, &|_| Some(w.as_slice()));
-                    spreads.get(&g).is_none_or(|s| s.allows(&d))
-                })
-            })
-            .collect();
-        combos = combos.checked_mul(ways.len())?;
-        if combos > EXACT_WAYS || ways.is_empty() {
-            return None;
-        }
-        options.push(ways);
-    }
-    let shared: Vec<usize> = counted
-        .iter()
-        .filter(|(_, ks)| ks.len() > 1)
-        .map(|(g, _)| *g)
-        .collect();
-    // Every combination, in odometer order.
-    let mut pick = vec![0usize; classes.len()];
+    let check = SpreadCheck {
+        counted,
+        spreads,
+        zones,
+        held,
+    };
+    let options = check.class_ways(classes)?;
+    let shared = check.shared();
+    cheapest_combination(&options, &shared, &check, price)
+}
+
+/// The cheapest combination of one way per class (`options[class]`) that
+/// the `shared` spread groups allow, tried in odometer order, as
+/// `counts[zone][class]`; the best so far once `price` may price no more.
+fn cheapest_combination(
+    options: &[Vec<Vec<usize>>],
+    shared: &[usize],
+    check: &SpreadCheck,
+    price: &mut dyn FnMut(usize, &[usize]) -> Option<f64>,
+) -> Option<Vec<Vec<usize>>> {
+    let mut pick = vec![0usize; options.len()];
     let mut best: Option<(f64, Vec<Vec<usize>>)> = None;
-    let mut counts = vec![vec![0usize; classes.len()]; nz];
-    'combos: loop {
+    let mut counts = vec![vec![0usize; options.len()]; check.zones.len()];
+    loop {
         let ways = |k: usize| Some(options[k][pick[k]].as_slice());
-        let ok = shared.iter().all(|&g| {
-            let d = delta(&counted, g, zones, held, &ways);
-            spreads.get(&g).is_none_or(|s| s.allows(&d))
-        });
-        if ok {
+        if shared.iter().all(|&g| check.allows(g, &ways)) {
             for (zi, row) in counts.iter_mut().enumerate() {
                 for (k, n) in row.iter_mut().enumerate() {
                     *n = options[k][pick[k]][zi];
                 }
             }
-            let mut total = 0.0;
-            for (zi, row) in counts.iter().enumerate() {
-                let Some(p) = price(zi, row) else {
-                    break 'combos;
-                };
-                total += p;
-                if best.as_ref().is_some_and(|(b, _)| total >= *b) {
-                    break;
-                }
-            }
+            let bound = best.as_ref().map(|(b, _)| *b);
+            let Some(total) = total_price(&counts, bound, price) else {
+                break;
+            };
             if best.as_ref().is_none_or(|(b, _)| total < *b - 1e-12) {
                 best = Some((total, counts.clone()));
             }
         }
-        // Next combination.
-        let mut k = 0;
-        loop {
-            if k == classes.len() {
-                break 'combos;
-            }
-            pick[k] += 1;
-            if pick[k] < options[k].len() {
-                break;
-            }
-            pick[k] = 0;
-            k += 1;
+        if !next_combination(&mut pick, options) {
+            break;
         }
     }
     best.map(|(_, c)| c)
+}
+
+/// The zones' prices summed in zone order, stopped once the sum reaches
+/// `bound`; `None` when `price` may price no more.
+fn total_price(
+    counts: &[Vec<usize>],
+    bound: Option<f64>,
+    price: &mut dyn FnMut(usize, &[usize]) -> Option<f64>,
+) -> Option<f64> {
+    let mut total = 0.0;
+    for (zi, row) in counts.iter().enumerate() {
+        total += price(zi, row)?;
+        if bound.is_some_and(|b| total >= b) {
+            break;
+        }
+    }
+    Some(total)
+}
+
+/// Moves `pick` (one way per class) to the next combination of `options`,
+/// in odometer order; `false` after the last.
+fn next_combination(pick: &mut [usize], options: &[Vec<Vec<usize>>]) -> bool {
+    for (p, ways) in pick.iter_mut().zip(options) {
+        *p += 1;
+        if *p < ways.len() {
+            return true;
+        }
+        *p = 0;
+    }
+    false
 }
 
 /// How group `g`'s counts per zone change when the classes it counts

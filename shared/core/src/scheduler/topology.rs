@@ -371,6 +371,104 @@ fn node_domain<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
     node.labels.get(key).map(String::as_str)
 }
 
+/// One node's pods per group while existing pods are counted
+/// ([`Topology::count_existing_pods`]); the buffers are reused node after
+/// node. Only groups indexed under one of a pod's labels (or not indexed)
+/// can select it, and pods of one template are selected by the same groups
+/// (found once per template). A group's node filter and the node's domain
+/// are looked at once per node, not per pod.
+struct NodeTally {
+    /// Per group: the node's pods it selects.
+    on_node: Vec<u32>,
+    /// The groups whose `on_node` is not 0, in the order first met.
+    touched: Vec<usize>,
+    /// The groups selecting one pod (few groups).
+    scratch: Vec<usize>,
+    /// The groups selecting each template's pods (many groups).
+    selecting: HashMap<*const PodTemplate, Vec<usize>>,
+}
+
+impl NodeTally {
+    /// Empty buffers for `groups` groups.
+    fn new(groups: usize) -> Self {
+        NodeTally {
+            on_node: vec![0; groups],
+            touched: Vec::new(),
+            scratch: Vec::new(),
+            selecting: HashMap::new(),
+        }
+    }
+
+    /// Takes the node's counts as remembered (`counts[group]`).
+    fn recall(&mut self, counts: &[u32]) {
+        for (gi, &c) in counts.iter().enumerate().filter(|(_, c)| **c > 0) {
+            self.touched.push(gi);
+            self.on_node[gi] = c;
+        }
+    }
+
+    /// Counts the node's running `pods` in every group of `t` that selects
+    /// them.
+    fn select_pods(&mut self, t: &Topology, pods: &[Pod]) {
+        for p in pods.iter().filter(|p| !p.terminating) {
+            // With many groups, a template's groups are found once.
+            let groups = if t.groups.len() > FEW_GROUPS {
+                self.selecting
+                    .entry(Arc::as_ptr(&p.template))
+                    .or_insert_with(|| t.selecting(p))
+                    .as_slice()
+            } else {
+                t.selecting_into(p, &mut self.scratch);
+                self.scratch.as_slice()
+            };
+            for &gi in groups {
+                if self.on_node[gi] == 0 {
+                    self.touched.push(gi);
+                }
+                self.on_node[gi] += 1;
+            }
+        }
+    }
+
+    /// Adds node `n`'s counts to the domain it has in each group that
+    /// counts it (`nd`: its labels and taints), and clears them.
+    fn add_to_groups(&mut self, groups: &mut [Group], n: &Node, nd: &NodeDomains) {
+        for gi in self.touched.drain(..) {
+            let add = std::mem::take(&mut self.on_node[gi]);
+            let g = &mut groups[gi];
+            if !g.id.filter.matches(&nd.labels, &nd.taints) {
+                continue;
+            }
+            if let Some(d) = node_domain(n, &g.id.key) {
+                match g.counts.get_mut(d) {
+                    Some(c) => *c += add,
+                    None => {
+                        g.counts.insert(d.to_string(), add);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Adds every existing node's label values to the known domains per key.
+fn add_node_domains(universe: &mut BTreeMap<String, BTreeSet<String>>, nodes: &[Node]) {
+    for n in nodes {
+        for (k, v) in &n.labels {
+            match universe.get_mut(k) {
+                Some(values) => {
+                    if !values.contains(v) {
+                        values.insert(v.clone());
+                    }
+                }
+                None => {
+                    universe.insert(k.clone(), BTreeSet::from([v.clone()]));
+                }
+            }
+        }
+    }
+}
+
 impl Topology {
     /// Builds the groups of every pending pod and counts the pods already
     /// bound to `nodes`. `universe` lists the domains per key that NodePools
@@ -382,20 +480,7 @@ impl Topology {
         sources: std::sync::Arc<Vec<DomainSource>>,
         kept: Option<&ExistingCounts>,
     ) -> (Topology, Vec<PodGroups>) {
-        for n in nodes {
-            for (k, v) in &n.labels {
-                match universe.get_mut(k) {
-                    Some(values) => {
-                        if !values.contains(v) {
-                            values.insert(v.clone());
-                        }
-                    }
-                    None => {
-                        universe.insert(k.clone(), BTreeSet::from([v.clone()]));
-                    }
-                }
-            }
-        }
+        add_node_domains(&mut universe, nodes);
         let node_domains = nodes
             .iter()
             .map(|n| NodeDomains {
@@ -411,107 +496,11 @@ impl Topology {
         };
         let mut owned = Vec::with_capacity(pending.len());
         for p in pending {
-            let mut g = PodGroups::default();
-            for c in &p.topology_spread {
-                g.spread.push(t.group(spread_key(c, p)));
-            }
-            let term_key = |kind, term: &PodAffinityTerm| term_key(kind, term, &p.namespace);
-            for term in &p.pod_affinity {
-                g.affinity.push(t.group(term_key(Kind::Affinity, term)));
-            }
-            for w in &p.preferred_pod_affinity {
-                g.preferred_affinity
-                    .push(t.group(term_key(Kind::Affinity, &w.term)));
-            }
-            for term in &p.pod_anti_affinity {
-                g.anti_affinity
-                    .push(t.group(term_key(Kind::AntiAffinity, term)));
-                g.inverse
-                    .push(t.inverse_group(term_key(Kind::AntiAffinity, term)));
-            }
-            for w in &p.preferred_pod_anti_affinity {
-                g.preferred_anti_affinity
-                    .push(t.group(term_key(Kind::AntiAffinity, &w.term)));
-            }
-            owned.push(g);
+            owned.push(t.own_groups(p));
         }
-        // Existing pods' required anti-affinity also repels pending pods.
-        for n in nodes {
-            for p in &n.pods {
-                for term in &p.pod_anti_affinity {
-                    let gi = t.inverse_group(term_key(Kind::AntiAffinity, term, &p.namespace));
-                    if let Some(d) = node_domain(n, &term.topology_key) {
-                        *t.inverse[gi].counts.entry(d.to_string()).or_default() += 1;
-                    }
-                }
-            }
-        }
-        // Count existing pods in every group that selects them, on the
-        // nodes the group counts (pods being deleted do not count). Only
-        // groups indexed under one of a pod's labels (or not indexed) can
-        // select it, and pods of one template are selected by the same
-        // groups (found once per template).
+        t.count_existing_anti_affinity(nodes);
         (t.by_label, t.unindexed) = index_by_label(&t.groups);
-        let mut selecting: HashMap<*const PodTemplate, Vec<usize>> = HashMap::new();
-        // Per node: pods selected by each group; a group's node filter and
-        // the node's domain are looked at once per node, not per pod.
-        let mut on_node: Vec<u32> = vec![0; t.groups.len()];
-        let mut touched: Vec<usize> = Vec::new();
-        let mut scratch = Vec::new();
-        let mut kept = kept.map(|k| k.inner.borrow_mut());
-        let ids: Vec<usize> = match kept.as_mut() {
-            Some(k) => t.groups.iter().map(|g| k.id_of(&g.id)).collect(),
-            None => Vec::new(),
-        };
-        for (n, nd) in nodes.iter().zip(&t.nodes) {
-            let known = kept
-                .as_ref()
-                .and_then(|k| k.known(&n.name, n.pods.len(), &ids));
-            let mut pods: &[Pod] = &n.pods;
-            if let Some(counts) = &known {
-                pods = &[];
-                for (gi, &c) in counts.iter().enumerate().filter(|(_, c)| **c > 0) {
-                    touched.push(gi);
-                    on_node[gi] = c;
-                }
-            }
-            for p in pods.iter().filter(|p| !p.terminating) {
-                // With many groups, a template's groups are found once.
-                let groups = if t.groups.len() > FEW_GROUPS {
-                    selecting
-                        .entry(Arc::as_ptr(&p.template))
-                        .or_insert_with(|| t.selecting(p))
-                        .as_slice()
-                } else {
-                    t.selecting_into(p, &mut scratch);
-                    scratch.as_slice()
-                };
-                for &gi in groups {
-                    if on_node[gi] == 0 {
-                        touched.push(gi);
-                    }
-                    on_node[gi] += 1;
-                }
-            }
-            if let Some(k) = kept.as_mut().filter(|_| known.is_none()) {
-                k.remember(&n.name, n.pods.len(), &ids, &on_node);
-            }
-            for gi in touched.drain(..) {
-                let add = std::mem::take(&mut on_node[gi]);
-                let g = &mut t.groups[gi];
-                if !g.id.filter.matches(&nd.labels, &nd.taints) {
-                    continue;
-                }
-                if let Some(d) = node_domain(n, &g.id.key) {
-                    match g.counts.get_mut(d) {
-                        Some(c) => *c += add,
-                        None => {
-                            g.counts.insert(d.to_string(), add);
-                        }
-                    }
-                }
-            }
-        }
+        t.count_existing_pods(nodes, kept);
         (t.inverse_by_label, t.inverse_unindexed) = index_by_label(&t.inverse);
         t.active = !t.groups.is_empty() || !t.inverse.is_empty();
         t.domain_anti_affinity = t
@@ -519,6 +508,75 @@ impl Topology {
             .iter()
             .any(|g| g.id.kind == Kind::AntiAffinity && g.id.key != labels::HOSTNAME);
         (t, owned)
+    }
+
+    /// The groups pending pod `p` owns, one per constraint (each group
+    /// created when first met).
+    fn own_groups(&mut self, p: &Pod) -> PodGroups {
+        let mut g = PodGroups::default();
+        for c in &p.topology_spread {
+            g.spread.push(self.group(spread_key(c, p)));
+        }
+        let term_key = |kind, term: &PodAffinityTerm| term_key(kind, term, &p.namespace);
+        for term in &p.pod_affinity {
+            g.affinity.push(self.group(term_key(Kind::Affinity, term)));
+        }
+        for w in &p.preferred_pod_affinity {
+            g.preferred_affinity
+                .push(self.group(term_key(Kind::Affinity, &w.term)));
+        }
+        for term in &p.pod_anti_affinity {
+            g.anti_affinity
+                .push(self.group(term_key(Kind::AntiAffinity, term)));
+            g.inverse
+                .push(self.inverse_group(term_key(Kind::AntiAffinity, term)));
+        }
+        for w in &p.preferred_pod_anti_affinity {
+            g.preferred_anti_affinity
+                .push(self.group(term_key(Kind::AntiAffinity, &w.term)));
+        }
+        g
+    }
+
+    /// Existing pods' required anti-affinity also repels pending pods: each
+    /// term's inverse group counts the domain of the node the pod runs on.
+    fn count_existing_anti_affinity(&mut self, nodes: &[Node]) {
+        for n in nodes {
+            for p in &n.pods {
+                for term in &p.pod_anti_affinity {
+                    let gi = self.inverse_group(term_key(Kind::AntiAffinity, term, &p.namespace));
+                    if let Some(d) = node_domain(n, &term.topology_key) {
+                        *self.inverse[gi].counts.entry(d.to_string()).or_default() += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Counts existing pods in every group that selects them, on the nodes
+    /// the group counts (pods being deleted do not count); a node's counts
+    /// come from `kept` when it knows them, and are left there otherwise.
+    /// Needs `by_label` and `unindexed` built.
+    fn count_existing_pods(&mut self, nodes: &[Node], kept: Option<&ExistingCounts>) {
+        let mut tally = NodeTally::new(self.groups.len());
+        let mut kept = kept.map(|k| k.inner.borrow_mut());
+        let ids: Vec<usize> = match kept.as_mut() {
+            Some(k) => self.groups.iter().map(|g| k.id_of(&g.id)).collect(),
+            None => Vec::new(),
+        };
+        for (n, nd) in nodes.iter().zip(&self.nodes) {
+            let known = kept
+                .as_ref()
+                .and_then(|k| k.known(&n.name, n.pods.len(), &ids));
+            match &known {
+                Some(counts) => tally.recall(counts),
+                None => tally.select_pods(self, &n.pods),
+            }
+            if let Some(k) = kept.as_mut().filter(|_| known.is_none()) {
+                k.remember(&n.name, n.pods.len(), &ids, &tally.on_node);
+            }
+            tally.add_to_groups(&mut self.groups, n, nd);
+        }
     }
 
     /// The groups that select pod `p` (by namespace and labels): those
@@ -820,6 +878,21 @@ impl Topology {
         owned: &[(usize, Kind)],
         out: &mut Requirements,
     ) -> Result<(), TopologyConflict> {
+        let relevant = self.domain_anti_affinity_of(pod, owned);
+        let keys: BTreeSet<&str> = relevant
+            .iter()
+            .map(|&gi| self.groups[gi].id.key.as_str())
+            .collect();
+        for key in keys {
+            self.pin_domain(&relevant, key, out)?;
+        }
+        Ok(())
+    }
+
+    /// The required anti-affinity groups on keys other than hostname that
+    /// concern `pod` (it owns them, per `owned`, or they select it),
+    /// ascending.
+    fn domain_anti_affinity_of(&self, pod: &Pod, owned: &[(usize, Kind)]) -> Vec<usize> {
         let mut relevant: Vec<usize> = owned
             .iter()
             .filter(|(_, k)| *k == Kind::AntiAffinity)
@@ -844,42 +917,48 @@ impl Topology {
         relevant.retain(|&gi| self.groups[gi].id.key != labels::HOSTNAME);
         relevant.sort_unstable();
         relevant.dedup();
-        let keys: BTreeSet<&str> = relevant
-            .iter()
-            .map(|&gi| self.groups[gi].id.key.as_str())
-            .collect();
-        for key in keys {
-            let current = match out.get(key) {
-                Some(r) => r.clone(),
-                None if always_labelled(key) => Requirement::exists(key),
-                None => continue,
-            };
-            if !current.is_complement() && current.len() <= 1 {
-                continue;
-            }
-            let load = |d: &str| -> u64 {
-                relevant
-                    .iter()
-                    .map(|&gi| &self.groups[gi])
-                    .filter(|g| g.id.key == key)
-                    .map(|g| u64::from(g.counts.get(d).copied().unwrap_or(0)))
-                    .sum()
-            };
-            let best = self
-                .universe
-                .get(key)
-                .into_iter()
-                .flatten()
-                .filter(|d| current.has(d))
-                .min_by_key(|d| load(d));
-            match best {
-                Some(d) => out.add(Requirement::in_values(key, [d.clone()])),
-                None => {
-                    return Err(TopologyConflict::NoPin {
-                        key: key.to_string(),
-                        domains: current,
-                    })
-                }
+        relevant
+    }
+
+    /// Pins `key` in `out`, unless it is pinned already, to the allowed
+    /// domain with the fewest pods of the `relevant` groups on `key` (then
+    /// by name).
+    fn pin_domain(
+        &self,
+        relevant: &[usize],
+        key: &str,
+        out: &mut Requirements,
+    ) -> Result<(), TopologyConflict> {
+        let current = match out.get(key) {
+            Some(r) => r.clone(),
+            None if always_labelled(key) => Requirement::exists(key),
+            None => return Ok(()),
+        };
+        if !current.is_complement() && current.len() <= 1 {
+            return Ok(());
+        }
+        let load = |d: &str| -> u64 {
+            relevant
+                .iter()
+                .map(|&gi| &self.groups[gi])
+                .filter(|g| g.id.key == key)
+                .map(|g| u64::from(g.counts.get(d).copied().unwrap_or(0)))
+                .sum()
+        };
+        let best = self
+            .universe
+            .get(key)
+            .into_iter()
+            .flatten()
+            .filter(|d| current.has(d))
+            .min_by_key(|d| load(d));
+        match best {
+            Some(d) => out.add(Requirement::in_values(key, [d.clone()])),
+            None => {
+                return Err(TopologyConflict::NoPin {
+                    key: key.to_string(),
+                    domains: current,
+                })
             }
         }
         Ok(())
