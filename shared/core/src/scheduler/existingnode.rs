@@ -412,12 +412,7 @@ pub(super) fn existing_nodes<'n>(
         })
         .collect();
     // Initialized nodes first (Karpenter's order), then by name.
-    existing.sort_by(|a, b| {
-        b.node
-            .initialized()
-            .cmp(&a.node.initialized())
-            .then_with(|| a.node.name.cmp(&b.node.name))
-    });
+    existing.sort_by_cached_key(|e| (!e.node.initialized(), e.node.name.as_str()));
     existing
 }
 

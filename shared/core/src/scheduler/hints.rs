@@ -262,7 +262,11 @@ fn classes<K: Eq + Hash>(keys: impl Iterator<Item = Option<K>>) -> (Vec<Option<u
 /// the NodePools and types they may use), ignoring labels: the unit of the
 /// efficiency test in `Run::growth_pays`.
 pub(super) fn size_classes(pods: &[Pod], volume: &[volumes::VolumeTerms]) -> (Vec<usize>, usize) {
-    let (ids, n) = classes(pods.iter().zip(volume).map(|(p, v)| Some(SizeKey::of(p, v))));
+    let (ids, n) = classes(
+        pods.iter()
+            .zip(volume)
+            .map(|(p, v)| Some(SizeKey::of(p, v))),
+    );
     (ids.into_iter().flatten().collect(), n)
 }
 

@@ -210,16 +210,18 @@ impl Prepared {
         }
     }
 
-    /// Plans with it keep the existing pods' topology counts and free
-    /// room per node (`topology::ExistingCounts`,
-    /// `existingnode::KeptRoom`), for a user that plans one cluster
-    /// many times leaving nodes out but changing no node's pods between
+    /// Plans with it keep, per node, the existing pods' topology counts,
+    /// the node's labels and taints as topology reads them, and its free
+    /// room (`topology::ExistingCounts`, `existingnode::KeptRoom`), for a
+    /// user that plans one cluster many times leaving nodes out but
+    /// changing no node (its pods, labels, taints or allocatable) between
     /// calls of [`Prepared::forget_existing_counts`].
     pub fn keep_existing_counts(&mut self) {
         self.kept = Some(KeptNodes::default());
     }
 
-    /// Some node's pods changed: the kept counts are dropped.
+    /// Some node changed (its pods, labels, taints or allocatable): what
+    /// was kept per node is dropped.
     pub fn forget_existing_counts(&self) {
         if let Some(k) = &self.kept {
             k.counts.forget();

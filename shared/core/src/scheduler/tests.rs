@@ -3002,7 +3002,8 @@ fn topology_admits_a_node_exactly_when_each_key_does() {
 
 /// A `Prepared` that keeps the existing pods' topology counts plans every
 /// subset of a cluster's nodes as a fresh plan does, and after a node's
-/// pods change and the counts are forgotten, the changed cluster too.
+/// pods, labels or room change and what was kept is forgotten, the
+/// changed cluster too.
 /// Bound pods of two apps, some with zone spreads and hostname
 /// anti-affinity, and pending pods spreading over the same apps.
 #[test]
@@ -3066,6 +3067,27 @@ fn kept_existing_counts_plan_as_counted_afresh() {
     // A node's pods change (same count: only forgetting can tell): its
     // counts and its room.
     s.nodes[1].pods[0] = app(pod("moved", "3", "1Gi"), "web");
+    prepared.forget_existing_counts();
+    assert_eq!(
+        json(&schedule_prepared(&s, &catalog(), &opts, &prepared)),
+        json(&schedule(&s, &catalog(), &opts))
+    );
+    // A node's taints change: spreads that honor taints no longer count
+    // it, which topology reads afresh.
+    for p in &mut s.pending_pods {
+        for c in &mut p.topology_spread {
+            c.node_taints_policy = InclusionPolicy::Honor;
+        }
+    }
+    assert_eq!(
+        json(&schedule_prepared(&s, &catalog(), &opts, &prepared)),
+        json(&schedule(&s, &catalog(), &opts))
+    );
+    s.nodes[0].taints.push(Taint {
+        key: "dedicated".into(),
+        value: "batch".into(),
+        effect: TaintEffect::NoSchedule,
+    });
     prepared.forget_existing_counts();
     assert_eq!(
         json(&schedule_prepared(&s, &catalog(), &opts, &prepared)),

@@ -13,6 +13,7 @@
 //! (Karpenter iterates a Go map and breaks ties at random).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::labels;
@@ -137,6 +138,15 @@ struct NodeDomains {
     taints: Vec<Taint>,
 }
 
+impl NodeDomains {
+    fn of(n: &Node) -> Self {
+        NodeDomains {
+            labels: node_requirements(n),
+            taints: n.taints.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Group {
     id: GroupKey,
@@ -252,7 +262,7 @@ pub struct Topology {
     /// NodePools' domains and taints, and the existing nodes' labels and
     /// taints: filtered spreads take their domains from the ones they count.
     sources: std::sync::Arc<Vec<DomainSource>>,
-    nodes: Vec<NodeDomains>,
+    nodes: Vec<Rc<NodeDomains>>,
     /// Whether any group or inverse group exists (fast path).
     active: bool,
     /// Whether any required anti-affinity group is on a key other than
@@ -268,11 +278,12 @@ pub struct Topology {
     inverse_unindexed: Vec<usize>,
 }
 
-/// Existing pods' counts per node and group, kept between plans of one
-/// cluster whose nodes' pods do not change (consolidation's simulations
-/// leave nodes out, and change a node's pods only when a decision is
-/// taken): a node's pods are matched against a group's selector once, not
-/// once per plan. Whoever changes a node's pods calls [`Self::forget`].
+/// Existing pods' counts per node and group, and each node's labels and
+/// taints as requirements, kept between plans of one cluster whose nodes
+/// do not change (consolidation's simulations leave nodes out, and change
+/// a node's pods only when a decision is taken): a node's pods are matched
+/// against a group's selector once, and its labels made requirements
+/// once, not once per plan. Whoever changes a node calls [`Self::forget`].
 #[derive(Debug, Clone, Default)]
 pub struct ExistingCounts {
     inner: std::cell::RefCell<CountsInner>,
@@ -286,6 +297,8 @@ struct CountsInner {
     /// differs is counted afresh), and per group number the node's pods
     /// the group selects (`None`: not counted yet).
     nodes: HashMap<String, (usize, Vec<Option<u32>>)>,
+    /// Per node name: its labels and taints as topology reads them.
+    domains: HashMap<String, Rc<NodeDomains>>,
 }
 
 impl ExistingCounts {
@@ -294,10 +307,26 @@ impl ExistingCounts {
         let mut inner = self.inner.borrow_mut();
         inner.ids.clear();
         inner.nodes.clear();
+        inner.domains.clear();
     }
 }
 
 impl CountsInner {
+    /// Each node's domains, made once per node name while kept.
+    fn domains_of(&mut self, nodes: &[Node]) -> Vec<Rc<NodeDomains>> {
+        nodes
+            .iter()
+            .map(|n| match self.domains.get(&n.name) {
+                Some(d) => d.clone(),
+                None => {
+                    let d = Rc::new(NodeDomains::of(n));
+                    self.domains.insert(n.name.clone(), d.clone());
+                    d
+                }
+            })
+            .collect()
+    }
+
     fn id_of(&mut self, key: &GroupKey) -> usize {
         let n = self.ids.len();
         *self.ids.entry(key.clone()).or_insert(n)
@@ -481,13 +510,10 @@ impl Topology {
         kept: Option<&ExistingCounts>,
     ) -> (Topology, Vec<PodGroups>) {
         add_node_domains(&mut universe, nodes);
-        let node_domains = nodes
-            .iter()
-            .map(|n| NodeDomains {
-                labels: node_requirements(n),
-                taints: n.taints.clone(),
-            })
-            .collect();
+        let node_domains = match kept {
+            Some(k) => k.inner.borrow_mut().domains_of(nodes),
+            None => nodes.iter().map(|n| Rc::new(NodeDomains::of(n))).collect(),
+        };
         let mut t = Topology {
             universe,
             sources,
