@@ -7,7 +7,7 @@ use crate::labels;
 use crate::model::{untolerated, Pod, Taint};
 use crate::requirements::{Requirement, Requirements};
 
-use super::index::PodIdx;
+use super::index::{PodIdx, PoolIdx};
 use super::pools::Pool;
 use crate::model::{untolerated_strict, Node};
 
@@ -238,7 +238,7 @@ impl Run<'_> {
                 continue;
             }
             let mut reach: BTreeSet<&str> = BTreeSet::new();
-            for (pi, pool) in self.pools.iter().enumerate() {
+            for (pi, pool) in PoolIdx::enumerate(&self.pools) {
                 if untolerated(&pool.taints, &pod.tolerations).is_none()
                     && pool.requirements.compatible_ok(&strict)
                 {
