@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 use crate::model::untolerated_strict;
 use crate::resources::Resources;
 
+use super::index::{PodIdx, PoolIdx};
 use super::pools::Limits;
 use super::repack::{type_maxima, CountTable, CoverTable, PackType, Packed};
 use super::{Claim, Run, TypeSet};
@@ -39,7 +40,7 @@ const CHAIN_WORK: usize = 30_000_000;
 /// limits, any number of them): its pool and the types it may use, with
 /// price and room per requested dimension.
 struct Slot {
-    pool: usize,
+    pool: PoolIdx,
     cands: Vec<PackType>,
 }
 
@@ -47,7 +48,7 @@ struct Slot {
 /// dimensions they request and, per class, its pods, its request per
 /// dimension and how many pods there are.
 struct ChainClasses {
-    pods: Vec<Vec<usize>>,
+    pods: Vec<Vec<PodIdx>>,
     dims: Vec<String>,
     need: Vec<Vec<i64>>,
     counts: Vec<usize>,
@@ -80,7 +81,7 @@ struct ChainNode {
 /// daemonsets included.
 struct NodePods {
     requests: Resources,
-    pods: Vec<usize>,
+    pods: Vec<PodIdx>,
 }
 
 impl Run<'_> {
@@ -135,8 +136,8 @@ impl Run<'_> {
 
     /// The plan's pods (sorted) when there are at most `CHAIN_PODS` of them
     /// and all are plain.
-    fn chain_pods(&self) -> Option<Vec<usize>> {
-        let mut pods: Vec<usize> = self
+    fn chain_pods(&self) -> Option<Vec<PodIdx>> {
+        let mut pods: Vec<PodIdx> = self
             .claims
             .iter()
             .flat_map(|c| c.pods.iter().copied())
@@ -150,9 +151,9 @@ impl Run<'_> {
 
     /// Whether pod `p` has resource requests only: every NodePool of the
     /// chain takes it alike.
-    fn plain_pod(&self, p: usize) -> bool {
+    fn plain_pod(&self, p: PodIdx) -> bool {
         let pod = &self.pods[p];
-        self.hints.shape[p].is_some()
+        self.hints.shape(p).is_some()
             && pod.host_ports.is_empty()
             && pod.node_selector.is_empty()
             && pod.required_terms.is_empty()
@@ -168,9 +169,9 @@ impl Run<'_> {
     /// The chain: the NodePools in weight order, strictly decreasing, up to
     /// the first without limits; `None` when two weigh the same or one
     /// does not tolerate some of `pods`.
-    fn weight_chain(&self, pods: &[usize]) -> Option<Vec<usize>> {
-        let mut chain: Vec<usize> = Vec::new();
-        for (pi, pool) in self.pools.iter().enumerate() {
+    fn weight_chain(&self, pods: &[PodIdx]) -> Option<Vec<PoolIdx>> {
+        let mut chain: Vec<PoolIdx> = Vec::new();
+        for (pi, pool) in PoolIdx::enumerate(&self.pools) {
             if chain
                 .last()
                 .is_some_and(|&l| self.pools[l].np.weight <= pool.np.weight)
@@ -193,11 +194,11 @@ impl Run<'_> {
 
     /// `pods` by class of requests, with what each class needs per
     /// requested dimension.
-    fn chain_classes(&self, pods: &[usize]) -> ChainClasses {
+    fn chain_classes(&self, pods: &[PodIdx]) -> ChainClasses {
         let mut class_of: BTreeMap<usize, usize> = BTreeMap::new();
-        let mut classes: Vec<Vec<usize>> = Vec::new();
+        let mut classes: Vec<Vec<PodIdx>> = Vec::new();
         for &p in pods {
-            let k = *class_of.entry(self.hints.req_class[p]).or_insert_with(|| {
+            let k = *class_of.entry(self.hints.req_class(p)).or_insert_with(|| {
                 classes.push(vec![]);
                 classes.len() - 1
             });
@@ -230,7 +231,7 @@ impl Run<'_> {
     /// The slots of every NodePool of `chain` with limits (at most `pods`
     /// each: a NodePool never needs more NodeClaims than pods), then the
     /// one without; candidates sized in `dims`.
-    fn chain_slots(&self, chain: &[usize], dims: &[String], pods: usize) -> ChainSlots {
+    fn chain_slots(&self, chain: &[PoolIdx], dims: &[String], pods: usize) -> ChainSlots {
         let mut slots = ChainSlots {
             limited: Vec::new(),
             open: None,
@@ -259,7 +260,7 @@ impl Run<'_> {
     /// The NodeClaims NodePool `pi` with limits `lim` can launch one after
     /// another (at most `most`): each may use the types whose capacity fits
     /// what the limits leave, and is charged the largest of them.
-    fn limited_slots(&self, pi: usize, lim: &Limits, dims: &[String], most: usize) -> Vec<Slot> {
+    fn limited_slots(&self, pi: PoolIdx, lim: &Limits, dims: &[String], most: usize) -> Vec<Slot> {
         let pool = &self.pools[pi];
         let compatible = self.compatible_types(pi, &pool.requirements);
         let filter = pool.filter(&pool.requirements);
@@ -295,9 +296,9 @@ impl Run<'_> {
         &mut self,
         plan: ChainPlan,
         slots: &ChainSlots,
-        classes: &[Vec<usize>],
+        classes: &[Vec<PodIdx>],
     ) -> Option<Vec<Claim>> {
-        let mut names: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+        let mut names: BTreeMap<PoolIdx, Vec<String>> = BTreeMap::new();
         for c in self.claims.iter().rev() {
             names.entry(c.pool).or_default().push(c.name.clone());
         }
@@ -318,9 +319,9 @@ impl Run<'_> {
     /// requests plus the pool's daemonsets.
     fn node_pods(
         &self,
-        pi: usize,
+        pi: PoolIdx,
         fill: &[usize],
-        classes: &[Vec<usize>],
+        classes: &[Vec<PodIdx>],
         next: &mut [usize],
     ) -> NodePods {
         let mut requests = self.pools[pi].daemon_overhead.clone();
@@ -342,7 +343,7 @@ impl Run<'_> {
         &mut self,
         slot: &Slot,
         pods: NodePods,
-        names: &mut BTreeMap<usize, Vec<String>>,
+        names: &mut BTreeMap<PoolIdx, Vec<String>>,
     ) -> Option<Claim> {
         let pi = slot.pool;
         let pool = &self.pools[pi];
@@ -589,7 +590,7 @@ mod tests {
 
     fn slot(pool: usize, cands: Vec<(f64, i64)>) -> Slot {
         Slot {
-            pool,
+            pool: PoolIdx::new(pool),
             cands: cands
                 .into_iter()
                 .enumerate()

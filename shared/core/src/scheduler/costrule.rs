@@ -4,6 +4,7 @@
 use crate::model::{untolerated, Pod};
 use crate::requirements::Requirements;
 
+use super::index::{ClaimIdx, PodIdx, PoolIdx};
 use super::nodeclaim::{Fit, JoinMemo};
 use super::pools::Pool;
 use super::Run;
@@ -29,16 +30,16 @@ impl Run<'_> {
     /// The solo price of pod `p` (see `solo_price`), remembered per shape.
     pub(super) fn solo(
         &mut self,
-        p: usize,
+        p: PodIdx,
         shape: Option<usize>,
         pod_reqs: &Requirements,
     ) -> Option<f64> {
-        match shape.and_then(|s| self.hints.solo_cache[s]) {
+        match shape.and_then(|s| self.hints.solo_price_cached(s)) {
             Some(cached) => cached,
             None => {
                 let v = self.solo_price(p, pod_reqs);
                 if let Some(s) = shape {
-                    self.hints.solo_cache[s] = Some(v);
+                    self.hints.remember_solo_price(s, v);
                 }
                 v
             }
@@ -48,9 +49,9 @@ impl Run<'_> {
     /// The price of the cheapest node that could run pod `p` alone (with its
     /// NodePool's daemonset overhead), in the first NodePool that can take
     /// it; topology is ignored, so this is an estimate for the cost rule.
-    pub(super) fn solo_price(&self, p: usize, pod_reqs: &Requirements) -> Option<f64> {
+    pub(super) fn solo_price(&self, p: PodIdx, pod_reqs: &Requirements) -> Option<f64> {
         let pod = &self.pods[p];
-        self.pools.iter().enumerate().find_map(|(pi, pool)| {
+        PoolIdx::enumerate(&self.pools).find_map(|(pi, pool)| {
             if untolerated(&pool.taints, &pod.tolerations).is_some()
                 || !pool.requirements.compatible_ok(pod_reqs)
             {
@@ -73,8 +74,8 @@ impl Run<'_> {
     /// drives NodeClaims to the largest, often least price-efficient, types.
     pub(super) fn joins_cheaply(
         &self,
-        c: usize,
-        p: usize,
+        c: ClaimIdx,
+        p: PodIdx,
         pod_reqs: &Requirements,
         fit: &Fit,
         solo: Option<f64>,
@@ -91,23 +92,23 @@ impl Run<'_> {
     /// relaxed pod is answered from the memo too.
     pub(super) fn may_join_memo(
         &mut self,
-        c: usize,
-        p: usize,
+        c: ClaimIdx,
+        p: PodIdx,
         pod_reqs: &Requirements,
         solo: Option<f64>,
     ) -> bool {
-        let size = self.hints.size[p];
+        let size = self.hints.size_class(p);
         let claim = &self.claims[c];
         let key = JoinMemo {
             size,
             solo: solo.map(f64::to_bits),
             version: claim.version,
             size_left: if claim.size == Some(size) {
-                self.hints.size_left[size]
+                self.hints.size_left(size)
             } else {
                 usize::MAX
             },
-            epoch: self.hints.epoch,
+            epoch: self.hints.epoch(),
         };
         if let Some((memo, answer)) = claim.memo_answer() {
             // Fewer pods of the size waiting only makes growth pay less, so
@@ -133,8 +134,8 @@ impl Run<'_> {
     /// grown NodeClaim must pass the cost rule.
     pub(super) fn may_join_cheaply(
         &self,
-        c: usize,
-        p: usize,
+        c: ClaimIdx,
+        p: PodIdx,
         pod_reqs: &Requirements,
         solo: Option<f64>,
     ) -> bool {
@@ -150,7 +151,7 @@ impl Run<'_> {
         // Types are sorted by price: past the step the plain cost rule
         // allows, only the look-ahead rule (same size class) can still pass.
         let cheap_limit = pool.types[before].price + solo * (COST_TOLERANCE + pool.tolerance());
-        let look_ahead = claim.size == Some(self.hints.size[p]);
+        let look_ahead = claim.size == Some(self.hints.size_class(p));
         for t in claim.types.iter() {
             if !look_ahead && pool.types[t].price > cheap_limit {
                 return false;
@@ -173,8 +174,8 @@ impl Run<'_> {
     /// for nothing.
     pub(super) fn growth_pays(
         &self,
-        c: usize,
-        p: usize,
+        c: ClaimIdx,
+        p: PodIdx,
         pod_reqs: &Requirements,
         after: usize,
         solo: Option<f64>,
@@ -191,7 +192,7 @@ impl Run<'_> {
         }
         // Slots are only meaningful when every pod on the claim has this
         // shape, and only worth buying if pods of the shape are left to fill them.
-        let Some(s) = claim.size.filter(|s| self.hints.size[p] == *s) else {
+        let Some(s) = claim.size.filter(|s| self.hints.size_class(p) == *s) else {
             return false;
         };
         let pod = &self.pods[p];
@@ -202,7 +203,7 @@ impl Run<'_> {
         // holds, this one included, as far as such pods are still waiting.
         let extra = copies
             .saturating_sub(claim.pods.len())
-            .min(self.hints.size_left[s]);
+            .min(self.hints.size_left(s));
         let step = pool.types[after].price - pool.types[before].price;
         self.best_slot_price(claim.pool, p, pod_reqs)
             .is_some_and(|best| step <= extra as f64 * best * slack)
@@ -212,15 +213,13 @@ impl Run<'_> {
     /// of pool `pi` the pod may use; cached per (pool, size class).
     pub(super) fn best_slot_price(
         &self,
-        pi: usize,
-        p: usize,
+        pi: PoolIdx,
+        p: PodIdx,
         pod_reqs: &Requirements,
     ) -> Option<f64> {
-        let key = Some((pi, self.hints.size[p]));
-        if let Some(k) = key {
-            if let Some(hit) = self.hints.slot_cache.borrow().get(&k) {
-                return *hit;
-            }
+        let size = self.hints.size_class(p);
+        if let Some(hit) = self.hints.slot_price_cached(pi, size) {
+            return hit;
         }
         let pool = &self.pools[pi];
         let reqs = pool.requirements.intersection(pod_reqs);
@@ -230,9 +229,7 @@ impl Run<'_> {
             .iter()
             .filter_map(|&t| slot_price(pool, t, pod).map(|(price, _)| price))
             .min_by(f64::total_cmp);
-        if let Some(k) = key {
-            self.hints.slot_cache.borrow_mut().insert(k, best);
-        }
+        self.hints.remember_slot_price(pi, size, best);
         best
     }
 }

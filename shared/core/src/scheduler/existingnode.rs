@@ -17,6 +17,7 @@ use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
+use super::index::PodIdx;
 use super::volumes::VolumeTerms;
 use crate::labels;
 use crate::model::{Node, NodePool, Pod, Taint};
@@ -35,7 +36,7 @@ pub(super) struct ExistingNode<'a> {
     pub labels: Cow<'a, BTreeMap<String, String>>,
     pub remaining: Resources,
     pub host_ports: BTreeSet<(String, i32)>,
-    pub placed: Vec<usize>,
+    pub placed: Vec<PodIdx>,
 }
 
 /// Each node's free room and host ports in use, kept between plans of one
@@ -232,7 +233,7 @@ impl<'a> ExistingNodes<'a> {
     }
 
     /// Places pod `p` (requests, host ports) on node `i`.
-    pub fn place(&mut self, i: usize, p: usize, pod: &Pod) {
+    pub fn place(&mut self, i: usize, p: PodIdx, pod: &Pod) {
         let e = &mut self.nodes[i];
         e.remaining = e.remaining.minus(&pod.requests);
         e.host_ports.extend(pod.host_ports.iter().cloned());
@@ -491,7 +492,7 @@ impl Run<'_> {
     pub(super) fn try_existing(
         &self,
         i: usize,
-        p: usize,
+        p: PodIdx,
         pod_reqs: &Requirements,
         groups: &ActiveTopology,
     ) -> Option<Requirements> {
@@ -534,7 +535,7 @@ impl Run<'_> {
         let (p, shape) = (t.p, t.shape);
         let (pod_reqs, groups, zones_admitted) = (&t.pod_reqs, &t.groups, &t.zones_admitted);
         let pod = &self.pods[p];
-        let first = shape.map_or(0, |s| self.hints.existing_hint[s]);
+        let first = shape.map_or(0, |s| self.hints.existing_hint(s));
         let found = self
             .existing
             .candidates(first, &pod.requests, pod_reqs, |class| {
@@ -553,13 +554,13 @@ impl Run<'_> {
                     .record(pod, &self.groups[p].inverse, &reqs, &node.taints);
                 self.hints.placed(p);
                 if let Some(s) = shape {
-                    self.hints.existing_hint[s] = i;
+                    self.hints.set_existing_hint(s, i);
                 }
                 return true;
             }
         }
         if let Some(s) = shape {
-            self.hints.existing_hint[s] = self.existing.len();
+            self.hints.set_existing_hint(s, self.existing.len());
         }
         false
     }
@@ -654,7 +655,7 @@ mod tests {
                     .with(resources::CPU, crate::quantity::Quantity::from_millis(500))
                     .with(resources::PODS, crate::quantity::Quantity::from_units(1)), ..PodTemplate::default() });
             for &i in placed.iter().filter(|&&i| i < nodes.len()) {
-                index.place(i, 0, &small);
+                index.place(i, PodIdx::new(0), &small);
             }
             let want = Resources::new()
                 .with(resources::CPU, crate::quantity::Quantity::from_millis(want_cpu))

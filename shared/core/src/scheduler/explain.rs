@@ -9,6 +9,7 @@ use crate::quantity::Quantity;
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
+use super::index::PoolIdx;
 use super::reservationmanager::RESERVED_GATE_OFF;
 use super::topology::TopologyConflict;
 use super::{min_values, Run};
@@ -314,7 +315,7 @@ pub(super) fn incompatibility(e: &crate::requirements::Incompatibility, pool: &s
 impl<'a> Run<'a> {
     /// Why no type of pool `pi` satisfies `reqs`: the requirement that
     /// rules out every type, or all of them together.
-    pub(super) fn explain_no_type(&self, pi: usize, reqs: &Requirements) -> Refusal<'a> {
+    pub(super) fn explain_no_type(&self, pi: PoolIdx, reqs: &Requirements) -> Refusal<'a> {
         let pool = &self.pools[pi];
         let name = pool.np.name.as_str();
         // Find the requirement that rules out every type.
@@ -345,7 +346,7 @@ impl<'a> Run<'a> {
     /// (the pod's and the daemonsets').
     pub(super) fn explain_no_fit(
         &self,
-        pi: usize,
+        pi: PoolIdx,
         compatible: &[usize],
         requests: &Resources,
     ) -> Refusal<'a> {

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
+use std::rc::Rc;
 
 use crate::labels;
 use crate::model::{Pod, PodAffinityTerm, PreferredNodeTerm, Toleration, WeightedPodAffinityTerm};
@@ -12,7 +13,9 @@ use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
 use super::explain::Refusal;
+use super::index::{ClaimIdx, PodIdx, PoolIdx};
 use super::nodeclaim::{ZoneMask, ZonePin};
+use super::repack::PackType;
 use super::typeset::TypeSet;
 use super::volumes;
 use super::{Relaxation, Run};
@@ -29,52 +32,51 @@ pub(super) struct Hints<'a> {
     /// Equivalence class of each pod (identical requests and constraints),
     /// for pods whose placement outcomes only get worse as nodes fill (no
     /// spread or affinity): `None` for the others.
-    pub(super) shape: Vec<Option<usize>>,
+    shape: Vec<Option<usize>>,
     /// Per shape: the first existing node / NodeClaim worth trying. Nodes
     /// before it rejected a pod of this shape for reasons that only harden.
-    pub(super) existing_hint: Vec<usize>,
-    pub(super) claim_hint: Vec<usize>,
+    existing_hint: Vec<usize>,
+    claim_hint: Vec<ClaimIdx>,
     /// Per shape: the relaxation the hints were gathered at.
-    pub(super) hint_relax: Vec<Relaxation>,
+    hint_relax: Vec<Relaxation>,
     /// Size class of each pod (see `size_classes`), and per class the pods
     /// not placed yet.
-    pub(super) size: Vec<usize>,
-    pub(super) size_left: Vec<usize>,
+    size: Vec<usize>,
+    size_left: Vec<usize>,
     /// Per shape: the solo price (see `solo_price`).
-    pub(super) solo_cache: Vec<Option<Option<f64>>>,
+    solo_cache: Vec<Option<Option<f64>>>,
     /// Types of a pool compatible with requirements (hostname excluded).
-    pub(super) compat_cache: CompatCache,
+    compat_cache: CompatCache,
     /// See [`ReqTypeCache`]: a candidate NodeClaim's types are narrowed by
     /// bit sets, not by testing each type's labels. Shared by the runs of
     /// one [`super::Prepared`]: a type's labels never change.
-    pub(super) req_type_cache: &'a ReqTypeCache,
+    req_type_cache: &'a ReqTypeCache,
     /// Repack candidates per (pool, requirements, dimensions), see
     /// `Run::candidates`.
-    pub(super) cand_cache: CandCache,
+    cand_cache: CandCache,
     /// (pool, requirements without hostname) → why no type is compatible.
-    pub(super) no_type_reasons:
-        std::cell::RefCell<std::collections::HashMap<(usize, Requirements), Refusal<'a>>>,
+    no_type_reasons:
+        std::cell::RefCell<std::collections::HashMap<(PoolIdx, Requirements), Refusal<'a>>>,
     /// (pool, shape) → best price per pod slot (see `best_slot_price`).
-    pub(super) slot_cache:
-        std::cell::RefCell<std::collections::HashMap<(usize, usize), Option<f64>>>,
+    slot_cache: std::cell::RefCell<std::collections::HashMap<(PoolIdx, usize), Option<f64>>>,
     /// Class of each pod by its requests alone, and per class the
     /// NodeClaims that may still have room for such a pod (see `Roomy`).
-    pub(super) req_class: Vec<usize>,
-    pub(super) roomy: Vec<Roomy>,
+    req_class: Vec<usize>,
+    roomy: Vec<Roomy>,
     /// Per size class, for pods without a shape (spread, pod affinity) at
     /// no relaxation: per zone bucket (see `ZonePin::bucket`), the first
     /// NodeClaim not known to refuse such a pod for reasons that only
     /// harden (no room, the cost rule). Topology refusals do not count.
-    pub(super) spread_hint: Vec<Option<SpreadHint>>,
+    spread_hint: Vec<Option<SpreadHint>>,
     /// Every zone mask a NodeClaim of the run has had (see `commit`): a
     /// pod topology refuses on all of them fits no NodeClaim.
-    pub(super) zone_masks: Vec<ZoneMask>,
+    zone_masks: Vec<ZoneMask>,
     /// Bumped when a reservation runs out (see `JoinMemo`).
-    pub(super) epoch: u32,
+    epoch: u32,
     /// [`Self::compat_cache`] shared by the runs of one
     /// [`super::Prepared`], used while no reservation ran out in this run
     /// (the NodePools' offerings are still the prepared ones).
-    pub(super) shared_compat: Option<&'a CompatCache>,
+    shared_compat: Option<&'a CompatCache>,
 }
 
 impl<'a> Hints<'a> {
@@ -94,7 +96,7 @@ impl<'a> Hints<'a> {
         Hints {
             shape,
             existing_hint: vec![0; n_shapes],
-            claim_hint: vec![0; n_shapes],
+            claim_hint: vec![ClaimIdx::new(0); n_shapes],
             hint_relax: vec![Relaxation::default(); n_shapes],
             size,
             size_left,
@@ -120,7 +122,7 @@ impl<'a> Hints<'a> {
             if self.hint_relax[s] != *r {
                 self.hint_relax[s] = r.clone();
                 self.existing_hint[s] = 0;
-                self.claim_hint[s] = 0;
+                self.claim_hint[s] = ClaimIdx::new(0);
                 self.solo_cache[s] = None;
             }
         }
@@ -128,7 +130,7 @@ impl<'a> Hints<'a> {
 
     /// Pod `p` is placed: one fewer of its size class waits.
     #[inline]
-    pub(super) fn placed(&mut self, p: usize) {
+    pub(super) fn placed(&mut self, p: PodIdx) {
         let size = self.size[p];
         self.size_left[size] = self.size_left[size].saturating_sub(1);
     }
@@ -143,6 +145,162 @@ impl<'a> Hints<'a> {
         self.spread_hint.iter_mut().for_each(|h| *h = None);
         self.epoch = self.epoch.wrapping_add(1);
         self.shared_compat = None;
+    }
+
+    /// Pod `p`'s shape, if it has one (see [`shapes`]).
+    #[inline]
+    pub(super) fn shape(&self, p: PodIdx) -> Option<usize> {
+        self.shape[p]
+    }
+
+    /// Pod `p`'s size class (see [`size_classes`]).
+    #[inline]
+    pub(super) fn size_class(&self, p: PodIdx) -> usize {
+        self.size[p]
+    }
+
+    /// Pod `p`'s request class (see [`request_classes`]).
+    #[inline]
+    pub(super) fn req_class(&self, p: PodIdx) -> usize {
+        self.req_class[p]
+    }
+
+    /// Pods of size class `size` not placed yet.
+    #[inline]
+    pub(super) fn size_left(&self, size: usize) -> usize {
+        self.size_left[size]
+    }
+
+    /// The offering epoch: bumped when a reservation runs out (see
+    /// `JoinMemo`).
+    #[inline]
+    pub(super) fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    /// Shape `s`'s first existing node worth trying.
+    #[inline]
+    pub(super) fn existing_hint(&self, s: usize) -> usize {
+        self.existing_hint[s]
+    }
+
+    /// Existing nodes before `i` refused a pod of shape `s` for reasons
+    /// that only harden.
+    #[inline]
+    pub(super) fn set_existing_hint(&mut self, s: usize, i: usize) {
+        self.existing_hint[s] = i;
+    }
+
+    /// Shape `s`'s first planned NodeClaim worth trying.
+    #[inline]
+    pub(super) fn claim_hint(&self, s: usize) -> ClaimIdx {
+        self.claim_hint[s]
+    }
+
+    /// NodeClaims before `c` refused a pod of shape `s` for reasons that
+    /// only harden.
+    #[inline]
+    pub(super) fn set_claim_hint(&mut self, s: usize, c: ClaimIdx) {
+        self.claim_hint[s] = c;
+    }
+
+    /// Shape `s`'s solo price, if remembered (see `Run::solo`).
+    #[inline]
+    pub(super) fn solo_price_cached(&self, s: usize) -> Option<Option<f64>> {
+        self.solo_cache[s]
+    }
+
+    /// Remembers shape `s`'s solo price.
+    #[inline]
+    pub(super) fn remember_solo_price(&mut self, s: usize, price: Option<f64>) {
+        self.solo_cache[s] = Some(price);
+    }
+
+    /// Takes request class `class`'s roomy list out for a walk (give it
+    /// back with [`Self::put_roomy`]).
+    #[inline]
+    pub(super) fn take_roomy(&mut self, class: usize) -> Roomy {
+        std::mem::take(&mut self.roomy[class])
+    }
+
+    /// Gives back request class `class`'s roomy list.
+    #[inline]
+    pub(super) fn put_roomy(&mut self, class: usize, roomy: Roomy) {
+        self.roomy[class] = roomy;
+    }
+
+    /// Takes size class `size`'s spread hints out for a walk (give them
+    /// back with [`Self::put_spread_hint`]).
+    #[inline]
+    pub(super) fn take_spread_hint(&mut self, size: usize) -> Option<SpreadHint> {
+        self.spread_hint[size].take()
+    }
+
+    /// Gives back size class `size`'s spread hints.
+    #[inline]
+    pub(super) fn put_spread_hint(&mut self, size: usize, hint: SpreadHint) {
+        self.spread_hint[size] = Some(hint);
+    }
+
+    /// Every zone mask a NodeClaim of the run has had.
+    #[inline]
+    pub(super) fn zone_masks(&self) -> &[ZoneMask] {
+        &self.zone_masks
+    }
+
+    /// A NodeClaim of the run has zone mask `mask`.
+    #[inline]
+    pub(super) fn remember_zone_mask(&mut self, mask: ZoneMask) {
+        if !self.zone_masks.contains(&mask) {
+            self.zone_masks.push(mask);
+        }
+    }
+
+    /// The best price per pod slot of pool `pi` for size class `size`, if
+    /// remembered (see `Run::best_slot_price`).
+    #[inline]
+    pub(super) fn slot_price_cached(&self, pi: PoolIdx, size: usize) -> Option<Option<f64>> {
+        self.slot_cache.borrow().get(&(pi, size)).copied()
+    }
+
+    /// Remembers the best price per pod slot of pool `pi` for size class
+    /// `size`.
+    pub(super) fn remember_slot_price(&self, pi: PoolIdx, size: usize, price: Option<f64>) {
+        self.slot_cache.borrow_mut().insert((pi, size), price);
+    }
+
+    /// Why pool `pi` has no type for `reqs` (hostname removed), if
+    /// remembered.
+    pub(super) fn no_type_reason_cached(
+        &self,
+        pi: PoolIdx,
+        reqs: &Requirements,
+    ) -> Option<Refusal<'a>> {
+        // The key is built as the map holds it (one clone, as before).
+        self.no_type_reasons
+            .borrow()
+            .get(&(pi, reqs.clone()))
+            .cloned()
+    }
+
+    /// Remembers why pool `pi` has no type for `reqs` (hostname removed).
+    pub(super) fn remember_no_type_reason(
+        &self,
+        pi: PoolIdx,
+        reqs: Requirements,
+        reason: Refusal<'a>,
+    ) {
+        self.no_type_reasons.borrow_mut().insert((pi, reqs), reason);
+    }
+
+    /// Repack candidates for `key`, if remembered (see `Run::candidates`).
+    pub(super) fn candidates_cached(&self, key: &CandKey) -> Option<Rc<Vec<PackType>>> {
+        self.cand_cache.borrow().get(key).cloned()
+    }
+
+    /// Remembers the repack candidates for `key`.
+    pub(super) fn remember_candidates(&self, key: CandKey, cands: Rc<Vec<PackType>>) {
+        self.cand_cache.borrow_mut().insert(key, cands);
     }
 }
 
@@ -191,20 +349,19 @@ impl Roomy {
     }
 }
 
-/// (pool, requirements without hostname) → compatible type indices.
-pub(super) type CandCache = std::cell::RefCell<
-    std::collections::HashMap<
-        (usize, Requirements, Vec<String>),
-        std::rc::Rc<Vec<super::repack::PackType>>,
-    >,
->;
+/// (pool, requirements, dimensions): what repack candidates depend on.
+pub(super) type CandKey = (PoolIdx, Requirements, Vec<String>);
+
+/// [`CandKey`] → the repack candidates (see `Run::candidates`).
+pub(super) type CandCache =
+    std::cell::RefCell<std::collections::HashMap<CandKey, Rc<Vec<PackType>>>>;
 
 /// (pool, one requirement) → the pool's types whose labels intersect it.
 pub(super) type ReqTypeCache =
-    std::cell::RefCell<std::collections::HashMap<(usize, Requirement), std::rc::Rc<TypeSet>>>;
+    std::cell::RefCell<std::collections::HashMap<(PoolIdx, Requirement), std::rc::Rc<TypeSet>>>;
 
 pub(super) type CompatCache =
-    std::cell::RefCell<std::collections::HashMap<(usize, Requirements), std::rc::Rc<Vec<usize>>>>;
+    std::cell::RefCell<std::collections::HashMap<(PoolIdx, Requirements), std::rc::Rc<Vec<usize>>>>;
 
 /// What the price of a node slot for a pod depends on (see
 /// [`size_classes`]), borrowed from the pod.
@@ -299,7 +456,7 @@ impl Run<'_> {
     /// pod of a Deployment asks the same question.
     pub(super) fn compatible_types(
         &self,
-        pi: usize,
+        pi: PoolIdx,
         reqs: &Requirements,
     ) -> std::rc::Rc<Vec<usize>> {
         let mut key = (pi, reqs.clone());
@@ -341,7 +498,7 @@ impl Run<'_> {
     /// [`Self::types_intersecting`]). A NodeClaim keeps only types that
     /// intersect its requirements, and a pod only narrows them: what a
     /// trial leaves of a NodeClaim's types is within this set.
-    pub(super) fn types_allowing(&self, pi: usize, reqs: &Requirements) -> TypeSet {
+    pub(super) fn types_allowing(&self, pi: PoolIdx, reqs: &Requirements) -> TypeSet {
         let n = self.pools[pi].types.len();
         let mut set = TypeSet::from_indices(0..n, n);
         for r in reqs.iter().filter(|r| r.key != labels::HOSTNAME) {
@@ -351,7 +508,7 @@ impl Run<'_> {
     }
 
     /// Pool `pi`'s types whose labels intersect `r`, cached.
-    pub(super) fn types_intersecting(&self, pi: usize, r: &Requirement) -> std::rc::Rc<TypeSet> {
+    pub(super) fn types_intersecting(&self, pi: PoolIdx, r: &Requirement) -> std::rc::Rc<TypeSet> {
         let key = (pi, r.clone());
         if let Some(hit) = self.hints.req_type_cache.borrow().get(&key) {
             return hit.clone();

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use super::hints::{Roomy, SpreadHint};
+use super::index::ClaimIdx;
 use crate::labels;
 
 use super::nodeclaim::{Claim, Fit, ZonePin};
@@ -28,12 +29,12 @@ impl Walk {
     /// that only hardens (`hard`) moves the bucket's hint past `c` while
     /// nothing before it in the bucket may pass later.
     #[inline]
-    fn refused(&mut self, bucket: usize, c: usize, hard: bool) {
+    fn refused(&mut self, bucket: usize, c: ClaimIdx, hard: bool) {
         if let Some(h) = self.hints.as_mut() {
             if !hard {
                 self.blocked[bucket] = true;
             } else if !self.blocked[bucket] {
-                h[bucket] = c as u32 + 1;
+                h[bucket] = c.get() as u32 + 1;
             }
         }
     }
@@ -59,10 +60,10 @@ impl Walk {
         if zones_limited && roomy.pins[k] != 0 && admitted_bits & roomy.pins[k] == 0 {
             return None;
         }
-        let c = roomy.list[k] as usize;
+        let c = roomy.list[k];
         // Known pins answer the hint without touching the NodeClaim.
         if let Some(h) = &self.hints {
-            if roomy.pins[k] != 0 && c < h[ZonePin::Bit(roomy.pins[k]).bucket()] as usize {
+            if roomy.pins[k] != 0 && c < h[ZonePin::Bit(roomy.pins[k]).bucket()] {
                 return None;
             }
         }
@@ -72,7 +73,7 @@ impl Walk {
         match &self.hints {
             Some(h) => {
                 let b = claim.zone_pin.bucket();
-                (c >= h[b] as usize).then_some(b)
+                (c >= h[b]).then_some(b)
             }
             None => Some(0),
         }
@@ -81,15 +82,15 @@ impl Walk {
 
 /// Pods without a shape: start at the lowest hint of the buckets the pod
 /// may use (`any_zone`: every zone; else those of `admitted_bits`).
-fn first_eligible(h: &SpreadHint, any_zone: bool, admitted_bits: u64) -> usize {
+fn first_eligible(h: &SpreadHint, any_zone: bool, admitted_bits: u64) -> ClaimIdx {
     let eligible = |b: usize| {
         any_zone || b == 0 || b == ZonePin::BUCKETS - 1 || admitted_bits & (1 << (b - 1)) != 0
     };
     (0..ZonePin::BUCKETS)
         .filter(|&b| eligible(b))
-        .map(|b| h[b] as usize)
+        .map(|b| h[b])
         .min()
-        .unwrap_or(0)
+        .map_or(ClaimIdx::new(0), |c| ClaimIdx::new(c as usize))
 }
 
 impl Run<'_> {
@@ -103,22 +104,23 @@ impl Run<'_> {
         // its refusals would teach the hints nothing that holds.
         if self.zone_refuses_every_claim(p, &t.pod_reqs, &t.groups) {
             if let Some(s) = shape {
-                self.hints.claim_hint[s] = self.claims.len();
+                self.hints
+                    .set_claim_hint(s, ClaimIdx::new(self.claims.len()));
             }
             return Err(Vec::new());
         }
-        let first = shape.map_or(0, |s| self.hints.claim_hint[s]);
+        let first = shape.map_or(ClaimIdx::new(0), |s| self.hints.claim_hint(s));
         let admitted_bits = self.zone_bits(&t.zones_admitted);
-        let cls = self.hints.req_class[p];
-        let mut roomy = std::mem::take(&mut self.hints.roomy[cls]);
+        let cls = self.hints.req_class(p);
+        let mut roomy = self.hints.take_roomy(cls);
         roomy.sync(self.claims.len());
         // Pods without a shape: start at the lowest hint of the buckets
         // the pod may use, skip each bucket's known refusals.
-        let size = self.hints.size[p];
+        let size = self.hints.size_class(p);
         let hints = if shape.is_none() && *t.r == Relaxation::default() {
             Some(
-                self.hints.spread_hint[size]
-                    .take()
+                self.hints
+                    .take_spread_hint(size)
                     .unwrap_or_else(|| Box::new([0; ZonePin::BUCKETS])),
             )
         } else {
@@ -136,19 +138,20 @@ impl Run<'_> {
         };
         let joined = self.walk_claims(t, solo, first, admitted_bits, &mut walk);
         if let Some(h) = walk.hints {
-            self.hints.spread_hint[size] = Some(h);
+            self.hints.put_spread_hint(size, h);
         }
         walk.roomy.compact();
-        self.hints.roomy[cls] = walk.roomy;
+        self.hints.put_roomy(cls, walk.roomy);
         if let Some((c, fit)) = joined {
             self.commit(c, p, fit);
             if let Some(s) = shape {
-                self.hints.claim_hint[s] = c;
+                self.hints.set_claim_hint(s, c);
             }
             return Ok(());
         }
         if let Some(s) = shape {
-            self.hints.claim_hint[s] = self.claims.len();
+            self.hints
+                .set_claim_hint(s, ClaimIdx::new(self.claims.len()));
         }
         Err(walk.refused_claims)
     }
@@ -159,16 +162,16 @@ impl Run<'_> {
         &mut self,
         t: &Trial,
         solo: Option<f64>,
-        first: usize,
+        first: ClaimIdx,
         admitted_bits: u64,
         walk: &mut Walk,
-    ) -> Option<(usize, Fit)> {
+    ) -> Option<(ClaimIdx, Fit)> {
         let p = t.p;
         let (pod_reqs, groups, zones_admitted) = (&t.pod_reqs, &t.groups, &t.zones_admitted);
         let pod = &self.pods[p];
-        let start = walk.roomy.list.partition_point(|&c| (c as usize) < first);
+        let start = (walk.roomy.list).partition_point(|&c| (c as usize) < first.get());
         for k in start..walk.roomy.list.len() {
-            let c = walk.roomy.list[k] as usize;
+            let c = ClaimIdx::new(walk.roomy.list[k] as usize);
             let claim = &self.claims[c];
             let Some(bucket) =
                 walk.bucket_to_try(k, claim, zones_admitted.is_some(), admitted_bits)
@@ -181,7 +184,7 @@ impl Run<'_> {
             {
                 walk.roomy.kill(k);
                 walk.refused(bucket, c, true);
-                walk.refused_claims.push(c as u32);
+                walk.refused_claims.push(c.get() as u32);
                 continue;
             }
             if let Some(ok) = zones_admitted {
@@ -202,7 +205,7 @@ impl Run<'_> {
                 }
                 Err(_) => {
                     walk.refused(bucket, c, false);
-                    walk.refused_claims.push(c as u32);
+                    walk.refused_claims.push(c.get() as u32);
                 }
             }
         }
@@ -227,7 +230,7 @@ impl Run<'_> {
 
     /// Whether NodeClaim `c` is pinned to a zone outside `ok` (the zones
     /// the pod's spread admits; `admitted_bits` as bits).
-    fn pinned_elsewhere(&self, c: usize, ok: &BTreeSet<String>, admitted_bits: u64) -> bool {
+    fn pinned_elsewhere(&self, c: ClaimIdx, ok: &BTreeSet<String>, admitted_bits: u64) -> bool {
         match self.claims[c].zone_pin {
             ZonePin::Free => false,
             ZonePin::Bit(b) => admitted_bits & b == 0,

@@ -24,6 +24,7 @@ mod existingnode;
 mod explain;
 mod hints;
 mod in_flight;
+mod index;
 mod joining;
 mod min_values;
 mod nodeclaim;
@@ -52,6 +53,7 @@ use existingnode::effective_taints;
 use existingnode::{existing_domains, existing_nodes, ExistingNodes};
 use explain::{unavailable_pools, Refusal, Unplaced};
 use hints::{CompatCache, Hints, ReqTypeCache};
+use index::{PodIdx, PoolIdx};
 pub use min_values::MinValuesPolicy;
 use nodeclaim::{Claim, ZoneMask, ZonePin};
 pub use plan_output::MIN_VALUES_RELAXED;
@@ -123,7 +125,8 @@ struct Run<'a> {
     topology: Topology,
     existing: ExistingNodes<'a>,
     claims: Vec<Claim>,
-    claim_counter: BTreeMap<usize, usize>,
+    /// Per NodePool, how many of its NodeClaims hold pods (names them).
+    claim_counter: BTreeMap<PoolIdx, usize>,
     /// Capacity reservations (indexed like `ClusterState::capacity_reservations`).
     res: Reservations<'a>,
     /// Whether step 3 of `add` joins heavier limited NodePools' NodeClaims
@@ -323,8 +326,9 @@ fn schedule_with<'a>(
     // Pods whose volumes are not ready wait (unschedulable, with the reason).
     let mut errors: Vec<Option<Unplaced>> = vec![None; pods.len()];
     let volume = volume_requirements(state, pods, &mut errors);
-    let waiting_for_volumes: Vec<usize> =
-        (0..pods.len()).filter(|&p| errors[p].is_some()).collect();
+    let waiting_for_volumes: Vec<PodIdx> = PodIdx::all(pods.len())
+        .filter(|&p| errors[p].is_some())
+        .collect();
     let all_nodes = all_nodes(state);
     let mut run = Run::new(
         state,
@@ -450,7 +454,7 @@ fn limited_heavier(pools: &[Pool]) -> bool {
 /// One pod's placement attempt at its relaxation (see `Run::add`): what
 /// every step reads.
 struct Trial<'t> {
-    p: usize,
+    p: PodIdx,
     r: &'t Relaxation,
     /// The pod's shape, if it has one (see `Hints::shape`).
     shape: Option<usize>,
@@ -466,13 +470,13 @@ impl<'a> Run<'a> {
     /// an existing node if one fits, else on a NodeClaim planned in this
     /// run, else on a new NodeClaim, else on any planned NodeClaim it fits;
     /// otherwise, why not.
-    fn add(&mut self, p: usize, r: &Relaxation) -> Result<(), Unplaced<'a>> {
+    fn add(&mut self, p: PodIdx, r: &Relaxation) -> Result<(), Unplaced<'a>> {
         let pod = &self.pods[p];
         let pod_reqs = pod_view::node_requirements(pod, &self.volume[p], r);
         let groups = self.active_topology(p, r);
 
         // Hints apply to the unrelaxed shape only.
-        let shape = self.hints.shape[p];
+        let shape = self.hints.shape(p);
         self.hints.at_relaxation(shape, r);
 
         // 1. Existing nodes.

@@ -10,19 +10,20 @@ use crate::resources::Resources;
 
 use super::explain::ClaimRefusal;
 use super::explain::{display_reqs, Refusal};
+use super::index::{ClaimIdx, PodIdx, PoolIdx};
 use super::podtopology::ActiveTopology;
 use super::pools::{self};
 use super::typeset::TypeSet;
 use super::{min_values, MinValuesPolicy, Run, Trial};
 
 pub(super) struct Claim {
-    pub(super) pool: usize,
+    pub(super) pool: PoolIdx,
     pub(super) name: String,
     pub(super) requirements: Requirements,
     /// The pool's types that can still hold every pod.
     pub(super) types: TypeSet,
     pub(super) requests: Resources,
-    pub(super) pods: Vec<usize>,
+    pub(super) pods: Vec<PodIdx>,
     pub(super) host_ports: BTreeSet<(String, i32)>,
     /// Component-wise max allocatable over `types` (cheap rejection).
     pub(super) max_allocatable: Resources,
@@ -131,7 +132,7 @@ impl Claim {
     /// An empty NodeClaim of pool `pi` named `name` with `requirements`
     /// (its pods join by `commit`), holding only the daemonsets' `requests`.
     fn new(
-        pi: usize,
+        pi: PoolIdx,
         name: String,
         requirements: Requirements,
         requests: Resources,
@@ -250,12 +251,15 @@ impl<'a> Run<'a> {
         if self.pools.is_empty() && reasons.is_empty() {
             reasons.push(Refusal::NoNodePool);
         }
-        for pi in 0..self.pools.len() {
+        for pi in PoolIdx::all(self.pools.len()) {
             // A heavier NodePool out of room under its limits still takes
             // the pod on a NodeClaim it already has, whatever the cost rule
             // says: weights rank NodePools before price, and those claims
             // are charged against the limits already (their largest type).
-            if self.join_heavier && pi > 0 && self.pools[pi].np.weight < self.pools[0].np.weight {
+            if self.join_heavier
+                && pi.get() > 0
+                && self.pools[pi].np.weight < self.pools[0].np.weight
+            {
                 if let Some((c, fit)) = self.join_heavier_limited(pi, p, pod_reqs, groups) {
                     self.commit(c, p, fit);
                     return Ok(());
@@ -264,8 +268,8 @@ impl<'a> Run<'a> {
             match self.try_new(pi, p, pod_reqs, groups) {
                 Ok((claim, fit)) => {
                     let reservation = claim.reservation;
+                    let c = ClaimIdx::new(self.claims.len());
                     self.claims.push(claim);
-                    let c = self.claims.len() - 1;
                     self.commit(c, p, fit);
                     if let Some(r) = reservation {
                         self.take_reservation(r);
@@ -295,11 +299,11 @@ impl<'a> Run<'a> {
         let mut known = refused.iter().peekable();
         // A NodeClaim none of whose types the pod's requirements allow
         // would refuse it (no instance type): its trial is skipped.
-        let allowed: Vec<TypeSet> = (0..self.pools.len())
+        let allowed: Vec<TypeSet> = PoolIdx::all(self.pools.len())
             .map(|pi| self.types_allowing(pi, pod_reqs))
             .collect();
-        for c in 0..any_claim {
-            if known.next_if(|&&k| k as usize == c).is_some() {
+        for c in ClaimIdx::all(any_claim) {
+            if known.next_if(|&&k| k as usize == c.get()).is_some() {
                 continue;
             }
             if !self.claims[c]
@@ -321,13 +325,13 @@ impl<'a> Run<'a> {
     /// see step 3 of `add`.
     pub(super) fn join_heavier_limited(
         &self,
-        pi: usize,
-        p: usize,
+        pi: PoolIdx,
+        p: PodIdx,
         pod_reqs: &Requirements,
         groups: &ActiveTopology,
-    ) -> Option<(usize, Fit)> {
+    ) -> Option<(ClaimIdx, Fit)> {
         let weight = self.pools[pi].np.weight;
-        let heavier: Vec<usize> = (0..pi)
+        let heavier: Vec<PoolIdx> = PoolIdx::all(pi.get())
             .filter(|&h| self.pools[h].np.weight > weight && self.pools[h].remaining.is_some())
             .collect();
         if heavier.is_empty() {
@@ -335,7 +339,7 @@ impl<'a> Run<'a> {
         }
         let requests = &self.pods[p].requests;
         for h in heavier {
-            for (c, claim) in self.claims.iter().enumerate() {
+            for (c, claim) in ClaimIdx::enumerate(&self.claims) {
                 if claim.pool != h
                     || !claim
                         .requests
@@ -355,8 +359,8 @@ impl<'a> Run<'a> {
     /// and instance types should it join, or why it may not.
     pub(super) fn try_claim(
         &self,
-        c: usize,
-        p: usize,
+        c: ClaimIdx,
+        p: PodIdx,
         pod_reqs: &Requirements,
         groups: &ActiveTopology,
     ) -> Result<Fit, ClaimRefusal> {
@@ -388,7 +392,7 @@ impl<'a> Run<'a> {
     fn cheap_refusal(
         &self,
         claim: &Claim,
-        p: usize,
+        p: PodIdx,
         pod_reqs: &Requirements,
         groups: &ActiveTopology,
     ) -> Option<ClaimRefusal> {
@@ -482,7 +486,7 @@ impl<'a> Run<'a> {
     fn zone_topology_admits(
         &self,
         claim: &Claim,
-        p: usize,
+        p: PodIdx,
         pod_reqs: &Requirements,
         groups: &ActiveTopology,
     ) -> bool {
@@ -494,7 +498,7 @@ impl<'a> Run<'a> {
     fn zone_mask_admits(
         &self,
         mask: ZoneMask,
-        p: usize,
+        p: PodIdx,
         pod_reqs: &Requirements,
         groups: &ActiveTopology,
     ) -> bool {
@@ -538,12 +542,12 @@ impl<'a> Run<'a> {
     /// can pass, none need be made.
     pub(super) fn zone_refuses_every_claim(
         &self,
-        p: usize,
+        p: PodIdx,
         pod_reqs: &Requirements,
         groups: &ActiveTopology,
     ) -> bool {
         self.topology.is_active()
-            && (self.hints.zone_masks.iter())
+            && (self.hints.zone_masks().iter())
                 .all(|&m| !self.zone_mask_admits(m, p, pod_reqs, groups))
     }
 
@@ -552,8 +556,8 @@ impl<'a> Run<'a> {
     /// pins anti-affinity domains).
     fn claim_narrowing(
         &self,
-        c: usize,
-        p: usize,
+        c: ClaimIdx,
+        p: PodIdx,
         pod_reqs: &Requirements,
         groups: &ActiveTopology,
     ) -> Result<(Requirements, Option<Requirements>), ClaimRefusal> {
@@ -578,8 +582,8 @@ impl<'a> Run<'a> {
 
     pub(super) fn try_new(
         &self,
-        pi: usize,
-        p: usize,
+        pi: PoolIdx,
+        p: PodIdx,
         pod_reqs: &Requirements,
         groups: &ActiveTopology,
     ) -> Result<(Claim, Fit), Refusal<'a>> {
@@ -631,8 +635,8 @@ impl<'a> Run<'a> {
     /// the instance type (step 3 of `add`).
     fn pool_refusal(
         &self,
-        pi: usize,
-        p: usize,
+        pi: PoolIdx,
+        p: PodIdx,
         pod_reqs: &Requirements,
         groups: &ActiveTopology,
     ) -> Result<(), Refusal<'a>> {
@@ -678,8 +682,8 @@ impl<'a> Run<'a> {
     /// no DaemonSet on its host ports, within the NodePool's limits.
     fn types_for_new(
         &self,
-        pi: usize,
-        p: usize,
+        pi: PoolIdx,
+        p: PodIdx,
         merged: &Requirements,
     ) -> Result<Vec<usize>, Refusal<'a>> {
         let pool = &self.pools[pi];
@@ -719,23 +723,20 @@ impl<'a> Run<'a> {
 
     /// Why pool `pi` has no instance type for `merged`, remembered per
     /// requirements (hostname aside) since the answer is asked again.
-    fn no_type_reason(&self, pi: usize, merged: &Requirements) -> Refusal<'a> {
+    fn no_type_reason(&self, pi: PoolIdx, merged: &Requirements) -> Refusal<'a> {
         let mut key = merged.clone();
         key.remove(labels::HOSTNAME);
-        if let Some(reason) = self.hints.no_type_reasons.borrow().get(&(pi, key.clone())) {
-            return reason.clone();
+        if let Some(reason) = self.hints.no_type_reason_cached(pi, &key) {
+            return reason;
         }
         let reason = self.explain_no_type(pi, merged);
-        self.hints
-            .no_type_reasons
-            .borrow_mut()
-            .insert((pi, key), reason.clone());
+        self.hints.remember_no_type_reason(pi, key, reason.clone());
         reason
     }
 
     /// The types of `fitting` a new NodeClaim of pool `pi` may take within
     /// the NodePool's remaining limits, or the limit it would exceed.
-    fn within_limits(&self, pi: usize, fitting: Vec<usize>) -> Result<Vec<usize>, Refusal<'a>> {
+    fn within_limits(&self, pi: PoolIdx, fitting: Vec<usize>) -> Result<Vec<usize>, Refusal<'a>> {
         let pool = &self.pools[pi];
         let Some(lim) = &pool.remaining else {
             return Ok(fitting);
@@ -764,7 +765,7 @@ impl<'a> Run<'a> {
     /// under Strict, the pod's reason.
     pub(super) fn min_values_floor(
         &self,
-        pi: usize,
+        pi: PoolIdx,
         types: &[usize],
     ) -> Result<(BTreeMap<String, u32>, bool), Refusal<'a>> {
         let pool = &self.pools[pi];
@@ -786,7 +787,7 @@ impl<'a> Run<'a> {
     }
 
     /// Resources charged against pool `pi`'s limits by this run's NodeClaims.
-    pub(super) fn charged(&self, pi: usize) -> Resources {
+    pub(super) fn charged(&self, pi: PoolIdx) -> Resources {
         let mut r = Resources::new();
         for c in self.claims.iter().filter(|c| c.pool == pi) {
             r.add_assign(&c.max_capacity);
@@ -795,9 +796,9 @@ impl<'a> Run<'a> {
         r
     }
 
-    pub(super) fn commit(&mut self, c: usize, p: usize, fit: Fit) {
+    pub(super) fn commit(&mut self, c: ClaimIdx, p: PodIdx, fit: Fit) {
         let pod = &self.pods[p];
-        let size = self.hints.size[p];
+        let size = self.hints.size_class(p);
         self.hints.placed(p);
         let claim = &mut self.claims[c];
         claim.size = if claim.used && claim.size != Some(size) {
@@ -814,9 +815,7 @@ impl<'a> Run<'a> {
         claim.requirements = fit.requirements;
         claim.zone_pin = ZonePin::of(&claim.requirements, &pool.zones);
         claim.zone_mask = ZoneMask::of(&claim.requirements, &pool.zones);
-        if !self.hints.zone_masks.contains(&claim.zone_mask) {
-            self.hints.zone_masks.push(claim.zone_mask);
-        }
+        self.hints.remember_zone_mask(claim.zone_mask);
         let types_changed = fit.types.len() != claim.types.len();
         let old_types = std::mem::replace(&mut claim.types, fit.types);
         claim.requests.add_assign(&pod.requests);

@@ -9,6 +9,7 @@ use crate::model::Pod;
 use crate::requirements::Requirements;
 use crate::resources::Resources;
 
+use super::index::{PodIdx, PoolIdx};
 use super::pools::{Pool, PoolOffering};
 use super::typeset::TypeSet;
 use crate::catalog::ebs;
@@ -33,7 +34,7 @@ pub(super) struct OfferSummary {
     pub(super) preferred: Option<(usize, usize)>,
 }
 
-pub(super) type OfferKey = (usize, Option<u32>, Requirements, TypeSet);
+pub(super) type OfferKey = (PoolIdx, Option<u32>, Requirements, TypeSet);
 
 #[derive(Default)]
 pub(super) struct TypeLists(std::collections::HashMap<OfferKey, std::rc::Rc<OfferSummary>>);
@@ -252,7 +253,7 @@ pub(super) fn claim_annotations(claim: &Claim, pool: &Pool) -> BTreeMap<String, 
 impl Run<'_> {
     pub(super) fn into_plan(
         mut self,
-        failed: Vec<usize>,
+        failed: Vec<PodIdx>,
         errors: Vec<Option<Unplaced>>,
         warnings: Vec<String>,
     ) -> Plan {
@@ -314,7 +315,7 @@ impl Run<'_> {
 /// The pods of `failed` with their reasons, by pod.
 fn unschedulable(
     pods: &[Pod],
-    failed: &[usize],
+    failed: &[PodIdx],
     errors: &[Option<Unplaced>],
 ) -> Vec<Unschedulable> {
     let mut unschedulable: Vec<Unschedulable> = failed

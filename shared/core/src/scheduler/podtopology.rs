@@ -7,6 +7,7 @@ use crate::labels;
 use crate::model::{untolerated, Pod, Taint};
 use crate::requirements::{Requirement, Requirements};
 
+use super::index::{PodIdx, PoolIdx};
 use super::pools::Pool;
 use crate::model::{untolerated_strict, Node};
 
@@ -152,7 +153,7 @@ impl PoolDomains {
 
 impl Run<'_> {
     /// The topology in force for pod `p` at relaxation `r`.
-    pub(super) fn active_topology(&self, p: usize, r: &Relaxation) -> ActiveTopology {
+    pub(super) fn active_topology(&self, p: PodIdx, r: &Relaxation) -> ActiveTopology {
         let pod = &self.pods[p];
         let mut groups = ActiveTopology {
             groups: self.active_groups(p, r),
@@ -180,7 +181,7 @@ impl Run<'_> {
     }
 
     /// Topology groups in force for pod `p` at relaxation `r`.
-    pub(super) fn active_groups(&self, p: usize, r: &Relaxation) -> Vec<(usize, Kind)> {
+    pub(super) fn active_groups(&self, p: PodIdx, r: &Relaxation) -> Vec<(usize, Kind)> {
         let pod = &self.pods[p];
         let g = &self.groups[p];
         let mut out = Vec::new();
@@ -229,7 +230,7 @@ impl Run<'_> {
     /// zone) would otherwise hold the spread's minimum at zero and make
     /// every zone the pod can use look full; no node the pod could count
     /// ever appears there unless planned, and then it is counted.
-    pub(super) fn reachable_domains(&self, p: usize, mut strict: Requirements) -> Requirements {
+    pub(super) fn reachable_domains(&self, p: PodIdx, mut strict: Requirements) -> Requirements {
         let pod = &self.pods[p];
         for c in &pod.topology_spread {
             let key = c.topology_key.as_str();
@@ -237,7 +238,7 @@ impl Run<'_> {
                 continue;
             }
             let mut reach: BTreeSet<&str> = BTreeSet::new();
-            for (pi, pool) in self.pools.iter().enumerate() {
+            for (pi, pool) in PoolIdx::enumerate(&self.pools) {
                 if untolerated(&pool.taints, &pod.tolerations).is_none()
                     && pool.requirements.compatible_ok(&strict)
                 {

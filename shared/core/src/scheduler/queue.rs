@@ -7,12 +7,13 @@ use std::collections::VecDeque;
 use crate::model::{Pod, Taint};
 
 use super::explain::Unplaced;
+use super::index::PodIdx;
 use super::{Relaxation, Run};
 
 /// Where the queue ended.
 pub(super) struct QueueEnd<'a> {
     /// The pods left unplaced, in queue order.
-    pub(super) left: VecDeque<usize>,
+    pub(super) left: VecDeque<PodIdx>,
     /// Each pod's relaxation at the end.
     pub(super) relax: Vec<Relaxation>,
     /// Why each pod left is unplaced.
@@ -24,7 +25,7 @@ pub(super) struct QueueEnd<'a> {
 /// One pass over the queue.
 struct Pass {
     /// The pods it did not place, in queue order.
-    waiting: VecDeque<usize>,
+    waiting: VecDeque<PodIdx>,
     /// Whether it placed any pod.
     progress: bool,
     /// Whether it stopped at the NodeClaim cap.
@@ -33,8 +34,10 @@ struct Pass {
 
 /// The pods without a reason yet (`errors`), largest first: cpu, then
 /// memory, then name for a total order.
-pub(super) fn largest_first(pods: &[Pod], errors: &[Option<Unplaced>]) -> VecDeque<usize> {
-    let mut order: Vec<usize> = (0..pods.len()).filter(|&p| errors[p].is_none()).collect();
+pub(super) fn largest_first(pods: &[Pod], errors: &[Option<Unplaced>]) -> VecDeque<PodIdx> {
+    let mut order: Vec<PodIdx> = PodIdx::all(pods.len())
+        .filter(|&p| errors[p].is_none())
+        .collect();
     order.sort_by(|&a, &b| {
         let (pa, pb) = (&pods[a].requests, &pods[b].requests);
         pb.cpu()
@@ -54,7 +57,7 @@ impl<'a> Run<'a> {
     /// tried before the pods it prefers to be near loses that preference.)
     pub(super) fn drain_queue(
         &mut self,
-        mut queue: VecDeque<usize>,
+        mut queue: VecDeque<PodIdx>,
         mut errors: Vec<Option<Unplaced<'a>>>,
         max_node_claims: Option<usize>,
     ) -> QueueEnd<'a> {
@@ -95,7 +98,7 @@ impl<'a> Run<'a> {
     /// Tries every pod of `queue` once, in order.
     fn pass(
         &mut self,
-        queue: &mut VecDeque<usize>,
+        queue: &mut VecDeque<PodIdx>,
         relax: &[Relaxation],
         errors: &mut [Option<Unplaced<'a>>],
         max_node_claims: Option<usize>,

@@ -28,6 +28,7 @@ use std::collections::{BTreeMap, HashMap};
 use crate::labels;
 use crate::requirements::Requirements;
 
+use super::index::{PodIdx, PoolIdx};
 use super::pod_view::{self, Relaxation};
 use super::repack::{Group, Packing};
 use super::{Run, ZonePin};
@@ -51,7 +52,7 @@ const CLASS_WAYS: usize = 5_000;
 /// Pods of one class in a family.
 struct Class {
     /// The pods, ascending.
-    pods: Vec<usize>,
+    pods: Vec<PodIdx>,
     /// Per zone of the family: whether the pods may go there.
     allowed: Vec<bool>,
     /// Spread groups (on the zone) that count these pods.
@@ -111,7 +112,7 @@ struct FamilyMember {
 
 /// A zone's pods after the moves, and how they pack.
 struct ZonePods {
-    pods: Vec<usize>,
+    pods: Vec<PodIdx>,
     packing: Packing,
 }
 
@@ -161,7 +162,7 @@ impl Run<'_> {
         };
         // Families: (pool, requirements but the zone) → groups pinned to
         // one zone each.
-        let mut index: HashMap<(usize, Requirements), usize> = HashMap::new();
+        let mut index: HashMap<(PoolIdx, Requirements), usize> = HashMap::new();
         let mut families: Vec<Vec<FamilyMember>> = Vec::new();
         for (gi, g) in groups.iter().enumerate() {
             if matches!(ZonePin::of(&g.reqs, zone_list), ZonePin::Free) {
@@ -282,7 +283,7 @@ impl Run<'_> {
 
     /// Per zone of `zones`: whether pod `p`'s node requirements (as
     /// relaxed when it was scheduled) allow it.
-    fn allowed_zones(&self, p: usize, relax: &[Relaxation], zones: &[&str]) -> Vec<bool> {
+    fn allowed_zones(&self, p: PodIdx, relax: &[Relaxation], zones: &[&str]) -> Vec<bool> {
         let zone_req = pod_view::node_requirements(&self.pods[p], &self.volume[p], &relax[p])
             .get(labels::ZONE)
             .cloned();
@@ -294,10 +295,10 @@ impl Run<'_> {
 
     /// Whether pod `p`, allowed in the zones `allowed`, is interchangeable
     /// with the pods of class `c`.
-    fn in_class(&self, c: &Class, p: usize, allowed: &[bool]) -> bool {
+    fn in_class(&self, c: &Class, p: PodIdx, allowed: &[bool]) -> bool {
         let pod = &self.pods[p];
         let q = &self.pods[c.pods[0]];
-        self.hints.req_class[c.pods[0]] == self.hints.req_class[p]
+        self.hints.req_class(c.pods[0]) == self.hints.req_class(p)
             && q.namespace == pod.namespace
             && q.labels == pod.labels
             && q.pod_anti_affinity == pod.pod_anti_affinity
@@ -386,10 +387,10 @@ impl Family<'_> {
     /// Real pods per zone for `counts` (ascending): each zone keeps the
     /// pods it had, as far as its count goes; the rest go where counts
     /// grew. `held` becomes what each zone kept.
-    fn assign_pods(&mut self, counts: &[Vec<usize>]) -> Option<Vec<Vec<usize>>> {
+    fn assign_pods(&mut self, counts: &[Vec<usize>]) -> Option<Vec<Vec<PodIdx>>> {
         let classes = &self.classes;
-        let mut spare: Vec<Vec<usize>> = vec![Vec::new(); classes.len()];
-        let mut out: Vec<Vec<usize>> = vec![Vec::new(); self.zones.len()];
+        let mut spare: Vec<Vec<PodIdx>> = vec![Vec::new(); classes.len()];
+        let mut out: Vec<Vec<PodIdx>> = vec![Vec::new(); self.zones.len()];
         for (zi, m) in self.members.iter().enumerate() {
             let mut kept = vec![0usize; classes.len()];
             for &p in &self.groups[m.group].pods {
@@ -816,8 +817,8 @@ fn shift(spreads: &mut BTreeMap<usize, Spread>, class: &Class, zone: &str, d: i6
 
 /// Pods standing for `counts[k]` pods of each class `k` (its first ones:
 /// the pods of a class are interchangeable for the packing).
-fn representatives(classes: &[Class], counts: &[usize]) -> Vec<usize> {
-    let mut pods: Vec<usize> = classes
+fn representatives(classes: &[Class], counts: &[usize]) -> Vec<PodIdx> {
+    let mut pods: Vec<PodIdx> = classes
         .iter()
         .zip(counts)
         .flat_map(|(c, &n)| c.pods[..n.min(c.pods.len())].iter().copied())

@@ -48,6 +48,7 @@ use crate::labels;
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
+use super::index::{ClaimIdx, PodIdx, PoolIdx};
 use super::{Claim, Relaxation, Run, TypeSet, ZoneMask, ZonePin};
 use crate::catalog::CapacityType;
 
@@ -125,7 +126,7 @@ pub(super) struct Packed {
     pub(super) types: TypeSet,
     /// Its pods' requests plus the daemonset overhead.
     pub(super) requests: Resources,
-    pub(super) pods: Vec<usize>,
+    pub(super) pods: Vec<PodIdx>,
     /// Component-wise maxima over `types`.
     pub(super) max_allocatable: Resources,
     pub(super) max_capacity: Resources,
@@ -135,7 +136,7 @@ impl Claim {
     /// A NodeClaim of a new packing (the repack, the chain packing) of pool
     /// `pi` named `name`: `reqs` plus its hostname, holding `packed`.
     pub(super) fn packed(
-        pi: usize,
+        pi: PoolIdx,
         zones: &[String],
         reqs: &Requirements,
         name: String,
@@ -184,7 +185,7 @@ type Sized = std::rc::Rc<SizedNode>;
 /// Pods of a group with identical requests (and anti-affinity class).
 struct PodClass {
     requests: Resources,
-    pods: Vec<usize>,
+    pods: Vec<PodIdx>,
     /// Most of them per node.
     per_node: usize,
 }
@@ -214,12 +215,12 @@ fn replaces(pool: &super::pools::Pool, g: &Group, packing: &Packing) -> bool {
 /// NodeClaims the repack may replace: one NodePool, one set of
 /// requirements (hostname aside).
 pub(super) struct Group {
-    pub(super) pool: usize,
+    pub(super) pool: PoolIdx,
     pub(super) reqs: Requirements,
     /// The NodeClaims, in creation order.
-    pub(super) members: Vec<usize>,
+    pub(super) members: Vec<ClaimIdx>,
     /// Their pods (sorted); the zone moves change this.
-    pub(super) pods: Vec<usize>,
+    pub(super) pods: Vec<PodIdx>,
     /// What the members cost as planned.
     pub(super) old: f64,
 }
@@ -227,7 +228,7 @@ pub(super) struct Group {
 /// A group's NodeClaims (`members`, in creation order) and the new
 /// NodeClaims that replace them.
 struct Replacement {
-    members: Vec<usize>,
+    members: Vec<ClaimIdx>,
     claims: Vec<Claim>,
 }
 
@@ -294,7 +295,7 @@ impl Run<'_> {
             // Without a shape the pod spreads (on the zone, as
             // `hostname_anti_only` allows).
             let spread_ok = hostname_anti_only && zone_pinned;
-            !((self.hints.shape[p].is_none() && !spread_ok)
+            !((self.hints.shape(p).is_none() && !spread_ok)
                 || !pod.host_ports.is_empty()
                 || (!pod.pod_anti_affinity.is_empty() && !hostname_anti_only)
                 || !pod.preferred_pod_anti_affinity.is_empty())
@@ -304,9 +305,10 @@ impl Run<'_> {
     /// Groups of repackable NodeClaims by (NodePool, requirements without
     /// hostname), in creation order, with their pods and planned price.
     fn repack_groups(&self, hostname_anti_only: bool) -> Vec<Group> {
-        let mut index: std::collections::HashMap<(usize, Requirements), usize> = Default::default();
+        let mut index: std::collections::HashMap<(PoolIdx, Requirements), usize> =
+            Default::default();
         let mut groups: Vec<Group> = Vec::new();
-        for (c, claim) in self.claims.iter().enumerate() {
+        for (c, claim) in ClaimIdx::enumerate(&self.claims) {
             if !self.repackable(claim, hostname_anti_only) {
                 continue;
             }
@@ -394,13 +396,13 @@ impl Run<'_> {
     /// another) dropped. Cached: the zone moves pack one group many times.
     fn candidates(
         &self,
-        pi: usize,
+        pi: PoolIdx,
         reqs: &Requirements,
         dims: &[String],
     ) -> std::rc::Rc<Vec<PackType>> {
         let key = (pi, reqs.clone(), dims.to_vec());
-        if let Some(hit) = self.hints.cand_cache.borrow().get(&key) {
-            return hit.clone();
+        if let Some(hit) = self.hints.candidates_cached(&key) {
+            return hit;
         }
         let pool = &self.pools[pi];
         let compatible = self.compatible_types(pi, reqs);
@@ -423,7 +425,7 @@ impl Run<'_> {
             }
         }
         let kept = std::rc::Rc::new(kept);
-        self.hints.cand_cache.borrow_mut().insert(key, kept.clone());
+        self.hints.remember_candidates(key, kept.clone());
         kept
     }
 
@@ -433,7 +435,7 @@ impl Run<'_> {
     /// overhead alone does not fit.
     pub(super) fn candidate(
         &self,
-        pi: usize,
+        pi: PoolIdx,
         filter: &super::pools::OfferingFilter,
         t: usize,
         dims: &[String],
@@ -459,7 +461,7 @@ impl Run<'_> {
     }
 
     /// The next name of a NodeClaim of pool `pi` (`<NodePool>-<n>`).
-    pub(super) fn new_claim_name(&mut self, pi: usize) -> String {
+    pub(super) fn new_claim_name(&mut self, pi: PoolIdx) -> String {
         let n = self.claim_counter.entry(pi).or_default();
         *n += 1;
         format!("{}-{}", self.pools[pi].np.name, n)
@@ -472,7 +474,7 @@ impl Run<'_> {
     /// no offering is allowed.
     pub(super) fn set_price(
         &self,
-        pi: usize,
+        pi: PoolIdx,
         filter: &super::pools::OfferingFilter,
         types: impl Iterator<Item = usize>,
     ) -> f64 {
@@ -502,7 +504,7 @@ impl Run<'_> {
     /// select its own pods (then at most one of them per node). `None` when
     /// a term selects a pod of another class: the packing cannot express
     /// that, so the group is left as planned.
-    fn anti_classes(&self, pods: &[usize]) -> Option<(Vec<usize>, Vec<bool>)> {
+    fn anti_classes(&self, pods: &[PodIdx]) -> Option<(Vec<usize>, Vec<bool>)> {
         use std::collections::HashMap;
         let mut ids: HashMap<(&str, &[crate::model::PodAffinityTerm]), usize> = HashMap::new();
         let mut anti = Vec::with_capacity(pods.len());
@@ -555,9 +557,9 @@ impl Run<'_> {
     /// the anti-affinity cannot be expressed.
     pub(super) fn pack_pods(
         &self,
-        pi: usize,
+        pi: PoolIdx,
         reqs: &Requirements,
-        pods: &[usize],
+        pods: &[PodIdx],
     ) -> Option<Packing> {
         if pods.is_empty() {
             return Some(Packing {
@@ -587,12 +589,12 @@ impl Run<'_> {
     /// The pod classes of `pods` (identical requests and anti-affinity
     /// class), largest requests first (as the first pass orders); `None`
     /// when the anti-affinity cannot be expressed (see `anti_classes`).
-    fn pod_classes(&self, pods: &[usize]) -> Option<Vec<PodClass>> {
+    fn pod_classes(&self, pods: &[PodIdx]) -> Option<Vec<PodClass>> {
         let (anti, self_anti) = self.anti_classes(pods)?;
         let mut class_of: BTreeMap<(usize, usize), usize> = BTreeMap::new();
         let mut classes: Vec<PodClass> = Vec::new();
         for (i, &p) in pods.iter().enumerate() {
-            let rc = self.hints.req_class[p];
+            let rc = self.hints.req_class(p);
             let k = *class_of.entry((rc, anti[i])).or_insert_with(|| {
                 // At most one pod per node of a class whose hostname
                 // anti-affinity selects its own pods.
@@ -621,7 +623,7 @@ impl Run<'_> {
     /// that hold its pods. `None` when a node has no offering.
     fn priced_packing(
         &self,
-        pi: usize,
+        pi: PoolIdx,
         reqs: &Requirements,
         classes: Vec<PodClass>,
         bins: Vec<Bin>,
@@ -661,7 +663,7 @@ impl Run<'_> {
     /// them, their maxima, and its price under `filter`.
     fn size_node(
         &self,
-        pi: usize,
+        pi: PoolIdx,
         filter: &super::pools::OfferingFilter,
         compatible: &[usize],
         classes: &[PodClass],
@@ -696,9 +698,9 @@ impl Run<'_> {
     /// `reqs`): the old names first, then new ones.
     fn build_claims(
         &mut self,
-        pi: usize,
+        pi: PoolIdx,
         reqs: &Requirements,
-        members: &[usize],
+        members: &[ClaimIdx],
         packing: Packing,
     ) -> Vec<Claim> {
         let Packing {

@@ -10,6 +10,7 @@ use crate::plan::ReservationUse;
 use crate::requirements::{Requirement, Requirements};
 
 use super::explain::{Refusal, Unplaced};
+use super::index::{PodIdx, PoolIdx};
 use super::plan_output::offering_order;
 use super::pools::PoolOffering;
 use super::pools::{self, Pool};
@@ -24,7 +25,7 @@ pub(super) struct Reservations<'a> {
     /// Instances left.
     pub(super) left: Vec<u32>,
     /// Where each reservation's offerings are: (pool, type, offering).
-    pub(super) offerings: Vec<Vec<(usize, usize, usize)>>,
+    pub(super) offerings: Vec<Vec<(PoolIdx, usize, usize)>>,
     /// Selected by at least one NodePool's NodeClass.
     pub(super) offered: Vec<bool>,
 }
@@ -41,7 +42,7 @@ impl<'a> Reservations<'a> {
             offerings: vec![vec![]; n_res],
             offered: vec![false; n_res],
         };
-        for (pi, pool) in pools.iter().enumerate() {
+        for (pi, pool) in PoolIdx::enumerate(pools) {
             for &r in &pool.reservations {
                 res.offered[r as usize] = true;
             }
@@ -90,7 +91,7 @@ impl<'a> Reservations<'a> {
 /// Appends [`RESERVED_GATE_OFF`] to the reasons of the pods of `left`
 /// that only reserved capacity could take.
 pub(super) fn reserved_gate_off(
-    left: &VecDeque<usize>,
+    left: &VecDeque<PodIdx>,
     pods: &[Pod],
     pools: &[NodePool],
     errors: &mut [Option<Unplaced>],
@@ -162,8 +163,8 @@ impl<'a> Run<'a> {
     /// allowed, the pod fits the type).
     pub(super) fn note_exhausted(
         &self,
-        pi: usize,
-        p: usize,
+        pi: PoolIdx,
+        p: PodIdx,
         pod_reqs: &Requirements,
         reason: Refusal<'a>,
     ) -> Refusal<'a> {
@@ -223,7 +224,7 @@ impl<'a> Run<'a> {
     /// counted against a reservation.
     pub(super) fn reserve(
         &self,
-        pi: usize,
+        pi: PoolIdx,
         merged: &mut Requirements,
         mut types: Vec<usize>,
     ) -> Result<(Vec<usize>, Option<u32>), Refusal<'a>> {

@@ -23,6 +23,8 @@ use crate::model::{
 };
 use crate::requirements::{Requirement, Requirements};
 
+use super::index::PoolIdx;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
     Spread,
@@ -1176,8 +1178,10 @@ impl Topology {
     }
 
     /// The domains of `key` NodePool `pool` (in build order) can create.
-    pub fn pool_domains(&self, pool: usize, key: &str) -> Option<&BTreeSet<String>> {
-        self.sources.get(pool).and_then(|s| s.domains.get(key))
+    pub fn pool_domains(&self, pool: PoolIdx, key: &str) -> Option<&BTreeSet<String>> {
+        self.sources
+            .get(pool.get())
+            .and_then(|s| s.domains.get(key))
     }
 
     /// A spread group's pods per domain, `maxSkew`, `minDomains` and
