@@ -821,44 +821,53 @@ impl<'a> Run<'a> {
         claim.requests.add_assign(&pod.requests);
         claim.pods.push(p);
         claim.host_ports.extend(pod.host_ports.iter().cloned());
-        // The type list only ever shrinks, so the maxima only change when
-        // every type attaining one of their components was dropped.
-        let dropped_held_max = types_changed
-            && (claim.max_allocatable.is_zero() || {
-                let (mut lost_a, mut lost_c) = (0u32, 0u32);
-                for t in old_types.iter().filter(|&t| !claim.types.contains(t)) {
-                    lost_a |= pool.types[t].allocatable.attains(&claim.max_allocatable);
-                    lost_c |= pool.types[t].capacity.attains(&claim.max_capacity);
-                }
-                // Another other-resource component may tie: recompute then.
-                let other = 1u32 << crate::resources::KNOWN.len();
-                if (lost_a | lost_c) & other != 0 {
-                    true
-                } else {
-                    for t in claim.types.iter() {
-                        if lost_a == 0 && lost_c == 0 {
-                            break;
-                        }
-                        lost_a &= !pool.types[t].allocatable.attains(&claim.max_allocatable);
-                        lost_c &= !pool.types[t].capacity.attains(&claim.max_capacity);
-                    }
-                    lost_a != 0 || lost_c != 0
-                }
-            });
-        if dropped_held_max {
-            let mut max_a = Resources::new();
-            let mut max_c = Resources::new();
-            for t in claim.types.iter() {
-                max_a.max_assign(&pool.types[t].allocatable);
-                max_c.max_assign(&pool.types[t].capacity);
-            }
-            claim.max_allocatable = max_a;
-            claim.max_capacity = max_c;
+        if types_changed && maxima_lost(claim, pool, &old_types) {
+            refresh_maxima(claim, pool);
         }
         let taints = &self.pools[claim.pool].taints;
         self.topology
             .record(pod, &self.groups[p].inverse, &claim.requirements, taints);
     }
+}
+
+/// Whether `claim`'s largest allocatable or capacity changed now that its
+/// types shrank from `old_types`. The type list only ever shrinks, so the
+/// maxima only change when every type attaining one of their components
+/// was dropped.
+fn maxima_lost(claim: &Claim, pool: &pools::Pool, old_types: &TypeSet) -> bool {
+    if claim.max_allocatable.is_zero() {
+        return true;
+    }
+    let (mut lost_a, mut lost_c) = (0u32, 0u32);
+    for t in old_types.iter().filter(|&t| !claim.types.contains(t)) {
+        lost_a |= pool.types[t].allocatable.attains(&claim.max_allocatable);
+        lost_c |= pool.types[t].capacity.attains(&claim.max_capacity);
+    }
+    // Another other-resource component may tie: recompute then.
+    let other = 1u32 << crate::resources::KNOWN.len();
+    if (lost_a | lost_c) & other != 0 {
+        return true;
+    }
+    for t in claim.types.iter() {
+        if lost_a == 0 && lost_c == 0 {
+            break;
+        }
+        lost_a &= !pool.types[t].allocatable.attains(&claim.max_allocatable);
+        lost_c &= !pool.types[t].capacity.attains(&claim.max_capacity);
+    }
+    lost_a != 0 || lost_c != 0
+}
+
+/// Recomputes `claim`'s largest allocatable and capacity over its types.
+fn refresh_maxima(claim: &mut Claim, pool: &pools::Pool) {
+    let mut max_a = Resources::new();
+    let mut max_c = Resources::new();
+    for t in claim.types.iter() {
+        max_a.max_assign(&pool.types[t].allocatable);
+        max_c.max_assign(&pool.types[t].capacity);
+    }
+    claim.max_allocatable = max_a;
+    claim.max_capacity = max_c;
 }
 
 /// Whether `claim` may still land in a zone the pod's required pod
