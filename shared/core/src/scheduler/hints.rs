@@ -18,7 +18,10 @@ use super::nodeclaim::{ZoneMask, ZonePin};
 use super::repack::PackType;
 use super::typeset::TypeSet;
 use super::volumes;
-use super::{Relaxation, Run};
+use super::{Pool, Relaxation, Run};
+
+/// The largest allocatable and the largest capacity of a set of types.
+pub(super) type TypeMaxima = (Resources, Resources);
 
 /// Per zone bucket (see `ZonePin::bucket`), the first NodeClaim worth
 /// trying (see `Hints::spread_hint`).
@@ -59,6 +62,9 @@ pub(super) struct Hints<'a> {
         std::cell::RefCell<std::collections::HashMap<(PoolIdx, Requirements), Refusal<'a>>>,
     /// (pool, shape) → best price per pod slot (see `best_slot_price`).
     slot_cache: std::cell::RefCell<std::collections::HashMap<(PoolIdx, usize), Option<f64>>>,
+    /// Per pool, a type set's largest allocatable and capacity (see
+    /// [`Hints::type_maxima`]): a type's resources never change in a run.
+    maxima_cache: std::cell::RefCell<HashMap<PoolIdx, HashMap<TypeSet, TypeMaxima>>>,
     /// Class of each pod by its requests alone, and per class the
     /// NodeClaims that may still have room for such a pod (see `Roomy`).
     req_class: Vec<usize>,
@@ -106,6 +112,7 @@ impl<'a> Hints<'a> {
             cand_cache: Default::default(),
             no_type_reasons: Default::default(),
             slot_cache: Default::default(),
+            maxima_cache: Default::default(),
             req_class,
             roomy: (0..n_req_classes).map(|_| Roomy::default()).collect(),
             spread_hint: vec![None; n_sizes],
@@ -267,6 +274,26 @@ impl<'a> Hints<'a> {
     /// `size`.
     pub(super) fn remember_slot_price(&self, pi: PoolIdx, size: usize, price: Option<f64>) {
         self.slot_cache.borrow_mut().insert((pi, size), price);
+    }
+
+    /// The largest allocatable and capacity among `types` of `pool` (pool
+    /// `pi`), remembered per type set.
+    pub(super) fn type_maxima(&self, pi: PoolIdx, pool: &Pool, types: &TypeSet) -> TypeMaxima {
+        if let Some(hit) = self
+            .maxima_cache
+            .borrow()
+            .get(&pi)
+            .and_then(|m| m.get(types))
+        {
+            return hit.clone();
+        }
+        let maxima = super::repack::type_maxima(pool, types);
+        self.maxima_cache
+            .borrow_mut()
+            .entry(pi)
+            .or_default()
+            .insert(types.clone(), maxima.clone());
+        maxima
     }
 
     /// Why pool `pi` has no type for `reqs` (hostname removed), if

@@ -822,7 +822,13 @@ impl<'a> Run<'a> {
         claim.pods.push(p);
         claim.host_ports.extend(pod.host_ports.iter().cloned());
         if types_changed && maxima_lost(claim, pool, &old_types) {
-            refresh_maxima(claim, pool);
+            // A new NodeClaim's maxima are remembered per type set: those
+            // opened for pods of one kind start from the same types.
+            (claim.max_allocatable, claim.max_capacity) = if claim.max_allocatable.is_zero() {
+                self.hints.type_maxima(claim.pool, pool, &claim.types)
+            } else {
+                super::repack::type_maxima(pool, &claim.types)
+            };
         }
         let taints = &self.pools[claim.pool].taints;
         self.topology
@@ -856,18 +862,6 @@ fn maxima_lost(claim: &Claim, pool: &pools::Pool, old_types: &TypeSet) -> bool {
         lost_c &= !pool.types[t].capacity.attains(&claim.max_capacity);
     }
     lost_a != 0 || lost_c != 0
-}
-
-/// Recomputes `claim`'s largest allocatable and capacity over its types.
-fn refresh_maxima(claim: &mut Claim, pool: &pools::Pool) {
-    let mut max_a = Resources::new();
-    let mut max_c = Resources::new();
-    for t in claim.types.iter() {
-        max_a.max_assign(&pool.types[t].allocatable);
-        max_c.max_assign(&pool.types[t].capacity);
-    }
-    claim.max_allocatable = max_a;
-    claim.max_capacity = max_c;
 }
 
 /// Whether `claim` may still land in a zone the pod's required pod
