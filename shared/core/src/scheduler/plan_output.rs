@@ -10,7 +10,7 @@ use crate::requirements::Requirements;
 use crate::resources::Resources;
 
 use super::index::{PodIdx, PoolIdx};
-use super::pools::{Pool, PoolOffering};
+use super::pools::{OfferingFilter, Pool, PoolOffering};
 use super::typeset::TypeSet;
 use crate::catalog::ebs;
 use crate::plan::{
@@ -55,6 +55,8 @@ pub(super) fn offering_order(
         .then_with(|| a.zone.cmp(&b.zone))
 }
 
+/// The offer summary of `claim`, computed once per NodePool, requirements
+/// (hostname aside), reservation and types and shared through `lists`.
 pub(super) fn offer_summary(
     claim: &Claim,
     pool: &Pool,
@@ -67,15 +69,21 @@ pub(super) fn offer_summary(
         return hit.clone();
     }
     let filter = pool.filter(&key.2).holding(claim.reservation);
-    // One pass over the offerings of every type: each type's cheapest
-    // adjusted price (for the ranking), the zones and capacity types (as bit
-    // sets), and the offering a fleet would prefer.
-    let mut ranked: Vec<(f64, &str, usize)> = Vec::with_capacity(claim.types.len());
+    let summary = std::rc::Rc::new(summarize_offerings(pool, &claim.types, &filter));
+    lists.0.insert(key, summary.clone());
+    summary
+}
+
+/// One pass over the offerings `filter` allows of every type of `types`:
+/// each type's cheapest adjusted price (for the ranking), the zones and
+/// capacity types (as bit sets), and the offering a fleet would prefer.
+fn summarize_offerings(pool: &Pool, types: &TypeSet, filter: &OfferingFilter) -> OfferSummary {
+    let mut ranked: Vec<(f64, &str, usize)> = Vec::with_capacity(types.len());
     let mut zone_bits = 0u64;
     let mut odd_zones: BTreeSet<&str> = BTreeSet::new();
     let mut capacity_types = BTreeSet::new();
     let mut preferred: Option<(usize, usize)> = None;
-    for t in claim.types.iter() {
+    for t in types.iter() {
         let ty = &pool.types[t];
         let mut cheapest = f64::INFINITY;
         for (oi, o) in ty.offerings.iter().enumerate() {
@@ -100,6 +108,17 @@ pub(super) fn offer_summary(
         }
     }
     ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+    OfferSummary {
+        instance_types: std::sync::Arc::new(ranked.iter().map(|r| r.1.to_string()).collect()),
+        capacity_types: capacity_types.into_iter().collect(),
+        zones: offered_zones(pool, zone_bits, odd_zones),
+        preferred,
+    }
+}
+
+/// The zones of a NodePool's offerings, sorted: those in `zone_bits` (the
+/// NodePool's first 64 zones) and `odd_zones` (the others).
+fn offered_zones(pool: &Pool, zone_bits: u64, odd_zones: BTreeSet<&str>) -> Vec<String> {
     let mut zones: BTreeSet<&str> = pool
         .zones
         .iter()
@@ -108,14 +127,7 @@ pub(super) fn offer_summary(
         .map(|(_, z)| z.as_str())
         .collect();
     zones.extend(odd_zones);
-    let summary = std::rc::Rc::new(OfferSummary {
-        instance_types: std::sync::Arc::new(ranked.iter().map(|r| r.1.to_string()).collect()),
-        capacity_types: capacity_types.into_iter().collect(),
-        zones: zones.into_iter().map(str::to_string).collect(),
-        preferred,
-    });
-    lists.0.insert(key, summary.clone());
-    summary
+    zones.into_iter().map(str::to_string).collect()
 }
 
 /// The plan's view of one planned NodeClaim: its offering summary,

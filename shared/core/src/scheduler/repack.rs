@@ -1058,45 +1058,91 @@ fn pack(
         let caps: Vec<usize> = (left.iter().zip(per_node))
             .map(|(&l, &most)| l.min(most))
             .collect();
-        let mut best: Option<(f64, f64, usize)> = None;
-        for (ti, c) in cands.iter().enumerate() {
-            // A type whose best conceivable fill is dearer per value than
-            // the best so far cannot win: its fill is not computed.
-            if best.is_some_and(|(br, _, _)| c.price / bound.of(&c.room) > br) {
-                continue;
-            }
-            let f = match &mut filled[ti] {
-                Some(f) if f.holds(&caps) => f,
-                slot => {
-                    let val = fill(&c.room, &left, &mut scratch);
-                    slot.insert(Filled {
-                        val,
-                        take: scratch.clone(),
-                    })
-                }
-            };
-            if f.val <= 0.0 {
-                continue;
-            }
-            let ratio = c.price / f.val;
-            if best.is_none_or(|(br, bp, _)| ratio < br || (ratio == br && c.price < bp)) {
-                best = Some((ratio, c.price, ti));
-                chosen.clone_from(&f.take);
-            }
-        }
-        let (_, _, ti) = best?;
-        loop {
-            bins.push(Bin::of_counts(&chosen));
-            for (k, &c) in chosen.iter().enumerate() {
-                left[k] -= c;
-            }
-            fill(&cands[ti].room, &left, &mut scratch);
-            if scratch != chosen {
-                break;
-            }
-        }
+        let ti = cheapest_fill(
+            cands,
+            &bound,
+            &caps,
+            &left,
+            &mut filled,
+            &mut scratch,
+            &mut chosen,
+            &mut fill,
+        )?;
+        repeat_fill(
+            &cands[ti].room,
+            &chosen,
+            &mut left,
+            &mut bins,
+            &mut scratch,
+            &mut fill,
+        );
     }
     Some(bins)
+}
+
+/// The candidate type whose fill of the pods `left` costs least per value
+/// packed (then the cheaper type), its fill in `chosen`; `None` if no type
+/// holds a pod. Fills still holding under `caps` are kept in `filled`.
+#[allow(clippy::too_many_arguments)]
+fn cheapest_fill(
+    cands: &[PackType],
+    bound: &ValueBound,
+    caps: &[usize],
+    left: &[usize],
+    filled: &mut [Option<Filled>],
+    scratch: &mut Vec<usize>,
+    chosen: &mut Vec<usize>,
+    fill: &mut impl FnMut(&[i64], &[usize], &mut Vec<usize>) -> f64,
+) -> Option<usize> {
+    let mut best: Option<(f64, f64, usize)> = None;
+    for (ti, c) in cands.iter().enumerate() {
+        // A type whose best conceivable fill is dearer per value than
+        // the best so far cannot win: its fill is not computed.
+        if best.is_some_and(|(br, _, _)| c.price / bound.of(&c.room) > br) {
+            continue;
+        }
+        let f = match &mut filled[ti] {
+            Some(f) if f.holds(caps) => f,
+            slot => {
+                let val = fill(&c.room, left, scratch);
+                slot.insert(Filled {
+                    val,
+                    take: scratch.clone(),
+                })
+            }
+        };
+        if f.val <= 0.0 {
+            continue;
+        }
+        let ratio = c.price / f.val;
+        if best.is_none_or(|(br, bp, _)| ratio < br || (ratio == br && c.price < bp)) {
+            best = Some((ratio, c.price, ti));
+            chosen.clone_from(&f.take);
+        }
+    }
+    best.map(|(_, _, ti)| ti)
+}
+
+/// Opens nodes of type `room` with the fill `chosen`, for as long as the
+/// pods `left` give the same fill again.
+fn repeat_fill(
+    room: &[i64],
+    chosen: &[usize],
+    left: &mut [usize],
+    bins: &mut Vec<Bin>,
+    scratch: &mut Vec<usize>,
+    fill: &mut impl FnMut(&[i64], &[usize], &mut Vec<usize>) -> f64,
+) {
+    loop {
+        bins.push(Bin::of_counts(chosen));
+        for (k, &c) in chosen.iter().enumerate() {
+            left[k] -= c;
+        }
+        fill(room, left, scratch);
+        if scratch.as_slice() != chosen {
+            break;
+        }
+    }
 }
 
 /// First-fit-decreasing fill of one node of `cap` with the pods `left` of

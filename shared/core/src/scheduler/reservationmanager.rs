@@ -226,7 +226,7 @@ impl<'a> Run<'a> {
         &self,
         pi: PoolIdx,
         merged: &mut Requirements,
-        mut types: Vec<usize>,
+        types: Vec<usize>,
     ) -> Result<(Vec<usize>, Option<u32>), Refusal<'a>> {
         let pool = &self.pools[pi];
         if pool.reservations.is_empty()
@@ -234,46 +234,81 @@ impl<'a> Run<'a> {
         {
             return Ok((types, None));
         }
-        let best = {
-            let filter = pool.filter(merged);
-            let mut best: Option<(usize, &PoolOffering)> = None;
-            for &t in types.iter().filter(|&&t| pool.types[t].has_reserved) {
-                for o in pool.types[t].offerings.iter().filter(|o| filter.allows(o)) {
-                    if o.capacity_type == CapacityType::Reserved
-                        && best.is_none_or(|b| offering_order(pool, (t, o), b).is_lt())
-                    {
-                        best = Some((t, o));
-                    }
-                }
-            }
-            best
-        };
-        if let Some((t, o)) = best {
-            let r = o
-                .reservation
-                .as_ref()
-                .expect("reserved offerings have a reservation");
-            merged.add(Requirement::in_values(
-                labels::CAPACITY_TYPE,
-                [labels::CAPACITY_TYPE_RESERVED],
-            ));
-            merged.add(Requirement::in_values(
-                labels::CAPACITY_RESERVATION_ID,
-                [r.id.as_str()],
-            ));
-            merged.add(Requirement::in_values(
-                labels::CAPACITY_RESERVATION_TYPE,
-                [crate::reservations::reservation_type_label(
-                    r.reservation_type,
-                )],
-            ));
-            merged.add(Requirement::in_values(labels::ZONE, [o.zone.as_str()]));
-            merged.add(Requirement::in_values(
-                labels::INSTANCE_TYPE,
-                [pool.types[t].name.as_str()],
-            ));
+        if let Some((t, o)) = self.best_reserved_offering(pi, merged, &types) {
+            self.pin_to_reservation(pi, merged, t, o);
             return Ok((vec![t], Some(o.res_index)));
         }
+        self.keep_out_of_reservations(pi, merged, types)
+    }
+
+    /// The best available reserved offering of `types` under `merged`
+    /// (cheapest on-demand-equivalent price, then type and zone).
+    fn best_reserved_offering(
+        &self,
+        pi: PoolIdx,
+        merged: &Requirements,
+        types: &[usize],
+    ) -> Option<(usize, &PoolOffering)> {
+        let pool = &self.pools[pi];
+        let filter = pool.filter(merged);
+        let mut best: Option<(usize, &PoolOffering)> = None;
+        for &t in types.iter().filter(|&&t| pool.types[t].has_reserved) {
+            for o in pool.types[t].offerings.iter().filter(|o| filter.allows(o)) {
+                if o.capacity_type == CapacityType::Reserved
+                    && best.is_none_or(|b| offering_order(pool, (t, o), b).is_lt())
+                {
+                    best = Some((t, o));
+                }
+            }
+        }
+        best
+    }
+
+    /// Pins a new NodeClaim to reserved offering `o` of type `t`: capacity
+    /// type, reservation id and type, zone and instance type.
+    fn pin_to_reservation(
+        &self,
+        pi: PoolIdx,
+        merged: &mut Requirements,
+        t: usize,
+        o: &PoolOffering,
+    ) {
+        let pool = &self.pools[pi];
+        let r = o
+            .reservation
+            .as_ref()
+            .expect("reserved offerings have a reservation");
+        merged.add(Requirement::in_values(
+            labels::CAPACITY_TYPE,
+            [labels::CAPACITY_TYPE_RESERVED],
+        ));
+        merged.add(Requirement::in_values(
+            labels::CAPACITY_RESERVATION_ID,
+            [r.id.as_str()],
+        ));
+        merged.add(Requirement::in_values(
+            labels::CAPACITY_RESERVATION_TYPE,
+            [crate::reservations::reservation_type_label(
+                r.reservation_type,
+            )],
+        ));
+        merged.add(Requirement::in_values(labels::ZONE, [o.zone.as_str()]));
+        merged.add(Requirement::in_values(
+            labels::INSTANCE_TYPE,
+            [pool.types[t].name.as_str()],
+        ));
+    }
+
+    /// Keeps a new NodeClaim out of every reservation
+    /// (`capacity-type NotIn [reserved]`) and `types` to those with an
+    /// offering left under it.
+    fn keep_out_of_reservations(
+        &self,
+        pi: PoolIdx,
+        merged: &mut Requirements,
+        mut types: Vec<usize>,
+    ) -> Result<(Vec<usize>, Option<u32>), Refusal<'a>> {
+        let pool = &self.pools[pi];
         merged.add(Requirement::not_in(
             labels::CAPACITY_TYPE,
             [labels::CAPACITY_TYPE_RESERVED],

@@ -807,18 +807,8 @@ impl Topology {
             if skipped(key) {
                 continue;
             }
-            let exists = Requirement::exists(key);
-            let pod_domains = if g.id.honor_affinity || kind != Kind::Spread {
-                pod_reqs.get(key).unwrap_or(&exists)
-            } else {
-                &exists
-            };
             let node_domains = current(&added, key);
-            let allowed = match kind {
-                Kind::Spread => self.next_spread(g, pod, pod_domains, &node_domains),
-                Kind::Affinity => self.next_affinity(g, pod, pod_domains, &node_domains),
-                Kind::AntiAffinity => avoid_occupied(g, key, &node_domains),
-            };
+            let allowed = self.term_allows(g, kind, pod, pod_reqs, &node_domains);
             if node_domains.intersection(&allowed).is_empty() {
                 return Err(TopologyConflict::Term {
                     kind,
@@ -829,6 +819,45 @@ impl Topology {
             }
             added.push(allowed);
         }
+        self.narrow_by_inverse(pod, &skipped, &current, &mut added)?;
+        Ok(added)
+    }
+
+    /// The domains one required spread, affinity or anti-affinity term of
+    /// `pod` allows a node whose domains on the term's key are `node_domains`.
+    #[inline]
+    fn term_allows(
+        &self,
+        g: &Group,
+        kind: Kind,
+        pod: &Pod,
+        pod_reqs: &Requirements,
+        node_domains: &Requirement,
+    ) -> Requirement {
+        let key = g.id.key.as_str();
+        let exists = Requirement::exists(key);
+        let pod_domains = if g.id.honor_affinity || kind != Kind::Spread {
+            pod_reqs.get(key).unwrap_or(&exists)
+        } else {
+            &exists
+        };
+        match kind {
+            Kind::Spread => self.next_spread(g, pod, pod_domains, node_domains),
+            Kind::Affinity => self.next_affinity(g, pod, pod_domains, node_domains),
+            Kind::AntiAffinity => avoid_occupied(g, key, node_domains),
+        }
+    }
+
+    /// Adds to `added` the domains the existing pods' required
+    /// anti-affinity terms that select `pod` leave it (the inverse groups).
+    #[inline]
+    fn narrow_by_inverse(
+        &self,
+        pod: &Pod,
+        skipped: &impl Fn(&str) -> bool,
+        current: &impl Fn(&[Requirement], &str) -> Requirement,
+        added: &mut Vec<Requirement>,
+    ) -> Result<(), TopologyConflict> {
         for g in self
             .inverse_candidates(pod)
             .into_iter()
@@ -839,7 +868,7 @@ impl Topology {
                 continue;
             }
             let allowed = Requirement::not_in(key, g.occupied().cloned());
-            let node_domains = current(&added, key);
+            let node_domains = current(added, key);
             if node_domains.intersection(&allowed).is_empty() {
                 return Err(TopologyConflict::Inverse {
                     key: key.to_string(),
@@ -848,7 +877,7 @@ impl Topology {
             }
             added.push(allowed);
         }
-        Ok(added)
+        Ok(())
     }
 
     /// Whether a required pod affinity term of `groups` rules out every

@@ -91,45 +91,50 @@ impl<'a> VolumeTopology<'a> {
             ));
         }
         if let Some(pv_name) = &pvc.volume_name {
-            let Some(pv) = self.volumes.get(pv_name.as_str()) else {
-                return Err(format!(
-                    "PersistentVolume {pv_name}, bound to claim {ns}/{claim}, does not exist: the pod waits for it"
-                ));
-            };
-            if pv.deleting {
-                return Err(format!(
-                    "PersistentVolume {pv_name}, bound to claim {ns}/{claim}, is being deleted: the pod waits"
-                ));
-            }
-            return Ok(pv
-                .node_affinity
-                .iter()
-                .map(|t| {
-                    if pv.local_or_host_path {
-                        without_hostname(t)
-                    } else {
-                        t.clone()
-                    }
-                })
-                .collect());
+            return self.bound_volume_terms(ns, claim, pv_name);
         }
-        let class = match &pvc.storage_class {
-            Some(name) if name.is_empty() => {
-                return Err(format!(
-                    "PersistentVolumeClaim {ns}/{claim} has no StorageClass and is not bound: the pod waits for a PersistentVolume"
-                ))
-            }
-            Some(name) => match self.classes.get(name.as_str()) {
-                Some(c) => Some(*c),
-                None => {
-                    return Err(format!(
-                        "StorageClass {name} of claim {ns}/{claim} does not exist: the pod waits for it"
-                    ))
-                }
-            },
-            None => self.default_class,
+        self.unbound_claim_terms(ns, claim, pvc)
+    }
+
+    /// The node terms of the PersistentVolume `pv_name` a claim is bound to.
+    fn bound_volume_terms(
+        &self,
+        ns: &str,
+        claim: &str,
+        pv_name: &str,
+    ) -> Result<Vec<Requirements>, String> {
+        let Some(pv) = self.volumes.get(pv_name) else {
+            return Err(format!(
+                "PersistentVolume {pv_name}, bound to claim {ns}/{claim}, does not exist: the pod waits for it"
+            ));
         };
-        let Some(class) = class else {
+        if pv.deleting {
+            return Err(format!(
+                "PersistentVolume {pv_name}, bound to claim {ns}/{claim}, is being deleted: the pod waits"
+            ));
+        }
+        Ok(pv
+            .node_affinity
+            .iter()
+            .map(|t| {
+                if pv.local_or_host_path {
+                    without_hostname(t)
+                } else {
+                    t.clone()
+                }
+            })
+            .collect())
+    }
+
+    /// The node terms of an unbound claim: its `WaitForFirstConsumer`
+    /// StorageClass's `allowedTopologies`.
+    fn unbound_claim_terms(
+        &self,
+        ns: &str,
+        claim: &str,
+        pvc: &PersistentVolumeClaim,
+    ) -> Result<Vec<Requirements>, String> {
+        let Some(class) = self.claim_storage_class(ns, claim, pvc)? else {
             return Ok(vec![]);
         };
         if class.binding_mode == VolumeBindingMode::Immediate {
@@ -139,6 +144,27 @@ impl<'a> VolumeTopology<'a> {
             ));
         }
         Ok(class.allowed_topologies.clone())
+    }
+
+    /// The StorageClass an unbound claim names, else the default one.
+    fn claim_storage_class(
+        &self,
+        ns: &str,
+        claim: &str,
+        pvc: &PersistentVolumeClaim,
+    ) -> Result<Option<&'a StorageClass>, String> {
+        match &pvc.storage_class {
+            Some(name) if name.is_empty() => Err(format!(
+                "PersistentVolumeClaim {ns}/{claim} has no StorageClass and is not bound: the pod waits for a PersistentVolume"
+            )),
+            Some(name) => match self.classes.get(name.as_str()) {
+                Some(c) => Ok(Some(*c)),
+                None => Err(format!(
+                    "StorageClass {name} of claim {ns}/{claim} does not exist: the pod waits for it"
+                )),
+            },
+            None => Ok(self.default_class),
+        }
     }
 }
 
