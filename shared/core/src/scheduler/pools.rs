@@ -60,11 +60,61 @@ pub struct PoolType {
     pub has_reserved: bool,
     /// Host ports held by the DaemonSets that run on this type's nodes.
     pub daemon_ports: Vec<(String, i32)>,
+    /// The zone bits of its spot and of its on-demand offerings (see
+    /// [`PlainZones`]).
+    pub plain_zones: PlainZones,
+}
+
+/// A type's spot and on-demand offerings as zone bits, for the offering
+/// check of the hot loops. Such offerings never run out during a plan
+/// (only reserved ones do), so the bits hold for the whole plan.
+#[derive(Debug, Clone, Default)]
+pub struct PlainZones {
+    /// Per capacity type (spot, on-demand), the zone bits of its offerings.
+    bits: [u64; 2],
+    /// Whether the bits are every offering: no reserved offering, none
+    /// past the 64th zone, none unavailable.
+    complete: bool,
+}
+
+impl PlainZones {
+    pub fn of(offerings: &[PoolOffering]) -> Self {
+        let mut z = PlainZones {
+            bits: [0; 2],
+            complete: true,
+        };
+        for o in offerings {
+            let slot = match o.capacity_type {
+                CapacityType::Spot => Some(0),
+                CapacityType::OnDemand => Some(1),
+                CapacityType::Reserved => None,
+            };
+            match slot {
+                Some(i) if o.reservation.is_none() && o.available > 0 && o.zone_bit != 0 => {
+                    z.bits[i] |= o.zone_bit
+                }
+                _ => z.complete = false,
+            }
+        }
+        z
+    }
 }
 
 impl PoolType {
     pub fn has_offering(&self, f: &OfferingFilter) -> bool {
-        self.offerings.iter().any(|o| f.allows(o))
+        // An available spot or on-demand offering in a bit-mapped zone
+        // passes exactly when its capacity type and zone do and the
+        // requirements allow offerings outside reservations.
+        if f.plain_ok {
+            let [spot, on_demand] = self.plain_zones.bits;
+            if (f.capacity_types & ct_bit(CapacityType::Spot) != 0 && spot & f.zones != 0)
+                || (f.capacity_types & ct_bit(CapacityType::OnDemand) != 0
+                    && on_demand & f.zones != 0)
+            {
+                return true;
+            }
+        }
+        !self.plain_zones.complete && self.offerings.iter().any(|o| f.allows(o))
     }
 }
 
@@ -649,6 +699,7 @@ impl<'a> Preparation<'a> {
             requirements: reqs,
             capacity,
             allocatable: alloc,
+            plain_zones: PlainZones::of(&offerings),
             offerings,
             price,
             has_reserved,
@@ -854,5 +905,107 @@ impl Limits {
             .iter()
             .find(|(k, q)| charged.get(k) + Self::charge(k, capacity) > *q)
             .map(|(k, q)| (k.as_str(), *q))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::{OfferingFilter, PlainZones, PoolOffering, PoolType, NO_RESERVATION};
+    use crate::catalog::{CapacityType, ReservationRef};
+    use crate::labels;
+    use crate::model::ReservationType;
+    use crate::requirements::{Requirement, Requirements};
+    use crate::resources::Resources;
+
+    const ZONES: [&str; 4] = ["us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d"];
+
+    /// An offering: zone (index 4: a zone past the bit-mapped ones),
+    /// capacity type, whether it is a reservation's, and whether any is left.
+    fn offering((zone, ct, reserved, left): (usize, u8, bool, bool)) -> PoolOffering {
+        let capacity_type = [
+            CapacityType::Spot,
+            CapacityType::OnDemand,
+            CapacityType::Reserved,
+        ][ct as usize % 3];
+        let reserved = reserved || capacity_type == CapacityType::Reserved;
+        PoolOffering {
+            zone: ZONES.get(zone).map_or("us-west-2z", |z| z).to_string(),
+            capacity_type: if reserved {
+                CapacityType::Reserved
+            } else {
+                capacity_type
+            },
+            price: 1.0,
+            adjusted: 1.0,
+            available: if left { 5 } else { 0 },
+            reservation: reserved.then(|| ReservationRef {
+                id: format!("cr-{zone}"),
+                reservation_type: ReservationType::Default,
+            }),
+            res_index: if reserved {
+                zone as u32
+            } else {
+                NO_RESERVATION
+            },
+            zone_bit: if zone < ZONES.len() { 1 << zone } else { 0 },
+        }
+    }
+
+    /// Requirements on zone, capacity type and reservation id, from bits.
+    fn requirements(zones: u8, cts: u8, by_id: u8) -> Requirements {
+        let mut reqs = Requirements::default();
+        if zones != 0 {
+            let zs: Vec<&str> = (0..5)
+                .filter(|i| zones & (1 << i) != 0)
+                .map(|i| ZONES.get(i).copied().unwrap_or("us-west-2z"))
+                .collect();
+            reqs.add(Requirement::in_values(labels::ZONE, zs));
+        }
+        if cts != 0 {
+            let names = ["spot", "on-demand", "reserved"];
+            let cs: Vec<&str> = (0..3)
+                .filter(|i| cts & (1 << i) != 0)
+                .map(|i| names[i])
+                .collect();
+            reqs.add(Requirement::in_values(labels::CAPACITY_TYPE, cs));
+        }
+        match by_id % 3 {
+            1 => reqs.add(Requirement::in_values(
+                labels::CAPACITY_RESERVATION_ID,
+                ["cr-1"],
+            )),
+            2 => reqs.add(Requirement::does_not_exist(labels::CAPACITY_RESERVATION_ID)),
+            _ => {}
+        }
+        reqs
+    }
+
+    proptest! {
+        /// The zone-bit shortcut answers as the offering-by-offering check.
+        #[test]
+        fn has_offering_answers_as_every_offering_checked(
+            offers in proptest::collection::vec((0usize..5, 0u8..3, any::<bool>(), any::<bool>()), 0..8),
+            zones in 0u8..32, cts in 0u8..8, by_id in 0u8..3, held in proptest::option::of(0u32..5),
+        ) {
+            let offerings: Vec<PoolOffering> = offers.into_iter().map(offering).collect();
+            let ty = PoolType {
+                name: "t".into(),
+                requirements: Requirements::default(),
+                capacity: Resources::new(),
+                allocatable: Resources::new(),
+                plain_zones: PlainZones::of(&offerings),
+                offerings,
+                price: 1.0,
+                has_reserved: false,
+                daemon_ports: Vec::new(),
+            };
+            let reqs = requirements(zones, cts, by_id);
+            let zone_list: Vec<String> = ZONES.iter().map(|z| z.to_string()).collect();
+            let f = OfferingFilter::new(&reqs, &zone_list).holding(held);
+            let plain = ty.offerings.iter().any(|o| f.allows(o));
+            prop_assert_eq!(ty.has_offering(&f), plain);
+        }
     }
 }
