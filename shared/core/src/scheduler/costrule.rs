@@ -140,10 +140,14 @@ impl Run<'_> {
         solo: Option<f64>,
     ) -> bool {
         let claim = &self.claims[c];
-        let requests = claim.requests.plus(&self.pods[p].requests);
-        if !requests.fits_in(&claim.max_allocatable) {
+        let pod_requests = &self.pods[p].requests;
+        if !claim
+            .requests
+            .fits_in_with(pod_requests, &claim.max_allocatable)
+        {
             return false;
         }
+        let requests = claim.requests.plus(pod_requests);
         let pool = &self.pools[claim.pool];
         let (Some(before), Some(solo)) = (claim.types.first(), solo) else {
             return true;
