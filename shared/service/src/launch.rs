@@ -100,7 +100,7 @@ pub async fn on_node_claims_planned<S: Store, E: Ec2, B: Bus, C: Clock>(
         add_reserved_offerings(ec2, clock, &state, &mut catalog).await?;
     }
     let unavailable =
-        crate::schedule::unavailable_offerings(store, &config.region, clock.now_secs())
+        crate::offerings::unavailable_offerings(store, &config.region, clock.now_secs())
             .await?
             .into_iter()
             .map(|(instance_type, zone, capacity_type)| UnavailableOffering {

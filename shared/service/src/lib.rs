@@ -37,6 +37,7 @@ pub mod nodeclaims;
 pub mod offerings;
 mod prepare;
 pub mod records;
+pub mod reports;
 pub mod schedule;
 pub mod sweep;
 

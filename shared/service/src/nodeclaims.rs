@@ -5,11 +5,15 @@
 //! disrupt move and end them), so that no stage module depends on another
 //! for them.
 
-use flotilla_ports::events::{FlotillaEvent, PodsUnschedulable};
-use flotilla_ports::{Bus, Condition, Item, PortError, Store, Write};
+use std::collections::{BTreeMap, BTreeSet};
 
-use crate::records::{NodeClaimRecord, NodeClaimState};
-use crate::{codec, keys, Result, ServiceError};
+use flotilla_core::model::ClusterState;
+use flotilla_core::plan::NodeClaimPlan;
+use flotilla_ports::events::{FlotillaEvent, PodsUnschedulable};
+use flotilla_ports::{Bus, Condition, Ec2, Item, PortError, Store, Write};
+
+use crate::records::{NodeClaimRecord, NodeClaimState, NODECLAIM_LABEL};
+use crate::{codec, keys, Config, Result, ServiceError};
 
 /// All NodeClaim records of a cluster.
 pub async fn node_claims<S: Store>(
@@ -228,3 +232,135 @@ pub async fn end_claim<S: Store>(
 /// How long a launched NodeClaim's node has to register before the sweep
 /// ends it (and the disruption stage gives up on a replacement).
 pub const REGISTRATION_TIMEOUT_MS: i64 = 15 * 60_000;
+
+/// Label Karpenter puts on NodeClaims launched into a reservation.
+pub const RESERVATION_ID_LABEL: &str = "karpenter.k8s.aws/capacity-reservation-id";
+
+/// The name a planned NodeClaim is stored under: derived from the run and
+/// the pods it carries, at most 63 characters (it is also a label value).
+/// A redelivered or taken-over run that plans the same NodeClaim writes the
+/// same name (written only if absent: nothing twice); a takeover of a run
+/// that died part-way plans the remaining pods afresh, and the scheduler's
+/// numbering (`default-0`, `default-1`, ...) restarts, so the pods are part
+/// of the name: a different NodeClaim never collides with one already
+/// written (and never passes for it).
+pub fn claim_name(plan_name: &str, run_id: &str, pods: &[String]) -> String {
+    let mut key = run_id.as_bytes().to_vec();
+    for p in pods {
+        key.push(b'\n');
+        key.extend_from_slice(p.as_bytes());
+    }
+    let h = codec::content_hash(&key);
+    let name = format!("{plan_name}-{}", &h[..8]);
+    if name.len() <= 63 {
+        name
+    } else {
+        format!("nodeclaim-{}", codec::content_hash(name.as_bytes()))
+    }
+}
+
+/// A planned NodeClaim as first stored (`Pending`), under `name`, with the
+/// NodePool's template hash at planning time (drift detection).
+pub(crate) fn new_record(
+    cluster: &str,
+    batch: &str,
+    name: &str,
+    planned: &NodeClaimPlan,
+    node_class: Option<&str>,
+    nodepool_hash: Option<&str>,
+    now: i64,
+) -> NodeClaimRecord {
+    let mut plan = planned.clone();
+    plan.name = name.to_string();
+    plan.labels
+        .insert(NODECLAIM_LABEL.to_string(), name.to_string());
+    NodeClaimRecord {
+        name: name.to_string(),
+        cluster_id: cluster.to_string(),
+        batch_id: batch.to_string(),
+        state: NodeClaimState::Pending,
+        node_class: node_class.unwrap_or_default().to_string(),
+        reservation: plan.labels.get(RESERVATION_ID_LABEL).cloned(),
+        created_at: now,
+        updated_at: now,
+        lease_until: None,
+        instance: None,
+        reason: None,
+        attempts: 0,
+        notes: BTreeMap::new(),
+        unannounced: false,
+        nodepool_hash: nodepool_hash.map(str::to_string),
+        plan,
+    }
+}
+
+/// How many NodeClaims hold reservation `id` (creating its counter at 0).
+async fn reservation_used<S: Store>(store: &S, id: &str, total: i64, now_secs: i64) -> Result<i64> {
+    let key = keys::reservation(id);
+    if let Some(item) = store
+        .get(&key)
+        .await
+        .map_err(ServiceError::port("read reservation counter"))?
+    {
+        return Ok(item.counter);
+    }
+    let mut item = Item::new(key, codec::to_json(&serde_json::json!({"total": total})));
+    item.counter = 0;
+    match store
+        .write(Write::Put {
+            item,
+            condition: Condition::Absent { now_secs },
+        })
+        .await
+    {
+        Ok(()) | Err(PortError::ConditionFailed(_)) => Ok(0),
+        Err(e) => Err(ServiceError::port("create reservation counter")(e)),
+    }
+}
+
+/// Reservations: the state's own DescribeCapacityReservations documents,
+/// plus what the EC2NodeClasses' capacityReservationSelectorTerms find
+/// live; each reservation's `available_instance_count` is lowered to what
+/// its counter leaves, so nothing is planned past it. Returns each
+/// reservation's size (the bound of its counter). Nothing without the
+/// ReservedCapacity gate.
+pub(crate) async fn reservation_totals<S: Store, E: Ec2>(
+    store: &S,
+    ec2: &E,
+    config: &Config,
+    state: &mut ClusterState,
+    now_secs: i64,
+) -> Result<BTreeMap<String, i64>> {
+    let mut totals: BTreeMap<String, i64> = BTreeMap::new();
+    if config.reserved_capacity {
+        let mut known: BTreeSet<String> = state
+            .capacity_reservations
+            .iter()
+            .map(|r| r.id.clone())
+            .collect();
+        for nc in &state.node_classes {
+            let Ok(spec) = flotilla_core::launch::nodeclass::parse_node_class(nc) else {
+                continue; // its NodeClaims fail at launch, with the reason
+            };
+            for filters in spec.capacity_reservation_queries() {
+                for r in ec2
+                    .describe_capacity_reservations(&filters)
+                    .await
+                    .map_err(ServiceError::port("DescribeCapacityReservations"))?
+                {
+                    if known.insert(r.id.clone()) {
+                        state.capacity_reservations.push(r);
+                    }
+                }
+            }
+        }
+        for r in &mut state.capacity_reservations {
+            let total = i64::from(r.total_instance_count);
+            totals.insert(r.id.clone(), total);
+            let used = reservation_used(store, &r.id, total, now_secs).await?;
+            let left = u32::try_from((total - used).max(0)).unwrap_or(0);
+            r.available_instance_count = r.available_instance_count.min(left);
+        }
+    }
+    Ok(totals)
+}

@@ -21,12 +21,12 @@
 //! a snapshot, and concurrent refreshes simply both succeed or one loses
 //! the head race (its chunks expire).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use flotilla_core::catalog::embedded::{embedded_price_source, on_demand_prices};
 use flotilla_core::catalog::live::{OfferingSnapshot, DYNAMODB_CHUNK_BYTES};
 use flotilla_core::catalog::pricelist::OnDemandPrices;
-use flotilla_core::catalog::Catalog;
+use flotilla_core::catalog::{CapacityType, Catalog};
 use flotilla_core::model::ClusterState;
 use flotilla_ports::{Clock, Condition, Ec2, Item, PortError, PriceList, Store, Write};
 use serde::{Deserialize, Serialize};
@@ -303,4 +303,27 @@ async fn fetch<E: Ec2>(ec2: &E, region: &str, now: i64) -> Result<OfferingSnapsh
         offerings,
         spot_prices,
     })
+}
+
+/// Live offerings the ICE cache marks unavailable.
+pub async fn unavailable_offerings<S: Store>(
+    store: &S,
+    region: &str,
+    now_secs: i64,
+) -> Result<BTreeSet<(String, String, CapacityType)>> {
+    let items = store
+        .query(&keys::region_pk(region), keys::ICE_PREFIX)
+        .await
+        .map_err(ServiceError::port("query ICE cache"))?;
+    let mut out = BTreeSet::new();
+    for item in items.iter().filter(|i| i.is_live(now_secs)) {
+        let rest = &item.key.sk[keys::ICE_PREFIX.len()..];
+        let mut parts = rest.splitn(3, '#');
+        if let (Some(t), Some(z), Some(ct)) = (parts.next(), parts.next(), parts.next()) {
+            if let Some(ct) = CapacityType::parse(ct) {
+                out.insert((t.to_string(), z.to_string(), ct));
+            }
+        }
+    }
+    Ok(out)
 }

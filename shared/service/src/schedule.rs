@@ -5,10 +5,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use flotilla_core::catalog::{CapacityType, Catalog};
+use flotilla_core::catalog::Catalog;
 use flotilla_core::labels;
 use flotilla_core::model::{ClusterState, Node, Pod};
-use flotilla_core::plan::{NodeClaimPlan, Plan};
+use flotilla_core::plan::Plan;
 use flotilla_core::resources::Resources;
 use flotilla_core::scheduler::{self, SchedulerOptions};
 use flotilla_ports::events::{
@@ -25,9 +25,6 @@ pub use crate::nodeclaims::{
 pub(crate) use crate::nodeclaims::{put_counting, SlotChange};
 use crate::records::{BatchResult, NodeClaimRecord, NodeClaimState, RunningBatch, NODECLAIM_LABEL};
 use crate::{codec, keys, offerings, Config, Result, ServiceError};
-
-/// Label Karpenter puts on NodeClaims launched into a reservation.
-pub const RESERVATION_ID_LABEL: &str = "karpenter.k8s.aws/capacity-reservation-id";
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -322,52 +319,9 @@ async fn report_launch_failure<S: Store, C: Clock>(
 }
 
 pub use crate::cluster_state::{cluster_state, load_batch};
-
-/// Live offerings the ICE cache marks unavailable.
-pub async fn unavailable_offerings<S: Store>(
-    store: &S,
-    region: &str,
-    now_secs: i64,
-) -> Result<BTreeSet<(String, String, CapacityType)>> {
-    let items = store
-        .query(&keys::region_pk(region), keys::ICE_PREFIX)
-        .await
-        .map_err(ServiceError::port("query ICE cache"))?;
-    let mut out = BTreeSet::new();
-    for item in items.iter().filter(|i| i.is_live(now_secs)) {
-        let rest = &item.key.sk[keys::ICE_PREFIX.len()..];
-        let mut parts = rest.splitn(3, '#');
-        if let (Some(t), Some(z), Some(ct)) = (parts.next(), parts.next(), parts.next()) {
-            if let Some(ct) = CapacityType::parse(ct) {
-                out.insert((t.to_string(), z.to_string(), ct));
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// The name a planned NodeClaim is stored under: derived from the run and
-/// the pods it carries, at most 63 characters (it is also a label value).
-/// A redelivered or taken-over run that plans the same NodeClaim writes the
-/// same name (written only if absent: nothing twice); a takeover of a run
-/// that died part-way plans the remaining pods afresh, and the scheduler's
-/// numbering (`default-0`, `default-1`, ...) restarts, so the pods are part
-/// of the name: a different NodeClaim never collides with one already
-/// written (and never passes for it).
-pub fn claim_name(plan_name: &str, run_id: &str, pods: &[String]) -> String {
-    let mut key = run_id.as_bytes().to_vec();
-    for p in pods {
-        key.push(b'\n');
-        key.extend_from_slice(p.as_bytes());
-    }
-    let h = codec::content_hash(&key);
-    let name = format!("{plan_name}-{}", &h[..8]);
-    if name.len() <= 63 {
-        name
-    } else {
-        format!("nodeclaim-{}", codec::content_hash(name.as_bytes()))
-    }
-}
+pub use crate::nodeclaims::{claim_name, RESERVATION_ID_LABEL};
+pub(crate) use crate::nodeclaims::{new_record, reservation_totals};
+pub use crate::offerings::unavailable_offerings;
 
 /// An in-flight NodeClaim as a node the scheduler can add pods to: its
 /// allocatable minus everything already planned onto it, with the pods it
@@ -619,77 +573,6 @@ async fn run<S: Store, E: Ec2, B: Bus, C: Clock>(
     })
 }
 
-/// How many NodeClaims hold reservation `id` (creating its counter at 0).
-async fn reservation_used<S: Store>(store: &S, id: &str, total: i64, now_secs: i64) -> Result<i64> {
-    let key = keys::reservation(id);
-    if let Some(item) = store
-        .get(&key)
-        .await
-        .map_err(ServiceError::port("read reservation counter"))?
-    {
-        return Ok(item.counter);
-    }
-    let mut item = Item::new(key, codec::to_json(&serde_json::json!({"total": total})));
-    item.counter = 0;
-    match store
-        .write(Write::Put {
-            item,
-            condition: Condition::Absent { now_secs },
-        })
-        .await
-    {
-        Ok(()) | Err(PortError::ConditionFailed(_)) => Ok(0),
-        Err(e) => Err(ServiceError::port("create reservation counter")(e)),
-    }
-}
-
-/// Reservations: the state's own DescribeCapacityReservations documents,
-/// plus what the EC2NodeClasses' capacityReservationSelectorTerms find
-/// live; each reservation's `available_instance_count` is lowered to what
-/// its counter leaves, so nothing is planned past it. Returns each
-/// reservation's size (the bound of its counter). Nothing without the
-/// ReservedCapacity gate.
-pub(crate) async fn reservation_totals<S: Store, E: Ec2>(
-    store: &S,
-    ec2: &E,
-    config: &Config,
-    state: &mut ClusterState,
-    now_secs: i64,
-) -> Result<BTreeMap<String, i64>> {
-    let mut totals: BTreeMap<String, i64> = BTreeMap::new();
-    if config.reserved_capacity {
-        let mut known: BTreeSet<String> = state
-            .capacity_reservations
-            .iter()
-            .map(|r| r.id.clone())
-            .collect();
-        for nc in &state.node_classes {
-            let Ok(spec) = flotilla_core::launch::nodeclass::parse_node_class(nc) else {
-                continue; // its NodeClaims fail at launch, with the reason
-            };
-            for filters in spec.capacity_reservation_queries() {
-                for r in ec2
-                    .describe_capacity_reservations(&filters)
-                    .await
-                    .map_err(ServiceError::port("DescribeCapacityReservations"))?
-                {
-                    if known.insert(r.id.clone()) {
-                        state.capacity_reservations.push(r);
-                    }
-                }
-            }
-        }
-        for r in &mut state.capacity_reservations {
-            let total = i64::from(r.total_instance_count);
-            totals.insert(r.id.clone(), total);
-            let used = reservation_used(store, &r.id, total, now_secs).await?;
-            let left = u32::try_from((total - used).max(0)).unwrap_or(0);
-            r.available_instance_count = r.available_instance_count.min(left);
-        }
-    }
-    Ok(totals)
-}
-
 #[derive(Default)]
 struct Persisted {
     /// Every NodeClaim of the plan now in the store.
@@ -699,41 +582,6 @@ struct Persisted {
     /// (reservation, pods) of NodeClaims whose reservation was full.
     lost_reservation: Vec<(String, Vec<String>)>,
     hourly: f64,
-}
-
-/// A planned NodeClaim as first stored (`Pending`), under `name`, with the
-/// NodePool's template hash at planning time (drift detection).
-pub(crate) fn new_record(
-    cluster: &str,
-    batch: &str,
-    name: &str,
-    planned: &NodeClaimPlan,
-    node_class: Option<&str>,
-    nodepool_hash: Option<&str>,
-    now: i64,
-) -> NodeClaimRecord {
-    let mut plan = planned.clone();
-    plan.name = name.to_string();
-    plan.labels
-        .insert(NODECLAIM_LABEL.to_string(), name.to_string());
-    NodeClaimRecord {
-        name: name.to_string(),
-        cluster_id: cluster.to_string(),
-        batch_id: batch.to_string(),
-        state: NodeClaimState::Pending,
-        node_class: node_class.unwrap_or_default().to_string(),
-        reservation: plan.labels.get(RESERVATION_ID_LABEL).cloned(),
-        created_at: now,
-        updated_at: now,
-        lease_until: None,
-        instance: None,
-        reason: None,
-        attempts: 0,
-        notes: BTreeMap::new(),
-        unannounced: false,
-        nodepool_hash: nodepool_hash.map(str::to_string),
-        plan,
-    }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -396,7 +396,7 @@ fn leak_drain_id(instance_id: &str) -> String {
 /// Collect a cluster's leaked instances: this stack's instances (the
 /// caller passes only those) without a live NodeClaim, older than
 /// [`LEAK_GRACE_SECS`]. One whose node is not in the agent's last
-/// [`NodesReport`](crate::intake::NodesReport) (never registered, or gone)
+/// [`NodesReport`](crate::reports::NodesReport) (never registered, or gone)
 /// is terminated; one whose node is there gets a drain action for the
 /// agent and is terminated once the agent acknowledges it (or the node
 /// leaves the report). Without a report from the agent nothing is
@@ -427,7 +427,7 @@ async fn collect_leaks<S: Store, E: Ec2>(
     if unclaimed.is_empty() {
         return Ok(());
     }
-    let nodes = crate::intake::nodes_report(store, cluster).await?;
+    let nodes = crate::reports::nodes_report(store, cluster).await?;
     let waiting = match &nodes {
         None => {
             note_no_report(store, cluster, now_secs).await?;
@@ -466,7 +466,7 @@ async fn collect_leaks<S: Store, E: Ec2>(
             .filter(|a| a.is_live(now_secs));
         let acknowledged = match &drain {
             Some(item) => codec::from_json::<serde_json::Value>(&key.to_string(), &item.body)?
-                .get(crate::intake::ACK_FIELD)
+                .get(crate::reports::ACK_FIELD)
                 .is_some(),
             None => false,
         };
@@ -490,7 +490,7 @@ async fn collect_leaks<S: Store, E: Ec2>(
 /// no nodes report: the sweep waits [`NODES_REPORT_WAIT_MS`] from here for
 /// the agent's.
 async fn note_no_report<S: Store>(store: &S, cluster: &str, now_secs: i64) -> Result<()> {
-    let placeholder = crate::intake::NodesReport {
+    let placeholder = crate::reports::NodesReport {
         at: now_secs * 1000,
         nodes: BTreeMap::new(),
         placeholder: true,

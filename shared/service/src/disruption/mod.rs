@@ -52,17 +52,17 @@ use serde::Serialize;
 
 use crate::actions::StoredAction;
 use crate::instances::of_this_stack;
-use crate::intake::{AckOutcome, AckRecord, NodesReport, ACK_FIELD};
+use crate::nodeclaims::{
+    claim_name, new_record, node_claims, put_counting, reservation_totals, SlotChange,
+};
 use crate::nodeclaims::{end_claim, REGISTRATION_TIMEOUT_MS};
+use crate::offerings::unavailable_offerings;
 use crate::records::{
     DisruptedNode, DisruptingMarker, DisruptionRecord, DisruptionState, InterruptionKind,
     InterruptionRecord, NodeClaimRecord, NodeClaimState, NodeTime, NodeTimes, Replacement,
     NODECLAIM_LABEL, REPLACE_ON_REBALANCE,
 };
-use crate::schedule::{
-    claim_name, new_record, node_claims, put_counting, reservation_totals, unavailable_offerings,
-    SlotChange,
-};
+use crate::reports::{AckOutcome, AckRecord, NodesReport, ACK_FIELD};
 use crate::{cluster_state, codec, keys, offerings, Config, Result, ServiceError};
 
 /// How long a graceful decision without `terminationGracePeriod` lets the
@@ -217,7 +217,7 @@ async fn disrupt_cluster<S: Store, E: Ec2, B: Bus, C: Clock>(
         .filter(|(i, _)| i.is_live(now_secs))
         .map(|(i, r)| (r.name.clone(), (i, r)))
         .collect();
-    let nodes = crate::intake::nodes_report(store, cluster)
+    let nodes = crate::reports::nodes_report(store, cluster)
         .await?
         .filter(|r| !r.placeholder);
     let env = Env {
@@ -380,7 +380,7 @@ fn new_decision(
             plan.labels.insert(NODECLAIM_LABEL.to_string(), name);
             let reservation_size = plan
                 .labels
-                .get(crate::schedule::RESERVATION_ID_LABEL)
+                .get(crate::nodeclaims::RESERVATION_ID_LABEL)
                 .map(|r| totals.get(r).copied().unwrap_or(0));
             Replacement {
                 plan,
