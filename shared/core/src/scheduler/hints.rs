@@ -427,55 +427,66 @@ struct ShapeKey<'p> {
     preferred_pod_anti_affinity: &'p [WeightedPodAffinityTerm],
 }
 
-/// Numbers the distinct keys in order of first appearance: each item's
-/// class, and the number of classes.
-fn classes<K: Eq + Hash>(keys: impl Iterator<Item = Option<K>>) -> (Vec<Option<usize>>, usize) {
-    let mut ids: HashMap<K, usize> = HashMap::new();
-    let out = keys
-        .map(|k| {
-            k.map(|k| {
-                let n = ids.len();
-                *ids.entry(k).or_insert(n)
-            })
-        })
-        .collect();
-    (out, ids.len())
+/// Class numbers of distinct keys, in order of first appearance.
+struct ClassIds<K>(HashMap<K, usize>);
+
+impl<K: Eq + Hash> ClassIds<K> {
+    fn new() -> Self {
+        ClassIds(HashMap::new())
+    }
+
+    /// The class of `key` (a new number the first time it is met).
+    fn of(&mut self, key: K) -> usize {
+        let n = self.0.len();
+        *self.0.entry(key).or_insert(n)
+    }
+
+    /// How many classes were met.
+    fn len(&self) -> usize {
+        self.0.len()
+    }
 }
 
 /// Groups pods by what the price of a node slot depends on (requests and
 /// the NodePools and types they may use), ignoring labels: the unit of the
 /// efficiency test in `Run::growth_pays`.
 pub(super) fn size_classes(pods: &[Pod], volume: &[volumes::VolumeTerms]) -> (Vec<usize>, usize) {
-    let (ids, n) = classes(
-        pods.iter()
-            .zip(volume)
-            .map(|(p, v)| Some(SizeKey::of(p, v))),
-    );
-    (ids.into_iter().flatten().collect(), n)
+    let mut ids = ClassIds::new();
+    let out = (pods.iter().zip(volume))
+        .map(|(p, v)| ids.of(SizeKey::of(p, v)))
+        .collect();
+    (out, ids.len())
 }
 
 /// Groups pods by their requests alone; see `Run::roomy`.
 pub(super) fn request_classes(pods: &[Pod]) -> (Vec<usize>, usize) {
-    let (ids, n) = classes(pods.iter().map(|p| Some(&p.requests)));
-    (ids.into_iter().flatten().collect(), n)
+    let mut ids = ClassIds::new();
+    let out = pods.iter().map(|p| ids.of(&p.requests)).collect();
+    (out, ids.len())
 }
 
 /// Groups pods into shapes; see `Run::shape`. Pods with spread or pod
 /// affinity have none.
 pub(super) fn shapes(pods: &[Pod], volume: &[volumes::VolumeTerms]) -> (Vec<Option<usize>>, usize) {
-    classes(pods.iter().zip(volume).map(|(p, v)| {
-        let monotonic = p.topology_spread.is_empty()
-            && p.pod_affinity.is_empty()
-            && p.preferred_pod_affinity.is_empty();
-        monotonic.then(|| ShapeKey {
-            size: SizeKey::of(p, v),
-            host_ports: &p.host_ports,
-            namespace: &p.namespace,
-            labels: &p.labels,
-            pod_anti_affinity: &p.pod_anti_affinity,
-            preferred_pod_anti_affinity: &p.preferred_pod_anti_affinity,
+    let mut ids = ClassIds::new();
+    let out = (pods.iter().zip(volume))
+        .map(|(p, v)| {
+            let monotonic = p.topology_spread.is_empty()
+                && p.pod_affinity.is_empty()
+                && p.preferred_pod_affinity.is_empty();
+            monotonic.then(|| {
+                ids.of(ShapeKey {
+                    size: SizeKey::of(p, v),
+                    host_ports: &p.host_ports,
+                    namespace: &p.namespace,
+                    labels: &p.labels,
+                    pod_anti_affinity: &p.pod_anti_affinity,
+                    preferred_pod_anti_affinity: &p.preferred_pod_anti_affinity,
+                })
+            })
         })
-    }))
+        .collect();
+    (out, ids.len())
 }
 
 impl Run<'_> {

@@ -38,9 +38,7 @@ impl Walk {
             }
         }
     }
-}
 
-impl Walk {
     /// The zone bucket in which to try roomy entry `k` (NodeClaim `claim`),
     /// or `None` when it is dead, pinned to a zone the pod may not use
     /// (`zones_limited`: the pod admits only `admitted_bits`), or before

@@ -139,7 +139,7 @@ pub(super) fn claim_plan(
     lists: &mut TypeLists,
 ) -> NodeClaimPlan {
     let summary = offer_summary(claim, pool, lists);
-    let (price, allocatable) = preferred_price(pool, summary.preferred);
+    let (price, allocatable) = preferred_offering(pool, summary.preferred);
     let mut out_reqs = claim.requirements.clone();
     out_reqs.remove(labels::HOSTNAME);
     let node_labels = node_labels(claim, pool, &out_reqs);
@@ -168,7 +168,7 @@ pub(super) fn claim_plan(
 
 /// The price and allocatable of the preferred offering (type, offering
 /// index), or zeros when there is none.
-fn preferred_price(pool: &Pool, preferred: Option<(usize, usize)>) -> (Price, Resources) {
+fn preferred_offering(pool: &Pool, preferred: Option<(usize, usize)>) -> (Price, Resources) {
     match preferred {
         Some((t, oi)) => {
             let o = &pool.types[t].offerings[oi];

@@ -304,7 +304,7 @@ struct CountsInner {
 }
 
 impl ExistingCounts {
-    /// Drops every count (a node's pods changed).
+    /// Drops everything kept (a node changed: its pods, labels or taints).
     pub fn forget(&self) {
         let mut inner = self.inner.borrow_mut();
         inner.ids.clear();
