@@ -56,6 +56,16 @@ pub const SPOT_TO_SPOT_MIN_TYPES: usize = 15;
 const MAX_REPLACE_ROUNDS: usize = 8;
 /// Share of the best saving the chosen replace set must reach.
 const GOOD_ENOUGH: f64 = 0.99;
+/// New NodeClaims a split may launch per node it removes.
+pub const SPLIT_MAX: usize = 100;
+/// Share of the removed nodes' price a split must save.
+pub const SPLIT_MIN_SAVING: f64 = 0.05;
+/// Price limits a split tries (each half the one before).
+const SPLIT_LADDER: usize = 3;
+/// Single-node splits that find nothing before the pass stops trying
+/// them (Karpenter's `consolidation-split-max-attempts`: each costs
+/// simulations on a candidate that already came back empty).
+pub const MAX_SPLIT_MISSES: usize = 16;
 
 pub(crate) fn underutilized(run: &mut Run) {
     let units: Vec<UnitPrices> = run
@@ -99,7 +109,7 @@ pub(crate) fn underutilized(run: &mut Run) {
     // Each replace decision leaves the rest to repack again: what one run
     // leaves behind, the next would find (churn), so repeat until none.
     for _ in 0..MAX_REPLACE_ROUNDS {
-        if !replace_pass(run, &by_waste) {
+        if !replace_pass(run, &by_waste, &units) {
             break;
         }
     }
@@ -328,12 +338,17 @@ fn cost_of(run: &Run, cs: &[usize]) -> Cost {
 /// placed, no more NodeClaims than nodes removed, a saving, spot-to-spot
 /// only Karpenter's way; replacement types narrowed to cheaper ones.
 fn acceptable(run: &Run, cs: &[usize], mut sim: Sim) -> Result<Sim, Sim> {
-    if !sim.all_placed() || sim.replacements.len() > cs.len() {
+    if !sim.all_placed() || sim.replacements.len() > cs.len() * SPLIT_MAX {
         return Err(sim);
     }
     let before = cost_of(run, cs);
     let after = sim.cost();
     if !before.worth_replacing_by(after) {
+        return Err(sim);
+    }
+    if sim.replacements.len() > cs.len()
+        && before.dollars - after.dollars < before.dollars * SPLIT_MIN_SAVING
+    {
         return Err(sim);
     }
     let spot_candidate = cs.iter().any(|&c| {
@@ -360,6 +375,16 @@ fn acceptable(run: &Run, cs: &[usize], mut sim: Sim) -> Result<Sim, Sim> {
         narrow(run, r, cap);
         if spot_candidate && r.price.capacity_type == CapacityType::Spot {
             let cheaper = r.instance_types.len();
+            if std::env::var("FLOT_DEBUG").is_ok() && cs.len() == 1 {
+                eprintln!(
+                    "DBG {} reps {} before {:.3} after {:.3} cheaper {}",
+                    run.node_name(cs[0]),
+                    n,
+                    before.dollars,
+                    after.dollars,
+                    cheaper
+                );
+            }
             if cheaper < SPOT_TO_SPOT_MIN_TYPES {
                 return Err(sim);
             }
@@ -383,17 +408,100 @@ fn acceptable(run: &Run, cs: &[usize], mut sim: Sim) -> Result<Sim, Sim> {
 /// cheaper. A packing that needs too many NodeClaims or saves nothing is
 /// not tried the costlier way (spreading needs more NodeClaims still), nor
 /// one that launches nothing.
-fn judge(run: &mut Run, cs: &[usize], nodes: &[usize]) -> Option<Sim> {
+fn judge(run: &mut Run, cs: &[usize], nodes: &[usize], units: &[UnitPrices]) -> Option<Sim> {
     let packed = run.work.simulate_as(nodes, Ask::packed(cs.len()));
-    let packed = acceptable(run, cs, packed).ok()?;
-    if packed.replacements.is_empty() {
-        return Some(packed); // nothing launched: nothing cheaper to find
+    let best = acceptable(run, cs, packed).ok();
+    if best.as_ref().is_some_and(|p| p.replacements.is_empty()) {
+        return best; // nothing launched: nothing cheaper to find
     }
-    let spread = run.work.simulate_as(nodes, Ask::cheapest(cs.len()));
-    match acceptable(run, cs, spread) {
-        Ok(spread) if spread.cost().dollars < packed.cost().dollars - 1e-9 => Some(spread),
-        _ => Some(packed),
+    let cap = if may_split(run, cs, units) {
+        cs.len() * SPLIT_MAX
+    } else if best.is_some() {
+        cs.len()
+    } else {
+        return None;
+    };
+    let spread = run.work.simulate_as(nodes, Ask::cheapest(cap));
+    let spread = acceptable(run, cs, spread).ok();
+    // A split (more NodeClaims than nodes) must beat the packing by
+    // SPLIT_MIN_SAVING of what is removed: nodes are not churned into
+    // more for a small difference.
+    let margin = match &spread {
+        Some(s) if s.replacements.len() > cs.len() => cost_of(run, cs).dollars * SPLIT_MIN_SAVING,
+        _ => 0.0,
+    };
+    cheaper(best, spread, margin)
+}
+
+/// The price of `sim`'s dearest replacement, when it places every pod.
+fn dearest_replacement(sim: &Sim) -> Option<f64> {
+    if !sim.all_placed() {
+        return None;
     }
+    sim.replacements
+        .iter()
+        .map(|r| r.price.min + r.volume_price)
+        .max_by(f64::total_cmp)
+}
+
+/// The pods of `nodes` (the nodes of `cs`) packed first fit onto up to
+/// [`SPLIT_MAX`] NodeClaims per node, each priced under a ladder of
+/// limits (`top`, then half and a quarter of it): as few and as large
+/// replacements as the saving allows, so that spot ones keep the
+/// flexibility spot-to-spot needs. The cheapest acceptable one
+/// (Karpenter's split fallback limits new capacity to the candidate's
+/// price the same way, once).
+fn ladder(run: &mut Run, cs: &[usize], nodes: &[usize], top: f64) -> Option<Sim> {
+    let mut best = None;
+    let mut limit = top;
+    for _ in 0..SPLIT_LADDER {
+        let ask = Ask::packed_under(cs.len() * SPLIT_MAX, limit);
+        let sim = run.work.simulate_as(nodes, ask);
+        best = cheaper(best, acceptable(run, cs, sim).ok(), 0.0);
+        limit /= 2.0;
+    }
+    best
+}
+
+/// Whether replacing `cs` by more NodeClaims than nodes is worth a
+/// simulation: one of them is not spot (spot nodes split one by one in the
+/// single pass, where spot-to-spot flexibility allows), and the pools'
+/// cheapest capacity for their pods would save [`SPLIT_MIN_SAVING`].
+fn may_split(run: &Run, cs: &[usize], units: &[UnitPrices]) -> bool {
+    let all_spot = cs.iter().all(|&c| {
+        run.state.nodes[run.cands[c].node]
+            .labels
+            .get(labels::CAPACITY_TYPE)
+            .is_some_and(|v| v == labels::CAPACITY_TYPE_SPOT)
+    });
+    let price = cost_of(run, cs).dollars;
+    let bound: f64 = cs
+        .iter()
+        .map(|&c| units[run.cands[c].pool].lower_bound(&run.cands[c].requests))
+        .sum();
+    !all_spot && price - bound >= price * SPLIT_MIN_SAVING
+}
+
+/// The cheaper of two acceptable simulations: `b` only when it costs
+/// `margin` $/h less than `a` (and `a` on a tie).
+fn cheaper(a: Option<Sim>, b: Option<Sim>, margin: f64) -> Option<Sim> {
+    match (a, b) {
+        (Some(a), Some(b)) if b.cost().dollars < a.cost().dollars - margin - 1e-9 => Some(b),
+        (Some(a), _) => Some(a),
+        (None, b) => b,
+    }
+}
+
+/// Candidate `c` split onto several smaller NodeClaims ([`ladder`] from
+/// `top`, the price of the one node its pods would take), when the least
+/// capacity for its pods could cost, `bound`, saves [`SPLIT_MIN_SAVING`].
+fn split(run: &mut Run, c: usize, bound: f64, top: f64) -> Option<Sim> {
+    let node = run.cands[c].node;
+    let price = cost_of(run, &[c]).dollars;
+    if price - bound < price * SPLIT_MIN_SAVING {
+        return None;
+    }
+    ladder(run, &[c], &[node], top.min(price))
 }
 
 /// Keep only `r`'s instance types with an allowed offering strictly below
@@ -435,7 +543,7 @@ fn narrow(run: &Run, r: &mut NodeClaimPlan, cap: f64) {
 }
 
 /// Pass 2: replace prefixes of the most wasteful nodes.
-fn replace_pass(run: &mut Run, by_waste: &[usize]) -> bool {
+fn replace_pass(run: &mut Run, by_waste: &[usize], units: &[UnitPrices]) -> bool {
     let list = admissible(run, by_waste);
     if list.len() < 2 {
         return false;
@@ -450,7 +558,7 @@ fn replace_pass(run: &mut Run, by_waste: &[usize]) -> bool {
     for k in sizes {
         let cs = &list[..k];
         let nodes: Vec<usize> = cs.iter().map(|&c| run.cands[c].node).collect();
-        if let Some(sim) = judge(run, cs, &nodes) {
+        if let Some(sim) = judge(run, cs, &nodes, units) {
             let saving = cost_of(run, cs).dollars - sim.cost().dollars;
             tried.push((k, saving, sim));
         }
@@ -474,6 +582,7 @@ fn replace_pass(run: &mut Run, by_waste: &[usize]) -> bool {
 /// Pass 3: single nodes, most wasteful first.
 fn single_pass(run: &mut Run, by_waste: &[usize], units: &[UnitPrices]) {
     let mut misses = 0;
+    let mut split_misses = 0;
     for &c in by_waste {
         if misses >= MAX_SINGLE_MISSES {
             break;
@@ -492,10 +601,27 @@ fn single_pass(run: &mut Run, by_waste: &[usize], units: &[UnitPrices]) {
         if !may_replace && sketch_deletes(run, &[c]).is_empty() {
             continue;
         }
-        let sim = run.work.simulate_as(&[run.cands[c].node], Ask::packed(1));
-        match acceptable(run, &[c], sim) {
-            Ok(sim) => run.decide(DisruptionReason::Underutilized, &[c], Some(sim)),
-            Err(_) => misses += 1,
+        let node = run.cands[c].node;
+        let sim = run.work.simulate_as(&[node], Ask::packed(1));
+        let top = dearest_replacement(&sim).unwrap_or(cost.dollars);
+        let one = acceptable(run, &[c], sim).ok();
+        let best = match one {
+            Some(sim) if sim.replacements.is_empty() || !may_replace => Some(sim),
+            one if split_misses >= MAX_SPLIT_MISSES => one,
+            one => {
+                // A split replaces a single replacement only when it saves
+                // SPLIT_MIN_SAVING more: one node is not churned into
+                // several for a small difference.
+                let s = split(run, c, bound, top);
+                if s.is_none() {
+                    split_misses += 1;
+                }
+                cheaper(one, s, cost.dollars * SPLIT_MIN_SAVING)
+            }
+        };
+        match best {
+            Some(sim) => run.decide(DisruptionReason::Underutilized, &[c], Some(sim)),
+            None => misses += 1,
         }
     }
 }

@@ -45,6 +45,9 @@ pub(crate) struct Ask {
     /// Stop once more NodeClaims than this are needed
     /// ([`SchedulerOptions::max_node_claims`]).
     pub max_node_claims: Option<usize>,
+    /// New NodeClaims only of types whose node costs less than this
+    /// ([`SchedulerOptions::new_node_price_limit`]).
+    pub price_limit: Option<f64>,
 }
 
 impl Ask {
@@ -53,6 +56,7 @@ impl Ask {
         Ask {
             pack: true,
             max_node_claims: Some(max),
+            price_limit: None,
         }
     }
 
@@ -61,6 +65,15 @@ impl Ask {
         Ask {
             pack: false,
             max_node_claims: Some(max),
+            price_limit: None,
+        }
+    }
+
+    /// [`Ask::packed`] onto nodes cheaper than `limit` $/h each.
+    pub fn packed_under(max: usize, limit: f64) -> Ask {
+        Ask {
+            price_limit: Some(limit),
+            ..Ask::packed(max)
         }
     }
 }
@@ -140,7 +153,12 @@ impl<'a> Work<'a> {
         Work {
             state: working,
             catalog,
-            opts: opts.clone(),
+            // No zone rebalancing in simulations (see
+            // SchedulerOptions::rebalance_zones).
+            opts: SchedulerOptions {
+                rebalance_zones: false,
+                ..opts.clone()
+            },
             prepared,
             out,
             by_name,
@@ -239,11 +257,20 @@ impl<'a> Work<'a> {
 
     /// [`Self::simulate`], asking the scheduler as `ask` says.
     pub fn simulate_as(&mut self, remove: &[usize], ask: Ask) -> Sim {
-        let was = (self.opts.pack_fewest_nodes, self.opts.max_node_claims);
+        let was = (
+            self.opts.pack_fewest_nodes,
+            self.opts.max_node_claims,
+            self.opts.new_node_price_limit,
+        );
         self.opts.pack_fewest_nodes = ask.pack;
         self.opts.max_node_claims = ask.max_node_claims;
+        self.opts.new_node_price_limit = ask.price_limit;
         let sim = self.simulate(remove);
-        (self.opts.pack_fewest_nodes, self.opts.max_node_claims) = was;
+        (
+            self.opts.pack_fewest_nodes,
+            self.opts.max_node_claims,
+            self.opts.new_node_price_limit,
+        ) = was;
         sim
     }
 

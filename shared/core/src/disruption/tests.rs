@@ -725,16 +725,18 @@ fn spot_pool(families: bool) -> NodePool {
 
 #[test]
 fn a_node_whose_pods_the_scheduler_spreads_is_replaced_by_one_packed_node() {
-    // (pods, cpu, memory, m5/c5 only): the default plan for the pods
-    // spreads them over several cheap spot NodeClaims, more than the one
-    // node removed; packed (Karpenter's first fit) they take one.
-    let cases: &[(usize, &str, &str, bool)] = &[
-        (6, "1", "2Gi", false),
-        (6, "500m", "1Gi", false),
-        (6, "200m", "1500Mi", true),
-        (8, "250m", "1Gi", true),
+    // (pods, cpu, memory, m5/c5 only, replacements): the default plan for
+    // the pods spreads them over several cheap spot NodeClaims, more than
+    // the one node removed; packed (Karpenter's first fit) they take one,
+    // unless a split saves 5% of the node's price more (case 1: two
+    // t3a.medium instead of one t3a.xlarge).
+    let cases: &[(usize, &str, &str, bool, usize)] = &[
+        (6, "1", "2Gi", false, 1),
+        (6, "500m", "1Gi", false, 2),
+        (6, "200m", "1500Mi", true, 1),
+        (8, "250m", "1Gi", true, 1),
     ];
-    for (i, &(n, cpu, mem, families)) in cases.iter().enumerate() {
+    for (i, &(n, cpu, mem, families, want)) in cases.iter().enumerate() {
         let pods: Vec<Pod> = (0..n).map(|k| pod(&format!("w{k}"), cpu, mem)).collect();
         let pending = ClusterState {
             pending_pods: pods.clone(),
@@ -758,13 +760,68 @@ fn a_node_whose_pods_the_scheduler_spreads_is_replaced_by_one_packed_node() {
             "case {i}: {d:#?}"
         );
         let decision = &d.decisions[0];
-        assert_eq!(decision.replacements.len(), 1, "case {i}: {d:#?}");
+        assert_eq!(decision.replacements.len(), want, "case {i}: {d:#?}");
         assert!(
             decision.price.after < decision.price.before,
             "case {i}: {d:#?}"
         );
         let to = &decision.replacements[0].name;
         assert_eq!(decision.moves.len(), n, "case {i}: {d:#?}");
-        assert!(decision.moves.iter().all(|m| &m.to == to), "case {i}");
+        assert!(
+            want > 1 || decision.moves.iter().all(|m| &m.to == to),
+            "case {i}"
+        );
+    }
+}
+
+#[test]
+fn a_node_is_split_only_when_several_nodes_save_five_percent_more() {
+    // (pods, cpu, memory, capacity type of the m5.2xlarge, replacements):
+    // twelve small pods fit four t3a.medium spot nodes for half the price
+    // of the one t3a.2xlarge spot node that packs them (a split); six
+    // 1-cpu pods gain nothing by splitting (one node); on a spot node the
+    // split is taken when every replacement keeps 15 cheaper types.
+    let cases: &[(usize, &str, &str, &str, usize)] = &[
+        (12, "500m", "1Gi", "on-demand", 4),
+        (6, "1", "2Gi", "on-demand", 1),
+        (12, "500m", "1Gi", "spot", 4),
+    ];
+    for (i, &(n, cpu, mem, ct, want)) in cases.iter().enumerate() {
+        let pods: Vec<Pod> = (0..n).map(|k| pod(&format!("w{k}"), cpu, mem)).collect();
+        let mut s = cluster(vec![node("big", "m5.2xlarge", "us-west-2a", ct, pods)]);
+        s.node_pools = vec![spot_pool(false)];
+        let d = run(&s);
+        assert_eq!(
+            reasons(&d),
+            vec![(DisruptionReason::Underutilized, vec!["big".to_string()])],
+            "case {i}: {d:#?}"
+        );
+        let decision = &d.decisions[0];
+        assert_eq!(decision.replacements.len(), want, "case {i}: {d:#?}");
+        assert_eq!(decision.moves.len(), n, "case {i}");
+        let saving = decision.price.before - decision.price.after;
+        assert!(saving > decision.price.before * 0.05, "case {i}: {d:#?}");
+        for r in &decision.replacements {
+            if ct == "spot" {
+                assert_eq!(r.instance_types.len(), 15, "case {i}: {r:#?}");
+            }
+        }
+        // Carried out, the split is stable: nothing more to decide.
+        let mut after = s.clone();
+        after.nodes.clear();
+        for (k, r) in decision.replacements.iter().enumerate() {
+            let on: Vec<Pod> = decision
+                .moves
+                .iter()
+                .filter(|m| m.to == r.name)
+                .map(|m| pod(m.pod.trim_start_matches("default/"), cpu, mem))
+                .collect();
+            let ty = r.instance_types[0].as_str();
+            let mut nd = node(&format!("r{k}"), ty, "us-west-2a", "spot", on);
+            nd.allocatable = r.resources.allocatable.clone();
+            after.nodes.push(nd);
+        }
+        let again = run(&after);
+        assert!(again.decisions.is_empty(), "case {i}: {again:#?}");
     }
 }

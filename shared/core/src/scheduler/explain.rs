@@ -97,6 +97,9 @@ pub(super) enum Refusal<'a> {
         pool: &'a str,
         exceeded: Option<(String, Quantity)>,
     },
+    /// Every type that fits costs at least the simulation's new-node price
+    /// limit (consolidation's split simulations).
+    PriceLimit { pool: &'a str, limit: f64 },
     /// No type has an offering outside every capacity reservation.
     NoUnreservedType {
         pool: &'a str,
@@ -185,6 +188,10 @@ impl fmt::Display for Refusal<'_> {
                 f,
                 "NodePool {pool:?} limits{} would be exceeded by every instance type that fits the pod",
                 limit_detail(exceeded)
+            ),
+            Refusal::PriceLimit { pool, limit } => write!(
+                f,
+                "NodePool {pool:?}: every instance type that fits the pod costs ${limit:.4}/h or more, the most a replacement may cost here"
             ),
             Refusal::NoUnreservedType { pool, requirements } => write!(
                 f,

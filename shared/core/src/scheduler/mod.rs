@@ -100,6 +100,17 @@ pub struct SchedulerOptions {
     /// worthless beyond a count (consolidation: no more NodeClaims than
     /// nodes removed). `None`: no cap.
     pub max_node_claims: Option<usize>,
+    /// New NodeClaims only of instance types whose node (instance at its
+    /// preferred offering, plus volumes) costs less than this, $/h:
+    /// consolidation's split simulations (Karpenter's split fallback
+    /// forbids new capacity priced at or above the candidate). `None`: no
+    /// limit.
+    pub new_node_price_limit: Option<f64>,
+    /// Whether the repack moves spreading pods between zones where that
+    /// packs cheaper (`rebalance_zones`). On by default; consolidation's
+    /// simulations turn it off: it is most of their time on clusters with
+    /// zone spreads, and their decisions came out no dearer without it.
+    pub rebalance_zones: bool,
 }
 
 impl Default for SchedulerOptions {
@@ -113,6 +124,8 @@ impl Default for SchedulerOptions {
             min_values_policy: MinValuesPolicy::Strict,
             pack_fewest_nodes: false,
             max_node_claims: None,
+            new_node_price_limit: None,
+            rebalance_zones: true,
         }
     }
 }
@@ -140,6 +153,10 @@ struct Run<'a> {
     min_values_policy: MinValuesPolicy,
     /// [`SchedulerOptions::pack_fewest_nodes`].
     pack: bool,
+    /// [`SchedulerOptions::new_node_price_limit`].
+    price_limit: Option<f64>,
+    /// [`SchedulerOptions::rebalance_zones`].
+    rebalance: bool,
     /// Pod classes, speed hints and caches (see [`Hints`]).
     hints: Hints<'a>,
 }
@@ -163,8 +180,10 @@ pub fn schedule(state: &ClusterState, catalog: &Catalog, opts: &SchedulerOptions
 /// plans of a cluster whose nodes and pods change but whose NodePools,
 /// node classes, NodeOverlays, DaemonSets and capacity reservations do
 /// not (consolidation's simulations), under options that differ at most
-/// in [`SchedulerOptions::pack_fewest_nodes`] and
-/// [`SchedulerOptions::max_node_claims`].
+/// in [`SchedulerOptions::pack_fewest_nodes`],
+/// [`SchedulerOptions::max_node_claims`],
+/// [`SchedulerOptions::new_node_price_limit`] and
+/// [`SchedulerOptions::rebalance_zones`].
 #[derive(Debug, Clone)]
 pub struct Prepared {
     pools: Vec<pools::PoolTemplate>,
@@ -406,6 +425,8 @@ impl<'a> Run<'a> {
             res,
             min_values_policy: opts.min_values_policy,
             pack: opts.pack_fewest_nodes,
+            price_limit: opts.new_node_price_limit,
+            rebalance: opts.rebalance_zones,
             hints,
             join_heavier,
             existing_domains,

@@ -718,7 +718,33 @@ impl<'a> Run<'a> {
             }
             free
         };
+        let fitting = self.under_price_limit(pi, fitting)?;
         self.within_limits(pi, fitting)
+    }
+
+    /// `fitting` without the types at or above the run's new-node price
+    /// limit ([`super::SchedulerOptions::new_node_price_limit`]); prices
+    /// within 1e-6 of it (the plan's rounding) count as at it.
+    fn under_price_limit(
+        &self,
+        pi: PoolIdx,
+        fitting: Vec<usize>,
+    ) -> Result<Vec<usize>, Refusal<'a>> {
+        let Some(limit) = self.price_limit else {
+            return Ok(fitting);
+        };
+        let pool = &self.pools[pi];
+        let under: Vec<usize> = fitting
+            .into_iter()
+            .filter(|&i| pool.node_price(pool.types[i].price) < limit - 1e-6)
+            .collect();
+        if under.is_empty() {
+            return Err(Refusal::PriceLimit {
+                pool: pool.np.name.as_str(),
+                limit,
+            });
+        }
+        Ok(under)
     }
 
     /// Why pool `pi` has no instance type for `merged`, remembered per

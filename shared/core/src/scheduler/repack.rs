@@ -248,7 +248,7 @@ impl Run<'_> {
         // are replaced whatever their own price.
         let mut packed: Vec<Option<Packing>> = groups.iter().map(|_| None).collect();
         let mut moved = vec![false; groups.len()];
-        if self.topology.is_active() {
+        if self.topology.is_active() && self.rebalance {
             self.rebalance_zones(&mut groups, &mut packed, &mut moved, relax);
         }
         let replaced = self.replacements(&groups, packed, &moved);

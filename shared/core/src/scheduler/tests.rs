@@ -2888,6 +2888,49 @@ fn a_node_claim_cap_stops_planning_once_exceeded() {
 }
 
 #[test]
+fn a_new_node_price_limit_keeps_new_node_claims_below_it() {
+    // Packed first fit, six 1-cpu pods take one NodeClaim; under a price
+    // limit below that node's price they take more, smaller ones, each
+    // (instance plus volumes) under the limit; under a limit no type
+    // meets, none, with the limit named.
+    let catalog = Catalog::embedded("us-west-2").unwrap();
+    let pods: Vec<Pod> = (0..6).map(|i| pod(&format!("w{i}"), "1", "2Gi")).collect();
+    let s = state(pods, vec![default_pool()]);
+    let packed = SchedulerOptions {
+        pack_fewest_nodes: true,
+        ..SchedulerOptions::default()
+    };
+    let one = schedule(&s, &catalog, &packed);
+    assert_eq!(one.node_claims.len(), 1, "{one:#?}");
+    let node = |c: &NodeClaimPlan| c.price.min + c.volume_price;
+    let top = node(&one.node_claims[0]);
+    for (limit, placed) in [(top, true), (top / 2.0, true), (1e-6, false)] {
+        let opts = SchedulerOptions {
+            new_node_price_limit: Some(limit),
+            ..packed.clone()
+        };
+        let p = schedule(&s, &catalog, &opts);
+        if placed {
+            assert!(p.unschedulable.is_empty(), "limit {limit}: {p:#?}");
+            assert!(p.node_claims.len() > 1, "limit {limit}: {p:#?}");
+            assert!(
+                p.node_claims.iter().all(|c| node(c) < limit),
+                "limit {limit}: {p:#?}"
+            );
+        } else {
+            assert!(p.node_claims.is_empty(), "{p:#?}");
+            assert_eq!(p.unschedulable.len(), 6, "{p:#?}");
+            assert!(
+                p.unschedulable.iter().all(|u| u
+                    .reason
+                    .contains("or more, the most a replacement may cost")),
+                "{p:#?}"
+            );
+        }
+    }
+}
+
+#[test]
 fn packing_the_fewest_node_claims_puts_small_pods_on_one() {
     // On the real catalog's prices the cost rule spreads these pods over
     // several small cheap NodeClaims; packing the fewest puts them first
