@@ -20,7 +20,8 @@
 //!    simulation does); when that is acceptable, its own cost rule (repack,
 //!    exact small packings) may find cheaper NodeClaims within the same
 //!    count, or, when a node of the set is not spot, on up to
-//!    [`SPLIT_MAX`] NodeClaims per node (a split, taken only when it saves
+//!    [`SPLIT_MAX`] NodeClaims per node and [`MAX_DECISION_REPLACEMENTS`]
+//!    per decision (a split, taken only when it saves
 //!    [`SPLIT_MIN_SAVING`] of the set's price more than the packing). The
 //!    smallest prefix that captures 99% of the best saving is
 //!    taken (repeated while a prefix saves) — saving per disruption, not
@@ -71,6 +72,10 @@ const MAX_REPLACE_ROUNDS: usize = 8;
 const GOOD_ENOUGH: f64 = 0.99;
 /// New NodeClaims a split may launch per node it removes.
 pub const SPLIT_MAX: usize = 100;
+/// New NodeClaims one decision may launch: the pipeline stores a decision
+/// with its replacements as one DynamoDB item (at most 400 KB), so a
+/// larger split is taken over several decisions and runs.
+pub const MAX_DECISION_REPLACEMENTS: usize = 64;
 /// Share of the removed nodes' price a split must save.
 pub const SPLIT_MIN_SAVING: f64 = 0.05;
 /// Price limits a split tries (each half the one before).
@@ -351,7 +356,7 @@ fn cost_of(run: &Run, cs: &[usize]) -> Cost {
 /// placed, no more NodeClaims than nodes removed, a saving, spot-to-spot
 /// only Karpenter's way; replacement types narrowed to cheaper ones.
 fn acceptable(run: &Run, cs: &[usize], mut sim: Sim) -> Result<Sim, Sim> {
-    if !sim.all_placed() || sim.replacements.len() > cs.len() * SPLIT_MAX {
+    if !sim.all_placed() || sim.replacements.len() > split_cap(cs.len()) {
         return Err(sim);
     }
     let before = cost_of(run, cs);
@@ -428,7 +433,7 @@ fn judge(run: &mut Run, cs: &[usize], nodes: &[usize], units: &[UnitPrices]) -> 
         return best; // nothing launched: nothing cheaper to find
     }
     let cap = if may_split(run, cs, units) {
-        cs.len() * SPLIT_MAX
+        split_cap(cs.len())
     } else if best.is_some() {
         cs.len()
     } else {
@@ -444,6 +449,13 @@ fn judge(run: &mut Run, cs: &[usize], nodes: &[usize], units: &[UnitPrices]) -> 
         _ => 0.0,
     };
     cheaper(best, spread, margin)
+}
+
+/// NodeClaims a split of `nodes` nodes may launch.
+fn split_cap(nodes: usize) -> usize {
+    nodes
+        .saturating_mul(SPLIT_MAX)
+        .min(MAX_DECISION_REPLACEMENTS.max(nodes))
 }
 
 /// The price of `sim`'s dearest replacement, when it places every pod.
@@ -468,7 +480,7 @@ fn ladder(run: &mut Run, cs: &[usize], nodes: &[usize], top: f64) -> Option<Sim>
     let mut best = None;
     let mut limit = top;
     for _ in 0..SPLIT_LADDER {
-        let ask = Ask::packed_under(cs.len() * SPLIT_MAX, limit);
+        let ask = Ask::packed_under(split_cap(cs.len()), limit);
         let sim = run.work.simulate_as(nodes, ask);
         best = cheaper(best, acceptable(run, cs, sim).ok(), 0.0);
         limit /= 2.0;
