@@ -562,7 +562,8 @@ fn narrow(run: &Run, r: &mut NodeClaimPlan, cap: f64) {
 
 /// Pass 2: replace prefixes of the most wasteful nodes.
 fn replace_pass(run: &mut Run, by_waste: &[usize], units: &[UnitPrices]) -> bool {
-    let list = admissible(run, by_waste);
+    let mut list = admissible(run, by_waste);
+    list.truncate(super::MAX_DECISION_NODES);
     if list.len() < 2 {
         return false;
     }

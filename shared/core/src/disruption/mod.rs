@@ -44,6 +44,11 @@ use candidate::Candidate;
 use pdb::Pdbs;
 use simulate::{Sim, Work};
 
+/// Nodes one decision removes at most: the disrupt stage writes a decision
+/// and a marker per node in one DynamoDB transaction (at most 100 writes).
+/// Larger sets without replacements are cut into several decisions.
+pub const MAX_DECISION_NODES: usize = 99;
+
 /// Knobs and pipeline knowledge that are not part of the documents.
 #[derive(Debug, Clone, Default)]
 pub struct DisruptOptions {
@@ -226,6 +231,34 @@ impl<'a> Run<'a> {
     /// simulation that placed their pods (`None`: nothing to move), and
     /// apply it to the working state.
     fn decide(&mut self, reason: DisruptionReason, cs: &[usize], sim: Option<Sim>) {
+        let replaces = sim.as_ref().is_some_and(|s| !s.replacements.is_empty());
+        if cs.len() <= MAX_DECISION_NODES || replaces {
+            return self.decide_one(reason, cs, sim);
+        }
+        // Deletes only: each part carries the moves of its own nodes' pods.
+        let node_of_pod: BTreeMap<String, usize> = cs
+            .iter()
+            .flat_map(|&c| {
+                let node = &self.state.nodes[self.cands[c].node];
+                self.cands[c]
+                    .movable
+                    .iter()
+                    .map(move |&k| (node.pods[k].key(), c))
+            })
+            .collect();
+        for part in cs.chunks(MAX_DECISION_NODES) {
+            let sim = sim.as_ref().map(|s| {
+                let mut s = s.clone();
+                s.moves
+                    .retain(|m| node_of_pod.get(&m.pod).is_some_and(|c| part.contains(c)));
+                s
+            });
+            self.decide_one(reason, part, sim);
+        }
+    }
+
+    /// One decision: remove the nodes of `cs` as `sim` says.
+    fn decide_one(&mut self, reason: DisruptionReason, cs: &[usize], sim: Option<Sim>) {
         let Some(&first) = cs.first() else {
             return;
         };

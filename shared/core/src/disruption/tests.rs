@@ -825,3 +825,41 @@ fn a_node_is_split_only_when_several_nodes_save_five_percent_more() {
         assert!(again.decisions.is_empty(), "case {i}: {again:#?}");
     }
 }
+
+#[test]
+fn no_decision_removes_more_nodes_than_one_transaction_takes() {
+    // 150 nodes of one small pod each, whose pods all fit on a large node
+    // of no pool, a 100% budget: all 150 go, in decisions of at most
+    // MAX_DECISION_NODES (the disrupt stage writes a decision and one
+    // marker per node in one DynamoDB transaction of at most 100 writes).
+    let mut nodes: Vec<Node> = (0..150)
+        .map(|i| {
+            let p = pod(&format!("w{i}"), "50m", "64Mi");
+            node(
+                &format!("n{i:03}"),
+                "m5.large",
+                "us-west-2a",
+                "on-demand",
+                vec![p],
+            )
+        })
+        .collect();
+    let mut big = node("big", "m5.2xlarge", "us-west-2a", "on-demand", vec![]);
+    big.labels.remove(labels::NODEPOOL);
+    big.allocatable = res("64", "256Gi", "250");
+    nodes.push(big);
+    let d = run(&cluster(nodes));
+    let removed: usize = d.decisions.iter().map(|x| x.nodes.len()).sum();
+    assert_eq!(removed, 150, "{:#?}", reasons(&d));
+    assert!(
+        d.decisions
+            .iter()
+            .all(|x| x.nodes.len() <= super::MAX_DECISION_NODES),
+        "{:#?}",
+        reasons(&d)
+    );
+    for x in &d.decisions {
+        assert!(x.moves.iter().all(|m| m.to == "big"));
+        assert_eq!(x.moves.len(), x.nodes.len(), "each part moves its own pods");
+    }
+}
