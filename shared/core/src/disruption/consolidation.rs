@@ -182,16 +182,7 @@ fn decide_grouped(run: &mut Run, cs: &[usize], sim: Sim) {
     }
     // Split the joint simulation: each pool's decision carries the moves
     // of its own nodes' pods (deletes only: no replacements to split).
-    let node_of_pod: BTreeMap<String, usize> = cs
-        .iter()
-        .flat_map(|&c| {
-            let node = &run.state.nodes[run.cands[c].node];
-            run.cands[c]
-                .movable
-                .iter()
-                .map(move |&k| (node.pods[k].key(), c))
-        })
-        .collect();
+    let node_of_pod = run.candidate_of_pod(cs);
     let mut first = true;
     for (_, group) in pools {
         let mut part = sim.clone();

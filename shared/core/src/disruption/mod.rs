@@ -236,16 +236,7 @@ impl<'a> Run<'a> {
             return self.decide_one(reason, cs, sim);
         }
         // Deletes only: each part carries the moves of its own nodes' pods.
-        let node_of_pod: BTreeMap<String, usize> = cs
-            .iter()
-            .flat_map(|&c| {
-                let node = &self.state.nodes[self.cands[c].node];
-                self.cands[c]
-                    .movable
-                    .iter()
-                    .map(move |&k| (node.pods[k].key(), c))
-            })
-            .collect();
+        let node_of_pod = self.candidate_of_pod(cs);
         for part in cs.chunks(MAX_DECISION_NODES) {
             let sim = sim.as_ref().map(|s| {
                 let mut s = s.clone();
@@ -255,6 +246,20 @@ impl<'a> Run<'a> {
             });
             self.decide_one(reason, part, sim);
         }
+    }
+
+    /// The candidate of `cs` each of their movable pods (`namespace/name`)
+    /// is bound on.
+    fn candidate_of_pod(&self, cs: &[usize]) -> BTreeMap<String, usize> {
+        cs.iter()
+            .flat_map(|&c| {
+                let node = &self.state.nodes[self.cands[c].node];
+                self.cands[c]
+                    .movable
+                    .iter()
+                    .map(move |&k| (node.pods[k].key(), c))
+            })
+            .collect()
     }
 
     /// One decision: remove the nodes of `cs` as `sim` says.
