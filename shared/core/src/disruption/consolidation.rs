@@ -112,9 +112,8 @@ pub(crate) fn underutilized(run: &mut Run) {
     block_by_budget(run, &eligible);
     eligible.retain(|&c| !run.blocked.contains_key(run.node_name(c)));
     let waste = |run: &Run, c: usize| {
-        let cand = &run.cands[c];
-        let cost = cand.cost.unwrap_or_default();
-        cost.dollars + cost.reserved * 1e-3 - units[cand.pool].lower_bound(&cand.requests)
+        let cost = run.cands[c].cost.unwrap_or_default();
+        cost.dollars + cost.reserved * 1e-3 - pods_bound(run, &units, c)
     };
     let mut by_waste = eligible.clone();
     by_waste.sort_by(|&a, &b| {
@@ -360,12 +359,7 @@ fn acceptable(run: &Run, cs: &[usize], mut sim: Sim) -> Result<Sim, Sim> {
     {
         return Err(sim);
     }
-    let spot_candidate = cs.iter().any(|&c| {
-        run.state.nodes[run.cands[c].node]
-            .labels
-            .get(labels::CAPACITY_TYPE)
-            .is_some_and(|v| v == labels::CAPACITY_TYPE_SPOT)
-    });
+    let spot_candidate = cs.iter().any(|&c| on_spot(run, c));
     let spot_replacement = sim
         .replacements
         .iter()
@@ -384,16 +378,6 @@ fn acceptable(run: &Run, cs: &[usize], mut sim: Sim) -> Result<Sim, Sim> {
         narrow(run, r, cap);
         if spot_candidate && r.price.capacity_type == CapacityType::Spot {
             let cheaper = r.instance_types.len();
-            if std::env::var("FLOT_DEBUG").is_ok() && cs.len() == 1 {
-                eprintln!(
-                    "DBG {} reps {} before {:.3} after {:.3} cheaper {}",
-                    run.node_name(cs[0]),
-                    n,
-                    before.dollars,
-                    after.dollars,
-                    cheaper
-                );
-            }
             if cheaper < SPOT_TO_SPOT_MIN_TYPES {
                 return Err(sim);
             }
@@ -449,7 +433,10 @@ fn split_cap(nodes: usize) -> usize {
         .min(MAX_DECISION_REPLACEMENTS.max(nodes))
 }
 
-/// The price of `sim`'s dearest replacement, when it places every pod.
+/// The price of `sim`'s dearest replacement, when it places every pod, as
+/// the scheduler's new-node price limit reads node prices (instance at its
+/// offering plus volumes; not [`Cost`], which counts reserved capacity
+/// free).
 fn dearest_replacement(sim: &Sim) -> Option<f64> {
     if !sim.all_placed() {
         return None;
@@ -484,17 +471,22 @@ fn ladder(run: &mut Run, cs: &[usize], nodes: &[usize], top: f64) -> Option<Sim>
 /// single pass, where spot-to-spot flexibility allows), and the pools'
 /// cheapest capacity for their pods would save [`SPLIT_MIN_SAVING`].
 fn may_split(run: &Run, cs: &[usize], units: &[UnitPrices]) -> bool {
-    let all_spot = cs.iter().all(|&c| {
-        run.state.nodes[run.cands[c].node]
-            .labels
-            .get(labels::CAPACITY_TYPE)
-            .is_some_and(|v| v == labels::CAPACITY_TYPE_SPOT)
-    });
-    let bound: f64 = cs
-        .iter()
-        .map(|&c| units[run.cands[c].pool].lower_bound(&run.cands[c].requests))
-        .sum();
+    let all_spot = cs.iter().all(|&c| on_spot(run, c));
+    let bound: f64 = cs.iter().map(|&c| pods_bound(run, units, c)).sum();
     !all_spot && worth_splitting(cost_of(run, cs).dollars, bound)
+}
+
+/// Whether candidate `c`'s node runs on spot capacity.
+fn on_spot(run: &Run, c: usize) -> bool {
+    run.state.nodes[run.cands[c].node]
+        .labels
+        .get(labels::CAPACITY_TYPE)
+        .is_some_and(|v| v == labels::CAPACITY_TYPE_SPOT)
+}
+
+/// The least its NodePool's capacity for candidate `c`'s pods could cost.
+fn pods_bound(run: &Run, units: &[UnitPrices], c: usize) -> f64 {
+    units[run.cands[c].pool].lower_bound(&run.cands[c].requests)
 }
 
 /// The cheaper of two acceptable simulations: `b` only when it costs
@@ -605,7 +597,7 @@ fn single_pass(run: &mut Run, by_waste: &[usize], units: &[UnitPrices]) {
             continue;
         }
         let cost = run.cands[c].cost.unwrap_or_default();
-        let bound = units[pool].lower_bound(&run.cands[c].requests);
+        let bound = pods_bound(run, units, c);
         let may_replace =
             cost.reserved > 0.0 || bound < cost.dollars * (1.0 - super::price::MIN_RELATIVE_SAVING);
         if !may_replace && sketch_deletes(run, &[c]).is_empty() {

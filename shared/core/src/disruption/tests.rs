@@ -723,6 +723,27 @@ fn spot_pool(families: bool) -> NodePool {
     np
 }
 
+/// A cluster of one m5.2xlarge `big` on capacity type `ct` running `pods`,
+/// in `pool`, and the one decision its run must take: `big`
+/// Underutilized (`case` names the table row in failures).
+fn big_node_replaced(
+    case: usize,
+    pods: Vec<Pod>,
+    ct: &str,
+    pool: NodePool,
+) -> (ClusterState, Decision) {
+    let mut s = cluster(vec![node("big", "m5.2xlarge", "us-west-2a", ct, pods)]);
+    s.node_pools = vec![pool];
+    let mut d = run(&s);
+    assert_eq!(
+        reasons(&d),
+        vec![(DisruptionReason::Underutilized, vec!["big".to_string()])],
+        "case {case}: {d:#?}"
+    );
+    let decision = d.decisions.remove(0);
+    (s, decision)
+}
+
 #[test]
 fn a_node_whose_pods_the_scheduler_spreads_is_replaced_by_one_packed_node() {
     // (pods, cpu, memory, m5/c5 only, replacements): the default plan for
@@ -745,28 +766,14 @@ fn a_node_whose_pods_the_scheduler_spreads_is_replaced_by_one_packed_node() {
         };
         let spread = crate::scheduler::schedule(&pending, &catalog(), &Default::default());
         assert!(spread.node_claims.len() > 1, "case {i}: {spread:#?}");
-        let mut s = cluster(vec![node(
-            "big",
-            "m5.2xlarge",
-            "us-west-2a",
-            "on-demand",
-            pods,
-        )]);
-        s.node_pools = vec![spot_pool(families)];
-        let d = run(&s);
-        assert_eq!(
-            reasons(&d),
-            vec![(DisruptionReason::Underutilized, vec!["big".to_string()])],
-            "case {i}: {d:#?}"
-        );
-        let decision = &d.decisions[0];
-        assert_eq!(decision.replacements.len(), want, "case {i}: {d:#?}");
+        let (_, decision) = big_node_replaced(i, pods, "on-demand", spot_pool(families));
+        assert_eq!(decision.replacements.len(), want, "case {i}: {decision:#?}");
         assert!(
             decision.price.after < decision.price.before,
-            "case {i}: {d:#?}"
+            "case {i}: {decision:#?}"
         );
         let to = &decision.replacements[0].name;
-        assert_eq!(decision.moves.len(), n, "case {i}: {d:#?}");
+        assert_eq!(decision.moves.len(), n, "case {i}: {decision:#?}");
         assert!(
             want > 1 || decision.moves.iter().all(|m| &m.to == to),
             "case {i}"
@@ -788,19 +795,14 @@ fn a_node_is_split_only_when_several_nodes_save_five_percent_more() {
     ];
     for (i, &(n, cpu, mem, ct, want)) in cases.iter().enumerate() {
         let pods: Vec<Pod> = (0..n).map(|k| pod(&format!("w{k}"), cpu, mem)).collect();
-        let mut s = cluster(vec![node("big", "m5.2xlarge", "us-west-2a", ct, pods)]);
-        s.node_pools = vec![spot_pool(false)];
-        let d = run(&s);
-        assert_eq!(
-            reasons(&d),
-            vec![(DisruptionReason::Underutilized, vec!["big".to_string()])],
-            "case {i}: {d:#?}"
-        );
-        let decision = &d.decisions[0];
-        assert_eq!(decision.replacements.len(), want, "case {i}: {d:#?}");
+        let (s, decision) = big_node_replaced(i, pods, ct, spot_pool(false));
+        assert_eq!(decision.replacements.len(), want, "case {i}: {decision:#?}");
         assert_eq!(decision.moves.len(), n, "case {i}");
         let saving = decision.price.before - decision.price.after;
-        assert!(saving > decision.price.before * 0.05, "case {i}: {d:#?}");
+        assert!(
+            saving > decision.price.before * 0.05,
+            "case {i}: {decision:#?}"
+        );
         for r in &decision.replacements {
             if ct == "spot" {
                 assert_eq!(r.instance_types.len(), 15, "case {i}: {r:#?}");

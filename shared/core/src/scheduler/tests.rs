@@ -2296,6 +2296,15 @@ fn zone_moves_pair_deployments_whose_extras_share_a_node() {
     assert_eq!(per_zone("a"), vec![1, 2, 1], "{:#?}", p.node_claims);
     assert_eq!(per_zone("b"), vec![1, 2, 1], "{:#?}", p.node_claims);
     assert_eq!(p.node_claims.len(), 4, "{:#?}", p.node_claims);
+    // Without zone rebalancing (consolidation's simulations) the first
+    // pass's five NodeClaims stay.
+    let opts = SchedulerOptions {
+        rebalance_zones: false,
+        ..SchedulerOptions::default()
+    };
+    let first = schedule(&s, &catalog(), &opts);
+    assert_eq!(first.summary.scheduled, 8);
+    assert_eq!(first.node_claims.len(), 5, "{:#?}", first.node_claims);
 }
 
 proptest::proptest! {
