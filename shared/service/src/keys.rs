@@ -15,6 +15,7 @@
 //! | `CLUSTER#<c>` | `STATE#HEAD` | the state kept by changes: stream, sequence, snapshot and deltas since (see `changes`) | — |
 //! | `CLUSTER#<c>` | `STATE#<SNAPSHOT\|DELTA\|PART>#<id>#<nnnn>` | a snapshot of the state, one post's changes, a resync part (gzip JSON chunks) | retention |
 //! | `CLUSTER#<c>` | `DISRUPTION#<id>` | a disruption decision being carried out (state machine) | after it ends |
+//! | `CLUSTER#<c>` | `REPLACEMENTS#<id>#<hash>#<nnnn>` | a decision's replacement plans (gzip JSON chunks; `hash`: of the compressed plans) | 1 day |
 //! | `CLUSTER#<c>` | `DISRUPTING#<node>` | the node's in-flight decision (one per node: written with it) | after it ends |
 //! | `CLUSTER#<c>` | `INTERRUPTED#<nodeclaim>` | an EC2 interruption (or rebalance) notice for the NodeClaim's instance | 1 day |
 //! | `CLUSTER#<c>` | `NODETIMES` | since when each node has had its current pods (disruption's clock) | — |
@@ -94,6 +95,15 @@ pub const DISRUPTION_PREFIX: &str = "DISRUPTION#";
 
 pub fn disruption(cluster: &str, id: &str) -> Key {
     Key::new(cluster_pk(cluster), format!("{DISRUPTION_PREFIX}{id}"))
+}
+
+/// Chunk `i` of decision `id`'s replacement plans, compressed to a blob
+/// whose content hash is `blob`.
+pub fn replacements(cluster: &str, id: &str, blob: &str, i: usize) -> Key {
+    Key::new(
+        cluster_pk(cluster),
+        format!("REPLACEMENTS#{id}#{blob}#{i:04}"),
+    )
 }
 
 pub const DISRUPTING_PREFIX: &str = "DISRUPTING#";

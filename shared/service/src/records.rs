@@ -334,8 +334,17 @@ pub struct DisruptionRecord {
     pub reason: flotilla_core::model::DisruptionReason,
     pub node_pool: String,
     pub nodes: Vec<DisruptedNode>,
-    /// Replacement NodeClaims, as they are written (`Pending`).
-    #[serde(default)]
+    /// The replacement NodeClaims' stored names. Their plans are stored
+    /// beside the record (see [`ReplacementPlans`]): a split may launch
+    /// hundreds, more than one item holds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replacement_names: Vec<String>,
+    /// Where the replacements' plans are stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replacement_plans: Option<ReplacementPlans>,
+    /// Replacement NodeClaims, as they are written (`Pending`): the form
+    /// of records written before [`ReplacementPlans`] (read, never written).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replacements: Vec<Replacement>,
     pub state: DisruptionState,
     /// `price.before` / `price.after` of the decision ($/h).
@@ -362,6 +371,17 @@ pub struct DisruptionRecord {
     pub outcome: Option<String>,
 }
 
+/// A decision's replacement plans (`Vec<Replacement>` as gzip JSON), cut
+/// in `chunks` items `REPLACEMENTS#<id>#<blob>#<nnnn>`. `blob` is the
+/// compressed plans' content hash, so two runs that plan one decision
+/// differently never mix their chunks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplacementPlans {
+    pub blob: String,
+    pub chunks: u32,
+}
+
 /// A replacement NodeClaim of a decision: everything its record is written
 /// from, so that a later run writes exactly the same record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -381,6 +401,15 @@ pub struct Replacement {
 impl DisruptionRecord {
     pub fn node_names(&self) -> impl Iterator<Item = &str> {
         self.nodes.iter().map(|n| n.node.as_str())
+    }
+
+    /// The replacement NodeClaims' names (of either form of the record).
+    pub fn replacement_names(&self) -> impl Iterator<Item = &str> {
+        let inline = self.replacements.iter().map(|r| r.plan.name.as_str());
+        self.replacement_names
+            .iter()
+            .map(String::as_str)
+            .chain(inline)
     }
 }
 

@@ -490,7 +490,7 @@ async fn an_underutilized_pair_is_replaced_by_one_cheaper_node_replacement_first
     assert_eq!(nodes, old);
     // Replace, then drain: no taint or drain before the replacement's node
     // joined and its NodeClaim registered.
-    let replacement = &d.replacements[0].plan.name;
+    let replacement = &d.replacement_names[0];
     let rec = claims(&p)
         .await
         .into_iter()
@@ -690,7 +690,7 @@ async fn a_spot_interruption_launches_the_replacement_at_once() {
     );
     drain(&p, 1).await;
     // The replacement is launching before EC2 reclaims the instance.
-    let replacement = &d[0].replacements[0].plan.name;
+    let replacement = &d[0].replacement_names[0];
     let rec = claims(&p)
         .await
         .into_iter()
@@ -968,12 +968,11 @@ mod model {
                     .iter()
                     .any(|n| n.instance_id.as_ref().is_some_and(|i| !live.contains(i)));
                 if gone {
-                    for r in &d.replacements {
+                    for r in d.replacement_names() {
                         assert!(
-                            self.joined.contains(&r.plan.name),
-                            "decision {} terminated a node before replacement {} joined",
+                            self.joined.contains(r),
+                            "decision {} terminated a node before replacement {r} joined",
                             d.id,
-                            r.plan.name
                         );
                     }
                 }

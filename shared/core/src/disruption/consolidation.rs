@@ -72,10 +72,12 @@ const MAX_REPLACE_ROUNDS: usize = 8;
 const GOOD_ENOUGH: f64 = 0.99;
 /// New NodeClaims a split may launch per node it removes.
 pub const SPLIT_MAX: usize = 100;
-/// New NodeClaims one decision may launch: the pipeline stores a decision
-/// with its replacements as one DynamoDB item (at most 400 KB), so a
-/// larger split is taken over several decisions and runs.
-pub const MAX_DECISION_REPLACEMENTS: usize = 64;
+/// New NodeClaims one decision may launch. The pipeline's decision record
+/// names each replacement (at most 63 characters: 1,000 names take 66 KB
+/// of a 400 KB DynamoDB item; their plans are stored beside it) and one
+/// run of its stage writes their NodeClaim records; a larger split is
+/// taken over several decisions and runs.
+pub const MAX_DECISION_REPLACEMENTS: usize = 1_000;
 /// Share of the removed nodes' price a split must save.
 pub const SPLIT_MIN_SAVING: f64 = 0.05;
 /// Price limits a split tries (each half the one before).

@@ -65,6 +65,8 @@ use crate::records::{
 use crate::reports::{AckOutcome, AckRecord, NodesReport, ACK_FIELD};
 use crate::{cluster_state, codec, keys, offerings, Config, Result, ServiceError};
 
+mod replacements;
+
 /// How long a graceful decision without `terminationGracePeriod` lets the
 /// agent drain (its drain action's deadline). A drain the agent reports
 /// failed (pods a PodDisruptionBudget kept) abandons the decision.
@@ -81,8 +83,11 @@ pub const REPLACEMENT_TIMEOUT_MS: i64 = REGISTRATION_TIMEOUT_MS + 5 * 60_000;
 /// recently (it posts at least every minute): never on a stale view.
 pub const MAX_STATE_AGE_MS: i64 = 10 * 60_000;
 /// Nodes of one decision: its record and markers are one transaction
-/// (DynamoDB: at most 100 items).
-pub const MAX_NODES_PER_DECISION: usize = 90;
+/// (DynamoDB: at most 100 items). The engine cuts its decisions to this
+/// size (it was 90 here while the engine took up to 99: decisions of
+/// 91-99 nodes were refused every run).
+pub const MAX_NODES_PER_DECISION: usize = engine::MAX_DECISION_NODES;
+const _: () = assert!(MAX_NODES_PER_DECISION < flotilla_ports::MAX_TRANSACT_WRITES);
 
 /// What one disruption run did, per cluster.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -299,12 +304,12 @@ async fn disrupt_cluster<S: Store, E: Ec2, B: Bus, C: Clock>(
             ));
             continue;
         }
-        let record = new_decision(&env, &batch_id, &state, &totals, decision, nodes);
-        if !start(store, &env, &record).await? {
+        let (record, plans) = new_decision(&env, &batch_id, &state, &totals, decision, nodes);
+        if !start(store, &env, &record, plans).await? {
             report.lost_races += 1;
             continue;
         }
-        tracing::info!(cluster = %cluster, decision = %record.id, reason = record.reason.as_str(), nodes = ?decision.nodes, replacements = record.replacements.len(), "disruption started");
+        tracing::info!(cluster = %cluster, decision = %record.id, reason = record.reason.as_str(), nodes = ?decision.nodes, replacements = record.replacement_names.len(), "disruption started");
         report.started.push(record.id.clone());
         let item = decision_item(&env, &record);
         advance(store, ec2, bus, &env, item, record, report).await?;
@@ -357,7 +362,7 @@ fn owned_nodes(
 }
 
 /// A new decision's record (`Replacing`), its replacements under their
-/// stored names.
+/// stored names, and the items that store their plans.
 fn new_decision(
     env: &Env<'_>,
     batch_id: &str,
@@ -365,11 +370,11 @@ fn new_decision(
     totals: &BTreeMap<String, i64>,
     d: &engine::Decision,
     nodes: Vec<DisruptedNode>,
-) -> DisruptionRecord {
+) -> (DisruptionRecord, Vec<Item>) {
     let planned: Vec<String> = d.replacements.iter().map(|r| r.name.clone()).collect();
     let id = decision_id(d.reason, &d.nodes, &planned);
     let run = format!("disruption-{}", &id[..16.min(id.len())]);
-    let replacements = d
+    let plans: Vec<Replacement> = d
         .replacements
         .iter()
         .map(|plan| {
@@ -390,14 +395,22 @@ fn new_decision(
             }
         })
         .collect();
-    DisruptionRecord {
+    let (stored, items) = if plans.is_empty() {
+        (None, vec![])
+    } else {
+        let (at, items) = replacements::stored(env.cluster, &id, &plans, env.now_secs);
+        (Some(at), items)
+    };
+    let record = DisruptionRecord {
         id,
         cluster_id: env.cluster.to_string(),
         batch_id: batch_id.to_string(),
         reason: d.reason,
         node_pool: d.node_pool.clone(),
         nodes,
-        replacements,
+        replacement_names: plans.iter().map(|r| r.plan.name.clone()).collect(),
+        replacement_plans: stored,
+        replacements: vec![],
         state: DisruptionState::Replacing,
         price_before: d.price.before,
         price_after: d.price.after,
@@ -408,7 +421,8 @@ fn new_decision(
         deadline: None,
         tainted: false,
         outcome: None,
-    }
+    };
+    (record, items)
 }
 
 fn decision_item(env: &Env<'_>, record: &DisruptionRecord) -> Item {
@@ -418,9 +432,16 @@ fn decision_item(env: &Env<'_>, record: &DisruptionRecord) -> Item {
     )
 }
 
-/// Write a new decision and its per-node markers, all or nothing. `false`:
-/// another run started it (or another decision over one of its nodes).
-async fn start<S: Store>(store: &S, env: &Env<'_>, record: &DisruptionRecord) -> Result<bool> {
+/// Write a new decision's replacement plans, then the decision and its
+/// per-node markers, all or nothing. `false`: another run started it (or
+/// another decision over one of its nodes).
+async fn start<S: Store>(
+    store: &S,
+    env: &Env<'_>,
+    record: &DisruptionRecord,
+    plans: Vec<Item>,
+) -> Result<bool> {
+    replacements::write(store, plans).await?;
     let mut writes = vec![Write::Put {
         item: decision_item(env, record),
         condition: Condition::Absent {
@@ -595,7 +616,17 @@ async fn replacing<S: Store, B: Bus>(
     let mut announce = Vec::new();
     let mut failed: Option<String> = None;
     let mut registered = 0;
-    for r in &record.replacements {
+    let plans = match replacements::read(store, record, env.now_secs).await? {
+        Some(plans) => plans,
+        None => {
+            failed = Some(format!(
+                "the replacements' plans expired (stored for {} hours)",
+                replacements::PLANS_TTL_SECS / 3600
+            ));
+            vec![]
+        }
+    };
+    for r in &plans {
         let name = &r.plan.name;
         let state = match env.claims.get(name) {
             Some((_, c)) => Some(c.state),
@@ -641,7 +672,7 @@ async fn replacing<S: Store, B: Bus>(
     if let Some(why) = failed {
         return Ok(Some((DisruptionState::Abandoned, Some(why))));
     }
-    if registered == record.replacements.len() {
+    if registered == plans.len() {
         return Ok(Some((DisruptionState::Draining, None)));
     }
     if env.now - record.created_at >= REPLACEMENT_TIMEOUT_MS {
@@ -1093,7 +1124,7 @@ fn nominated_nodes(
 ) -> BTreeSet<String> {
     let replacements: BTreeSet<&str> = in_flight
         .iter()
-        .flat_map(|d| d.replacements.iter().map(|r| r.plan.name.as_str()))
+        .flat_map(DisruptionRecord::replacement_names)
         .collect();
     let pending: BTreeSet<String> = state.pending_pods.iter().map(|p| p.key()).collect();
     let awaited: BTreeSet<&str> = claims
@@ -1219,6 +1250,8 @@ mod tests {
             reason: DisruptionReason::Empty,
             node_pool: "default".into(),
             nodes: vec![],
+            replacement_names: vec![],
+            replacement_plans: None,
             replacements: vec![],
             state: DisruptionState::Replacing,
             price_before: 0.0,
