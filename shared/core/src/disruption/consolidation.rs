@@ -35,15 +35,17 @@
 //!    [`SPLIT_MIN_SAVING`], also split (Karpenter's split fallback, opt-in
 //!    there as `MAX_CONSOLIDATION_REPLACEMENTS`): first fit onto nodes
 //!    priced under the one replacement's price, then half and a quarter of
-//!    it, taken when it saves [`SPLIT_MIN_SAVING`] of the node's price more
+//!    it, then the cost rule's own plan, taken when it saves
+//!    [`SPLIT_MIN_SAVING`] of the node's price more
 //!    than the one replacement; at most [`MAX_SPLIT_ATTEMPTS`] splits per
 //!    run.
 //!
 //! Every decision saves at least `MIN_RELATIVE_SAVING` of what it removes;
 //! replacements keep only instance types cheaper than what they replace,
 //! so whatever EC2 launches saves. Spot-to-spot replacement: a single
-//! node (alone or split), every replacement with at least
-//! [`SPOT_TO_SPOT_MIN_TYPES`] cheaper types, the list cut to that many.
+//! node (alone or split), every replacement cut to its
+//! [`SPOT_TO_SPOT_MIN_TYPES`] cheapest types, the dearest of each list
+//! summing to less than the node (see `spot_to_spot_types`).
 //! Stricter than Karpenter, which also merges several spot nodes into one
 //! without that check: on the fragmented benchmarks such merges lock the
 //! pods into large spot nodes that no later decision can shrink (the
@@ -59,7 +61,7 @@ use crate::plan::NodeClaimPlan;
 use crate::scheduler::labels_satisfy;
 
 use super::price::{Cost, UnitPrices};
-use super::simulate::{Ask, Sim};
+use super::simulate::{replacement_cost, Ask, Sim};
 use super::Run;
 
 /// Single-node simulations that find no saving before the search stops.
@@ -83,7 +85,7 @@ pub const SPLIT_MIN_SAVING: f64 = 0.05;
 /// Price limits a split tries (each half the one before).
 const SPLIT_LADDER: usize = 3;
 /// Single-node splits tried per run (Karpenter's
-/// `consolidation-split-max-attempts`: each costs [`SPLIT_LADDER`]
+/// `consolidation-split-max-attempts`: each costs [`SPLIT_LADDER`] + 1
 /// simulations); the next run tries the next ones.
 pub const MAX_SPLIT_ATTEMPTS: usize = 32;
 
@@ -371,28 +373,57 @@ fn acceptable(run: &Run, cs: &[usize], mut sim: Sim) -> Result<Sim, Sim> {
     }
     let n = sim.replacements.len().max(1) as f64;
     let spare = (before.dollars - after.dollars).max(0.0) / n;
+    // Spot-to-spot: what the replacements may cost whatever types EC2
+    // picks from their lists.
+    let mut worst = 0.0;
     for r in &mut sim.replacements {
+        if spot_candidate && r.price.capacity_type == CapacityType::Spot {
+            narrow(run, r, f64::INFINITY);
+            let Some(dearest) = spot_to_spot_types(run, r) else {
+                return Err(sim);
+            };
+            worst += dearest + r.volume_price;
+            continue;
+        }
         let cap = if r.price.capacity_type == CapacityType::Reserved {
             f64::INFINITY
         } else {
             r.price.min + spare
         };
         narrow(run, r, cap);
-        if spot_candidate && r.price.capacity_type == CapacityType::Spot {
-            let cheaper = r.instance_types.len();
-            if cheaper < SPOT_TO_SPOT_MIN_TYPES {
-                return Err(sim);
-            }
-            let cut: Vec<String> = r
-                .instance_types
-                .iter()
-                .take(SPOT_TO_SPOT_MIN_TYPES)
-                .cloned()
-                .collect();
-            r.instance_types = Arc::new(cut);
-        }
+        worst += replacement_cost(r).dollars;
+    }
+    if spot_candidate && spot_replacement && worst >= before.dollars - 1e-9 {
+        return Err(sim);
     }
     Ok(sim)
+}
+
+/// Karpenter's spot-to-spot flexibility for a spot replacement `r` of
+/// spot capacity: its list cut to the [`SPOT_TO_SPOT_MIN_TYPES`] cheapest
+/// types (so the instance EC2 launches is one of them and is not itself
+/// consolidated at once), if it has that many; the price of the dearest
+/// of them. Karpenter asks for 15 types cheaper than the one node it
+/// replaces; with several replacements (a split) the sum of these
+/// dearest prices must stay under the removed node's, so the decision
+/// saves whatever EC2 launches (for one replacement that is Karpenter's
+/// rule).
+fn spot_to_spot_types(run: &Run, r: &mut NodeClaimPlan) -> Option<f64> {
+    if r.instance_types.len() < SPOT_TO_SPOT_MIN_TYPES {
+        return None;
+    }
+    let cut: Vec<String> = r
+        .instance_types
+        .iter()
+        .take(SPOT_TO_SPOT_MIN_TYPES)
+        .cloned()
+        .collect();
+    let dearest = cut
+        .iter()
+        .filter_map(|t| offering_price(run, r, t))
+        .max_by(f64::total_cmp)?;
+    r.instance_types = Arc::new(cut);
+    Some(dearest)
 }
 
 /// Where the pods of `nodes` (the nodes of `cs`) go if they are replaced:
@@ -452,10 +483,9 @@ fn dearest_replacement(sim: &Sim) -> Option<f64> {
 /// The pods of `nodes` (the nodes of `cs`) packed first fit onto up to
 /// [`SPLIT_MAX`] NodeClaims per node, each priced under a ladder of
 /// limits (`top`, then half and a quarter of it): as few and as large
-/// replacements as the saving allows, so that spot ones keep the
-/// flexibility spot-to-spot needs. The cheapest acceptable one
-/// (Karpenter's split fallback limits new capacity to the candidate's
-/// price the same way, once).
+/// replacements as the saving allows (Karpenter's split fallback limits
+/// new capacity to the candidate's price the same way, once); then as the
+/// scheduler's cost rule plans them. The cheapest acceptable one.
 fn ladder(run: &mut Run, cs: &[usize], nodes: &[usize], top: f64) -> Option<Sim> {
     let mut best = None;
     let mut limit = top;
@@ -465,7 +495,9 @@ fn ladder(run: &mut Run, cs: &[usize], nodes: &[usize], top: f64) -> Option<Sim>
         best = cheaper(best, acceptable(run, cs, sim).ok(), 0.0);
         limit /= 2.0;
     }
-    best
+    // And the cost rule's own plan (what `plan` would launch for them).
+    let sim = run.work.simulate_as(nodes, Ask::cheapest(split_cap(cs.len())));
+    cheaper(best, acceptable(run, cs, sim).ok(), 0.0)
 }
 
 /// Whether replacing `cs` by more NodeClaims than nodes is worth a
@@ -524,25 +556,30 @@ fn narrow(run: &Run, r: &mut NodeClaimPlan, cap: f64) {
     if !cap.is_finite() {
         return;
     }
-    let price_of = |t: &str| -> Option<f64> {
-        let e = run.catalog.get(t)?;
-        e.offerings
-            .iter()
-            .filter(|o| {
-                r.capacity_types.contains(&o.capacity_type)
-                    && o.capacity_type != CapacityType::Reserved
-                    && (r.zones.is_empty() || r.zones.contains(&o.zone))
-            })
-            .map(|o| o.price)
-            .min_by(f64::total_cmp)
-    };
     let keep: Vec<String> = r
         .instance_types
         .iter()
-        .filter(|t| *t == &r.price.instance_type || price_of(t).is_some_and(|p| p < cap - 1e-9))
+        .filter(|t| {
+            *t == &r.price.instance_type || offering_price(run, r, t).is_some_and(|p| p < cap - 1e-9)
+        })
         .cloned()
         .collect();
     r.instance_types = Arc::new(keep);
+}
+
+/// The cheapest offering of type `t` that replacement `r` allows
+/// (capacity types, zones; reserved capacity aside).
+fn offering_price(run: &Run, r: &NodeClaimPlan, t: &str) -> Option<f64> {
+    let e = run.catalog.get(t)?;
+    e.offerings
+        .iter()
+        .filter(|o| {
+            r.capacity_types.contains(&o.capacity_type)
+                && o.capacity_type != CapacityType::Reserved
+                && (r.zones.is_empty() || r.zones.contains(&o.zone))
+        })
+        .map(|o| o.price)
+        .min_by(f64::total_cmp)
 }
 
 /// Pass 2: replace prefixes of the most wasteful nodes.

@@ -803,10 +803,30 @@ fn a_node_is_split_only_when_several_nodes_save_five_percent_more() {
             saving > decision.price.before * 0.05,
             "case {i}: {decision:#?}"
         );
+        // Spot to spot: each replacement keeps its 15 cheapest types, and
+        // whichever of them EC2 launches, the split still saves.
+        let cat = catalog();
+        let spot_price = |t: &str| {
+            cat.get(t)
+                .into_iter()
+                .flat_map(|e| e.offerings.iter())
+                .filter(|o| o.capacity_type == crate::catalog::CapacityType::Spot && o.zone == "us-west-2a")
+                .map(|o| o.price)
+                .fold(0.0, f64::max)
+        };
+        let mut worst = decision.price.volumes_after;
         for r in &decision.replacements {
             if ct == "spot" {
                 assert_eq!(r.instance_types.len(), 15, "case {i}: {r:#?}");
+                worst += r
+                    .instance_types
+                    .iter()
+                    .map(|t| spot_price(t))
+                    .fold(0.0, f64::max);
             }
+        }
+        if ct == "spot" {
+            assert!(worst < decision.price.total_before, "case {i}: {worst}");
         }
         // Carried out, the split is stable: nothing more to decide.
         let mut after = s.clone();
