@@ -496,7 +496,9 @@ fn ladder(run: &mut Run, cs: &[usize], nodes: &[usize], top: f64) -> Option<Sim>
         limit /= 2.0;
     }
     // And the cost rule's own plan (what `plan` would launch for them).
-    let sim = run.work.simulate_as(nodes, Ask::cheapest(split_cap(cs.len())));
+    let sim = run
+        .work
+        .simulate_as(nodes, Ask::cheapest(split_cap(cs.len())));
     cheaper(best, acceptable(run, cs, sim).ok(), 0.0)
 }
 
@@ -560,7 +562,8 @@ fn narrow(run: &Run, r: &mut NodeClaimPlan, cap: f64) {
         .instance_types
         .iter()
         .filter(|t| {
-            *t == &r.price.instance_type || offering_price(run, r, t).is_some_and(|p| p < cap - 1e-9)
+            *t == &r.price.instance_type
+                || offering_price(run, r, t).is_some_and(|p| p < cap - 1e-9)
         })
         .cloned()
         .collect();

@@ -810,7 +810,9 @@ fn a_node_is_split_only_when_several_nodes_save_five_percent_more() {
             cat.get(t)
                 .into_iter()
                 .flat_map(|e| e.offerings.iter())
-                .filter(|o| o.capacity_type == crate::catalog::CapacityType::Spot && o.zone == "us-west-2a")
+                .filter(|o| {
+                    o.capacity_type == crate::catalog::CapacityType::Spot && o.zone == "us-west-2a"
+                })
                 .map(|o| o.price)
                 .fold(0.0, f64::max)
         };

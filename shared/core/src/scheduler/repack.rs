@@ -80,6 +80,19 @@ fn copies(cap: &[i64], need: &[i64]) -> i64 {
         .unwrap_or(i64::MAX)
 }
 
+/// `copies(cap, need).min(limit).max(0)`, dividing only in the
+/// dimensions where `limit` copies do not fit (the greedy asks this for
+/// every type and class it weighs, and the pods left usually bind first).
+fn copies_up_to(cap: &[i64], need: &[i64], limit: i64) -> i64 {
+    let mut most = limit.max(0);
+    for (&c, &n) in cap.iter().zip(need) {
+        if n > 0 && n.saturating_mul(most) > c {
+            most = (c / n).max(0);
+        }
+    }
+    most
+}
+
 /// An instance type as a packing candidate: its index in the pool, the
 /// price of its offering, and its room (allocatable less the daemonsets)
 /// per packed dimension.
@@ -931,7 +944,7 @@ fn revalued_greedy(
             }
             let need = &demand.need;
             let left = demand.counts.clone();
-            let Some(bins) = pack(cands, need, &demand.per_node, &value, left, copies) else {
+            let Some(bins) = pack(cands, need, &demand.per_node, &value, left) else {
                 break;
             };
             let paid = Paid::of(&bins, &value, &demand.counts, prices);
@@ -1043,11 +1056,10 @@ fn pack(
     per_node: &[usize],
     value: &[f64],
     mut left: Vec<usize>,
-    fits: impl Fn(&[i64], &[i64]) -> i64,
 ) -> Option<Vec<Bin>> {
     let mut room: Vec<i64> = Vec::new();
     let mut fill = |cap: &[i64], left: &[usize], out: &mut Vec<usize>| -> f64 {
-        fill_node(cap, need, per_node, value, left, &fits, &mut room, out)
+        fill_node(cap, need, per_node, value, left, &mut room, out)
     };
     let mut bins: Vec<Bin> = Vec::new();
     let mut scratch = Vec::with_capacity(need.len());
@@ -1155,7 +1167,6 @@ fn fill_node(
     per_node: &[usize],
     value: &[f64],
     left: &[usize],
-    fits: impl Fn(&[i64], &[i64]) -> i64,
     room: &mut Vec<i64>,
     out: &mut Vec<usize>,
 ) -> f64 {
@@ -1167,7 +1178,8 @@ fn fill_node(
         let take = if left[k] == 0 {
             0
         } else {
-            fits(room, n).min(left[k].min(per_node[k]) as i64).max(0) as usize
+            let limit = i64::try_from(left[k].min(per_node[k])).unwrap_or(i64::MAX);
+            copies_up_to(room, n, limit) as usize
         };
         out.push(take);
         if take > 0 {
@@ -1525,6 +1537,32 @@ mod tests {
 
     use super::copies as fits;
 
+    #[test]
+    fn copies_up_to_is_copies_capped_at_the_limit() {
+        let mut seed = 7u64;
+        let mut next = |m: i64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 33) as i64) % m
+        };
+        for case in 0..5000 {
+            let dims = 1 + next(4) as usize;
+            let cap: Vec<i64> = (0..dims).map(|_| next(200) - 20).collect();
+            let need: Vec<i64> = (0..dims).map(|_| next(12)).collect();
+            let limit = match case % 3 {
+                0 => i64::MAX,
+                1 => next(50),
+                _ => next(5) - 2,
+            };
+            assert_eq!(
+                copies_up_to(&cap, &need, limit),
+                fits(&cap, &need).min(limit).max(0),
+                "case {case}: {cap:?} {need:?} {limit}"
+            );
+        }
+    }
+
     /// `pack` as it was before it remembered fills and bounded values:
     /// every type's fill (`fill_node`) computed afresh for every node.
     fn pack_afresh(
@@ -1536,7 +1574,7 @@ mod tests {
     ) -> Option<Vec<Vec<(usize, usize)>>> {
         let fill = |cap: &[i64], left: &[usize]| -> (f64, Vec<usize>) {
             let (mut room, mut out) = (vec![], vec![]);
-            let val = fill_node(cap, need, per_node, value, left, fits, &mut room, &mut out);
+            let val = fill_node(cap, need, per_node, value, left, &mut room, &mut out);
             (val, out)
         };
         let mut bins = vec![];
@@ -1598,7 +1636,7 @@ mod tests {
             let per_node: Vec<usize> = (0..classes).map(|_| 1 + next(8) as usize).collect();
             let value: Vec<f64> = (0..classes).map(|_| 0.1 + next(50) as f64 / 7.0).collect();
             let left: Vec<usize> = (0..classes).map(|_| next(30) as usize).collect();
-            let got = pack(&cands, &need, &per_node, &value, left.clone(), fits)
+            let got = pack(&cands, &need, &per_node, &value, left.clone())
                 .map(|bins| bins.into_iter().map(|b| b.fill).collect::<Vec<_>>());
             let want = pack_afresh(&cands, &need, &per_node, &value, left);
             assert_eq!(got, want, "case {case}");
@@ -1620,7 +1658,6 @@ mod tests {
             &[usize::MAX],
             &[1.0],
             vec![12],
-            fits,
         )
         .unwrap_or_default();
         let counts: Vec<usize> = greedy.iter().map(|b| b.fill[0].1).collect();
@@ -1693,8 +1730,7 @@ mod tests {
             few_classes(&cands, &need, &[2, 2], &[1, 1]).unwrap_or_default();
         assert!((cost - 2.4).abs() < 1e-9, "{cost}");
         assert!(bins.iter().all(|b| b.fill.iter().all(|&(_, n)| n <= 1)));
-        let greedy =
-            pack(&cands, &need, &[1, 1], &[1.0, 1.0], vec![2, 2], fits).unwrap_or_default();
+        let greedy = pack(&cands, &need, &[1, 1], &[1.0, 1.0], vec![2, 2]).unwrap_or_default();
         assert_eq!(greedy.len(), 2);
         assert!(greedy.iter().all(|b| b.fill == vec![(0, 1), (1, 1)]));
     }
