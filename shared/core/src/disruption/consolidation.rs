@@ -38,7 +38,7 @@
 //!    it, then the cost rule's own plan, taken when it saves
 //!    [`SPLIT_MIN_SAVING`] of the node's price more
 //!    than the one replacement; at most [`MAX_SPLIT_ATTEMPTS`] splits per
-//!    run.
+//!    run, and none after [`MAX_SPLIT_MISSES`] in a row found nothing.
 //!
 //! Every decision saves at least `MIN_RELATIVE_SAVING` of what it removes;
 //! replacements keep only instance types cheaper than what they replace,
@@ -88,6 +88,10 @@ const SPLIT_LADDER: usize = 3;
 /// `consolidation-split-max-attempts`: each costs [`SPLIT_LADDER`] + 1
 /// simulations); the next run tries the next ones.
 pub const MAX_SPLIT_ATTEMPTS: usize = 32;
+/// Split attempts in a row that find no split before a run stops trying
+/// (candidates come most wasteful first: on a consolidated cluster every
+/// attempt fails, and each costs [`SPLIT_LADDER`] + 1 simulations).
+pub const MAX_SPLIT_MISSES: usize = 8;
 
 pub(crate) fn underutilized(run: &mut Run) {
     let units: Vec<UnitPrices> = run
@@ -627,6 +631,7 @@ fn replace_pass(run: &mut Run, by_waste: &[usize], units: &[UnitPrices]) -> bool
 fn single_pass(run: &mut Run, by_waste: &[usize], units: &[UnitPrices]) {
     let mut misses = 0;
     let mut split_attempts = 0;
+    let mut split_misses = 0;
     for &c in by_waste {
         if misses >= MAX_SINGLE_MISSES {
             break;
@@ -652,6 +657,7 @@ fn single_pass(run: &mut Run, by_waste: &[usize], units: &[UnitPrices]) {
         let best = match one {
             Some(sim) if sim.replacements.is_empty() || !may_replace => Some(sim),
             one if split_attempts >= MAX_SPLIT_ATTEMPTS
+                || split_misses >= MAX_SPLIT_MISSES
                 || !worth_splitting(cost.dollars, bound) =>
             {
                 one
@@ -662,7 +668,10 @@ fn single_pass(run: &mut Run, by_waste: &[usize], units: &[UnitPrices]) {
                 // several for a small difference.
                 split_attempts += 1;
                 let s = ladder(run, &[c], &[node], top.min(cost.dollars));
-                cheaper(one, s, cost.dollars * SPLIT_MIN_SAVING)
+                let best = cheaper(one, s, cost.dollars * SPLIT_MIN_SAVING);
+                let split = best.as_ref().is_some_and(|b| b.replacements.len() > 1);
+                split_misses = if split { 0 } else { split_misses + 1 };
+                best
             }
         };
         match best {

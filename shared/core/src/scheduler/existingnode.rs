@@ -15,7 +15,7 @@
 
 use std::borrow::Cow;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 
 use super::index::PodIdx;
 use super::volumes::VolumeTerms;
@@ -173,31 +173,41 @@ pub(super) fn keys_pods_read(pods: &[Pod], volume: &[VolumeTerms]) -> BTreeSet<S
     keys
 }
 
+/// A node class as `ExistingNodes::new` finds it: the labels pods read
+/// and the taints, borrowed from the node.
+type ClassKey<'n> = (Vec<(&'n str, &'n str)>, &'n [Taint]);
+
 impl<'a> ExistingNodes<'a> {
     /// `nodes` in trial order; `keys`: see [`keys_pods_read`].
     pub fn new(nodes: Vec<ExistingNode<'a>>, keys: &BTreeSet<String>) -> Self {
-        let mut ids: BTreeMap<(BTreeMap<String, String>, Vec<String>), NodeClassId> =
-            BTreeMap::new();
+        // Classes by borrowed labels and taints (ids in order of first
+        // appearance): a simulation builds this index over every node, so
+        // a node copies nothing unless it starts a class.
+        let mut ids: HashMap<ClassKey, NodeClassId> = HashMap::new();
         let mut classes: Vec<NodeClass> = vec![];
         let mut class_of = Vec::with_capacity(nodes.len());
         let mut position = Vec::with_capacity(nodes.len());
         for (i, n) in nodes.iter().enumerate() {
-            let labels: BTreeMap<String, String> = n
-                .labels
+            // The keys pods read are few, a node's labels many.
+            let read = keys
                 .iter()
-                .filter(|(k, _)| keys.contains(*k))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            let taint_key = n.taints.iter().map(|t| format!("{t:?}")).collect();
-            let id = *ids.entry((labels.clone(), taint_key)).or_insert_with(|| {
-                classes.push(NodeClass {
-                    labels,
-                    taints: n.taints.clone(),
-                    members: vec![],
-                    room: RoomTree::default(),
+                .filter_map(|k| n.labels.get_key_value(k.as_str()));
+            let key: Vec<(&str, &str)> = read.map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let id = *ids
+                .entry((key, n.taints.as_slice()))
+                .or_insert_with_key(|(key, _)| {
+                    let labels = key
+                        .iter()
+                        .map(|&(k, v)| (k.to_string(), v.to_string()))
+                        .collect();
+                    classes.push(NodeClass {
+                        labels,
+                        taints: n.taints.clone(),
+                        members: vec![],
+                        room: RoomTree::default(),
+                    });
+                    NodeClassId(u32::try_from(classes.len() - 1).unwrap_or(u32::MAX))
                 });
-                NodeClassId(u32::try_from(classes.len() - 1).unwrap_or(u32::MAX))
-            });
             let members = &mut classes[id.0 as usize].members;
             position.push(u32::try_from(members.len()).unwrap_or(u32::MAX));
             members.push(u32::try_from(i).unwrap_or(u32::MAX));

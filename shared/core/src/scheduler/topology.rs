@@ -482,10 +482,41 @@ impl NodeTally {
     }
 }
 
-/// Adds every existing node's label values to the known domains per key.
-fn add_node_domains(universe: &mut BTreeMap<String, BTreeSet<String>>, nodes: &[Node]) {
+/// The topology keys groups are made for: those of the pending pods'
+/// spreads and pod (anti-)affinity terms, and of the existing pods'
+/// required anti-affinity terms (their inverse groups). The universe is
+/// read only under these keys.
+fn topology_keys<'a>(pending: &'a [Pod], nodes: &'a [Node]) -> BTreeSet<&'a str> {
+    let mut keys = BTreeSet::new();
+    for p in pending {
+        keys.extend(p.topology_spread.iter().map(|c| c.topology_key.as_str()));
+        let terms = p
+            .pod_affinity
+            .iter()
+            .chain(&p.pod_anti_affinity)
+            .chain(p.preferred_pod_affinity.iter().map(|w| &w.term))
+            .chain(p.preferred_pod_anti_affinity.iter().map(|w| &w.term));
+        keys.extend(terms.map(|t| t.topology_key.as_str()));
+    }
+    for p in nodes.iter().flat_map(|n| &n.pods) {
+        keys.extend(p.pod_anti_affinity.iter().map(|t| t.topology_key.as_str()));
+    }
+    keys
+}
+
+/// Adds every existing node's label values under `keys` to the known
+/// domains per key. (Only the keys groups read: with many nodes, every
+/// label of every node was most of a disruption simulation's set-up.)
+fn add_node_domains(
+    universe: &mut BTreeMap<String, BTreeSet<String>>,
+    nodes: &[Node],
+    keys: &BTreeSet<&str>,
+) {
+    if keys.is_empty() {
+        return;
+    }
     for n in nodes {
-        for (k, v) in &n.labels {
+        for (k, v) in n.labels.iter().filter(|(k, _)| keys.contains(k.as_str())) {
             match universe.get_mut(k) {
                 Some(values) => {
                     if !values.contains(v) {
@@ -511,7 +542,7 @@ impl Topology {
         sources: std::sync::Arc<Vec<DomainSource>>,
         kept: Option<&ExistingCounts>,
     ) -> (Topology, Vec<PodGroups>) {
-        add_node_domains(&mut universe, nodes);
+        add_node_domains(&mut universe, nodes, &topology_keys(pending, nodes));
         let node_domains = match kept {
             Some(k) => k.inner.borrow_mut().domains_of(nodes),
             None => nodes.iter().map(|n| Rc::new(NodeDomains::of(n))).collect(),
