@@ -80,6 +80,9 @@ pub const SPLIT_MAX: usize = 100;
 /// run of its stage writes their NodeClaim records; a larger split is
 /// taken over several decisions and runs.
 pub const MAX_DECISION_REPLACEMENTS: usize = 1_000;
+// The names (63 characters, quoted, comma-separated) stay well inside one
+// item.
+const _: () = assert!(MAX_DECISION_REPLACEMENTS * (63 + 3) < 100 * 1024);
 /// Share of the removed nodes' price a split must save.
 pub const SPLIT_MIN_SAVING: f64 = 0.05;
 /// Price limits a split tries (each half the one before).
@@ -677,6 +680,28 @@ fn single_pass(run: &mut Run, by_waste: &[usize], units: &[UnitPrices]) {
         match best {
             Some(sim) => run.decide(DisruptionReason::Underutilized, &[c], Some(sim)),
             None => misses += 1,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_split_launches_at_most_split_max_per_node_and_the_decision_cap() {
+        // (nodes removed, NodeClaims a split may launch): 100 per node up
+        // to the decision's cap (the pipeline's record names each one), and
+        // never fewer than one per node removed.
+        let cases = [
+            (1, SPLIT_MAX),
+            (3, 3 * SPLIT_MAX),
+            (10, MAX_DECISION_REPLACEMENTS),
+            (99, MAX_DECISION_REPLACEMENTS),
+            (2 * MAX_DECISION_REPLACEMENTS, 2 * MAX_DECISION_REPLACEMENTS),
+        ];
+        for (nodes, want) in cases {
+            assert_eq!(split_cap(nodes), want, "{nodes} nodes");
         }
     }
 }
