@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use common::*;
 use flotilla_core::catalog::CapacityType;
-use flotilla_ports::Clock;
+use flotilla_ports::{Clock, Store};
 use flotilla_service::disruption::{self, ClusterDisruptReport};
 use flotilla_service::records::{DisruptionRecord, DisruptionState, NodeClaimState};
 use flotilla_service::sweep::Ec2Notice;
@@ -931,6 +931,23 @@ mod model {
             let seen: BTreeSet<String> = seen.into_iter().map(str::to_string).collect();
             assert_eq!(seen, self.pods, "pods lost or invented");
             let all = decisions(&self.p).await;
+            // A decision being replaced can still read its replacements'
+            // plans: every chunk its record names is stored (with a TTL).
+            for d in all.iter().filter(|d| d.state == DisruptionState::Replacing) {
+                let Some(at) = &d.replacement_plans else {
+                    assert!(d.replacement_names.is_empty(), "{d:?}");
+                    continue;
+                };
+                for i in 0..at.chunks as usize {
+                    let key = keys::replacements(CLUSTER, &d.id, &at.blob, i);
+                    let item = self.p.store.get(&key).await.expect("read chunk");
+                    assert!(
+                        item.is_some_and(|i| i.expires_at.is_some()),
+                        "decision {} lost replacement chunk {i}",
+                        d.id
+                    );
+                }
+            }
             // The budget: one node disrupting at a time, for any reason.
             let in_flight: usize = all
                 .iter()
