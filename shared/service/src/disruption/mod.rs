@@ -1218,6 +1218,32 @@ async fn interrupted_nodes<S: Store>(
     Ok(out)
 }
 
+/// A `Replacing` record of cluster `c` over no nodes, for tests.
+#[cfg(test)]
+fn sample_record(reason: DisruptionReason) -> DisruptionRecord {
+    DisruptionRecord {
+        id: "d1".into(),
+        cluster_id: "c".into(),
+        batch_id: "b".into(),
+        reason,
+        node_pool: "default".into(),
+        nodes: vec![],
+        replacement_names: vec![],
+        replacement_plans: None,
+        replacements: vec![],
+        state: DisruptionState::Replacing,
+        price_before: 0.0,
+        price_after: 0.0,
+        grace_seconds: None,
+        created_at: 0,
+        updated_at: 0,
+        drain_started: None,
+        deadline: None,
+        tainted: false,
+        outcome: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1243,27 +1269,7 @@ mod tests {
 
     #[test]
     fn drain_deadlines_follow_the_grace_period_then_the_reason() {
-        let mut r = DisruptionRecord {
-            id: "d".into(),
-            cluster_id: "c".into(),
-            batch_id: "b".into(),
-            reason: DisruptionReason::Empty,
-            node_pool: "default".into(),
-            nodes: vec![],
-            replacement_names: vec![],
-            replacement_plans: None,
-            replacements: vec![],
-            state: DisruptionState::Replacing,
-            price_before: 0.0,
-            price_after: 0.0,
-            grace_seconds: None,
-            created_at: 0,
-            updated_at: 0,
-            drain_started: None,
-            deadline: None,
-            tainted: false,
-            outcome: None,
-        };
+        let mut r = sample_record(DisruptionReason::Empty);
         assert_eq!(drain_secs(&r), DEFAULT_DRAIN_SECS);
         r.reason = DisruptionReason::Interrupted;
         assert_eq!(drain_secs(&r), INTERRUPTION_DRAIN_SECS);

@@ -102,7 +102,6 @@ pub(super) async fn read<S: Store>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::records::DisruptionState;
     use flotilla_core::model::DisruptionReason;
     use flotilla_sim::MemStore;
 
@@ -132,27 +131,10 @@ mod tests {
     }
 
     fn record(plans: &[Replacement], at: Option<ReplacementPlans>) -> DisruptionRecord {
-        DisruptionRecord {
-            id: "d1".into(),
-            cluster_id: "c".into(),
-            batch_id: "b".into(),
-            reason: DisruptionReason::Underutilized,
-            node_pool: "default".into(),
-            nodes: vec![],
-            replacement_names: plans.iter().map(|r| r.plan.name.clone()).collect(),
-            replacement_plans: at,
-            replacements: vec![],
-            state: DisruptionState::Replacing,
-            price_before: 1.0,
-            price_after: 0.5,
-            grace_seconds: None,
-            created_at: 0,
-            updated_at: 0,
-            drain_started: None,
-            deadline: None,
-            tainted: false,
-            outcome: None,
-        }
+        let mut r = super::super::sample_record(DisruptionReason::Underutilized);
+        r.replacement_names = plans.iter().map(|r| r.plan.name.clone()).collect();
+        r.replacement_plans = at;
+        r
     }
 
     #[tokio::test]
