@@ -247,20 +247,15 @@ async fn store_state<S: Store>(
                 .into(),
         ));
     }
-    let parts = codec::chunks(&codec::gzip(&canonical));
-    let mut writes: Vec<Item> = parts
-        .iter()
-        .enumerate()
-        .map(|(i, part)| {
-            let mut item = Item::new(keys::batch_chunk(cluster, &batch_id, i), part.clone());
-            item.expires_at = expires;
-            item
-        })
-        .collect();
+    let mut writes = codec::chunk_items(
+        &canonical,
+        |i| keys::batch_chunk(cluster, &batch_id, i),
+        expires,
+    );
     let header = BatchHeader {
         batch_id: batch_id.clone(),
         content_hash: hash,
-        chunks: parts.len(),
+        chunks: writes.len(),
         accepted_at: now_ms,
         pending_pods: 0,
         state: None,
@@ -273,15 +268,7 @@ async fn store_state<S: Store>(
     // The header last: a reader finds every chunk it names.
     writes.push(ctx_item);
     writes.push(header_item);
-    for item in writes {
-        store
-            .write(Write::Put {
-                item,
-                condition: Condition::Always,
-            })
-            .await
-            .map_err(ServiceError::port("store cluster state"))?;
-    }
+    crate::put_all(store, writes, "cluster state").await?;
     let pointer = StatePointer {
         batch_id: batch_id.clone(),
         accepted_at: now_ms,

@@ -3,7 +3,7 @@
 
 use std::io::{Read, Write};
 
-use flotilla_ports::MAX_BODY_BYTES;
+use flotilla_ports::{Item, Key, MAX_BODY_BYTES};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -69,6 +69,21 @@ pub fn chunks(bytes: &[u8]) -> Vec<Vec<u8>> {
         return vec![Vec::new()];
     }
     bytes.chunks(MAX_BODY_BYTES).map(<[u8]>::to_vec).collect()
+}
+
+/// `json` gzip-compressed and cut into items under `key(0)`, `key(1)`, …,
+/// each expiring at `expires_at`: how a body larger than one item is
+/// stored (its chunk count is the number of items).
+pub fn chunk_items(json: &[u8], key: impl Fn(usize) -> Key, expires_at: Option<i64>) -> Vec<Item> {
+    chunks(&gzip(json))
+        .into_iter()
+        .enumerate()
+        .map(|(i, body)| {
+            let mut item = Item::new(key(i), body);
+            item.expires_at = expires_at;
+            item
+        })
+        .collect()
 }
 
 /// 64-bit FNV-1a as 16 hex digits: stable content ids.

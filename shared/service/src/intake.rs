@@ -380,19 +380,13 @@ pub async fn accept<S: Store, B: Bus, C: Clock>(
 
     let batch_id = format!("{now:012x}-{}", &hash[..8]);
     let expires = Some(now_secs + config.retention_secs);
-    let compressed = codec::gzip(&canonical);
-    let parts = codec::chunks(&compressed);
-    for (i, part) in parts.iter().enumerate() {
-        let mut item = Item::new(keys::batch_chunk(&cluster, &batch_id, i), part.clone());
-        item.expires_at = expires;
-        store
-            .write(Write::Put {
-                item,
-                condition: Condition::Always,
-            })
-            .await
-            .map_err(ServiceError::port("store batch chunk"))?;
-    }
+    let parts = codec::chunk_items(
+        &canonical,
+        |i| keys::batch_chunk(&cluster, &batch_id, i),
+        expires,
+    );
+    let chunks = parts.len();
+    crate::put_all(store, parts, "batch chunk").await?;
     let context = LaunchContext {
         cluster: req.cluster.clone(),
         documents: context_documents(&req.documents),
@@ -411,7 +405,7 @@ pub async fn accept<S: Store, B: Bus, C: Clock>(
     let header = BatchHeader {
         batch_id: batch_id.clone(),
         content_hash: hash.clone(),
-        chunks: parts.len(),
+        chunks,
         accepted_at: now,
         pending_pods,
         state: None,
@@ -436,7 +430,7 @@ pub async fn accept<S: Store, B: Bus, C: Clock>(
     register(store, &cluster, &req.cluster, now, now_secs).await?;
 
     put_accepted(bus, &cluster, &batch_id).await?;
-    tracing::info!(cluster = %cluster, batch = %batch_id, pods = pending_pods, chunks = parts.len(), "batch accepted");
+    tracing::info!(cluster = %cluster, batch = %batch_id, pods = pending_pods, chunks, "batch accepted");
     Ok(Accepted {
         cluster_id: cluster,
         batch_id,

@@ -15,7 +15,7 @@
 //! | `CLUSTER#<c>` | `STATE#HEAD` | the state kept by changes: stream, sequence, snapshot and deltas since (see `changes`) | — |
 //! | `CLUSTER#<c>` | `STATE#<SNAPSHOT\|DELTA\|PART>#<id>#<nnnn>` | a snapshot of the state, one post's changes, a resync part (gzip JSON chunks) | retention |
 //! | `CLUSTER#<c>` | `DISRUPTION#<id>` | a disruption decision being carried out (state machine) | after it ends |
-//! | `CLUSTER#<c>` | `REPLACEMENTS#<id>#<hash>#<nnnn>` | a decision's replacement plans (gzip JSON chunks; `hash`: of the compressed plans) | 1 day |
+//! | `CLUSTER#<c>` | `REPLACEMENTS#<id>#<hash>#<nnnn>` | a decision's replacement plans (gzip JSON chunks; `hash`: of the plans, checked on reading) | 1 day |
 //! | `CLUSTER#<c>` | `DISRUPTING#<node>` | the node's in-flight decision (one per node: written with it) | after it ends |
 //! | `CLUSTER#<c>` | `INTERRUPTED#<nodeclaim>` | an EC2 interruption (or rebalance) notice for the NodeClaim's instance | 1 day |
 //! | `CLUSTER#<c>` | `NODETIMES` | since when each node has had its current pods (disruption's clock) | — |

@@ -136,6 +136,26 @@ pub enum ServiceError {
     ResyncRequired(String),
 }
 
+/// Write `items` unconditionally, one after the other (chunks of a
+/// stored body: a key's content never changes); `what` names them in an
+/// error.
+pub(crate) async fn put_all<S: flotilla_ports::Store>(
+    store: &S,
+    items: Vec<flotilla_ports::Item>,
+    what: &str,
+) -> Result<()> {
+    for item in items {
+        store
+            .write(flotilla_ports::Write::Put {
+                item,
+                condition: flotilla_ports::Condition::Always,
+            })
+            .await
+            .map_err(ServiceError::port(format!("store {what}")))?;
+    }
+    Ok(())
+}
+
 /// The item at `key`, which must exist (a chunk a header or head names):
 /// a missing one is [`ServiceError::Corrupt`] with `missing` as reason.
 pub(crate) async fn required_item<S: flotilla_ports::Store>(

@@ -343,7 +343,8 @@ pub struct DisruptionRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replacement_plans: Option<ReplacementPlans>,
     /// Replacement NodeClaims, as they are written (`Pending`): the form
-    /// of records written before [`ReplacementPlans`] (read, never written).
+    /// of records written before [`ReplacementPlans`] (new decisions leave
+    /// it empty; such a record keeps it when it is updated).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replacements: Vec<Replacement>,
     pub state: DisruptionState,
@@ -373,8 +374,8 @@ pub struct DisruptionRecord {
 
 /// A decision's replacement plans (`Vec<Replacement>` as gzip JSON), cut
 /// in `chunks` items `REPLACEMENTS#<id>#<blob>#<nnnn>`. `blob` is the
-/// compressed plans' content hash, so two runs that plan one decision
-/// differently never mix their chunks.
+/// plans' content hash (checked when they are read), so two runs that plan
+/// one decision differently never mix their chunks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReplacementPlans {

@@ -345,21 +345,16 @@ async fn put_blob<S: Store>(
     json: &[u8],
     expires: i64,
 ) -> Result<StoredBlob> {
-    let parts = codec::chunks(&codec::gzip(json));
-    for (i, part) in parts.iter().enumerate() {
-        let mut item = Item::new(keys::state_blob(cluster, kind, id, i), part.clone());
-        item.expires_at = Some(expires);
-        store
-            .write(Write::Put {
-                item,
-                condition: Condition::Always,
-            })
-            .await
-            .map_err(ServiceError::port("store state blob"))?;
-    }
+    let items = codec::chunk_items(
+        json,
+        |i| keys::state_blob(cluster, kind, id, i),
+        Some(expires),
+    );
+    let chunks = items.len();
+    crate::put_all(store, items, "state blob").await?;
     Ok(StoredBlob {
         id: format!("{kind}#{id}"),
-        chunks: parts.len(),
+        chunks,
         bytes: json.len(),
         hash: content_hash(json),
     })

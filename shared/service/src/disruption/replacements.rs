@@ -5,7 +5,7 @@
 //! only their names ([`DisruptionRecord::replacement_names`]) and the
 //! plans are stored as gzip JSON cut in `REPLACEMENTS#<id>#<blob>#<nnnn>`
 //! items, written (unconditionally: a key's content never changes) before
-//! the record. `blob` is the compressed plans' content hash, so two runs
+//! the record. `blob` is the plans' content hash (checked on reading), so two runs
 //! that plan one decision differently never mix their chunks; the chunks
 //! of a run that lost the race to start it expire with their TTL.
 //!
@@ -13,7 +13,7 @@
 //! replacement NodeClaims), which ends within
 //! [`super::REPLACEMENT_TIMEOUT_MS`]; they live [`PLANS_TTL_SECS`].
 
-use flotilla_ports::{Condition, Item, Store, Write};
+use flotilla_ports::{Item, Store};
 
 use crate::records::{DisruptionRecord, Replacement, ReplacementPlans};
 use crate::{codec, keys, Result, ServiceError};
@@ -30,39 +30,26 @@ pub(super) fn stored(
     plans: &[Replacement],
     now_secs: i64,
 ) -> (ReplacementPlans, Vec<Item>) {
-    let compressed = codec::gzip(&codec::to_json(&plans));
-    let blob = codec::content_hash(&compressed);
-    let items: Vec<Item> = codec::chunks(&compressed)
-        .into_iter()
-        .enumerate()
-        .map(|(i, body)| {
-            let mut item = Item::new(keys::replacements(cluster, id, &blob, i), body);
-            item.expires_at = Some(now_secs.saturating_add(PLANS_TTL_SECS));
-            item
-        })
-        .collect();
+    let json = codec::to_json(&plans);
+    let blob = codec::content_hash(&json);
+    let expires = now_secs.saturating_add(PLANS_TTL_SECS);
+    let items = codec::chunk_items(
+        &json,
+        |i| keys::replacements(cluster, id, &blob, i),
+        Some(expires),
+    );
     let chunks = u32::try_from(items.len()).unwrap_or(u32::MAX);
     (ReplacementPlans { blob, chunks }, items)
 }
 
 /// Write the chunks (before the record that names them).
 pub(super) async fn write<S: Store>(store: &S, items: Vec<Item>) -> Result<()> {
-    for item in items {
-        let key = item.key.to_string();
-        store
-            .write(Write::Put {
-                item,
-                condition: Condition::Always,
-            })
-            .await
-            .map_err(ServiceError::port(format!("write {key}")))?;
-    }
-    Ok(())
+    crate::put_all(store, items, "replacement plans").await
 }
 
 /// The replacements of `record`, in order: inline (records written before
-/// the plans were stored apart) or read from their chunks. `None`: a chunk
-/// is gone (expired).
+/// the plans were stored apart) or read from their chunks (hash-checked).
+/// `None`: a chunk is gone (expired).
 pub(super) async fn read<S: Store>(
     store: &S,
     record: &DisruptionRecord,
@@ -85,7 +72,7 @@ pub(super) async fn read<S: Store>(
         compressed.extend_from_slice(&item.body);
     }
     let key = keys::replacements(&record.cluster_id, &record.id, &at.blob, 0).to_string();
-    let plans: Vec<Replacement> = codec::from_json(&key, &codec::gunzip(&key, &compressed)?)?;
+    let plans: Vec<Replacement> = codec::from_verified_gzip(&key, &compressed, &at.blob)?;
     let names = plans.iter().map(|r| r.plan.name.as_str());
     if !names.eq(record.replacement_names.iter().map(String::as_str)) {
         return Err(ServiceError::Corrupt {
@@ -171,13 +158,31 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn plans_that_name_other_replacements_are_corrupt_and_inline_ones_are_read() {
+    async fn plans_that_name_other_replacements_or_fail_their_hash_are_corrupt_and_inline_ones_are_read(
+    ) {
         let store = MemStore::new();
         let plans: Vec<Replacement> = (0..3).map(|i| replacement(i, 4)).collect();
         let (at, items) = stored("c", "d1", &plans, 0);
         write(&store, items).await.expect("write");
         let mut r = record(&plans, Some(at));
         r.replacement_names.reverse();
+        assert!(matches!(
+            read(&store, &r, 0).await,
+            Err(ServiceError::Corrupt { .. })
+        ));
+        // A chunk whose content is not what the record's hash names.
+        r.replacement_names.reverse();
+        assert!(read(&store, &r, 0).await.is_ok());
+        let at = r.replacement_plans.clone().expect("stored");
+        // (The same replacements, another EC2NodeClass: only the hash
+        // tells them apart.)
+        let mut tampered = plans.clone();
+        tampered[0].node_class = "other".into();
+        let other = codec::gzip(&codec::to_json(&tampered));
+        let key = keys::replacements("c", "d1", &at.blob, 0);
+        write(&store, vec![Item::new(key, other)])
+            .await
+            .expect("overwrite");
         assert!(matches!(
             read(&store, &r, 0).await,
             Err(ServiceError::Corrupt { .. })
