@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use flotilla_core::catalog::Catalog;
 use flotilla_core::disruption::{disrupt, Decision, DisruptOptions};
-use flotilla_core::model::ClusterState;
+use flotilla_core::labels;
+use flotilla_core::model::{ClusterState, Node};
 
 use crate::disruption_apply::{apply, cluster_price, violations, Change};
 use crate::disruption_baseline;
@@ -218,6 +219,43 @@ pub fn price(catalog: &Catalog, state: &ClusterState) -> f64 {
     cluster_price(catalog, state).unwrap_or(f64::NAN)
 }
 
+/// Whether no consolidation may ever remove `node`: it carries
+/// `karpenter.sh/do-not-disrupt` (or v1alpha5's `do-not-consolidate`), or
+/// one of its pods (DaemonSets aside) carries `do-not-disrupt` (or
+/// v1alpha5's `do-not-evict`). The fragmented benchmarks never remove
+/// those annotations, so every fixed point keeps these nodes.
+pub fn pinned(node: &Node) -> bool {
+    let held =
+        |a: &BTreeMap<String, String>, keys: &[&str]| keys.iter().any(|k| a.contains_key(*k));
+    held(
+        &node.annotations,
+        &[labels::DO_NOT_DISRUPT, labels::DO_NOT_CONSOLIDATE],
+    ) || node.pods.iter().any(|p| {
+        !crate::fragmented::is_daemon_pod(p)
+            && held(
+                &p.annotations,
+                &[labels::DO_NOT_DISRUPT, labels::DO_NOT_EVICT],
+            )
+    })
+}
+
+/// The input of the bound with pinned nodes (see [`pinned`]): those nodes
+/// as they are (their pods bound, their room free for others), every
+/// other node's pods (DaemonSet pods excepted) pending; and the pinned
+/// nodes' count. Every fixed point pays for the pinned nodes and places
+/// the pending pods on their room or on new nodes, so their price plus
+/// this input's LP bound is a lower bound too, and a tighter one.
+pub fn pods_beside_pinned(state: &ClusterState) -> (ClusterState, usize) {
+    let (kept, gone): (Vec<&Node>, Vec<&Node>) = state.nodes.iter().partition(|n| pinned(n));
+    let moving = ClusterState {
+        nodes: gone.into_iter().cloned().collect(),
+        ..state.clone()
+    };
+    let mut out = pods_only(&moving);
+    out.nodes = kept.iter().map(|n| (*n).clone()).collect();
+    (out, kept.len())
+}
+
 /// `state`'s bound pods (DaemonSet pods excepted) as pending pods of a
 /// cluster without nodes: the input of a fresh plan and of the LP bound.
 pub fn pods_only(state: &ClusterState) -> ClusterState {
@@ -287,5 +325,33 @@ mod tests {
         assert!(base.converged && base.violations.is_empty(), "{base:?}");
         assert!(price(&c, &b) < before);
         assert_eq!(pods(&b), pods(&start));
+    }
+
+    #[test]
+    fn pinned_nodes_stay_and_every_other_pod_is_pending_beside_them() {
+        let c = catalog();
+        let start = build(&Params::fixed(100, 3000, 1), &c).unwrap();
+        let (beside, kept) = pods_beside_pinned(&start);
+        // The fixed shape marks one pod do-not-disrupt per 100 nodes.
+        assert_eq!(kept, 1);
+        assert_eq!(beside.nodes.len(), 1);
+        let node = &beside.nodes[0];
+        assert!(pinned(node));
+        assert!(node
+            .pods
+            .iter()
+            .any(|p| p.annotations.contains_key(labels::DO_NOT_DISRUPT)));
+        let all = pods_only(&start).pending_pods.len();
+        let bound_there = pods_only(&beside).pending_pods.len();
+        assert_eq!(beside.pending_pods.len() + bound_there, all);
+        assert!(beside.pending_pods.iter().all(|p| p.node_name.is_none()));
+        // A node annotated do-not-disrupt (or v1alpha5's do-not-consolidate)
+        // is pinned too; DaemonSet pods never pin.
+        let mut n = start.nodes[0].clone();
+        n.pods.retain(crate::fragmented::is_daemon_pod);
+        assert!(!pinned(&n));
+        n.annotations
+            .insert(labels::DO_NOT_CONSOLIDATE.into(), "true".into());
+        assert!(pinned(&n));
     }
 }

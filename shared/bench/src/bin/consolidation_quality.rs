@@ -3,6 +3,11 @@
 //! Karpenter-style baseline (`flotilla_bench::disruption_baseline`), after
 //! a fresh plan of the same pods by the scheduler, and the LP lower bound
 //! of the pods (`shared/bench/bound.py`, HiGHS, as `--bin quality`).
+//! `lpBoundPinned` is a tighter bound of what consolidation may reach: the
+//! nodes no decision may remove (a do-not-disrupt pod or node,
+//! `disruption_rounds::pinned`) at their price, plus the LP bound of every
+//! other pod placed on their room or on new nodes
+//! (`gapOursPinnedPercent`).
 //!
 //! `cargo run --release -p flotilla-bench --bin consolidation_quality --
 //!  [--nodes 100,300,1000] [--pods-per-node 30] [--mix NAME]... [--seeds K]
@@ -25,7 +30,7 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
-use flotilla_bench::disruption_rounds::{self, pods_only, price, Rounds};
+use flotilla_bench::disruption_rounds::{self, pods_beside_pinned, pods_only, price, Rounds};
 use flotilla_bench::fragmented::{self, Params, NOW};
 use flotilla_bench::mixes::Rng;
 use flotilla_bench::scenario;
@@ -217,11 +222,23 @@ fn case(a: &Args, catalog: &Catalog, mix: &str, nodes: usize, seed: u64) -> Resu
         sc["upperBound"] = json!(fresh.summary.total_hourly_price);
     }
     let file = format!("{mix}-{nodes}-{seed}.json");
+    // The same with the nodes no decision may remove kept as they are.
+    let (beside, pinned_nodes) = pods_beside_pinned(&start);
+    let pinned_price = price(catalog, &beside);
+    let mut pinned_sc = scenario::export(&beside, catalog);
+    pinned_sc["mix"] = json!(mix);
+    pinned_sc["seed"] = json!(seed);
+    let pinned_file = format!("{mix}-{nodes}-{seed}-pinned.json");
     if a.bound {
         std::fs::write(a.out.join(&file), sc.to_string()).map_err(|e| format!("{file}: {e}"))?;
+        std::fs::write(a.out.join(&pinned_file), pinned_sc.to_string())
+            .map_err(|e| format!("{pinned_file}: {e}"))?;
     }
     Ok(json!({
         "file": file,
+        "pinnedFile": pinned_file,
+        "pinnedNodes": pinned_nodes,
+        "pinnedPrice": r4(pinned_price),
         "mix": mix,
         "seed": seed,
         "nodes": summary.nodes,
@@ -343,6 +360,7 @@ fn main() -> ExitCode {
     };
     let (mut all_le, mut all_valid, mut all_stable) = (true, true, true);
     let mut gaps = Vec::new();
+    let mut pinned_gaps = Vec::new();
     for mut row in rows {
         let b = found.iter().find(|b| b["file"] == row["file"]);
         let lp = b.and_then(|b| b["lpBound"].as_f64()).filter(|x| *x > 0.0);
@@ -364,6 +382,24 @@ fn main() -> ExitCode {
         row["gapBeforePercent"] = json!(g_before);
         row["gapFreshPlanPercent"] = json!(g_fresh);
         row["withinFivePercentOfBound"] = json!(g_ours.map(|g| g <= 5.0));
+        // The bound with pinned nodes: their price plus the LP bound of
+        // the other pods beside them (never below the plain bound).
+        let pb = found.iter().find(|b| b["file"] == row["pinnedFile"]);
+        let pinned = pb
+            .and_then(|b| b["lpBound"].as_f64())
+            .zip(row["pinnedPrice"].as_f64())
+            .map(|(lp, kept)| lp + kept)
+            .map(|x| lp.map_or(x, |lp| x.max(lp)));
+        let g_pinned = pinned.map(|b| {
+            let p = row["priceOurs"].as_f64().unwrap_or(f64::NAN);
+            r2((p / b - 1.0) * 100.0)
+        });
+        row["lpBoundPinned"] = json!(pinned.map(r4));
+        row["lpStatusPinned"] = pb.map_or(Value::Null, |b| b["lpStatus"].clone());
+        row["gapOursPinnedPercent"] = json!(g_pinned);
+        if let Some(g) = g_pinned {
+            pinned_gaps.push(g);
+        }
         if let Some(g) = g_ours {
             gaps.push(g);
         }
@@ -373,6 +409,7 @@ fn main() -> ExitCode {
         println!("{row}");
     }
     gaps.sort_by(f64::total_cmp);
+    pinned_gaps.sort_by(f64::total_cmp);
     println!(
         "{}",
         json!({
@@ -383,6 +420,9 @@ fn main() -> ExitCode {
             "gapOursPercentMin": gaps.first(),
             "gapOursPercentMedian": gaps.get(gaps.len() / 2),
             "gapOursPercentMax": gaps.last(),
+            "gapOursPinnedPercentMin": pinned_gaps.first(),
+            "gapOursPinnedPercentMedian": pinned_gaps.get(pinned_gaps.len() / 2),
+            "gapOursPinnedPercentMax": pinned_gaps.last(),
         })
     );
     ExitCode::SUCCESS

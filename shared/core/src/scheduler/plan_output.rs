@@ -263,6 +263,36 @@ pub(super) fn claim_annotations(claim: &Claim, pool: &Pool) -> BTreeMap<String, 
 }
 
 impl Run<'_> {
+    /// Under a new-node price limit (consolidation's splits), the types
+    /// pool `claim` may become without that limit: every type compatible
+    /// with its requirements that holds its pods and DaemonSets, without a
+    /// DaemonSet on their host ports; `None` when that adds nothing, or
+    /// the NodeClaim is in a reservation or its NodePool has limits (which
+    /// charged it the types it had). The limit shapes the packing; the
+    /// NodeClaim may still launch any type that holds what it packed, and
+    /// the decision keeps those its saving allows (Karpenter's launch
+    /// list is every type that fits, filtered by price).
+    fn types_beyond_price_limit(&self, claim: &Claim) -> Option<TypeSet> {
+        let pool = &self.pools[claim.pool];
+        if self.price_limit.is_none() || claim.reservation.is_some() || pool.remaining.is_some() {
+            return None;
+        }
+        let compatible = self.compatible_types(claim.pool, &claim.requirements);
+        let all = TypeSet::from_indices(
+            compatible.iter().copied().filter(|&t| {
+                let ty = &pool.types[t];
+                claim.requests.fits_in(&ty.allocatable)
+                    && !claim
+                        .host_ports
+                        .iter()
+                        .any(|hp| ty.daemon_ports.contains(hp))
+            }),
+            pool.types.len(),
+        );
+        (all.len() > claim.types.len() && claim.types.iter().all(|t| all.contains(t)))
+            .then_some(all)
+    }
+
     pub(super) fn into_plan(
         mut self,
         failed: Vec<PodIdx>,
@@ -277,7 +307,11 @@ impl Run<'_> {
         // run's bookkeeping never both exist in full (peak memory).
         for claim in std::mem::take(&mut self.claims) {
             let pool = &self.pools[claim.pool];
-            let plan = claim_plan(&claim, pool, pods, &mut lists);
+            let mut plan = claim_plan(&claim, pool, pods, &mut lists);
+            if let Some(all) = self.types_beyond_price_limit(&claim) {
+                let filter = pool.filter(&claim.requirements).holding(claim.reservation);
+                plan.instance_types = summarize_offerings(pool, &all, &filter).instance_types;
+            }
             hourly += plan.price.min;
             volumes += plan.volume_price;
             node_claims.push(plan);

@@ -2926,6 +2926,31 @@ fn a_new_node_price_limit_keeps_new_node_claims_below_it() {
                 p.node_claims.iter().all(|c| node(c) < limit),
                 "limit {limit}: {p:#?}"
             );
+            // The limit shapes the packing, not the launch list: each
+            // NodeClaim still lists the dearer types that hold its pods
+            // (what a spot replacement's flexibility is counted on), and
+            // every type of a limited plan's list holds its requests.
+            let cheapest = |t: &str| {
+                let e = catalog.get(t).unwrap();
+                e.offerings
+                    .iter()
+                    .map(|o| o.price)
+                    .min_by(f64::total_cmp)
+                    .unwrap()
+            };
+            for c in &p.node_claims {
+                assert!(
+                    c.instance_types
+                        .iter()
+                        .any(|t| cheapest(t) + c.volume_price >= limit),
+                    "limit {limit}: {c:#?}"
+                );
+                let cpu = c.resources.requests.cpu().millis();
+                for t in c.instance_types.iter() {
+                    let vcpus = i64::from(catalog.get(t).unwrap().info.vcpu);
+                    assert!(vcpus * 1000 >= cpu, "limit {limit}: {t} for {c:#?}");
+                }
+            }
         } else {
             assert!(p.node_claims.is_empty(), "{p:#?}");
             assert_eq!(p.unschedulable.len(), 6, "{p:#?}");
