@@ -42,14 +42,15 @@
 //!
 //! Every decision saves at least `MIN_RELATIVE_SAVING` of what it removes;
 //! replacements keep only instance types cheaper than what they replace,
-//! so whatever EC2 launches saves. Spot-to-spot replacement: a single
-//! node (alone or split), every replacement cut to its
-//! [`SPOT_TO_SPOT_MIN_TYPES`] cheapest types, the dearest of each list
-//! summing to less than the node (see `spot_to_spot_types`).
-//! Stricter than Karpenter, which also merges several spot nodes into one
-//! without that check: on the fragmented benchmarks such merges lock the
-//! pods into large spot nodes that no later decision can shrink (the
-//! fixed point came out 8-26% dearer with them).
+//! so whatever EC2 launches saves. Spot-to-spot replacement (any node
+//! removed is spot and a replacement is): every spot replacement cut to
+//! its [`SPOT_TO_SPOT_MIN_TYPES`] cheapest types, the dearest of each list
+//! summing to less than the nodes removed (see `spot_to_spot_types`); for
+//! one node and one replacement that is Karpenter's rule. Karpenter also
+//! merges several spot nodes into one without any such check, and its
+//! merges lock pods into large spot nodes no later decision can shrink;
+//! with the check, merges and splits of spot nodes both save whatever EC2
+//! launches, so nothing they launch is consolidated again at once.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -354,8 +355,9 @@ fn cost_of(run: &Run, cs: &[usize]) -> Cost {
 }
 
 /// Check and shape a replacing simulation of candidates `cs`: every pod
-/// placed, no more NodeClaims than nodes removed, a saving, spot-to-spot
-/// only Karpenter's way; replacement types narrowed to cheaper ones.
+/// placed, at most [`split_cap`] NodeClaims (a split saving
+/// [`SPLIT_MIN_SAVING`]), a saving, spot-to-spot only with the
+/// flexibility above; replacement types narrowed to cheaper ones.
 fn acceptable(run: &Run, cs: &[usize], mut sim: Sim) -> Result<Sim, Sim> {
     if !sim.all_placed() || sim.replacements.len() > split_cap(cs.len()) {
         return Err(sim);
@@ -375,9 +377,6 @@ fn acceptable(run: &Run, cs: &[usize], mut sim: Sim) -> Result<Sim, Sim> {
         .replacements
         .iter()
         .any(|r| r.price.capacity_type == CapacityType::Spot);
-    if spot_candidate && spot_replacement && cs.len() > 1 {
-        return Err(sim);
-    }
     let n = sim.replacements.len().max(1) as f64;
     let spare = (before.dollars - after.dollars).max(0.0) / n;
     // Spot-to-spot: what the replacements may cost whatever types EC2

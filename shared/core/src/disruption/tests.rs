@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::*;
+use crate::catalog::CapacityType;
 use crate::model::*;
 use crate::quantity::Quantity;
 use crate::requirements::{Operator, Requirement, Requirements};
@@ -885,5 +886,83 @@ fn no_decision_removes_more_nodes_than_one_transaction_takes() {
     for x in &d.decisions {
         assert!(x.moves.iter().all(|m| m.to == "big"));
         assert_eq!(x.moves.len(), x.nodes.len(), "each part moves its own pods");
+    }
+}
+
+#[test]
+fn spot_nodes_merge_only_when_whatever_ec2_launches_saves() {
+    // (spot m5.large nodes, each running one 1200m / 5Gi pod that fits in
+    // no other's room; nodes merged per decision): three merge onto one
+    // spot NodeClaim whose 15 cheapest types all cost less than the three;
+    // six, as two such threes. Two or four would save at the cheapest
+    // type that holds their pods, but not at the dearest of its 15
+    // cheapest (Karpenter's spot-to-spot flexibility), so they stay.
+    let cases: &[(usize, &[usize])] = &[(3, &[3]), (6, &[3, 3]), (2, &[]), (4, &[])];
+    let cat = catalog();
+    for &(k, want) in cases {
+        let pods = |i: usize| pod(&format!("w{i}x"), "1200m", "5Gi");
+        let nodes: Vec<Node> = (0..k)
+            .map(|i| {
+                node(
+                    &format!("s{i}"),
+                    "m5.large",
+                    "us-west-2a",
+                    "spot",
+                    vec![pods(i)],
+                )
+            })
+            .collect();
+        let mut s = cluster(nodes);
+        s.node_pools = vec![spot_pool(false)];
+        let d = run(&s);
+        let merged: Vec<usize> = d.decisions.iter().map(|x| x.nodes.len()).collect();
+        assert_eq!(merged, want, "{k} nodes: {d:#?}");
+        for x in &d.decisions {
+            assert_eq!(x.reason, DisruptionReason::Underutilized);
+            let mut worst = x.price.volumes_after;
+            for r in &x.replacements {
+                assert_eq!(r.capacity_types, vec![CapacityType::Spot], "{r:#?}");
+                assert_eq!(r.instance_types.len(), 15, "{r:#?}");
+                worst += r
+                    .instance_types
+                    .iter()
+                    .map(|t| {
+                        let offers = cat.get(t).into_iter().flat_map(|e| e.offerings.iter());
+                        offers
+                            .filter(|o| {
+                                o.capacity_type == CapacityType::Spot && r.zones.contains(&o.zone)
+                            })
+                            .map(|o| o.price)
+                            .fold(f64::INFINITY, f64::min)
+                    })
+                    .fold(0.0, f64::max);
+            }
+            assert!(worst < x.price.total_before, "{k} nodes: {worst} {x:#?}");
+        }
+        if want.is_empty() {
+            // Not for want of a cheaper node: planned afresh, packed onto
+            // the fewest NodeClaims, their pods cost less than the nodes.
+            let pending = ClusterState {
+                pending_pods: (0..k).map(pods).collect(),
+                node_pools: vec![spot_pool(false)],
+                ..ClusterState::default()
+            };
+            let opts = crate::scheduler::SchedulerOptions {
+                pack_fewest_nodes: true,
+                ..Default::default()
+            };
+            let plan = crate::scheduler::schedule(&pending, &cat, &opts);
+            let m5_large = cat.get("m5.large").expect("m5.large").offerings.iter();
+            let spot = m5_large
+                .filter(|o| o.capacity_type == CapacityType::Spot && o.zone == "us-west-2a")
+                .map(|o| o.price)
+                .fold(f64::INFINITY, f64::min);
+            let volumes = plan.node_claims.first().map_or(0.0, |c| c.volume_price);
+            let before = k as f64 * (spot + volumes);
+            assert!(
+                plan.summary.total_hourly_price < before,
+                "{k} nodes: {plan:#?}"
+            );
+        }
     }
 }
