@@ -731,6 +731,76 @@ def zone_expand(sc, spread):
     return dict(sc, types=types, classes=classes), origin
 
 
+def spread_split(sc):
+    """The zone-spread relaxation of the LP bounds (spreadLpBound; see the
+    module doc): the scenario with one type per (type, zone) priced per
+    zone, and each class that alone makes up a modelled zone-spread group
+    (no pods of it bound yet, minDomains met) split into one class per
+    eligible zone of the least count any placement leaves there, plus one
+    for the rest on any eligible zone. Returns (scenario, groups split,
+    groups skipped with why)."""
+    spread, skipped = zone_spread(sc)
+    expanded, _ = zone_expand(sc, spread)
+    zone_of = [t.get("zone") for t in expanded["types"]]
+    classes = [dict(c) for c in expanded["classes"]]
+    split, done = [], set()
+    for g in spread:
+        gid, zones, skew = g["group"], g["eligible"], g["maxSkew"]
+        reason = None
+        if len(g["classes"]) != 1:
+            reason = "several classes share the group"
+        elif any(v for v in g["existing"].values()):
+            reason = "pods of the group are bound already"
+        elif g.get("minDomains") and len(zones) < g["minDomains"]:
+            reason = "fewer eligible zones than minDomains"
+        elif g["classes"][0] in done:
+            reason = "the class is split by another group"
+        ci = g["classes"][0]
+        per_zone = {z: [t for t in classes[ci]["types"] if zone_of[t] == z] for z in zones}
+        if reason is None and not all(per_zone.values()):
+            reason = "an eligible zone has no type for the pods"
+        if reason is not None:
+            skipped.append({"group": gid, "reason": reason})
+            continue
+        n = classes[ci]["count"]
+        # Counts end within maxSkew of the least, so
+        # n <= |E| least + maxSkew (|E| - 1).
+        least = max(0, -(-(n - skew * (len(zones) - 1)) // len(zones)))
+        done.add(ci)
+        split.append({"group": gid, "class": ci, "zones": zones, "leastPerZone": least})
+        if least == 0:
+            continue
+        rest = n - least * len(zones)
+        base = classes[ci]
+        classes[ci] = dict(base, count=rest)
+        for z in zones:
+            classes.append(dict(base, count=least, types=per_zone[z]))
+    classes = [c for c in classes if c["count"] > 0]
+    return dict(expanded, classes=classes), split, skipped
+
+
+def spread_lp_bound(sc, time_limit):
+    """spreadLpBound: the pattern LP (or the compact LP, whichever is
+    higher when column generation stops early) of `spread_split`'s
+    scenario; None when no group is split."""
+    ssc, split, skipped = spread_split(sc)
+    out = {"spreadGroupsSplit": len(split), "spreadSkipped": skipped}
+    if not split:
+        out["spreadLpBound"] = None
+        return out
+    m = fit_counts(ssc)
+    keep = prune_dominated(ssc, m)
+    status, compact = lp_bound(ssc, keep, m)
+    res = pattern_lp_bound(ssc, keep, m, time_limit)
+    best = res.get("lpBound")
+    if status == "optimal" and compact is not None and res.get("lpStatus") != "optimal":
+        best = compact if best is None else max(best, compact)
+    out["spreadLpStatus"] = res.get("lpStatus")
+    out["spreadLpBound"] = None if best is None else round(best, 6)
+    out["spreadLpSeconds"] = res.get("lpSeconds")
+    return out
+
+
 def ilp_optimum(sc, keep, m, time_limit, threads, spread=(), origin=None):
     types, classes = sc["types"], sc["classes"]
     nres = len(sc["resources"])
@@ -999,6 +1069,12 @@ def bound(path, args):
             out["lpBound"] = round(compact, 6)
             out["lpBoundFrom"] = "compact"
             lp = out["lpBound"]
+    if args.spread:
+        out.update(spread_lp_bound(sc, args.lp_time_limit))
+        sb = out.get("spreadLpBound")
+        if lp is not None and sb is not None:
+            # Both bound every plan that honours the modelled spreads.
+            out["spreadLpBound"] = round(max(sb, lp), 6)
     out["ilpOptimum"] = None
     placed = sc["pods"] - out["unplaceable"]
     if placed <= args.ilp_max_pods:
@@ -1054,6 +1130,8 @@ def main():
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--lp-time-limit", type=float, default=60.0,
                     help="seconds of column generation per scenario")
+    ap.add_argument("--spread", action="store_true",
+                    help="also spreadLpBound (zone spreads, zone prices)")
     args = ap.parse_args()
     # HiGHS prints a banner on the C-level stdout when an instance is made
     # (1.1x): keep stdout for the JSON, send everything else to stderr.

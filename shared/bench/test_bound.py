@@ -2,7 +2,10 @@
 """Self-check of bound.py's pattern LP (column generation) on random small
 scenarios: its value must equal the LP over *all* packing patterns
 (enumerated), lie between the compact LP bound and the exact ILP optimum, and
-its time-limited (Lagrangian) bound must never exceed the LP optimum.
+its time-limited (Lagrangian) bound must never exceed the LP optimum. And
+on random scenarios with zone prices and zone spreads, the spread-aware
+bound (spreadLpBound) must never exceed the exact optimum that honours
+the spreads (the ILP).
 
 Scenarios: 1-6 types (some count-limited, some of those free), 1-3
 resources, 1-4 classes with restricted type lists and maxPerNode, plus
@@ -52,6 +55,58 @@ def random_scenario(rnd):
             "unplaceable": 0}
 
 
+def spread_scenario(rnd):
+    """A random scenario with zone prices and zone-spread groups of one
+    class each (DoNotSchedule, maxSkew 1-2, 2-3 eligible zones)."""
+    sc = random_scenario(rnd)
+    zones = ["a", "b", "c"]
+    for t in sc["types"]:
+        t["zonePrices"] = {z: round(t["price"] * rnd.uniform(0.6, 1.4), 4) for z in zones}
+        t["price"] = min(t["zonePrices"].values())
+    sc["zones"] = zones
+    groups = []
+    for c in sc["classes"]:
+        c["spread"], c["spreadCounted"] = [], []
+        if rnd.random() < 0.6:
+            gid = len(groups)
+            groups.append({"id": gid, "topologyKey": B.ZONE_KEY, "maxSkew": rnd.choice([1, 1, 2]),
+                           "whenUnsatisfiable": "DoNotSchedule", "minDomains": None,
+                           "existing": {}})
+            eligible = sorted(rnd.sample(zones, rnd.choice([2, 3])))
+            c["spread"] = [{"group": gid, "eligibleZones": eligible}]
+            c["spreadCounted"] = [gid]
+    sc["spreadGroups"] = groups
+    return sc
+
+
+def check_spread(rnd, cases):
+    """spreadLpBound never exceeds the exact optimum that honours the
+    spreads (the ILP); counted as tighter when it is above lpBound."""
+    counts = {"ok": 0, "tighter": 0, "failed": 0}
+    for i in range(cases):
+        sc = spread_scenario(rnd)
+        spread, _ = B.zone_spread(sc)
+        if not spread:
+            continue
+        isc, origin = B.zone_expand(sc, spread)
+        im = B.fit_counts(isc)
+        ikeep = B.prune_dominated(isc, im)
+        ist, ilp, _, _, _ = B.ilp_optimum(isc, ikeep, im, 60.0, 1, spread, origin)
+        if ist != "optimal":
+            continue
+        m = B.fit_counts(sc)
+        lp = B.pattern_lp_bound(sc, B.prune_dominated(sc, m), m, 60.0)["lpBound"]
+        sb = B.spread_lp_bound(sc, 60.0)["spreadLpBound"]
+        if sb is not None and sb > ilp + 1e-6 * max(1, ilp):
+            counts["failed"] += 1
+            print(f"spread case {i}: spreadLpBound {sb} > ILP optimum {ilp}\n  {json.dumps(sc)}")
+            continue
+        counts["ok"] += 1
+        if sb is not None and lp is not None and sb > lp + 1e-6:
+            counts["tighter"] += 1
+    return counts
+
+
 def enumerated_lp(sc, keep, m):
     """The master LP with every pattern of every kept type as a column."""
     types, classes = sc["types"], sc["classes"]
@@ -87,6 +142,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", type=int, default=300)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--spread-cases", type=int, default=150)
     args = ap.parse_args()
     rnd = random.Random(args.seed)
     counts = {"ok": 0, "infeasible": 0, "failed": 0}
@@ -120,7 +176,9 @@ def main():
         elif st == "optimal":
             counts["ok"] += 1
     print(json.dumps(counts))
-    return 1 if counts["failed"] else 0
+    spread = check_spread(rnd, args.spread_cases)
+    print(json.dumps({"spread": spread}))
+    return 1 if counts["failed"] or spread["failed"] else 0
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@
 //! `lpBoundPinned` is a tighter bound of what consolidation may reach: the
 //! nodes no decision may remove (a do-not-disrupt pod or node,
 //! `disruption_rounds::pinned`) at their price, plus the LP bound of every
-//! other pod placed on their room or on new nodes
-//! (`gapOursPinnedPercent`).
+//! other pod placed on their room or on new nodes (the spread-aware bound
+//! when bound.py has one: `spreadLpBound`, zone spreads at zone prices;
+//! `gapOursPinnedPercent`).
 //!
 //! `cargo run --release -p flotilla-bench --bin consolidation_quality --
 //!  [--nodes 100,300,1000] [--pods-per-node 30] [--mix NAME]... [--seeds K]
@@ -266,6 +267,14 @@ fn case(a: &Args, catalog: &Catalog, mix: &str, nodes: usize, seed: u64) -> Resu
     }))
 }
 
+/// The best bound bound.py found for one scenario: the spread-aware one
+/// when it has it (never below the plain LP bound), else the LP bound.
+fn best_bound(b: &Value) -> Option<f64> {
+    b["spreadLpBound"]
+        .as_f64()
+        .or_else(|| b["lpBound"].as_f64())
+}
+
 /// Runs bound.py over `dir`; its JSON array, or why not.
 fn bounds(a: &Args) -> Result<Vec<Value>, String> {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("bound.py");
@@ -274,6 +283,7 @@ fn bounds(a: &Args) -> Result<Vec<Value>, String> {
         .arg(&a.out)
         .arg("--lp-time-limit")
         .arg(a.lp_time_limit.to_string())
+        .arg("--spread")
         .output()
         .map_err(|e| {
             format!(
@@ -386,7 +396,7 @@ fn main() -> ExitCode {
         // the other pods beside them (never below the plain bound).
         let pb = found.iter().find(|b| b["file"] == row["pinnedFile"]);
         let pinned = pb
-            .and_then(|b| b["lpBound"].as_f64())
+            .and_then(best_bound)
             .zip(row["pinnedPrice"].as_f64())
             .map(|(lp, kept)| lp + kept)
             .map(|x| lp.map_or(x, |lp| x.max(lp)));
@@ -395,6 +405,14 @@ fn main() -> ExitCode {
             r2((p / b - 1.0) * 100.0)
         });
         row["lpBoundPinned"] = json!(pinned.map(r4));
+        // The spread-aware bound of all the pods (zone spreads, zone
+        // prices), and the gap to it.
+        let spread = b.and_then(|b| b["spreadLpBound"].as_f64());
+        row["spreadLpBound"] = json!(spread.map(r4));
+        row["gapOursSpreadPercent"] = json!(spread.map(|s| {
+            let p = row["priceOurs"].as_f64().unwrap_or(f64::NAN);
+            r2((p / s - 1.0) * 100.0)
+        }));
         row["lpStatusPinned"] = pb.map_or(Value::Null, |b| b["lpStatus"].clone());
         row["gapOursPinnedPercent"] = json!(g_pinned);
         if let Some(g) = g_pinned {

@@ -173,6 +173,7 @@ fn main() -> ExitCode {
         .arg(args.time_limit.to_string())
         .arg("--lp-time-limit")
         .arg(args.lp_time_limit.to_string())
+        .arg("--spread")
         .output();
     let bounds: Vec<Value> = match output {
         Ok(o) if o.status.success() => match serde_json::from_slice::<Value>(&o.stdout) {
@@ -227,6 +228,10 @@ fn main() -> ExitCode {
             row["gapPercent"] = json!(gap_to(ours, best));
             row["ffdGapPercent"] = json!(gap_to(ffd, best));
             row["compactGapPercent"] = json!(gap_to(ours, compact));
+            // The spread-aware bound (zone spreads and zone prices).
+            let spread = b.and_then(|b| b["spreadLpBound"].as_f64());
+            row["spreadLpBound"] = json!(spread);
+            row["spreadGapPercent"] = json!(gap_to(ours, spread));
             row["gapBasis"] = json!(if ilp.is_some() {
                 "ilpOptimum"
             } else {
@@ -245,6 +250,10 @@ fn main() -> ExitCode {
                     "ilpSeconds",
                     "ilpModels",
                     "ilpSkippedSpread",
+                    "spreadLpStatus",
+                    "spreadGroupsSplit",
+                    "spreadSkipped",
+                    "spreadLpSeconds",
                     "keptTypes",
                     "classes",
                     "seconds",
