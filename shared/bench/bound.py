@@ -108,6 +108,24 @@ zone first). Groups not modelled are listed in ilpSkippedSpread with the
 reason; for them the ILP stays a relaxation. The LP bounds ignore spread:
 they stay valid, only looser.
 
+spreadLpBound (with --spread): a bound that honours zone spreads and zone
+prices, for mixes where the LP bounds above are loose. Types become one per
+(type, zone) at the zone's price (as for the ILP). A modelled group g (as
+above) made of one class c with n pods, none bound yet, E eligible zones
+(|E| >= minDomains when set) and maxSkew s leaves every zone of E at least
+    least = max(0, ceil((n - s (|E| - 1)) / |E|))
+pods in any placement (counts end within s of the least, so n <= |E| least
++ s (|E| - 1)). c is split into one class per zone z of E (least pods, only
+on z's types) and one of the other n - |E| least pods (any type of E): any
+placement of c covers these classes, so the pattern LP of the split
+scenario (or its compact LP, the larger when column generation stops
+early) bounds every plan that honours the spreads, and so does lpBound;
+spreadLpBound is the larger. Groups not split are listed in spreadSkipped
+with why (ScheduleAnyway, several classes, pods bound already, minDomains,
+a zone without types); spreadGroupsSplit counts the others. The split
+classes of one anti-affinity class may share a node in a pattern (a
+relaxation, still valid). test_bound.py checks it against the exact ILP.
+
 NodePool weights and limits (ILP only, "poolWeights", "poolLimits"): when
 the scenario's `pools` differ in weight or have limits (and no spread group
 is modelled), the ILP is built per pool instead. Existing nodes and pools
