@@ -46,7 +46,7 @@ pub(super) struct ExistingNode<'a> {
 pub struct KeptRoom {
     /// Per node name: its pod count when summed (a node whose count
     /// differs is summed afresh), its room and its host ports.
-    nodes: std::cell::RefCell<BTreeMap<String, NodeRoom>>,
+    nodes: std::cell::RefCell<HashMap<String, NodeRoom>>,
 }
 
 #[derive(Debug, Clone)]
@@ -414,17 +414,18 @@ pub(super) fn existing_nodes<'n>(
     pools: &[NodePool],
     kept: Option<&KeptRoom>,
 ) -> Vec<ExistingNode<'n>> {
-    let mut existing: Vec<ExistingNode> = nodes
+    let mut existing: Vec<(bool, ExistingNode)> = nodes
         .iter()
         .filter(|n| !n.unschedulable)
         .map(|n| {
             let room = kept.map_or_else(|| NodeRoom::of(n), |k| k.of(n));
-            ExistingNode::with_room(n, effective_taints(n, pools), room)
+            let e = ExistingNode::with_room(n, effective_taints(n, pools), room);
+            (n.initialized(), e)
         })
         .collect();
     // Initialized nodes first (Karpenter's order), then by name.
-    existing.sort_by_cached_key(|e| (!e.node.initialized(), e.node.name.as_str()));
-    existing
+    existing.sort_by(|(ia, a), (ib, b)| ib.cmp(ia).then_with(|| a.node.name.cmp(&b.node.name)));
+    existing.into_iter().map(|(_, e)| e).collect()
 }
 
 /// For each key a pending pod spreads over (but hostname), the values the
@@ -441,10 +442,12 @@ pub(super) fn existing_domains(
         .collect();
     keys.into_iter()
         .map(|k| {
-            let values = existing
-                .iter()
-                .filter_map(|e| e.labels.get(k).cloned())
-                .collect();
+            let mut values = BTreeSet::new();
+            for v in existing.iter().filter_map(|e| e.labels.get(k)) {
+                if !values.contains(v) {
+                    values.insert(v.clone());
+                }
+            }
             (k.to_string(), values)
         })
         .collect()
@@ -474,6 +477,9 @@ pub(super) fn registration_taint(t: &Taint) -> bool {
 /// kubelet's `not-ready:NoExecute`) and that NodePool's startup taints. On
 /// an initialized node `not-ready:NoExecute` blocks.
 pub(super) fn effective_taints(n: &Node, pools: &[crate::model::NodePool]) -> Vec<Taint> {
+    if n.taints.is_empty() {
+        return Vec::new();
+    }
     let startup: &[Taint] = match n.nodepool() {
         Some(name) if !n.initialized() => pools
             .iter()

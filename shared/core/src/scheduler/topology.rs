@@ -518,17 +518,16 @@ fn add_node_domains(
     if keys.is_empty() {
         return;
     }
-    for n in nodes {
-        for (k, v) in n.labels.iter().filter(|(k, _)| keys.contains(k.as_str())) {
-            match universe.get_mut(k) {
-                Some(values) => {
-                    if !values.contains(v) {
-                        values.insert(v.clone());
-                    }
-                }
-                None => {
-                    universe.insert(k.clone(), BTreeSet::from([v.clone()]));
-                }
+    // Per key (a few), each node's value: a node has dozens of labels.
+    for &k in keys {
+        let mut found = nodes.iter().filter_map(|n| n.labels.get(k)).peekable();
+        if found.peek().is_none() {
+            continue;
+        }
+        let values = universe.entry(k.to_string()).or_default();
+        for v in found {
+            if !values.contains(v) {
+                values.insert(v.clone());
             }
         }
     }
