@@ -18,10 +18,17 @@ pub const MIXES: &[&str] = &[
     "existing-nodes",
     "independent",
     "random",
+    "fragmented-shapes",
+    "random-shapes",
 ];
 
 /// Mixes whose pods carry only resource requests (the LP bound is tight).
-pub const RESOURCE_ONLY: &[&str] = &["uniform-small", "mixed"];
+pub const RESOURCE_ONLY: &[&str] = &[
+    "uniform-small",
+    "mixed",
+    "fragmented-shapes",
+    "random-shapes",
+];
 
 /// A small, fast, deterministic PRNG (xorshift64*), so mixes do not depend
 /// on a crate's algorithm changing between versions.
@@ -158,6 +165,48 @@ const TWELVE_SIZES: &[(&str, &str)] = &[
     ("2", "4Gi"),
 ];
 
+/// Deployments of 5-60 pods, each of one request shape drawn by `shape`;
+/// nothing but requests (for the packing alone).
+fn shaped(n: usize, seed: u64, shape: fn(&mut Rng) -> (i64, i64)) -> Vec<Pod> {
+    let mut rng = Rng::new(seed);
+    let mut pods = Vec::with_capacity(n);
+    let mut d = 0;
+    while pods.len() < n {
+        let (cpu, mem) = shape(&mut rng);
+        let (cpu, mem) = (format!("{cpu}m"), format!("{mem}Mi"));
+        let app = format!("app-{d:05}");
+        let replicas = 5 + rng.below(56);
+        for i in 0..replicas.min(n - pods.len()) {
+            pods.push(pod("bench", format!("{app}-{i}"), &app, &cpu, &mem));
+        }
+        d += 1;
+    }
+    pods
+}
+
+/// The request shapes of the fragmented clusters' Deployments
+/// (`fragmented::SHAPES`, by weight): (cpu millicores, memory MiB).
+fn fragmented_shape(rng: &mut Rng) -> (i64, i64) {
+    let shapes = crate::fragmented::SHAPES;
+    let total: usize = shapes.iter().map(|s| s.2 as usize).sum();
+    let mut r = rng.below(total);
+    for &(cpu, mem, w) in shapes {
+        if r < w as usize {
+            return (cpu, mem);
+        }
+        r -= w as usize;
+    }
+    (1000, 2048)
+}
+
+/// A random request shape: 50m-4 cpu (log-uniform-ish, in steps of 50m)
+/// and 0.25-8 GiB of memory per cpu.
+fn random_shape(rng: &mut Rng) -> (i64, i64) {
+    let cpu = 50 * (1i64 << rng.below(7)) * (2 + rng.below(3) as i64) / 2;
+    let per_cpu_mib = 256 * (1i64 << rng.below(6));
+    (cpu.min(4000), (cpu * per_cpu_mib / 1000).max(64))
+}
+
 /// A zone or hostname spread of maxSkew 1 over the pods of `app`.
 fn spread(key: &str, app: &str, do_not_schedule: bool) -> TopologySpreadConstraint {
     TopologySpreadConstraint {
@@ -240,6 +289,8 @@ pub fn build(name: &str, n: usize, seed: u64) -> Option<ClusterState> {
                 .collect();
         }
         "mixed" => s.pending_pods = deployments(n, 50, seed, |_, _| {}),
+        "fragmented-shapes" => s.pending_pods = shaped(n, seed, fragmented_shape),
+        "random-shapes" => s.pending_pods = shaped(n, seed, random_shape),
         "gpu" => {
             s.node_pools.push(gpu_pool());
             s.pending_pods = deployments(n, 20, seed, |p, d| {
