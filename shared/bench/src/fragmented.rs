@@ -493,18 +493,9 @@ pub fn build(p: &Params, catalog: &Catalog) -> Result<ClusterState, GenerateErro
     }
 
     // Deployments: a shape each, replicas summing to `pods`.
-    let total_w: u32 = p.shape_weights.iter().sum();
     let mut deps: Vec<Deployment> = Vec::with_capacity(p.deployments);
     for d in 0..p.deployments {
-        let mut r = rng.below(total_w as usize) as u32;
-        let mut shape = 0;
-        for (i, w) in p.shape_weights.iter().enumerate() {
-            if r < *w {
-                shape = i;
-                break;
-            }
-            r -= w;
-        }
+        let shape = rng.weighted(p.shape_weights.iter().map(|&w| w as usize));
         let (cpu, mem, _) = SHAPES[shape];
         let roll = |rng: &mut Rng| (rng.next_u64() % 10_000) as f64 / 10_000.0;
         let anti = roll(&mut rng) < p.anti_share;

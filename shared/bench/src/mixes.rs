@@ -50,6 +50,23 @@ impl Rng {
     pub fn below(&mut self, n: usize) -> usize {
         (self.next_u64() % n.max(1) as u64) as usize
     }
+    /// An index drawn with probability proportional to its weight (one
+    /// [`Self::below`] draw; 0 when every weight is 0).
+    pub fn weighted<I>(&mut self, weights: I) -> usize
+    where
+        I: IntoIterator<Item = usize>,
+        I::IntoIter: Clone,
+    {
+        let weights = weights.into_iter();
+        let mut r = self.below(weights.clone().sum());
+        for (i, w) in weights.enumerate() {
+            if r < w {
+                return i;
+            }
+            r -= w;
+        }
+        0
+    }
 }
 
 fn q(s: &str) -> Quantity {
@@ -112,15 +129,8 @@ const SIZES: &[(&str, &str, usize)] = &[
 ];
 
 fn pick_size(rng: &mut Rng) -> (&'static str, &'static str) {
-    let total: usize = SIZES.iter().map(|s| s.2).sum();
-    let mut r = rng.below(total);
-    for (c, m, w) in SIZES {
-        if r < *w {
-            return (c, m);
-        }
-        r -= w;
-    }
-    ("1", "2Gi")
+    let (c, m, _) = SIZES[rng.weighted(SIZES.iter().map(|s| s.2))];
+    (c, m)
 }
 
 /// Deployments of `group` pods (fewer when `n` is under four groups) with
@@ -188,15 +198,8 @@ fn shaped(n: usize, seed: u64, shape: fn(&mut Rng) -> (i64, i64)) -> Vec<Pod> {
 /// (`fragmented::SHAPES`, by weight): (cpu millicores, memory MiB).
 fn fragmented_shape(rng: &mut Rng) -> (i64, i64) {
     let shapes = crate::fragmented::SHAPES;
-    let total: usize = shapes.iter().map(|s| s.2 as usize).sum();
-    let mut r = rng.below(total);
-    for &(cpu, mem, w) in shapes {
-        if r < w as usize {
-            return (cpu, mem);
-        }
-        r -= w as usize;
-    }
-    (1000, 2048)
+    let (cpu, mem, _) = shapes[rng.weighted(shapes.iter().map(|s| s.2 as usize))];
+    (cpu, mem)
 }
 
 /// A random request shape: 50m-4 cpu (log-uniform-ish, in steps of 50m)
@@ -513,6 +516,18 @@ pub fn build(name: &str, n: usize, seed: u64) -> Option<ClusterState> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn weighted_draws_only_weighted_indices_in_proportion() {
+        let mut rng = Rng::new(3);
+        let mut seen = [0usize; 4];
+        for _ in 0..4000 {
+            seen[rng.weighted([0, 3, 0, 1])] += 1;
+        }
+        assert_eq!((seen[0], seen[2]), (0, 0), "{seen:?}");
+        assert!(seen[1] > 2 * seen[3] && seen[3] > 500, "{seen:?}");
+        assert_eq!(rng.weighted([0, 0]), 0);
+    }
 
     #[test]
     fn every_mix_builds_deterministically() {

@@ -267,6 +267,12 @@ fn case(a: &Args, catalog: &Catalog, mix: &str, nodes: usize, seed: u64) -> Resu
     }))
 }
 
+/// How far `row[key]` ($/h) is above `bound`, in percent (2 decimals).
+fn gap_percent(row: &Value, key: &str, bound: f64) -> f64 {
+    let p = row[key].as_f64().unwrap_or(f64::NAN);
+    r2((p / bound - 1.0) * 100.0)
+}
+
 /// The best bound bound.py found for one scenario: the spread-aware one
 /// when it has it (never below the plain LP bound), else the LP bound.
 fn best_bound(b: &Value) -> Option<f64> {
@@ -374,10 +380,7 @@ fn main() -> ExitCode {
     for mut row in rows {
         let b = found.iter().find(|b| b["file"] == row["file"]);
         let lp = b.and_then(|b| b["lpBound"].as_f64()).filter(|x| *x > 0.0);
-        let gap = |key: &str| {
-            let p = row[key].as_f64().unwrap_or(f64::NAN);
-            lp.map(|lp| r2((p / lp - 1.0) * 100.0))
-        };
+        let gap = |key: &str| lp.map(|lp| gap_percent(&row, key, lp));
         let (g_ours, g_base, g_before, g_fresh) = (
             gap("priceOurs"),
             gap("priceBaseline"),
@@ -400,19 +403,13 @@ fn main() -> ExitCode {
             .zip(row["pinnedPrice"].as_f64())
             .map(|(lp, kept)| lp + kept)
             .map(|x| lp.map_or(x, |lp| x.max(lp)));
-        let g_pinned = pinned.map(|b| {
-            let p = row["priceOurs"].as_f64().unwrap_or(f64::NAN);
-            r2((p / b - 1.0) * 100.0)
-        });
+        let g_pinned = pinned.map(|b| gap_percent(&row, "priceOurs", b));
         row["lpBoundPinned"] = json!(pinned.map(r4));
         // The spread-aware bound of all the pods (zone spreads, zone
         // prices), and the gap to it.
         let spread = b.and_then(|b| b["spreadLpBound"].as_f64());
         row["spreadLpBound"] = json!(spread.map(r4));
-        row["gapOursSpreadPercent"] = json!(spread.map(|s| {
-            let p = row["priceOurs"].as_f64().unwrap_or(f64::NAN);
-            r2((p / s - 1.0) * 100.0)
-        }));
+        row["gapOursSpreadPercent"] = json!(spread.map(|s| gap_percent(&row, "priceOurs", s)));
         row["lpStatusPinned"] = pb.map_or(Value::Null, |b| b["lpStatus"].clone());
         row["gapOursPinnedPercent"] = json!(g_pinned);
         if let Some(g) = g_pinned {

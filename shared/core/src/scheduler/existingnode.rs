@@ -443,11 +443,10 @@ pub(super) fn existing_domains(
     keys.into_iter()
         .map(|k| {
             let mut values = BTreeSet::new();
-            for v in existing.iter().filter_map(|e| e.labels.get(k)) {
-                if !values.contains(v) {
-                    values.insert(v.clone());
-                }
-            }
+            super::topology::add_values(
+                &mut values,
+                existing.iter().filter_map(|e| e.labels.get(k)),
+            );
             (k.to_string(), values)
         })
         .collect()

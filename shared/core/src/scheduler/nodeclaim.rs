@@ -238,7 +238,16 @@ pub(super) fn narrowing(base: &Requirements, merged: &Requirements) -> Requireme
 
 /// Whether a DaemonSet on nodes of type `ty` holds a host port `pod` asks for.
 pub(super) fn daemon_port_conflict(pod: &Pod, ty: &pools::PoolType) -> bool {
-    !ty.daemon_ports.is_empty() && pod.host_ports.iter().any(|hp| ty.daemon_ports.contains(hp))
+    daemon_holds_any(&pod.host_ports, ty)
+}
+
+/// Whether a DaemonSet on nodes of type `ty` holds one of the host `ports`
+/// (a pod's, or all a NodeClaim's pods').
+pub(super) fn daemon_holds_any<'p>(
+    ports: impl IntoIterator<Item = &'p (String, i32)>,
+    ty: &pools::PoolType,
+) -> bool {
+    !ty.daemon_ports.is_empty() && ports.into_iter().any(|hp| ty.daemon_ports.contains(hp))
 }
 
 impl<'a> Run<'a> {

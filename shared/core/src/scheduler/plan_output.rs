@@ -18,7 +18,7 @@ use crate::plan::{
 };
 
 use super::explain::Unplaced;
-use super::nodeclaim::Claim;
+use super::nodeclaim::{daemon_holds_any, Claim};
 use super::Run;
 
 /// What a NodeClaim's offerings come to (ranked types, capacity types,
@@ -281,11 +281,7 @@ impl Run<'_> {
         let all = TypeSet::from_indices(
             compatible.iter().copied().filter(|&t| {
                 let ty = &pool.types[t];
-                claim.requests.fits_in(&ty.allocatable)
-                    && !claim
-                        .host_ports
-                        .iter()
-                        .any(|hp| ty.daemon_ports.contains(hp))
+                claim.requests.fits_in(&ty.allocatable) && !daemon_holds_any(&claim.host_ports, ty)
             }),
             pool.types.len(),
         );

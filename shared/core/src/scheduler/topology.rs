@@ -515,20 +515,24 @@ fn add_node_domains(
     nodes: &[Node],
     keys: &BTreeSet<&str>,
 ) {
-    if keys.is_empty() {
-        return;
-    }
     // Per key (a few), each node's value: a node has dozens of labels.
     for &k in keys {
         let mut found = nodes.iter().filter_map(|n| n.labels.get(k)).peekable();
-        if found.peek().is_none() {
-            continue;
+        if found.peek().is_some() {
+            add_values(universe.entry(k.to_string()).or_default(), found);
         }
-        let values = universe.entry(k.to_string()).or_default();
-        for v in found {
-            if !values.contains(v) {
-                values.insert(v.clone());
-            }
+    }
+}
+
+/// Adds `values` to `set`, cloning only those it lacks (many nodes share
+/// a value: a zone, a capacity type).
+pub(super) fn add_values<'v>(
+    set: &mut BTreeSet<String>,
+    values: impl IntoIterator<Item = &'v String>,
+) {
+    for v in values {
+        if !set.contains(v) {
+            set.insert(v.clone());
         }
     }
 }
