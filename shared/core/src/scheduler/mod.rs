@@ -36,6 +36,7 @@ mod queue;
 mod rebalance;
 mod repack;
 mod reservationmanager;
+mod simplex;
 mod topology;
 mod typeset;
 mod volumes;

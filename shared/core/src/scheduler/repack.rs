@@ -42,6 +42,8 @@
 //! charges them differently) and no NodeOverlays (their adjusted prices
 //! order offerings differently from the prices compared here).
 
+mod patterns;
+
 use std::collections::BTreeMap;
 
 use crate::labels;
@@ -593,6 +595,11 @@ impl Run<'_> {
         // Few pods of a few classes: exact as well, over count vectors.
         if let Some(exact) = exact_packing(&cands, &demand) {
             exact.keep_if_cheaper(&mut best);
+        }
+        // Classes of different cpu:memory ratios: the LP over node
+        // patterns mixes them where the greedy's fills waste room.
+        if let Some(lp) = patterns::pattern_packing(&cands, &demand, &mut prices) {
+            lp.keep_if_cheaper(&mut best);
         }
         let mut bins = best?.bins;
         merge_tail(&mut bins, &demand.per_node, &mut prices);

@@ -1,0 +1,845 @@
+//! The pattern packing: the LP over node patterns (Gilmore-Gomory, as the
+//! bench's `bound.py` solves it for the bound), rounded.
+//!
+//! A *pattern* is a type and how many pods of each class one node of it
+//! holds. The master LP (`simplex::CoverLp`) covers every class's pods with
+//! patterns at least price; its duals value each class, and each round
+//! adds, per type, the fill of most value (a heuristic multi-dimensional
+//! knapsack) when it costs less than its pods' value. The greedy fills a
+//! node class by class, largest first; the LP mixes classes of different
+//! cpu:memory ratios into one node where their room complements, which is
+//! where the greedy loses most (pods of random shapes: 10% above the bound).
+//!
+//! Rounding: each pass takes every pattern the LP uses whole (`x >= 1`) as
+//! many times as whole, clipped to the pods left, and solves the LP again
+//! over the pods left (the columns it found are kept); a pass where every
+//! pattern is fractional takes the largest once. After `PASSES` the few
+//! pods left are packed by the greedy. The packing competes with the
+//! greedy's: the cheaper one is kept.
+
+use std::collections::HashSet;
+
+use super::{
+    copies_up_to, exact_packing, revalued_greedy, starting_values, Bin, Demand, FillPrices,
+    PackType, PricedBins, ValueBound,
+};
+use crate::scheduler::simplex::{Column, CoverLp, LpError};
+
+/// Most classes the LP is tried for (its basis inverse is dense).
+const MAX_CLASSES: usize = 256;
+
+/// Pricing rounds of the first LP, and of each LP of the pods left after
+/// rounding (most patterns are known by then).
+const ROUNDS: usize = 120;
+const LATER_ROUNDS: usize = 8;
+
+/// Rounding passes (LP solves) per packing.
+const PASSES: usize = 6;
+
+/// Work units per pod packed, at least `MIN_WORK`: a greedy fill costs
+/// the classes times the fills tried, a pivot the rows squared plus the
+/// columns, an exact search its nodes times the classes. About 15 ns
+/// each: the LP adds at most ~15 µs per pod to a plan.
+const WORK_PER_POD: usize = 1_000;
+const MIN_WORK: usize = 200_000;
+
+/// New columns per pricing round, the most negative reduced costs.
+const NEW_COLUMNS: usize = 24;
+
+/// Search nodes of the exact knapsack per type (see `Knapsack::search`).
+const SEARCH_NODES: usize = 1000;
+
+/// A type is priced in partial rounds while its best fill is worth this
+/// share of its price.
+const NEAR: f64 = 0.9;
+
+/// Types searched exactly per pricing round (when no greedy fill pays).
+const SEARCHED_TYPES: usize = 4;
+
+/// Steps of each dimension's weight in the knapsack's surrogate sizes.
+const SURROGATE_STEPS: usize = 2;
+
+/// A node pattern: a type and the pods per class one node holds.
+#[derive(Clone)]
+struct Pattern {
+    ty: usize,
+    take: Vec<usize>,
+}
+
+/// The patterns found so far (across passes), each once.
+#[derive(Default)]
+struct Patterns {
+    all: Vec<Pattern>,
+    seen: HashSet<(usize, Vec<usize>)>,
+}
+
+impl Patterns {
+    /// Adds `p` unless known; its index either way.
+    fn add(&mut self, p: Pattern) -> Option<usize> {
+        if !self.seen.insert((p.ty, p.take.clone())) {
+            return None;
+        }
+        self.all.push(p);
+        Some(self.all.len() - 1)
+    }
+}
+
+/// The pattern packing of `demand` on `cands` (see the module doc); `None`
+/// when it does not apply (one class, too many) or the LP fails.
+pub(super) fn pattern_packing(
+    cands: &[PackType],
+    demand: &Demand,
+    prices: &mut FillPrices,
+) -> Option<PricedBins> {
+    let classes = demand.counts.len();
+    if !(2..=MAX_CLASSES).contains(&classes) {
+        return None;
+    }
+    let pods: usize = demand.counts.iter().sum();
+    let work = pods.saturating_mul(WORK_PER_POD).max(MIN_WORK);
+    packing_within(cands, demand, prices, work)
+}
+
+/// [`pattern_packing`] within `given` work units: the LP, its rounding and
+/// the greedy for the pods left.
+fn packing_within(
+    cands: &[PackType],
+    demand: &Demand,
+    prices: &mut FillPrices,
+    given: usize,
+) -> Option<PricedBins> {
+    let mut patterns = Patterns::default();
+    let mut left = demand.counts.clone();
+    let mut bins: Vec<Bin> = Vec::new();
+    let mut budget = given;
+    for _ in 0..PASSES {
+        if left.iter().all(|&n| n == 0) {
+            break;
+        }
+        // Rounding passes need work left for their LP.
+        if budget < given / 20 {
+            break;
+        }
+        let rounds = if patterns.all.is_empty() {
+            ROUNDS
+        } else {
+            LATER_ROUNDS
+        };
+        let x = cover(
+            cands,
+            demand,
+            &left,
+            &mut patterns,
+            prices,
+            &mut budget,
+            rounds,
+        )?;
+        if !take_rounded(&patterns.all, &x, &mut left, &mut bins) {
+            break;
+        }
+    }
+    if left.iter().any(|&n| n > 0) {
+        bins.extend(greedy_rest(cands, demand, &left)?);
+    }
+    let cost = bins.iter().map(|b| prices.of(&b.fill)).sum();
+    Some(PricedBins { cost, bins })
+}
+
+/// Takes the patterns of `x` (per pattern) whole, clipped to the pods
+/// `left`, into `bins`; when none is whole, the largest once. Whether
+/// anything was taken.
+fn take_rounded(patterns: &[Pattern], x: &[f64], left: &mut [usize], bins: &mut Vec<Bin>) -> bool {
+    let mut took = false;
+    for (p, &xv) in patterns.iter().zip(x) {
+        let whole = ((xv + 1e-6).floor() as usize).min(left.iter().sum());
+        for _ in 0..whole {
+            took |= take(p, left, bins);
+        }
+    }
+    if !took {
+        let largest = (x.iter().enumerate())
+            .filter(|(_, v)| **v > 1e-9)
+            .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(&a.0)));
+        if let Some((p, _)) = largest {
+            took = take(&patterns[p], left, bins);
+        }
+    }
+    took
+}
+
+/// One node of pattern `p` with the pods `left` (fewer where fewer are
+/// left); whether it holds any.
+fn take(p: &Pattern, left: &mut [usize], bins: &mut Vec<Bin>) -> bool {
+    let counts: Vec<usize> = p
+        .take
+        .iter()
+        .zip(left.iter())
+        .map(|(&t, &l)| t.min(l))
+        .collect();
+    if counts.iter().all(|&c| c == 0) {
+        return false;
+    }
+    for (l, c) in left.iter_mut().zip(&counts) {
+        *l -= c;
+    }
+    bins.push(Bin::of_counts(&counts));
+    true
+}
+
+/// The pods `left` packed by the greedy (and the exact packings where they
+/// apply), as bins of `demand`'s classes.
+fn greedy_rest(cands: &[PackType], demand: &Demand, left: &[usize]) -> Option<Vec<Bin>> {
+    let live: Vec<usize> = (0..left.len()).filter(|&k| left[k] > 0).collect();
+    let rest = Demand {
+        dims: demand.dims.clone(),
+        need: live.iter().map(|&k| demand.need[k].clone()).collect(),
+        per_node: live.iter().map(|&k| demand.per_node[k]).collect(),
+        counts: live.iter().map(|&k| left[k]).collect(),
+    };
+    let starts = starting_values(cands, &rest)?;
+    let mut prices = FillPrices::new(cands, &rest);
+    let mut best = revalued_greedy(cands, &rest, starts, &mut prices);
+    if let Some(exact) = exact_packing(cands, &rest) {
+        exact.keep_if_cheaper(&mut best);
+    }
+    let bins = best?.bins;
+    Some(
+        bins.into_iter()
+            .map(|b| Bin {
+                fill: b.fill.into_iter().map(|(k, c)| (live[k], c)).collect(),
+            })
+            .collect(),
+    )
+}
+
+/// The LP over patterns covering the pods `left` (one row per class with
+/// pods left), by column generation from the known `patterns` plus, per
+/// class, its best single-class node; the value of every known pattern
+/// (0 for those the LP does not use).
+fn cover(
+    cands: &[PackType],
+    demand: &Demand,
+    left: &[usize],
+    patterns: &mut Patterns,
+    prices: &mut FillPrices,
+    budget: &mut usize,
+    max_rounds: usize,
+) -> Option<Vec<f64>> {
+    let rows: Vec<usize> = (0..left.len()).filter(|&k| left[k] > 0).collect();
+    let mut row_of = vec![None; left.len()];
+    for (r, &k) in rows.iter().enumerate() {
+        row_of[k] = Some(r);
+    }
+    let mut start = Vec::with_capacity(rows.len());
+    let mut start_patterns = Vec::with_capacity(rows.len());
+    for &k in &rows {
+        let p = single_class(cands, demand, left, k)?;
+        start.push(column(&p, left, &row_of, prices));
+        start_patterns.push(p);
+    }
+    let b = rows.iter().map(|&k| left[k] as f64).collect();
+    let mut lp = CoverLp::new(b, start).ok()?;
+    // LP column → pattern index.
+    let mut of_col: Vec<usize> = Vec::new();
+    for p in start_patterns {
+        let known = patterns.seen.contains(&(p.ty, p.take.clone()));
+        of_col.push(match known {
+            true => patterns
+                .all
+                .iter()
+                .position(|q| q.ty == p.ty && q.take == p.take)?,
+            false => patterns.add(p)?,
+        });
+    }
+    for (i, p) in patterns.all.iter().enumerate() {
+        if !of_col.contains(&i) && p.take.iter().zip(left).any(|(&t, &l)| t > 0 && l > 0) {
+            lp.add(column(p, left, &row_of, prices));
+            of_col.push(i);
+        }
+    }
+    let mut pricing = Pricing::new(cands.len());
+    for _ in 0..max_rounds {
+        match lp.solve(budget) {
+            Ok(()) => {}
+            // The basis is still a cover: round it.
+            Err(LpError::PivotBudget) => break,
+            Err(_) => return None,
+        }
+        let y = lp.duals();
+        let value: Vec<f64> = (row_of.iter())
+            .map(|r| r.map_or(0.0, |r| y[r].max(0.0)))
+            .collect();
+        let mut added = false;
+        for p in pricing.patterns(cands, demand, &value, left, budget) {
+            if let Some(i) = patterns.add(p) {
+                lp.add(column(&patterns.all[i], left, &row_of, prices));
+                of_col.push(i);
+                added = true;
+            }
+        }
+        if !added {
+            break;
+        }
+    }
+    let mut x = vec![0.0; patterns.all.len()];
+    for (j, v) in lp.values().into_iter().enumerate() {
+        x[of_col[j]] = v;
+    }
+    Some(x)
+}
+
+/// Pattern `p` as a column over the rows of `row_of`, its counts clipped to
+/// the pods `left`, at the price of the cheapest type holding that fill.
+fn column(
+    p: &Pattern,
+    left: &[usize],
+    row_of: &[Option<usize>],
+    prices: &mut FillPrices,
+) -> Column {
+    let fill: Vec<(usize, usize)> = (p.take.iter().zip(left).enumerate())
+        .map(|(k, (&t, &l))| (k, t.min(l)))
+        .filter(|&(_, c)| c > 0)
+        .collect();
+    let entries = (fill.iter())
+        .filter_map(|&(k, c)| row_of[k].map(|r| (r, c as f64)))
+        .collect();
+    Column {
+        cost: prices.of(&fill),
+        entries,
+    }
+}
+
+/// Class `k`'s cheapest node per pod (of the pods left): the starting
+/// column of its row.
+fn single_class(cands: &[PackType], demand: &Demand, left: &[usize], k: usize) -> Option<Pattern> {
+    let most = i64::try_from(left[k].min(demand.per_node[k])).unwrap_or(i64::MAX);
+    let mut best: Option<(f64, usize, i64)> = None;
+    for (ti, c) in cands.iter().enumerate() {
+        let n = copies_up_to(&c.room, &demand.need[k], most);
+        if n > 0 && best.is_none_or(|(per, _, _)| c.price / (n as f64) < per) {
+            best = Some((c.price / n as f64, ti, n));
+        }
+    }
+    let (_, ty, n) = best?;
+    let mut take = vec![0; left.len()];
+    take[k] = usize::try_from(n).ok()?;
+    Some(Pattern { ty, take })
+}
+
+/// The pricing of the column generation: per type, its most valuable fill
+/// at the duals, kept when it costs less than its value. A round prices
+/// only the types whose fill came near paying in the last full round
+/// (partial pricing); when none of them pays, every type; when no greedy
+/// fill pays, the types that came closest are searched exactly.
+struct Pricing {
+    /// Per type, whether its fill came within `NEAR` of its price.
+    near: Vec<bool>,
+    /// Whether the last round priced every type.
+    was_full: bool,
+}
+
+impl Pricing {
+    fn new(types: usize) -> Pricing {
+        Pricing {
+            near: vec![true; types],
+            was_full: false,
+        }
+    }
+
+    /// New patterns at `value` per class (pods `left`), most negative
+    /// reduced cost first (at most `NEW_COLUMNS`).
+    fn patterns(
+        &mut self,
+        cands: &[PackType],
+        demand: &Demand,
+        value: &[f64],
+        left: &[usize],
+        budget: &mut usize,
+    ) -> Vec<Pattern> {
+        let valued: Vec<usize> = (0..left.len())
+            .map(|k| if value[k] > 1e-12 { left[k] } else { 0 })
+            .collect();
+        if valued.iter().all(|&n| n == 0) {
+            return vec![];
+        }
+        let mut knap = Knapsack::new(demand, value, &valued);
+        let mut found = Vec::new();
+        if !self.was_full {
+            found = self.greedy(cands, demand, &mut knap, &valued, false, budget);
+        }
+        if found.is_empty() {
+            found = self.greedy(cands, demand, &mut knap, &valued, true, budget);
+        } else {
+            self.was_full = false;
+        }
+        if found.is_empty() {
+            found = self.searched(cands, &mut knap, budget);
+        }
+        found.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.ty.cmp(&b.1.ty)));
+        found
+            .into_iter()
+            .take(NEW_COLUMNS)
+            .map(|(_, p)| p)
+            .collect()
+    }
+
+    /// The greedy fills that pay, of the near types or (`full`) of all,
+    /// with their reduced costs; a full round marks the near types anew.
+    fn greedy(
+        &mut self,
+        cands: &[PackType],
+        demand: &Demand,
+        knap: &mut Knapsack,
+        valued: &[usize],
+        full: bool,
+        budget: &mut usize,
+    ) -> Vec<(f64, Pattern)> {
+        let bound = ValueBound::new(&demand.need, knap.value, valued);
+        let mut found = Vec::new();
+        self.was_full = full;
+        for (ty, c) in cands.iter().enumerate() {
+            if !full && !self.near[ty] {
+                continue;
+            }
+            if c.price >= bound.of(&c.room) {
+                self.near[ty] = false;
+                continue;
+            }
+            let Some((val, take)) = knap.best(&c.room, budget) else {
+                break;
+            };
+            let reduced = c.price - val;
+            if reduced < -1e-9 * (1.0 + c.price) {
+                found.push((reduced, Pattern { ty, take }));
+            }
+            if full {
+                self.near[ty] = val >= NEAR * c.price;
+            }
+        }
+        found
+    }
+
+    /// Exact fills that pay, of the near types (the closest first, at most
+    /// `SEARCHED_TYPES`), each within `SEARCH_NODES`.
+    fn searched(
+        &self,
+        cands: &[PackType],
+        knap: &mut Knapsack,
+        budget: &mut usize,
+    ) -> Vec<(f64, Pattern)> {
+        let mut closest: Vec<(f64, usize)> = Vec::new();
+        for (ty, c) in cands.iter().enumerate().filter(|(ty, _)| self.near[*ty]) {
+            let Some((val, _)) = knap.best(&c.room, budget) else {
+                return vec![];
+            };
+            closest.push((val / c.price, ty));
+        }
+        closest.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut found = Vec::new();
+        for &(_, ty) in closest.iter().take(SEARCHED_TYPES) {
+            let c = &cands[ty];
+            let work = SEARCH_NODES.saturating_mul(knap.most.len());
+            let Some(left) = budget.checked_sub(work) else {
+                break;
+            };
+            *budget = left;
+            if let Some((val, take)) = knap.search(&c.room, c.price, SEARCH_NODES) {
+                found.push((c.price - val, Pattern { ty, take }));
+            }
+        }
+        found
+    }
+}
+
+/// The multi-dimensional knapsack of the pricing, by greedy fills (the
+/// most valuable wins): classes in order of value per size, a class's size
+/// being its need relative to the node's room per dimension, weighed by
+/// several weightings (each dimension's weight in steps from 0 to 1, the
+/// others 1) or the largest; and adaptively, by value per size relative to
+/// the room still free.
+struct Knapsack<'a> {
+    need: &'a [Vec<i64>],
+    value: &'a [f64],
+    /// Per class, the most pods one node may take (0: not valued).
+    most: Vec<i64>,
+    weightings: Vec<Vec<f64>>,
+    order: Vec<usize>,
+    score: Vec<f64>,
+}
+
+/// How a class's size sums its dimensions (each relative to the room).
+#[derive(Clone, Copy)]
+enum Weighing<'w> {
+    Largest,
+    /// Per dimension (1 where missing).
+    Weights(&'w [f64]),
+}
+
+impl<'a> Knapsack<'a> {
+    fn new(demand: &'a Demand, value: &'a [f64], valued: &[usize]) -> Knapsack<'a> {
+        let most = (valued.iter().zip(&demand.per_node))
+            .map(|(&l, &p)| i64::try_from(l.min(p)).unwrap_or(i64::MAX))
+            .collect();
+        let dims = demand.dims.len();
+        let mut weightings = vec![vec![1.0; dims]];
+        for d in 0..dims {
+            for step in 0..SURROGATE_STEPS {
+                let mut w = vec![1.0; dims];
+                w[d] = step as f64 / SURROGATE_STEPS as f64;
+                weightings.push(w);
+            }
+        }
+        Knapsack {
+            need: &demand.need,
+            value,
+            most,
+            weightings,
+            order: Vec::new(),
+            score: vec![0.0; valued.len()],
+        }
+    }
+
+    /// The best fill of a node of `room`: its value and pods per class;
+    /// `None` when `budget` (decremented by the classes per fill) is spent.
+    fn best(&mut self, room: &[i64], budget: &mut usize) -> Option<(f64, Vec<usize>)> {
+        let work = (self.weightings.len() + 2).saturating_mul(self.most.len());
+        *budget = budget.checked_sub(work)?;
+        let mut best = self.adaptive(room);
+        let mut consider = |cand: (f64, Vec<usize>)| {
+            if cand.0 > best.0 + 1e-12 {
+                best = cand;
+            }
+        };
+        consider(self.static_fill(room, Weighing::Largest));
+        for i in 0..self.weightings.len() {
+            let w = std::mem::take(&mut self.weightings[i]);
+            consider(self.static_fill(room, Weighing::Weights(&w)));
+            self.weightings[i] = w;
+        }
+        Some(best)
+    }
+
+    /// Size of class `k` relative to `room`, by `weighing` over the
+    /// dimensions (infinite when it needs what the room lacks).
+    fn size(&self, k: usize, room: &[i64], weighing: Weighing) -> f64 {
+        let mut total = 0.0f64;
+        for (d, (&q, &r)) in self.need[k].iter().zip(room).enumerate() {
+            if q <= 0 {
+                continue;
+            }
+            if r <= 0 {
+                return f64::INFINITY;
+            }
+            let s = q as f64 / r as f64;
+            total = match weighing {
+                Weighing::Largest => total.max(s),
+                Weighing::Weights(w) => total + w.get(d).copied().unwrap_or(1.0) * s,
+            };
+        }
+        total
+    }
+
+    /// Classes by value per size, each as many as fit in the room left.
+    fn static_fill(&mut self, room: &[i64], weighing: Weighing) -> (f64, Vec<usize>) {
+        let live = (0..self.most.len()).filter(|&k| self.most[k] > 0);
+        self.order.clear();
+        self.order.extend(live);
+        for &k in &self.order {
+            self.score[k] = self.value[k] / self.size(k, room, weighing);
+        }
+        let score = &self.score;
+        self.order
+            .sort_unstable_by(|&a, &b| score[b].total_cmp(&score[a]).then(a.cmp(&b)));
+        let mut rem = room.to_vec();
+        let mut take = vec![0usize; self.most.len()];
+        let mut val = 0.0;
+        for &k in &self.order {
+            let n = copies_up_to(&rem, &self.need[k], self.most[k]);
+            if n > 0 {
+                for (r, q) in rem.iter_mut().zip(&self.need[k]) {
+                    *r -= q * n;
+                }
+                take[k] = n as usize;
+                val += n as f64 * self.value[k];
+            }
+        }
+        (val, take)
+    }
+
+    /// Repeatedly the class of most value per size relative to the room
+    /// still free, half of what fits of it (at least one) at a time.
+    fn adaptive(&self, room: &[i64]) -> (f64, Vec<usize>) {
+        let mut rem = room.to_vec();
+        let mut take = vec![0usize; self.most.len()];
+        let mut val = 0.0;
+        loop {
+            let mut best: Option<(f64, usize, i64)> = None;
+            for (k, (&most, &taken)) in self.most.iter().zip(&take).enumerate() {
+                let cap = most - taken as i64;
+                if cap <= 0 {
+                    continue;
+                }
+                let fit = copies_up_to(&rem, &self.need[k], cap);
+                if fit <= 0 {
+                    continue;
+                }
+                let score = self.value[k] / self.size(k, &rem, Weighing::Weights(&[]));
+                if best.is_none_or(|(s, _, _)| score > s) {
+                    best = Some((score, k, fit));
+                }
+            }
+            let Some((_, k, fit)) = best else { break };
+            let n = (fit + 1) / 2;
+            for (r, q) in rem.iter_mut().zip(&self.need[k]) {
+                *r -= q * n;
+            }
+            take[k] += n as usize;
+            val += n as f64 * self.value[k];
+        }
+        (val, take)
+    }
+
+    /// A fill of `room` worth more than `floor` (with a margin), by
+    /// depth-first search over the classes in order of value per size,
+    /// each count from the most that fits down, pruned by a bound (the
+    /// least over dimensions of the fractional knapsack of that dimension
+    /// alone over the classes still to decide); within `budget` search
+    /// nodes.
+    fn search(&mut self, room: &[i64], floor: f64, budget: usize) -> Option<(f64, Vec<usize>)> {
+        let live = (0..self.most.len()).filter(|&k| self.most[k] > 0);
+        self.order.clear();
+        self.order.extend(live);
+        for &k in &self.order {
+            self.score[k] = self.value[k] / self.size(k, room, Weighing::Weights(&[]));
+        }
+        let score = &self.score;
+        self.order
+            .sort_unstable_by(|&a, &b| score[b].total_cmp(&score[a]).then(a.cmp(&b)));
+        let mut search = Search {
+            by_dim: self.by_density(room.len()),
+            knap: self,
+            best: floor + 1e-9 * (1.0 + floor),
+            found: None,
+            take: vec![0; self.most.len()],
+            budget,
+        };
+        let mut rem = room.to_vec();
+        search.descend(0, &mut rem, 0.0);
+        search.found.map(|take| (search.best, take))
+    }
+
+    /// Per dimension, the positions in `order` of the classes needing it,
+    /// by value per unit of it (most first), with that value per unit.
+    fn by_density(&self, dims: usize) -> Vec<Vec<(usize, f64)>> {
+        (0..dims)
+            .map(|d| {
+                let mut v: Vec<(usize, f64)> = (self.order.iter().enumerate())
+                    .filter_map(|(pos, &k)| {
+                        let q = self.need[k].get(d).copied().unwrap_or(0);
+                        (q > 0).then(|| (pos, self.value[k] / q as f64))
+                    })
+                    .collect();
+                v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                v
+            })
+            .collect()
+    }
+}
+
+/// The state of [`Knapsack::search`].
+struct Search<'k, 'a> {
+    knap: &'k Knapsack<'a>,
+    /// See [`Knapsack::by_density`].
+    by_dim: Vec<Vec<(usize, f64)>>,
+    best: f64,
+    found: Option<Vec<usize>>,
+    take: Vec<usize>,
+    budget: usize,
+}
+
+impl Search<'_, '_> {
+    /// An upper bound on the value the classes from position `i` on can
+    /// add in `rem`: per dimension every class from `i` on needs, its
+    /// fractional knapsack (infinite when some class needs none of it).
+    fn bound(&self, i: usize, rem: &[i64]) -> f64 {
+        let order = &self.knap.order;
+        let mut least = f64::INFINITY;
+        for (d, classes) in self.by_dim.iter().enumerate() {
+            let needing = classes.iter().filter(|(pos, _)| *pos >= i).count();
+            if needing < order.len() - i {
+                continue;
+            }
+            let mut room = rem[d].max(0) as f64;
+            let mut val = 0.0;
+            for &(pos, per_unit) in classes.iter().filter(|(pos, _)| *pos >= i) {
+                let k = order[pos];
+                let q = self.knap.need[k][d] as f64;
+                let n = (self.knap.most[k] as f64).min(room / q);
+                val += n * q * per_unit;
+                room -= n * q;
+                if room <= 0.0 {
+                    break;
+                }
+            }
+            least = least.min(val);
+        }
+        least
+    }
+
+    fn descend(&mut self, i: usize, rem: &mut [i64], val: f64) {
+        if self.budget == 0 {
+            return;
+        }
+        self.budget -= 1;
+        if val > self.best {
+            self.best = val;
+            self.found = Some(self.take.clone());
+        }
+        let Some(&k) = self.knap.order.get(i) else {
+            return;
+        };
+        if val + self.bound(i, rem) * (1.0 + 1e-12) <= self.best {
+            return;
+        }
+        let need = &self.knap.need[k];
+        let most = copies_up_to(rem, need, self.knap.most[k]);
+        for n in (0..=most).rev() {
+            for (r, q) in rem.iter_mut().zip(need) {
+                *r -= q * n;
+            }
+            self.take[k] = n as usize;
+            self.descend(i + 1, rem, val + n as f64 * self.knap.value[k]);
+            for (r, q) in rem.iter_mut().zip(need) {
+                *r += q * n;
+            }
+        }
+        self.take[k] = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn demand(need: &[[i64; 2]], counts: &[usize]) -> Demand {
+        Demand {
+            dims: vec!["cpu".into(), "memory".into()],
+            need: need.iter().map(|n| n.to_vec()).collect(),
+            per_node: vec![usize::MAX; need.len()],
+            counts: counts.to_vec(),
+        }
+    }
+
+    fn node(ty: usize, price: f64, room: [i64; 2]) -> PackType {
+        PackType {
+            ty,
+            price,
+            room: room.to_vec(),
+        }
+    }
+
+    /// Per class, the pods the bins hold.
+    fn placed(bins: &[Bin], classes: usize) -> Vec<usize> {
+        let mut n = vec![0; classes];
+        for b in bins {
+            for &(k, c) in &b.fill {
+                n[k] += c;
+            }
+        }
+        n
+    }
+
+    /// (types as (room, price), classes as (cpu, memory), counts, the
+    /// cheapest packing's price).
+    type Case<'a> = (&'a [([i64; 2], f64)], &'a [[i64; 2]], &'a [usize], f64);
+
+    /// Table of `Case`s.
+    /// Each is solved exactly by mixing classes of complementary shapes on
+    /// one node; a fill of one class at a time wastes the other resource.
+    #[test]
+    fn complementary_shapes_share_nodes() {
+        let cases: &[Case] = &[
+            // cpu-heavy + memory-heavy fill a 4 cpu / 16 GiB node exactly.
+            (
+                &[([4000, 16384], 1.0)],
+                &[[3000, 1024], [1000, 15360]],
+                &[6, 6],
+                6.0,
+            ),
+            // Three shapes, two node types at one price per resource: a
+            // small node is filled exactly by one of each of the last two,
+            // or by two of the first (12 small nodes, every resource used).
+            (
+                &[([4000, 16384], 1.0), ([2000, 8192], 0.5)],
+                &[[1000, 4096], [1500, 1024], [500, 7168]],
+                &[8, 8, 8],
+                6.0,
+            ),
+        ];
+        for (i, (types, need, counts, best)) in cases.iter().enumerate() {
+            let cands: Vec<PackType> = (types.iter().enumerate())
+                .map(|(t, (room, price))| node(t, *price, *room))
+                .collect();
+            let d = demand(need, counts);
+            let mut prices = FillPrices::new(&cands, &d);
+            let p = pattern_packing(&cands, &d, &mut prices).unwrap();
+            assert_eq!(placed(&p.bins, counts.len()), counts.to_vec(), "case {i}");
+            assert!(p.cost <= best + 1e-9, "case {i}: {} > {best}", p.cost);
+        }
+    }
+
+    /// On random instances, whatever the work allowed (none at all, a
+    /// little, plenty): every pod is placed exactly once, every node fits
+    /// a type, and the cost is the nodes' prices.
+    #[test]
+    fn every_pod_is_placed_once_on_a_node_that_holds_it() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for case in 0..60 {
+            let cands: Vec<PackType> = (0..1 + next(6) as usize)
+                .map(|t| {
+                    let cpu = 1000 * (1 + next(16) as i64);
+                    let mem = cpu * (1 + next(8) as i64);
+                    node(
+                        t,
+                        cpu as f64 / 1000.0 * (0.5 + next(4) as f64 / 4.0),
+                        [cpu, mem],
+                    )
+                })
+                .collect();
+            let classes = 2 + next(10) as usize;
+            let need: Vec<[i64; 2]> = (0..classes)
+                .map(|_| [50 * (1 + next(40) as i64), 64 * (1 + next(64) as i64)])
+                .collect();
+            let counts: Vec<usize> = (0..classes).map(|_| 1 + next(60) as usize).collect();
+            let mut d = demand(&need, &counts);
+            if case % 3 == 0 {
+                d.per_node[0] = 1;
+            }
+            let fits_somewhere = need
+                .iter()
+                .all(|n| cands.iter().any(|c| c.room[0] >= n[0] && c.room[1] >= n[1]));
+            for work in [0, 20_000, 5_000_000] {
+                let mut prices = FillPrices::new(&cands, &d);
+                let Some(p) = packing_within(&cands, &d, &mut prices, work) else {
+                    assert!(!fits_somewhere, "case {case}, work {work}: no packing");
+                    continue;
+                };
+                assert_eq!(placed(&p.bins, classes), counts, "case {case}, work {work}");
+                let mut total = 0.0;
+                for b in &p.bins {
+                    assert!(b.fill.iter().all(|&(k, c)| c <= d.per_node[k]));
+                    let price = prices.of(&b.fill);
+                    assert!(price.is_finite(), "case {case}: a node no type holds");
+                    total += price;
+                }
+                assert!((total - p.cost).abs() < 1e-9);
+            }
+        }
+    }
+}
