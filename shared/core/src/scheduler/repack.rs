@@ -28,6 +28,11 @@
 //!   `m5a.xlarge` rather than the greedy's best-ratio node and a poor tail);
 //!   so is a group of few pods of a few classes (a dynamic programme over
 //!   the vectors of pods left per class, see `FEW_CLASSES_WORK`);
+//! * pods of several classes are also packed by the LP over node patterns
+//!   (`patterns`: column generation, as the bench's bound, then rounded),
+//!   within a work budget per pod; it mixes classes of complementary
+//!   cpu:memory ratios on one node, where the greedy's fills waste room,
+//!   and the cheaper of the two packings is kept;
 //! * two of the last nodes are merged into one while that is cheaper (the
 //!   greedy leaves its leftovers there);
 //! * every node is then right-sized: it keeps every type that holds its

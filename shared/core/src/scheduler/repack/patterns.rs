@@ -332,8 +332,9 @@ fn single_class(cands: &[PackType], demand: &Demand, left: &[usize], k: usize) -
 /// (partial pricing); when none of them pays, every type; when no greedy
 /// fill pays, the types that came closest are searched exactly.
 struct Pricing {
-    /// Per type, whether its fill came within `NEAR` of its price.
-    near: Vec<bool>,
+    /// Per type, its fill's value over its price in the last full round
+    /// (it is near when at least `NEAR`).
+    closeness: Vec<f64>,
     /// Whether the last round priced every type.
     was_full: bool,
 }
@@ -341,7 +342,7 @@ struct Pricing {
 impl Pricing {
     fn new(types: usize) -> Pricing {
         Pricing {
-            near: vec![true; types],
+            closeness: vec![1.0; types],
             was_full: false,
         }
     }
@@ -398,14 +399,14 @@ impl Pricing {
         let mut found = Vec::new();
         self.was_full = full;
         for (ty, c) in cands.iter().enumerate() {
-            if !full && !self.near[ty] {
+            if !full && self.closeness[ty] < NEAR {
                 continue;
             }
             if c.price >= bound.of(&c.room) {
-                self.near[ty] = false;
+                self.closeness[ty] = 0.0;
                 continue;
             }
-            let Some((val, take)) = knap.best(&c.room, budget) else {
+            let Some((val, take)) = knap.best(&c.room, full, budget) else {
                 break;
             };
             let reduced = c.price - val;
@@ -413,7 +414,7 @@ impl Pricing {
                 found.push((reduced, Pattern { ty, take }));
             }
             if full {
-                self.near[ty] = val >= NEAR * c.price;
+                self.closeness[ty] = val / c.price;
             }
         }
         found
@@ -427,13 +428,10 @@ impl Pricing {
         knap: &mut Knapsack,
         budget: &mut usize,
     ) -> Vec<(f64, Pattern)> {
-        let mut closest: Vec<(f64, usize)> = Vec::new();
-        for (ty, c) in cands.iter().enumerate().filter(|(ty, _)| self.near[*ty]) {
-            let Some((val, _)) = knap.best(&c.room, budget) else {
-                return vec![];
-            };
-            closest.push((val / c.price, ty));
-        }
+        let mut closest: Vec<(f64, usize)> = (self.closeness.iter().copied().enumerate())
+            .filter(|(_, near)| *near >= NEAR)
+            .map(|(ty, near)| (near, ty))
+            .collect();
         closest.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut found = Vec::new();
         for &(_, ty) in closest.iter().take(SEARCHED_TYPES) {
@@ -501,8 +499,15 @@ impl<'a> Knapsack<'a> {
 
     /// The best fill of a node of `room`: its value and pods per class;
     /// `None` when `budget` (decremented by the classes per fill) is spent.
-    fn best(&mut self, room: &[i64], budget: &mut usize) -> Option<(f64, Vec<usize>)> {
-        let work = (self.weightings.len() + 2).saturating_mul(self.most.len());
+    /// Unless `thorough`, only the first weighting (every dimension 1).
+    fn best(
+        &mut self,
+        room: &[i64],
+        thorough: bool,
+        budget: &mut usize,
+    ) -> Option<(f64, Vec<usize>)> {
+        let weightings = if thorough { self.weightings.len() } else { 1 };
+        let work = (weightings + 2).saturating_mul(self.most.len());
         *budget = budget.checked_sub(work)?;
         let mut best = self.adaptive(room);
         let mut consider = |cand: (f64, Vec<usize>)| {
@@ -511,7 +516,7 @@ impl<'a> Knapsack<'a> {
             }
         };
         consider(self.static_fill(room, Weighing::Largest));
-        for i in 0..self.weightings.len() {
+        for i in 0..weightings {
             let w = std::mem::take(&mut self.weightings[i]);
             consider(self.static_fill(room, Weighing::Weights(&w)));
             self.weightings[i] = w;
