@@ -540,5 +540,16 @@ impl<'a> Run<'a> {
 
 #[cfg(test)]
 mod tests;
+
+/// A seeded xorshift draw for the randomised tests: `next(n)` is in `0..n`.
+#[cfg(test)]
+fn test_draws(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |n| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    }
+}
 #[cfg(test)]
 mod volume_tests;

@@ -395,13 +395,7 @@ mod tests {
     /// the objective equals b·y (strong duality), on random covering LPs.
     #[test]
     fn optimum_satisfies_strong_duality_on_random_covers() {
-        let mut seed = 7u64;
-        let mut next = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = crate::scheduler::test_draws(7u64);
         for _ in 0..200 {
             let m = 1 + next(8) as usize;
             let b: Vec<f64> = (0..m).map(|_| 1.0 + next(40) as f64).collect();

@@ -798,13 +798,7 @@ mod tests {
     /// a type, and the cost is the nodes' prices.
     #[test]
     fn every_pod_is_placed_once_on_a_node_that_holds_it() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = crate::scheduler::test_draws(0x9e37_79b9_7f4a_7c15u64);
         for case in 0..60 {
             let cands: Vec<PackType> = (0..1 + next(6) as usize)
                 .map(|t| {
