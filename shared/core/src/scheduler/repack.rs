@@ -592,21 +592,8 @@ impl Run<'_> {
         let classes = self.pod_classes(pods)?;
         let demand = Demand::of(&classes);
         let cands = self.candidates(pi, reqs, &demand.dims);
-        let starts = starting_values(&cands, &demand)?;
         let mut prices = FillPrices::new(&cands, &demand);
-        let mut best = revalued_greedy(&cands, &demand, starts, &mut prices);
-        // One class (a Deployment's replicas, typically): the cheapest
-        // cover is exact by dynamic programming over the pod count.
-        // Few pods of a few classes: exact as well, over count vectors.
-        if let Some(exact) = exact_packing(&cands, &demand) {
-            exact.keep_if_cheaper(&mut best);
-        }
-        // Classes of different cpu:memory ratios: the LP over node
-        // patterns mixes them where the greedy's fills waste room.
-        if let Some(lp) = patterns::pattern_packing(&cands, &demand, &mut prices) {
-            lp.keep_if_cheaper(&mut best);
-        }
-        let mut bins = best?.bins;
+        let mut bins = cheapest_packing(&cands, &demand, &mut prices)?.bins;
         merge_tail(&mut bins, &demand.per_node, &mut prices);
         self.priced_packing(pi, reqs, classes, bins)
     }
@@ -970,6 +957,39 @@ fn revalued_greedy(
             }
             value = paid.per_pod;
         }
+    }
+    best
+}
+
+/// The cheapest of the greedy's, the exact and the pattern LP's packings
+/// of `demand`; `None` if some pod fits no candidate.
+fn cheapest_packing(
+    cands: &[PackType],
+    demand: &Demand,
+    prices: &mut FillPrices,
+) -> Option<PricedBins> {
+    let mut best = greedy_packing(cands, demand, prices);
+    // Classes of different cpu:memory ratios: the LP over node patterns
+    // mixes them where the greedy's fills waste room.
+    if let Some(lp) = patterns::pattern_packing(cands, demand, prices) {
+        lp.keep_if_cheaper(&mut best);
+    }
+    best
+}
+
+/// The cheaper of the greedy's packing and, where it is affordable, the
+/// exact one: one class (a Deployment's replicas, typically) by dynamic
+/// programming over the pod count, few pods of a few classes over count
+/// vectors. `None` if some pod fits no candidate.
+fn greedy_packing(
+    cands: &[PackType],
+    demand: &Demand,
+    prices: &mut FillPrices,
+) -> Option<PricedBins> {
+    let starts = starting_values(cands, demand)?;
+    let mut best = revalued_greedy(cands, demand, starts, prices);
+    if let Some(exact) = exact_packing(cands, demand) {
+        exact.keep_if_cheaper(&mut best);
     }
     best
 }
@@ -1548,6 +1568,36 @@ mod tests {
     }
 
     use super::copies as fits;
+
+    /// Three Deployments on one node type (6 cpu, 24 GiB, $6), in the
+    /// order the repack sorts them (most cpu first): 12 pods of (2, 2 GiB),
+    /// 35 of (1, 0.5 GiB), 32 of (750m, 5.5 GiB). The cpu alone needs 14
+    /// nodes ($84). The greedy takes 18 ($108); the pattern LP mixes the
+    /// memory-heavy pods with the cpu-heavy ones onto 16 ($96), and the
+    /// repack keeps it.
+    #[test]
+    fn the_cheapest_packing_mixes_shapes_the_greedy_packs_apart() {
+        let cands = vec![pt(0, 6.0, &[6000, 24000])];
+        let demand = Demand {
+            dims: vec!["cpu".into(), "memory".into()],
+            need: vec![vec![2000, 2048], vec![1000, 512], vec![750, 5632]],
+            per_node: vec![usize::MAX; 3],
+            counts: vec![12, 35, 32],
+        };
+        let mut prices = FillPrices::new(&cands, &demand);
+        let greedy = greedy_packing(&cands, &demand, &mut prices).unwrap();
+        let best = cheapest_packing(&cands, &demand, &mut prices).unwrap();
+        assert!(greedy.cost > 96.0 + 1e-9, "premise: greedy {}", greedy.cost);
+        assert!(best.cost <= 96.0 + 1e-9, "{} nodes", best.bins.len());
+        assert!(best.cost >= 84.0 - 1e-9);
+        let mut placed = [0; 3];
+        for b in &best.bins {
+            for &(k, c) in &b.fill {
+                placed[k] += c;
+            }
+        }
+        assert_eq!(placed, [12, 35, 32]);
+    }
 
     #[test]
     fn copies_up_to_is_copies_capped_at_the_limit() {

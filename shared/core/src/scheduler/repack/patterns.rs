@@ -3,7 +3,7 @@
 //!
 //! A *pattern* is a type and how many pods of each class one node of it
 //! holds. The master LP (`simplex::CoverLp`) covers every class's pods with
-//! patterns at least price; its duals value each class, and each round
+//! patterns at least cost; its duals value each class, and each round
 //! adds, per type, the fill of most value (a heuristic multi-dimensional
 //! knapsack) when it costs less than its pods' value. The greedy fills a
 //! node class by class, largest first; the LP mixes classes of different
@@ -17,11 +17,10 @@
 //! pods left are packed by the greedy. The packing competes with the
 //! greedy's: the cheaper one is kept.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use super::{
-    copies_up_to, exact_packing, revalued_greedy, starting_values, Bin, Demand, FillPrices,
-    PackType, PricedBins, ValueBound,
+    copies_up_to, greedy_packing, Bin, Demand, FillPrices, PackType, PricedBins, ValueBound,
 };
 use crate::scheduler::simplex::{Column, CoverLp, LpError};
 
@@ -66,21 +65,31 @@ struct Pattern {
     take: Vec<usize>,
 }
 
+impl Pattern {
+    /// Its pods per class, where fewer are `left` as many as are left.
+    fn clipped(&self, left: &[usize]) -> Vec<usize> {
+        (self.take.iter().zip(left))
+            .map(|(&t, &l)| t.min(l))
+            .collect()
+    }
+}
+
 /// The patterns found so far (across passes), each once.
 #[derive(Default)]
 struct Patterns {
     all: Vec<Pattern>,
-    seen: HashSet<(usize, Vec<usize>)>,
+    index: HashMap<(usize, Vec<usize>), usize>,
 }
 
 impl Patterns {
-    /// Adds `p` unless known; its index either way.
-    fn add(&mut self, p: Pattern) -> Option<usize> {
-        if !self.seen.insert((p.ty, p.take.clone())) {
-            return None;
+    /// The index of `p`, added unless known, and whether it was added.
+    fn insert(&mut self, p: Pattern) -> (usize, bool) {
+        let next = self.all.len();
+        let i = *self.index.entry((p.ty, p.take.clone())).or_insert(next);
+        if i == next {
+            self.all.push(p);
         }
-        self.all.push(p);
-        Some(self.all.len() - 1)
+        (i, i == next)
     }
 }
 
@@ -170,12 +179,7 @@ fn take_rounded(patterns: &[Pattern], x: &[f64], left: &mut [usize], bins: &mut 
 /// One node of pattern `p` with the pods `left` (fewer where fewer are
 /// left); whether it holds any.
 fn take(p: &Pattern, left: &mut [usize], bins: &mut Vec<Bin>) -> bool {
-    let counts: Vec<usize> = p
-        .take
-        .iter()
-        .zip(left.iter())
-        .map(|(&t, &l)| t.min(l))
-        .collect();
+    let counts = p.clipped(left);
     if counts.iter().all(|&c| c == 0) {
         return false;
     }
@@ -196,13 +200,8 @@ fn greedy_rest(cands: &[PackType], demand: &Demand, left: &[usize]) -> Option<Ve
         per_node: live.iter().map(|&k| demand.per_node[k]).collect(),
         counts: live.iter().map(|&k| left[k]).collect(),
     };
-    let starts = starting_values(cands, &rest)?;
     let mut prices = FillPrices::new(cands, &rest);
-    let mut best = revalued_greedy(cands, &rest, starts, &mut prices);
-    if let Some(exact) = exact_packing(cands, &rest) {
-        exact.keep_if_cheaper(&mut best);
-    }
-    let bins = best?.bins;
+    let bins = greedy_packing(cands, &rest, &mut prices)?.bins;
     Some(
         bins.into_iter()
             .map(|b| Bin {
@@ -240,19 +239,13 @@ fn cover(
     let b = rows.iter().map(|&k| left[k] as f64).collect();
     let mut lp = CoverLp::new(b, start).ok()?;
     // LP column → pattern index.
-    let mut of_col: Vec<usize> = Vec::new();
-    for p in start_patterns {
-        let known = patterns.seen.contains(&(p.ty, p.take.clone()));
-        of_col.push(match known {
-            true => patterns
-                .all
-                .iter()
-                .position(|q| q.ty == p.ty && q.take == p.take)?,
-            false => patterns.add(p)?,
-        });
-    }
+    let mut of_col: Vec<usize> = (start_patterns.into_iter())
+        .map(|p| patterns.insert(p).0)
+        .collect();
+    let mut in_lp = vec![false; patterns.all.len()];
+    of_col.iter().for_each(|&i| in_lp[i] = true);
     for (i, p) in patterns.all.iter().enumerate() {
-        if !of_col.contains(&i) && p.take.iter().zip(left).any(|(&t, &l)| t > 0 && l > 0) {
+        if !in_lp[i] && p.take.iter().zip(left).any(|(&t, &l)| t > 0 && l > 0) {
             lp.add(column(p, left, &row_of, prices));
             of_col.push(i);
         }
@@ -271,7 +264,7 @@ fn cover(
             .collect();
         let mut added = false;
         for p in pricing.patterns(cands, demand, &value, left, budget) {
-            if let Some(i) = patterns.add(p) {
+            if let (i, true) = patterns.insert(p) {
                 lp.add(column(&patterns.all[i], left, &row_of, prices));
                 of_col.push(i);
                 added = true;
@@ -296,10 +289,7 @@ fn column(
     row_of: &[Option<usize>],
     prices: &mut FillPrices,
 ) -> Column {
-    let fill: Vec<(usize, usize)> = (p.take.iter().zip(left).enumerate())
-        .map(|(k, (&t, &l))| (k, t.min(l)))
-        .filter(|&(_, c)| c > 0)
-        .collect();
+    let fill = Bin::of_counts(&p.clipped(left)).fill;
     let entries = (fill.iter())
         .filter_map(|&(k, c)| row_of[k].map(|r| (r, c as f64)))
         .collect();
@@ -469,6 +459,7 @@ struct Knapsack<'a> {
 #[derive(Clone, Copy)]
 enum Weighing<'w> {
     Largest,
+    Even,
     /// Per dimension (1 where missing).
     Weights(&'w [f64]),
 }
@@ -538,14 +529,16 @@ impl<'a> Knapsack<'a> {
             let s = q as f64 / r as f64;
             total = match weighing {
                 Weighing::Largest => total.max(s),
+                Weighing::Even => total + s,
                 Weighing::Weights(w) => total + w.get(d).copied().unwrap_or(1.0) * s,
             };
         }
         total
     }
 
-    /// Classes by value per size, each as many as fit in the room left.
-    fn static_fill(&mut self, room: &[i64], weighing: Weighing) -> (f64, Vec<usize>) {
+    /// Puts the classes that may be taken in `order`, by value per size
+    /// relative to `room` (most first).
+    fn order_by_density(&mut self, room: &[i64], weighing: Weighing) {
         let live = (0..self.most.len()).filter(|&k| self.most[k] > 0);
         self.order.clear();
         self.order.extend(live);
@@ -555,6 +548,11 @@ impl<'a> Knapsack<'a> {
         let score = &self.score;
         self.order
             .sort_unstable_by(|&a, &b| score[b].total_cmp(&score[a]).then(a.cmp(&b)));
+    }
+
+    /// Classes by value per size, each as many as fit in the room left.
+    fn static_fill(&mut self, room: &[i64], weighing: Weighing) -> (f64, Vec<usize>) {
+        self.order_by_density(room, weighing);
         let mut rem = room.to_vec();
         let mut take = vec![0usize; self.most.len()];
         let mut val = 0.0;
@@ -588,7 +586,7 @@ impl<'a> Knapsack<'a> {
                 if fit <= 0 {
                     continue;
                 }
-                let score = self.value[k] / self.size(k, &rem, Weighing::Weights(&[]));
+                let score = self.value[k] / self.size(k, &rem, Weighing::Even);
                 if best.is_none_or(|(s, _, _)| score > s) {
                     best = Some((score, k, fit));
                 }
@@ -611,15 +609,7 @@ impl<'a> Knapsack<'a> {
     /// alone over the classes still to decide); within `budget` search
     /// nodes.
     fn search(&mut self, room: &[i64], floor: f64, budget: usize) -> Option<(f64, Vec<usize>)> {
-        let live = (0..self.most.len()).filter(|&k| self.most[k] > 0);
-        self.order.clear();
-        self.order.extend(live);
-        for &k in &self.order {
-            self.score[k] = self.value[k] / self.size(k, room, Weighing::Weights(&[]));
-        }
-        let score = &self.score;
-        self.order
-            .sort_unstable_by(|&a, &b| score[b].total_cmp(&score[a]).then(a.cmp(&b)));
+        self.order_by_density(room, Weighing::Even);
         let mut search = Search {
             by_dim: self.by_density(room.len()),
             knap: self,
