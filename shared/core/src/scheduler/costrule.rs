@@ -5,7 +5,7 @@ use crate::model::{untolerated, Pod};
 use crate::requirements::Requirements;
 
 use super::index::{ClaimIdx, PodIdx, PoolIdx};
-use super::nodeclaim::{Fit, JoinMemo};
+use super::nodeclaim::{Fit, JoinAnswer, JoinMemo};
 use super::pools::Pool;
 use super::Run;
 
@@ -85,11 +85,13 @@ impl Run<'_> {
             .is_none_or(|after| self.growth_pays(c, p, pod_reqs, after, solo))
     }
 
-    /// [`Self::may_join_cheaply`], remembered per NodeClaim (see
-    /// `JoinMemo`). The answer depends on the pod's requirements (and so on
-    /// its relaxation) only through the solo price, which is in the key,
-    /// and the best price per slot, cached per NodePool and size class: a
-    /// relaxed pod is answered from the memo too.
+    /// Whether pod `p` (solo price `solo`) may join NodeClaim `c`: a cheap
+    /// necessary condition for [`Self::joins_cheaply`] using resources
+    /// only, from [`Self::join_answer`] remembered per NodeClaim (see
+    /// `JoinMemo`). The answer depends on the pod's requirements (and so
+    /// on its relaxation) only through the solo price, which it takes as a
+    /// threshold, and the best price per slot, cached per NodePool and size
+    /// class: pods of one size and different requirements share it.
     pub(super) fn may_join_memo(
         &mut self,
         c: ClaimIdx,
@@ -99,11 +101,12 @@ impl Run<'_> {
     ) -> bool {
         let size = self.hints.size_class(p);
         let claim = &self.claims[c];
+        let look_ahead = claim.size == Some(size);
         let key = JoinMemo {
-            size,
-            solo: solo.map(f64::to_bits),
+            requests: self.hints.req_class(p),
+            look_ahead: look_ahead.then_some(size),
             version: claim.version,
-            size_left: if claim.size == Some(size) {
+            size_left: if look_ahead {
                 self.hints.size_left(size)
             } else {
                 usize::MAX
@@ -111,60 +114,59 @@ impl Run<'_> {
             epoch: self.hints.epoch(),
         };
         if let Some((memo, answer)) = claim.memo_answer() {
-            // Fewer pods of the size waiting only makes growth pay less, so
-            // a "no" stands as `size_left` falls.
+            // Fewer pods of the size waiting only makes the look-ahead pay
+            // less: an answer other than `Always` stands as `size_left` falls.
             let same = JoinMemo {
                 size_left: key.size_left,
                 ..memo
             } == key;
-            if same
-                && (memo.size_left == key.size_left || (!answer && key.size_left < memo.size_left))
-            {
-                return answer;
+            let stands = memo.size_left == key.size_left
+                || (answer != JoinAnswer::Always && key.size_left < memo.size_left);
+            if same && stands {
+                return answer.admits(solo);
             }
         }
-        let answer = self.may_join_cheaply(c, p, pod_reqs, solo);
+        let answer = self.join_answer(c, p, pod_reqs);
         self.claims[c].memo = Some(key);
-        self.claims[c].memo_yes = answer;
-        answer
+        self.claims[c].memo_answer = answer;
+        answer.admits(solo)
     }
 
-    /// A cheap necessary condition for [`Self::joins_cheaply`] using
-    /// resources only: the first (cheapest) remaining type that holds the
-    /// grown NodeClaim must pass the cost rule.
-    pub(super) fn may_join_cheaply(
+    /// The cost rule on resources alone, for any solo price: the grown
+    /// NodeClaim's cheapest type that holds it must pass the cost rule.
+    pub(super) fn join_answer(
         &self,
         c: ClaimIdx,
         p: PodIdx,
         pod_reqs: &Requirements,
-        solo: Option<f64>,
-    ) -> bool {
+    ) -> JoinAnswer {
         let claim = &self.claims[c];
         let pod_requests = &self.pods[p].requests;
         if !claim
             .requests
             .fits_in_with(pod_requests, &claim.max_allocatable)
         {
-            return false;
+            return JoinAnswer::Never;
         }
+        let Some(before) = claim.types.first() else {
+            return JoinAnswer::Always;
+        };
         let requests = claim.requests.plus(pod_requests);
         let pool = &self.pools[claim.pool];
-        let (Some(before), Some(solo)) = (claim.types.first(), solo) else {
-            return true;
+        let slack = COST_TOLERANCE + pool.tolerance();
+        let Some(after) =
+            (claim.types.iter()).find(|&t| requests.fits_in(&pool.types[t].allocatable))
+        else {
+            return JoinAnswer::Step {
+                step: f64::INFINITY,
+                slack,
+            };
         };
-        // Types are sorted by price: past the step the plain cost rule
-        // allows, only the look-ahead rule (same size class) can still pass.
-        let cheap_limit = pool.types[before].price + solo * (COST_TOLERANCE + pool.tolerance());
-        let look_ahead = claim.size == Some(self.hints.size_class(p));
-        for t in claim.types.iter() {
-            if !look_ahead && pool.types[t].price > cheap_limit {
-                return false;
-            }
-            if requests.fits_in(&pool.types[t].allocatable) {
-                return self.growth_pays(c, p, pod_reqs, t, Some(solo));
-            }
+        let step = pool.types[after].price - pool.types[before].price;
+        if self.slots_pay(c, p, pod_reqs, after, step, slack) {
+            return JoinAnswer::Always;
         }
-        false
+        JoinAnswer::Step { step, slack }
     }
 
     /// Whether NodeClaim `c` may grow to type `after` (its new cheapest) to
@@ -191,9 +193,24 @@ impl Run<'_> {
         };
         let Some(solo) = solo else { return true };
         let slack = COST_TOLERANCE + pool.tolerance();
-        if pool.types[after].price - pool.types[before].price <= solo * slack {
-            return true;
-        }
+        let step = pool.types[after].price - pool.types[before].price;
+        step <= solo * slack || self.slots_pay(c, p, pod_reqs, after, step, slack)
+    }
+
+    /// The look-ahead of [`Self::growth_pays`]: whether a price `step` to
+    /// type `after` is within the pods of `p`'s size class it makes room
+    /// for (as many as still wait) at the best price per pod slot.
+    fn slots_pay(
+        &self,
+        c: ClaimIdx,
+        p: PodIdx,
+        pod_reqs: &Requirements,
+        after: usize,
+        step: f64,
+        slack: f64,
+    ) -> bool {
+        let claim = &self.claims[c];
+        let pool = &self.pools[claim.pool];
         // Slots are only meaningful when every pod on the claim has this
         // shape, and only worth buying if pods of the shape are left to fill them.
         let Some(s) = claim.size.filter(|s| self.hints.size_class(p) == *s) else {
@@ -208,7 +225,6 @@ impl Run<'_> {
         let extra = copies
             .saturating_sub(claim.pods.len())
             .min(self.hints.size_left(s));
-        let step = pool.types[after].price - pool.types[before].price;
         self.best_slot_price(claim.pool, p, pod_reqs)
             .is_some_and(|best| step <= extra as f64 * best * slack)
     }

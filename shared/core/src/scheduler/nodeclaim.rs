@@ -41,10 +41,10 @@ pub(super) struct Claim {
     pub(super) reservation: Option<u32>,
     /// Bumped by every pod that joins (see `JoinMemo`).
     pub(super) version: u32,
-    /// The last `may_join_cheaply` question for this NodeClaim, and its
+    /// The last `join_answer` question for this NodeClaim, and its
     /// answer.
     pub(super) memo: Option<JoinMemo>,
-    pub(super) memo_yes: bool,
+    pub(super) memo_answer: JoinAnswer,
     /// Whether the requirements pin the NodeClaim to one zone.
     pub(super) zone_pin: ZonePin,
     /// The zones the requirements allow, as bits.
@@ -154,7 +154,7 @@ impl Claim {
             reservation,
             version: 0,
             memo: None,
-            memo_yes: false,
+            memo_answer: JoinAnswer::Never,
             zone_pin: ZonePin::Free,
             zone_mask: ZoneMask::Unknown,
             min_values,
@@ -162,25 +162,55 @@ impl Claim {
         }
     }
 
-    pub(super) fn memo_answer(&self) -> Option<(JoinMemo, bool)> {
-        self.memo.map(|m| (m, self.memo_yes))
+    pub(super) fn memo_answer(&self) -> Option<(JoinMemo, JoinAnswer)> {
+        self.memo.map(|m| (m, self.memo_answer))
     }
 }
 
-/// A `Run::may_join_cheaply` answer and everything it depends on: the
-/// pod's size class (its requests, NodePools and types), the solo price,
-/// the NodeClaim's version, the pods of the size class still waiting, and
-/// the run's offering epoch (reservations running out change prices).
-/// Consecutive pods are mostly of one size (they are sorted by size), so
-/// one entry per NodeClaim spares pods that may not use the placement
-/// hints (topology spread) re-walking every NodeClaim's type list.
+/// A `Run::join_answer` question and everything its answer depends on:
+/// the pod's request class; its size class (requests, NodePools and
+/// types) when every pod on the NodeClaim has it, the look-ahead case, and
+/// then the pods of the size class still waiting; the NodeClaim's version;
+/// and the run's offering epoch (reservations running out change prices).
+/// The answer holds for any solo price (see `JoinAnswer`), so pods of one
+/// size and different requirements share it. Consecutive pods mostly have
+/// the same requests (they are sorted by size), so one entry per NodeClaim
+/// spares pods that may not use the placement hints (topology spread)
+/// re-walking every NodeClaim's type list.
 #[derive(Clone, Copy, PartialEq)]
 pub(super) struct JoinMemo {
-    pub(super) size: usize,
-    pub(super) solo: Option<u64>,
+    pub(super) requests: usize,
+    pub(super) look_ahead: Option<usize>,
     pub(super) version: u32,
     pub(super) size_left: usize,
     pub(super) epoch: u32,
+}
+
+/// Whether a pod of some size may join a NodeClaim, as a function of the
+/// pod's solo price (see `Run::join_answer`): the cost rule's answer only
+/// grows with the solo price, so it is a threshold on it.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub(super) enum JoinAnswer {
+    /// The pod does not fit the NodeClaim's largest type.
+    Never,
+    /// At any solo price (no type chosen yet, or the look-ahead pays).
+    Always,
+    /// When the price step to the cheapest type holding the grown
+    /// NodeClaim is within the solo price times `slack` (infinite when no
+    /// type holds it).
+    Step { step: f64, slack: f64 },
+}
+
+impl JoinAnswer {
+    /// The answer for a pod whose solo price is `solo` (`None`: unknown,
+    /// which the cost rule does not hold against a pod).
+    pub(super) fn admits(self, solo: Option<f64>) -> bool {
+        match self {
+            JoinAnswer::Never => false,
+            JoinAnswer::Always => true,
+            JoinAnswer::Step { step, slack } => solo.is_none_or(|s| step <= s * slack),
+        }
+    }
 }
 
 /// The outcome of trying one placement: the new requirements and types.
@@ -914,9 +944,39 @@ fn affinity_zone_admits(claim: &Claim, groups: &ActiveTopology) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{narrowed, narrowing, ZoneMask};
+    use super::{narrowed, narrowing, JoinAnswer, ZoneMask};
     use crate::labels;
     use crate::requirements::{Operator, Requirement, Requirements};
+
+    /// A remembered cost-rule answer is a threshold on the solo price: the
+    /// step must be within the solo price times the slack; an unknown solo
+    /// price never holds a pod back, a pod that does not fit never joins.
+    #[test]
+    fn join_answers_hold_for_every_solo_price() {
+        let step = JoinAnswer::Step {
+            step: 0.10,
+            slack: 1.02,
+        };
+        let no_type = JoinAnswer::Step {
+            step: f64::INFINITY,
+            slack: 1.02,
+        };
+        let cases = [
+            (JoinAnswer::Never, None, false),
+            (JoinAnswer::Never, Some(1e9), false),
+            (JoinAnswer::Always, Some(0.0), true),
+            (JoinAnswer::Always, None, true),
+            (step, Some(0.05), false),
+            (step, Some(0.0981), true),
+            (step, Some(0.2), true),
+            (step, None, true),
+            (no_type, Some(1e9), false),
+            (no_type, None, true),
+        ];
+        for (answer, solo, admits) in cases {
+            assert_eq!(answer.admits(solo), admits, "{answer:?} at {solo:?}");
+        }
+    }
 
     /// A NodeClaim's zone requirement as bits of the catalog's zone list:
     /// only a plain value list of known zones is a mask.

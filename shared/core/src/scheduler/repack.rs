@@ -47,6 +47,7 @@
 //! charges them differently) and no NodeOverlays (their adjusted prices
 //! order offerings differently from the prices compared here).
 
+mod knapsack_lp;
 mod patterns;
 
 use std::collections::BTreeMap;
@@ -181,7 +182,7 @@ impl Claim {
             reservation: None,
             version: 0,
             memo: None,
-            memo_yes: false,
+            memo_answer: super::nodeclaim::JoinAnswer::Never,
             min_values: Default::default(),
             min_values_relaxed: false,
         }
@@ -970,8 +971,10 @@ fn cheapest_packing(
 ) -> Option<PricedBins> {
     let mut best = greedy_packing(cands, demand, prices);
     // Classes of different cpu:memory ratios: the LP over node patterns
-    // mixes them where the greedy's fills waste room.
-    if let Some(lp) = patterns::pattern_packing(cands, demand, prices) {
+    // mixes them where the greedy's fills waste room; it starts from the
+    // greedy's nodes, so its LP costs no more than they do.
+    let seed = best.as_ref().map_or(&[][..], |b| &b.bins[..]);
+    if let Some(lp) = patterns::pattern_packing(cands, demand, prices, seed) {
         lp.keep_if_cheaper(&mut best);
     }
     best

@@ -9,6 +9,15 @@
 //! node class by class, largest first; the LP mixes classes of different
 //! cpu:memory ratios into one node where their room complements, which is
 //! where the greedy loses most (pods of random shapes: 10% above the bound).
+//! The LP starts from the greedy's own nodes as columns, so its optimum
+//! never costs more than the greedy's packing.
+//!
+//! When no greedy fill pays, the near types whose knapsack's LP relaxation
+//! (`knapsack_lp`) is worth more than their price are searched exactly,
+//! most promising first: classes in the order of the relaxation's
+//! surrogate weights, pruned by its dual bound. Greedy fills lose about a
+//! pod's worth on a small node, which is the whole margin near the LP's
+//! optimum; the relaxation also proves that the other types cannot pay.
 //!
 //! Rounding: each pass takes every pattern the LP uses whole (`x >= 1`) as
 //! many times as whole, clipped to the pods left, and solves the LP again
@@ -19,6 +28,7 @@
 
 use std::collections::HashMap;
 
+use super::knapsack_lp::{surrogate_weights, DualBound};
 use super::{
     copies_up_to, greedy_packing, Bin, Demand, FillPrices, PackType, PricedBins, ValueBound,
 };
@@ -53,7 +63,7 @@ const SEARCH_NODES: usize = 1000;
 const NEAR: f64 = 0.9;
 
 /// Types searched exactly per pricing round (when no greedy fill pays).
-const SEARCHED_TYPES: usize = 4;
+const SEARCHED_TYPES: usize = 16;
 
 /// Steps of each dimension's weight in the knapsack's surrogate sizes.
 const SURROGATE_STEPS: usize = 2;
@@ -74,18 +84,19 @@ impl Pattern {
     }
 }
 
-/// The patterns found so far (across passes), each once.
+/// The patterns found so far (across passes), each fill once (its column
+/// is priced at the cheapest type holding it, whichever type found it).
 #[derive(Default)]
 struct Patterns {
     all: Vec<Pattern>,
-    index: HashMap<(usize, Vec<usize>), usize>,
+    index: HashMap<Vec<usize>, usize>,
 }
 
 impl Patterns {
     /// The index of `p`, added unless known, and whether it was added.
     fn insert(&mut self, p: Pattern) -> (usize, bool) {
         let next = self.all.len();
-        let i = *self.index.entry((p.ty, p.take.clone())).or_insert(next);
+        let i = *self.index.entry(p.take.clone()).or_insert(next);
         if i == next {
             self.all.push(p);
         }
@@ -99,6 +110,7 @@ pub(super) fn pattern_packing(
     cands: &[PackType],
     demand: &Demand,
     prices: &mut FillPrices,
+    seed: &[Bin],
 ) -> Option<PricedBins> {
     let classes = demand.counts.len();
     if !(2..=MAX_CLASSES).contains(&classes) {
@@ -106,7 +118,7 @@ pub(super) fn pattern_packing(
     }
     let pods: usize = demand.counts.iter().sum();
     let work = pods.saturating_mul(WORK_PER_POD).max(MIN_WORK);
-    packing_within(cands, demand, prices, work)
+    packing_within(cands, demand, prices, seed, work)
 }
 
 /// [`pattern_packing`] within `given` work units: the LP, its rounding and
@@ -115,13 +127,24 @@ fn packing_within(
     cands: &[PackType],
     demand: &Demand,
     prices: &mut FillPrices,
+    seed: &[Bin],
     given: usize,
 ) -> Option<PricedBins> {
     let mut patterns = Patterns::default();
+    for b in seed {
+        let mut take = vec![0; demand.counts.len()];
+        for &(k, c) in &b.fill {
+            take[k] = c;
+        }
+        patterns.insert(Pattern {
+            ty: usize::MAX,
+            take,
+        });
+    }
     let mut left = demand.counts.clone();
     let mut bins: Vec<Bin> = Vec::new();
     let mut budget = given;
-    for _ in 0..PASSES {
+    for pass in 0..PASSES {
         if left.iter().all(|&n| n == 0) {
             break;
         }
@@ -129,11 +152,7 @@ fn packing_within(
         if budget < given / 20 {
             break;
         }
-        let rounds = if patterns.all.is_empty() {
-            ROUNDS
-        } else {
-            LATER_ROUNDS
-        };
+        let rounds = if pass == 0 { ROUNDS } else { LATER_ROUNDS };
         let x = cover(
             cands,
             demand,
@@ -418,25 +437,42 @@ impl Pricing {
         knap: &mut Knapsack,
         budget: &mut usize,
     ) -> Vec<(f64, Pattern)> {
-        let mut closest: Vec<(f64, usize)> = (self.closeness.iter().copied().enumerate())
-            .filter(|(_, near)| *near >= NEAR)
-            .map(|(ty, near)| (near, ty))
-            .collect();
-        closest.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        let mut found = Vec::new();
-        for &(_, ty) in closest.iter().take(SEARCHED_TYPES) {
-            let c = &cands[ty];
-            let work = SEARCH_NODES.saturating_mul(knap.most.len());
-            let Some(left) = budget.checked_sub(work) else {
+        // The near types whose LP relaxation pays, by how much.
+        let mut paying: Vec<(f64, usize, Vec<f64>)> = Vec::new();
+        for (ty, c) in cands.iter().enumerate() {
+            if self.closeness[ty] < NEAR {
+                continue;
+            }
+            let Some(relaxed) = knap.relaxed(&c.room, budget) else {
                 break;
             };
-            *budget = left;
-            if let Some((val, take)) = knap.search(&c.room, c.price, SEARCH_NODES) {
+            if relaxed.bound > c.price * (1.0 + 1e-9) {
+                paying.push((relaxed.bound / c.price, ty, relaxed.weights));
+            }
+        }
+        paying.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut found = Vec::new();
+        for (_, ty, weights) in paying.into_iter().take(SEARCHED_TYPES) {
+            let c = &cands[ty];
+            if *budget < SEARCH_NODES.saturating_mul(knap.most.len()) {
+                break;
+            }
+            let (fill, nodes) = knap.search(&c.room, &weights, c.price, SEARCH_NODES);
+            let work = nodes.saturating_mul(knap.most.len());
+            *budget = budget.saturating_sub(work);
+            if let Some((val, take)) = fill {
                 found.push((c.price - val, Pattern { ty, take }));
             }
         }
         found
     }
+}
+
+/// A node's knapsack relaxed to an LP (see `knapsack_lp`): its surrogate
+/// weights and its optimum, a bound on any fill's value.
+struct Relaxed {
+    weights: Vec<f64>,
+    bound: f64,
 }
 
 /// The multi-dimensional knapsack of the pricing, by greedy fills (the
@@ -603,14 +639,22 @@ impl<'a> Knapsack<'a> {
     }
 
     /// A fill of `room` worth more than `floor` (with a margin), by
-    /// depth-first search over the classes in order of value per size,
-    /// each count from the most that fits down, pruned by a bound (the
-    /// least over dimensions of the fractional knapsack of that dimension
-    /// alone over the classes still to decide); within `budget` search
-    /// nodes.
-    fn search(&mut self, room: &[i64], floor: f64, budget: usize) -> Option<(f64, Vec<usize>)> {
-        self.order_by_density(room, Weighing::Even);
+    /// depth-first search over the classes in order of value per size
+    /// under `weights` (the LP relaxation's, see `relaxed`), each count
+    /// from the most that fits down, pruned by a bound (the least of the
+    /// relaxation's dual bound and, per dimension, the fractional knapsack
+    /// of that dimension alone over the classes still to decide); within
+    /// `budget` search nodes. Also the nodes searched.
+    fn search(
+        &mut self,
+        room: &[i64],
+        weights: &[f64],
+        floor: f64,
+        budget: usize,
+    ) -> (Option<(f64, Vec<usize>)>, usize) {
+        self.order_by_density(room, Weighing::Weights(weights));
         let mut search = Search {
+            dual: DualBound::new(self.need, self.value, weights, room),
             by_dim: self.by_density(room.len()),
             knap: self,
             best: floor + 1e-9 * (1.0 + floor),
@@ -620,7 +664,22 @@ impl<'a> Knapsack<'a> {
         };
         let mut rem = room.to_vec();
         search.descend(0, &mut rem, 0.0);
-        search.found.map(|take| (search.best, take))
+        let nodes = budget - search.budget;
+        (search.found.map(|take| (search.best, take)), nodes)
+    }
+
+    /// The LP relaxation of a node of `room`; `None` when `budget`
+    /// (decremented by its work) is spent.
+    fn relaxed(&self, room: &[i64], budget: &mut usize) -> Option<Relaxed> {
+        let caps: Vec<i64> = (self.need.iter().zip(&self.most))
+            .map(|(n, &most)| copies_up_to(room, n, most))
+            .collect();
+        let (weights, work) = surrogate_weights(self.need, self.value, &caps, room);
+        *budget = budget.checked_sub(work)?;
+        let all: Vec<usize> = (0..self.most.len()).collect();
+        let bound = DualBound::new(self.need, self.value, &weights, room)
+            .of(&all, self.need, &self.most, room);
+        Some(Relaxed { weights, bound })
     }
 
     /// Per dimension, the positions in `order` of the classes needing it,
@@ -646,6 +705,7 @@ struct Search<'k, 'a> {
     knap: &'k Knapsack<'a>,
     /// See [`Knapsack::by_density`].
     by_dim: Vec<Vec<(usize, f64)>>,
+    dual: DualBound,
     best: f64,
     found: Option<Vec<usize>>,
     take: Vec<usize>,
@@ -678,7 +738,8 @@ impl Search<'_, '_> {
             }
             least = least.min(val);
         }
-        least
+        let dual = (self.dual).of(&order[i..], self.knap.need, &self.knap.most, rem);
+        least.min(dual)
     }
 
     fn descend(&mut self, i: usize, rem: &mut [i64], val: f64) {
@@ -749,6 +810,55 @@ mod tests {
     type Case<'a> = (&'a [([i64; 2], f64)], &'a [[i64; 2]], &'a [usize], f64);
 
     /// Table of `Case`s.
+    /// The exact search with the relaxation's order and bound finds the
+    /// best fill of random knapsacks (by enumeration) well within its nodes.
+    #[test]
+    fn the_search_finds_the_best_fill() {
+        let mut draw = crate::scheduler::test_draws(11);
+        for case in 0..150 {
+            let classes = 2 + draw(5) as usize;
+            let need: Vec<[i64; 2]> = (0..classes)
+                .map(|_| [1 + draw(9) as i64, 1 + draw(9) as i64])
+                .collect();
+            let counts: Vec<usize> = (0..classes).map(|_| 1 + draw(4) as usize).collect();
+            let value: Vec<f64> = (0..classes).map(|_| 1.0 + draw(50) as f64 / 7.0).collect();
+            let room = [8 + draw(20) as i64, 8 + draw(20) as i64];
+            let d = demand(&need, &counts);
+            let mut knap = Knapsack::new(&d, &value, &counts);
+            let mut budget = usize::MAX;
+            let relaxed = knap.relaxed(&room, &mut budget).unwrap();
+            let (found, nodes) = knap.search(&room, &relaxed.weights, 0.0, 1_000_000);
+            // Every fill by enumeration.
+            let mut best = 0.0f64;
+            let mut take = vec![0usize; classes];
+            loop {
+                let fits = (0..2).all(|r| {
+                    let used: i64 = (0..classes).map(|k| need[k][r] * take[k] as i64).sum();
+                    used <= room[r]
+                });
+                if fits {
+                    best = best.max((0..classes).map(|k| value[k] * take[k] as f64).sum());
+                }
+                let mut k = 0;
+                while k < classes && take[k] == counts[k] {
+                    take[k] = 0;
+                    k += 1;
+                }
+                if k == classes {
+                    break;
+                }
+                take[k] += 1;
+            }
+            let got = found.map_or(0.0, |f| f.0);
+            assert!((got - best).abs() < 1e-9, "case {case}: {got} != {best}");
+            assert!(
+                relaxed.bound + 1e-9 >= best,
+                "case {case}: bound below the best"
+            );
+            assert!(nodes < 1_000_000, "case {case}: the search did not finish");
+        }
+    }
+
     /// Each is solved exactly by mixing classes of complementary shapes on
     /// one node; a fill of one class at a time wastes the other resource.
     #[test]
@@ -777,7 +887,7 @@ mod tests {
                 .collect();
             let d = demand(need, counts);
             let mut prices = FillPrices::new(&cands, &d);
-            let p = pattern_packing(&cands, &d, &mut prices).unwrap();
+            let p = pattern_packing(&cands, &d, &mut prices, &[]).unwrap();
             assert_eq!(placed(&p.bins, counts.len()), counts.to_vec(), "case {i}");
             assert!(p.cost <= best + 1e-9, "case {i}: {} > {best}", p.cost);
         }
@@ -815,7 +925,7 @@ mod tests {
                 .all(|n| cands.iter().any(|c| c.room[0] >= n[0] && c.room[1] >= n[1]));
             for work in [0, 20_000, 5_000_000] {
                 let mut prices = FillPrices::new(&cands, &d);
-                let Some(p) = packing_within(&cands, &d, &mut prices, work) else {
+                let Some(p) = packing_within(&cands, &d, &mut prices, &[], work) else {
                     assert!(!fits_somewhere, "case {case}, work {work}: no packing");
                     continue;
                 };
