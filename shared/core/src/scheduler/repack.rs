@@ -31,8 +31,9 @@
 //! * pods of several classes are also packed by the LP over node patterns
 //!   (`patterns`: column generation, as the bench's bound, then rounded),
 //!   within a work budget per pod; it mixes classes of complementary
-//!   cpu:memory ratios on one node, where the greedy's fills waste room,
-//!   and the cheaper of the two packings is kept;
+//!   cpu:memory ratios on one node, where the greedy's fills waste room;
+//!   it starts from the greedy's nodes, and each packing is priced as the
+//!   fleet would take its nodes before the cheaper one is kept;
 //! * two of the last nodes are merged into one while that is cheaper (the
 //!   greedy leaves its leftovers there);
 //! * every node is then right-sized: it keeps every type that holds its
@@ -204,6 +205,7 @@ struct SizedNode {
 type Sized = std::rc::Rc<SizedNode>;
 
 /// Pods of a group with identical requests (and anti-affinity class).
+#[derive(Clone)]
 struct PodClass {
     requests: Resources,
     pods: Vec<PodIdx>,
@@ -594,9 +596,19 @@ impl Run<'_> {
         let demand = Demand::of(&classes);
         let cands = self.candidates(pi, reqs, &demand.dims);
         let mut prices = FillPrices::new(&cands, &demand);
-        let mut bins = cheapest_packing(&cands, &demand, &mut prices)?.bins;
-        merge_tail(&mut bins, &demand.per_node, &mut prices);
-        self.priced_packing(pi, reqs, classes, bins)
+        // Each candidate is priced as the fleet would take its nodes (the
+        // estimate prices fills by the cheapest type alone).
+        let mut best: Option<Packing> = None;
+        for mut candidate in candidate_packings(&cands, &demand, &mut prices)? {
+            merge_tail(&mut candidate.bins, &demand.per_node, &mut prices);
+            let priced = self.priced_packing(pi, reqs, classes.clone(), candidate.bins);
+            if let Some(p) = priced {
+                if best.as_ref().is_none_or(|b| p.cost < b.cost - 1e-12) {
+                    best = Some(p);
+                }
+            }
+        }
+        best
     }
 
     /// The pod classes of `pods` (identical requests and anti-affinity
@@ -962,22 +974,26 @@ fn revalued_greedy(
     best
 }
 
-/// The cheapest of the greedy's, the exact and the pattern LP's packings
-/// of `demand`; `None` if some pod fits no candidate.
-fn cheapest_packing(
+/// The packings of `demand` worth pricing, the cheapest estimate first:
+/// the pattern LP's when it is estimated cheaper, then the cheaper of the
+/// greedy's and the exact ones. `None` if some pod fits no candidate.
+fn candidate_packings(
     cands: &[PackType],
     demand: &Demand,
     prices: &mut FillPrices,
-) -> Option<PricedBins> {
-    let mut best = greedy_packing(cands, demand, prices);
+) -> Option<Vec<PricedBins>> {
+    let greedy = greedy_packing(cands, demand, prices)?;
+    let mut out = Vec::with_capacity(2);
     // Classes of different cpu:memory ratios: the LP over node patterns
     // mixes them where the greedy's fills waste room; it starts from the
     // greedy's nodes, so its LP costs no more than they do.
-    let seed = best.as_ref().map_or(&[][..], |b| &b.bins[..]);
-    if let Some(lp) = patterns::pattern_packing(cands, demand, prices, seed) {
-        lp.keep_if_cheaper(&mut best);
+    if let Some(lp) = patterns::pattern_packing(cands, demand, prices, &greedy.bins) {
+        if lp.cost < greedy.cost - 1e-12 {
+            out.push(lp);
+        }
     }
-    best
+    out.push(greedy);
+    Some(out)
 }
 
 /// The cheaper of the greedy's packing and, where it is affordable, the
@@ -1589,7 +1605,8 @@ mod tests {
         };
         let mut prices = FillPrices::new(&cands, &demand);
         let greedy = greedy_packing(&cands, &demand, &mut prices).unwrap();
-        let best = cheapest_packing(&cands, &demand, &mut prices).unwrap();
+        let packings = candidate_packings(&cands, &demand, &mut prices).unwrap();
+        let best = &packings[0];
         assert!(greedy.cost > 96.0 + 1e-9, "premise: greedy {}", greedy.cost);
         assert!(best.cost <= 96.0 + 1e-9, "{} nodes", best.bins.len());
         assert!(best.cost >= 84.0 - 1e-9);
