@@ -327,8 +327,39 @@ impl DualBound {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    /// The most any integer fill of `room` is worth (at most `caps[k]` of
+    /// class `k`), by enumerating every fill.
+    pub(in crate::scheduler::repack) fn best_fill(
+        need: &[Vec<i64>],
+        value: &[f64],
+        caps: &[i64],
+        room: &[i64],
+    ) -> f64 {
+        let classes = value.len();
+        let mut best = 0.0f64;
+        let mut take = vec![0i64; classes];
+        loop {
+            let fits = room
+                .iter()
+                .enumerate()
+                .all(|(d, &r)| (0..classes).map(|k| need[k][d] * take[k]).sum::<i64>() <= r);
+            if fits {
+                best = best.max((0..classes).map(|k| value[k] * take[k] as f64).sum());
+            }
+            let mut k = 0;
+            while k < classes && take[k] == caps[k] {
+                take[k] = 0;
+                k += 1;
+            }
+            if k == classes {
+                return best;
+            }
+            take[k] += 1;
+        }
+    }
 
     /// The LP optimum at `weights`, by the dual bound over every class.
     fn bound(need: &[Vec<i64>], value: &[f64], caps: &[i64], room: &[i64]) -> f64 {
@@ -372,26 +403,7 @@ mod tests {
                 .collect();
             let caps: Vec<i64> = (0..classes).map(|_| draw(4) as i64).collect();
             let lp = bound(&need, &value, &caps, &room);
-            // Every integer fill by enumeration.
-            let mut best = 0.0f64;
-            let mut take = vec![0i64; classes];
-            loop {
-                let fits = (0..dims)
-                    .all(|d| (0..classes).map(|k| need[k][d] * take[k]).sum::<i64>() <= room[d]);
-                if fits {
-                    let v: f64 = (0..classes).map(|k| value[k] * take[k] as f64).sum();
-                    best = best.max(v);
-                }
-                let mut k = 0;
-                while k < classes && take[k] == caps[k] {
-                    take[k] = 0;
-                    k += 1;
-                }
-                if k == classes {
-                    break;
-                }
-                take[k] += 1;
-            }
+            let best = best_fill(&need, &value, &caps, &room);
             assert!(lp + 1e-9 >= best, "bound {lp} below a fill worth {best}");
         }
     }

@@ -776,6 +776,7 @@ impl Search<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduler::repack::knapsack_lp::tests::best_fill;
 
     fn demand(need: &[[i64; 2]], counts: &[usize]) -> Demand {
         Demand {
@@ -828,27 +829,9 @@ mod tests {
             let mut budget = usize::MAX;
             let relaxed = knap.relaxed(&room, &mut budget).unwrap();
             let (found, nodes) = knap.search(&room, &relaxed.weights, 0.0, 1_000_000);
-            // Every fill by enumeration.
-            let mut best = 0.0f64;
-            let mut take = vec![0usize; classes];
-            loop {
-                let fits = (0..2).all(|r| {
-                    let used: i64 = (0..classes).map(|k| need[k][r] * take[k] as i64).sum();
-                    used <= room[r]
-                });
-                if fits {
-                    best = best.max((0..classes).map(|k| value[k] * take[k] as f64).sum());
-                }
-                let mut k = 0;
-                while k < classes && take[k] == counts[k] {
-                    take[k] = 0;
-                    k += 1;
-                }
-                if k == classes {
-                    break;
-                }
-                take[k] += 1;
-            }
+            let need_rows: Vec<Vec<i64>> = need.iter().map(|n| n.to_vec()).collect();
+            let caps: Vec<i64> = counts.iter().map(|&c| c as i64).collect();
+            let best = best_fill(&need_rows, &value, &caps, &room);
             let got = found.map_or(0.0, |f| f.0);
             assert!((got - best).abs() < 1e-9, "case {case}: {got} != {best}");
             assert!(
