@@ -391,10 +391,11 @@ pub(super) mod tests {
     #[test]
     fn the_bound_holds_for_every_integer_fill_of_random_instances() {
         let mut draw = crate::scheduler::test_draws(7);
-        for _ in 0..200 {
+        for _ in 0..1000 {
             let classes = 1 + draw(6) as usize;
             let dims = 1 + draw(3) as usize;
-            let room: Vec<i64> = (0..dims).map(|_| 5 + draw(20) as i64).collect();
+            // Some dimensions without room, some classes needing nothing.
+            let room: Vec<i64> = (0..dims).map(|_| (draw(25) as i64 - 5).max(0)).collect();
             let need: Vec<Vec<i64>> = (0..classes)
                 .map(|_| (0..dims).map(|_| draw(8) as i64).collect())
                 .collect();
@@ -404,6 +405,7 @@ pub(super) mod tests {
             let caps: Vec<i64> = (0..classes).map(|_| draw(4) as i64).collect();
             let lp = bound(&need, &value, &caps, &room);
             let best = best_fill(&need, &value, &caps, &room);
+            assert!(lp.is_finite(), "bound {lp}");
             assert!(lp + 1e-9 >= best, "bound {lp} below a fill worth {best}");
         }
     }
