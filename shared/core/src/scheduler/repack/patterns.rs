@@ -76,6 +76,19 @@ struct Pattern {
 }
 
 impl Pattern {
+    /// The fill of node `b` (of `classes` classes) as a pattern; its type
+    /// is left open (a column is priced at the cheapest type holding it).
+    fn of_bin(b: &Bin, classes: usize) -> Pattern {
+        let mut take = vec![0; classes];
+        for &(k, c) in &b.fill {
+            take[k] = c;
+        }
+        Pattern {
+            ty: usize::MAX,
+            take,
+        }
+    }
+
     /// Its pods per class, where fewer are `left` as many as are left.
     fn clipped(&self, left: &[usize]) -> Vec<usize> {
         (self.take.iter().zip(left))
@@ -132,14 +145,7 @@ fn packing_within(
 ) -> Option<PricedBins> {
     let mut patterns = Patterns::default();
     for b in seed {
-        let mut take = vec![0; demand.counts.len()];
-        for &(k, c) in &b.fill {
-            take[k] = c;
-        }
-        patterns.insert(Pattern {
-            ty: usize::MAX,
-            take,
-        });
+        patterns.insert(Pattern::of_bin(b, demand.counts.len()));
     }
     let mut left = demand.counts.clone();
     let mut bins: Vec<Bin> = Vec::new();
@@ -339,7 +345,8 @@ fn single_class(cands: &[PackType], demand: &Demand, left: &[usize], k: usize) -
 /// at the duals, kept when it costs less than its value. A round prices
 /// only the types whose fill came near paying in the last full round
 /// (partial pricing); when none of them pays, every type; when no greedy
-/// fill pays, the types that came closest are searched exactly.
+/// fill pays, the near types whose knapsack LP relaxation pays are
+/// searched exactly.
 struct Pricing {
     /// Per type, its fill's value over its price in the last full round
     /// (it is near when at least `NEAR`).
@@ -429,8 +436,10 @@ impl Pricing {
         found
     }
 
-    /// Exact fills that pay, of the near types (the closest first, at most
-    /// `SEARCHED_TYPES`), each within `SEARCH_NODES`.
+    /// Exact fills that pay, of the near types whose LP relaxation is worth
+    /// more than their price (the most over it first, at most
+    /// `SEARCHED_TYPES`), each within `SEARCH_NODES`; the work charged is
+    /// the relaxations' and the nodes searched.
     fn searched(
         &self,
         cands: &[PackType],
@@ -714,8 +723,9 @@ struct Search<'k, 'a> {
 
 impl Search<'_, '_> {
     /// An upper bound on the value the classes from position `i` on can
-    /// add in `rem`: per dimension every class from `i` on needs, its
-    /// fractional knapsack (infinite when some class needs none of it).
+    /// add in `rem`: the least of the relaxation's dual bound and, per
+    /// dimension every class from `i` on needs, its fractional knapsack
+    /// (no bound when some class needs none of it).
     fn bound(&self, i: usize, rem: &[i64]) -> f64 {
         let order = &self.knap.order;
         let mut least = f64::INFINITY;
@@ -876,6 +886,70 @@ mod tests {
         }
     }
 
+    /// A random packing case: 1-6 types of 1-16 cpu and 1-8 GiB per cpu at
+    /// 0.5-1.25 $ per cpu, 2-11 classes of 50m-2 cpu and 64 MiB-4 GiB, 1-60
+    /// pods each.
+    fn random_case(
+        next: &mut impl FnMut(u64) -> u64,
+    ) -> (Vec<PackType>, Vec<[i64; 2]>, Vec<usize>) {
+        let cands: Vec<PackType> = (0..1 + next(6) as usize)
+            .map(|t| {
+                let cpu = 1000 * (1 + next(16) as i64);
+                let mem = cpu * (1 + next(8) as i64);
+                node(
+                    t,
+                    cpu as f64 / 1000.0 * (0.5 + next(4) as f64 / 4.0),
+                    [cpu, mem],
+                )
+            })
+            .collect();
+        let classes = 2 + next(10) as usize;
+        let need: Vec<[i64; 2]> = (0..classes)
+            .map(|_| [50 * (1 + next(40) as i64), 64 * (1 + next(64) as i64)])
+            .collect();
+        let counts: Vec<usize> = (0..classes).map(|_| 1 + next(60) as usize).collect();
+        (cands, need, counts)
+    }
+
+    /// The greedy's nodes are the LP's first columns, so the LP it rounds
+    /// never costs more than the greedy packing, even after one solve.
+    #[test]
+    fn the_lp_starts_no_dearer_than_the_greedy() {
+        let mut next = crate::scheduler::test_draws(0x5eed_0f9e_ed00);
+        for case in 0..60 {
+            let (cands, need, counts) = random_case(&mut next);
+            let classes = counts.len();
+            let d = demand(&need, &counts);
+            let mut prices = FillPrices::new(&cands, &d);
+            let Some(greedy) = greedy_packing(&cands, &d, &mut prices) else {
+                continue;
+            };
+            let mut patterns = Patterns::default();
+            for b in &greedy.bins {
+                patterns.insert(Pattern::of_bin(b, classes));
+            }
+            let mut budget = usize::MAX;
+            let x = cover(
+                &cands,
+                &d,
+                &counts,
+                &mut patterns,
+                &mut prices,
+                &mut budget,
+                1,
+            )
+            .expect("the LP solves");
+            let lp: f64 = (patterns.all.iter().zip(&x))
+                .map(|(p, v)| v * prices.of(&Bin::of_counts(&p.clipped(&counts)).fill))
+                .sum();
+            assert!(
+                lp <= greedy.cost + 1e-9,
+                "case {case}: LP {lp} > greedy {}",
+                greedy.cost
+            );
+        }
+    }
+
     /// On random instances, whatever the work allowed (none at all, a
     /// little, plenty): every pod is placed exactly once, every node fits
     /// a type, and the cost is the nodes' prices.
@@ -883,22 +957,8 @@ mod tests {
     fn every_pod_is_placed_once_on_a_node_that_holds_it() {
         let mut next = crate::scheduler::test_draws(0x9e37_79b9_7f4a_7c15u64);
         for case in 0..60 {
-            let cands: Vec<PackType> = (0..1 + next(6) as usize)
-                .map(|t| {
-                    let cpu = 1000 * (1 + next(16) as i64);
-                    let mem = cpu * (1 + next(8) as i64);
-                    node(
-                        t,
-                        cpu as f64 / 1000.0 * (0.5 + next(4) as f64 / 4.0),
-                        [cpu, mem],
-                    )
-                })
-                .collect();
-            let classes = 2 + next(10) as usize;
-            let need: Vec<[i64; 2]> = (0..classes)
-                .map(|_| [50 * (1 + next(40) as i64), 64 * (1 + next(64) as i64)])
-                .collect();
-            let counts: Vec<usize> = (0..classes).map(|_| 1 + next(60) as usize).collect();
+            let (cands, need, counts) = random_case(&mut next);
+            let classes = counts.len();
             let mut d = demand(&need, &counts);
             if case % 3 == 0 {
                 d.per_node[0] = 1;
