@@ -48,6 +48,24 @@ pub fn is_extended(name: &str) -> bool {
     name.contains('/') && !name.starts_with("kubernetes.io/")
 }
 
+/// How many of the known resources (cpu, memory, pods, ephemeral-storage)
+/// a [`Compact`] list holds.
+pub const COMPACT: usize = 4;
+
+/// The first [`COMPACT`] known quantities (millis) of a resource list, for
+/// the hot fit checks of requests that ask for nothing else: a small array
+/// kept beside each instance type, compared without touching the type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Compact([i64; COMPACT]);
+
+impl Compact {
+    /// Whether a request of these quantities fits in `capacity`.
+    #[inline]
+    pub fn fits_in(&self, capacity: &Compact) -> bool {
+        self.0.iter().zip(&capacity.0).all(|(a, b)| a <= b)
+    }
+}
+
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct Resources {
     known: [Quantity; N],
@@ -220,6 +238,37 @@ impl Resources {
             .all(|((a, b), c)| *a + *b <= *c)
     }
 
+    /// As a request, its first [`COMPACT`] known quantities, when it
+    /// requests nothing else (see [`Compact`]).
+    pub fn compact_request(&self) -> Option<Compact> {
+        let rest_zero = self.known[COMPACT..].iter().all(|q| q.is_zero())
+            && self
+                .other
+                .as_ref()
+                .is_none_or(|m| m.values().all(|q| q.is_zero()));
+        rest_zero.then(|| self.compact_head())
+    }
+
+    /// As a capacity, its first [`COMPACT`] known quantities, when it has
+    /// no negative quantity beyond them (so a compact request fits in it
+    /// exactly when its compact quantities do).
+    pub fn compact_capacity(&self) -> Option<Compact> {
+        let rest_ok = self.known[COMPACT..].iter().all(|q| *q >= Quantity::ZERO)
+            && self
+                .other
+                .as_ref()
+                .is_none_or(|m| m.values().all(|q| *q >= Quantity::ZERO));
+        rest_ok.then(|| self.compact_head())
+    }
+
+    fn compact_head(&self) -> Compact {
+        let mut head = [0i64; COMPACT];
+        for (h, q) in head.iter_mut().zip(&self.known) {
+            *h = q.millis();
+        }
+        Compact(head)
+    }
+
     /// True when every requested quantity is within `capacity`.
     #[inline]
     pub fn fits_in(&self, capacity: &Resources) -> bool {
@@ -313,6 +362,56 @@ impl<'de> serde::Deserialize<'de> for Resources {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Where both lists are compact, the compact check is `fits_in`; a
+    /// request of anything else, or a capacity negative elsewhere, has no
+    /// compact form.
+    #[test]
+    fn compact_fits_agree_with_fits_in() {
+        let mut seed = 11u64;
+        let mut next = |m: i64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % m as u64) as i64
+        };
+        let names = [
+            CPU,
+            MEMORY,
+            PODS,
+            EPHEMERAL_STORAGE,
+            NVIDIA_GPU,
+            "example.com/dongle",
+        ];
+        let mut compared = 0;
+        for _ in 0..5000 {
+            let mut want = Resources::new();
+            let mut have = Resources::new();
+            for name in names {
+                if next(3) > 0 {
+                    want.set(name, Quantity::from_millis(next(6)));
+                }
+                if next(4) > 0 {
+                    have.set(name, Quantity::from_millis(next(8) - 1));
+                }
+            }
+            match (want.compact_request(), have.compact_capacity()) {
+                (Some(w), Some(h)) => {
+                    compared += 1;
+                    assert_eq!(w.fits_in(&h), want.fits_in(&have), "{want:?} in {have:?}");
+                }
+                (w, h) => {
+                    let other_want = names[COMPACT..].iter().any(|n| !want.get(n).is_zero());
+                    let other_neg = names[COMPACT..]
+                        .iter()
+                        .any(|n| have.get(n) < Quantity::ZERO);
+                    assert_eq!(w.is_none(), other_want, "{want:?}");
+                    assert_eq!(h.is_none(), other_neg, "{have:?}");
+                }
+            }
+        }
+        assert!(compared > 500, "{compared}");
+    }
 
     fn r(pairs: &[(&str, &str)]) -> Resources {
         let mut r = Resources::new();

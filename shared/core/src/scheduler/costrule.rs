@@ -154,8 +154,8 @@ impl Run<'_> {
         let requests = claim.requests.plus(pod_requests);
         let pool = &self.pools[claim.pool];
         let slack = COST_TOLERANCE + pool.tolerance();
-        let Some(after) =
-            (claim.types.iter()).find(|&t| requests.fits_in(&pool.types[t].allocatable))
+        let compact = requests.compact_request();
+        let Some(after) = (claim.types.iter()).find(|&t| pool.type_holds(t, &requests, compact))
         else {
             return JoinAnswer::Step {
                 step: f64::INFINITY,

@@ -504,9 +504,10 @@ impl<'a> Run<'a> {
                 return Err(ClaimRefusal::NoInstanceType);
             }
         }
+        let compact = requests.compact_request();
         let types = candidates.filter(|t| {
             let ty = &pool.types[t];
-            requests.fits_in(&ty.allocatable)
+            pool.type_holds(t, &requests, compact)
                 && !daemon_port_conflict(pod, ty)
                 && (!offerings_change || ty.has_offering(&filter))
         });
@@ -733,10 +734,11 @@ impl<'a> Run<'a> {
         if compatible.is_empty() {
             return Err(self.no_type_reason(pi, merged));
         }
+        let compact = requests.compact_request();
         let fitting: Vec<usize> = compatible
             .iter()
             .copied()
-            .filter(|&i| requests.fits_in(&pool.types[i].allocatable))
+            .filter(|&i| pool.type_holds(i, &requests, compact))
             .collect();
         if fitting.is_empty() {
             return Err(self.explain_no_fit(pi, &compatible, &requests));

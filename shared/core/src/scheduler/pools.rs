@@ -16,7 +16,7 @@ use crate::model::{
 };
 use crate::quantity::Quantity;
 use crate::requirements::{Requirement, Requirements};
-use crate::resources::Resources;
+use crate::resources::{Compact, Resources};
 
 use super::SchedulerOptions;
 
@@ -236,6 +236,9 @@ pub struct Pool<'a> {
     /// Shared with the [`PoolTemplate`]: copied only when a run changes
     /// an offering (a reservation runs out).
     pub types: Arc<Vec<PoolType>>,
+    /// Per type, its allocatable as a [`Compact`] list (see
+    /// [`Pool::type_holds`]); `None` where that would not decide a fit.
+    pub compact_allocatable: Arc<Vec<Option<Compact>>>,
     pub daemon_overhead: Resources,
     /// `limits - existing usage` per limited resource, if the pool has limits.
     pub remaining: Option<Limits>,
@@ -253,6 +256,17 @@ pub struct Pool<'a> {
 impl Pool<'_> {
     pub fn filter<'r>(&self, reqs: &'r Requirements) -> OfferingFilter<'r> {
         OfferingFilter::new(reqs, &self.zones)
+    }
+
+    /// Whether `requests` fit in type `t`'s allocatable; `compact` is
+    /// `requests.compact_request()`, computed once by the caller for the
+    /// types it tries (the hot loops over a NodeClaim's types).
+    #[inline]
+    pub fn type_holds(&self, t: usize, requests: &Resources, compact: Option<Compact>) -> bool {
+        match (compact, self.compact_allocatable.get(t).copied().flatten()) {
+            (Some(r), Some(a)) => r.fits_in(&a),
+            _ => requests.fits_in(&self.types[t].allocatable),
+        }
     }
 
     /// What a node of this pool costs per hour at instance price
@@ -430,6 +444,7 @@ pub struct PoolTemplate {
     name: String,
     requirements: Requirements,
     types: Arc<Vec<PoolType>>,
+    compact_allocatable: Arc<Vec<Option<Compact>>>,
     daemon_overhead: Resources,
     zones: Vec<String>,
     reservations: Vec<u32>,
@@ -477,6 +492,7 @@ pub fn build<'a>(state: &'a ClusterState, templates: &[PoolTemplate]) -> Vec<Poo
                 requirements: t.requirements.clone(),
                 taints: np.taints.clone(),
                 types: t.types.clone(),
+                compact_allocatable: t.compact_allocatable.clone(),
                 daemon_overhead: t.daemon_overhead.clone(),
                 remaining: remaining(state, np),
             })
@@ -608,6 +624,11 @@ impl<'a> Preparation<'a> {
             reservations: pool.reservations,
             zones: self.catalog.zones.clone(),
             requirements: pool.requirements,
+            compact_allocatable: Arc::new(
+                (types.iter())
+                    .map(|t| t.allocatable.compact_capacity())
+                    .collect(),
+            ),
             types: Arc::new(types),
             daemon_overhead,
         }

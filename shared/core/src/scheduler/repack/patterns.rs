@@ -497,7 +497,10 @@ struct Knapsack<'a> {
     most: Vec<i64>,
     weightings: Vec<Vec<f64>>,
     order: Vec<usize>,
-    score: Vec<f64>,
+    /// Scratch: per dimension its factor (see `factors`), and the classes
+    /// keyed by density.
+    factors: Vec<f64>,
+    keyed: Vec<(i64, usize)>,
 }
 
 /// How a class's size sums its dimensions (each relative to the room).
@@ -529,7 +532,8 @@ impl<'a> Knapsack<'a> {
             most,
             weightings,
             order: Vec::new(),
-            score: vec![0.0; valued.len()],
+            factors: Vec::new(),
+            keyed: Vec::new(),
         }
     }
 
@@ -560,39 +564,58 @@ impl<'a> Knapsack<'a> {
         Some(best)
     }
 
-    /// Size of class `k` relative to `room`, by `weighing` over the
-    /// dimensions (infinite when it needs what the room lacks).
-    fn size(&self, k: usize, room: &[i64], weighing: Weighing) -> f64 {
-        let mut total = 0.0f64;
-        for (d, (&q, &r)) in self.need[k].iter().zip(room).enumerate() {
-            if q <= 0 {
-                continue;
-            }
+    /// Per dimension, what a need in it is multiplied by to size it
+    /// relative to `room` under `weighing` (infinite where the room has
+    /// none), in `out`.
+    fn factors(room: &[i64], weighing: Weighing, out: &mut Vec<f64>) {
+        out.clear();
+        out.extend(room.iter().enumerate().map(|(d, &r)| {
             if r <= 0 {
                 return f64::INFINITY;
             }
-            let s = q as f64 / r as f64;
-            total = match weighing {
-                Weighing::Largest => total.max(s),
-                Weighing::Even => total + s,
-                Weighing::Weights(w) => total + w.get(d).copied().unwrap_or(1.0) * s,
+            let w = match weighing {
+                Weighing::Largest | Weighing::Even => 1.0,
+                Weighing::Weights(w) => w.get(d).copied().unwrap_or(1.0),
             };
+            w / r as f64
+        }));
+    }
+
+    /// Size of class `k` at `factors` (see `factors`): the largest of its
+    /// dimensions' or their sum (infinite when it needs what the room
+    /// lacks).
+    fn size(&self, k: usize, factors: &[f64], largest: bool) -> f64 {
+        let mut total = 0.0f64;
+        for (&q, &f) in self.need[k].iter().zip(factors) {
+            if q <= 0 {
+                continue;
+            }
+            if f == f64::INFINITY {
+                return f64::INFINITY;
+            }
+            let s = q as f64 * f;
+            total = if largest { total.max(s) } else { total + s };
         }
         total
     }
 
     /// Puts the classes that may be taken in `order`, by value per size
-    /// relative to `room` (most first).
+    /// relative to `room` (most first, then the first class).
     fn order_by_density(&mut self, room: &[i64], weighing: Weighing) {
-        let live = (0..self.most.len()).filter(|&k| self.most[k] > 0);
-        self.order.clear();
-        self.order.extend(live);
-        for &k in &self.order {
-            self.score[k] = self.value[k] / self.size(k, room, weighing);
+        let mut factors = std::mem::take(&mut self.factors);
+        Self::factors(room, weighing, &mut factors);
+        let largest = matches!(weighing, Weighing::Largest);
+        let mut keyed = std::mem::take(&mut self.keyed);
+        keyed.clear();
+        for k in (0..self.most.len()).filter(|&k| self.most[k] > 0) {
+            let score = self.value[k] / self.size(k, &factors, largest);
+            keyed.push((descending_key(score), k));
         }
-        let score = &self.score;
-        self.order
-            .sort_unstable_by(|&a, &b| score[b].total_cmp(&score[a]).then(a.cmp(&b)));
+        keyed.sort_unstable();
+        self.order.clear();
+        self.order.extend(keyed.iter().map(|&(_, k)| k));
+        self.factors = factors;
+        self.keyed = keyed;
     }
 
     /// Classes by value per size, each as many as fit in the room left.
@@ -616,27 +639,26 @@ impl<'a> Knapsack<'a> {
 
     /// Repeatedly the class of most value per size relative to the room
     /// still free, half of what fits of it (at least one) at a time.
-    fn adaptive(&self, room: &[i64]) -> (f64, Vec<usize>) {
+    fn adaptive(&mut self, room: &[i64]) -> (f64, Vec<usize>) {
         let mut rem = room.to_vec();
         let mut take = vec![0usize; self.most.len()];
         let mut val = 0.0;
+        let mut factors = std::mem::take(&mut self.factors);
         loop {
-            let mut best: Option<(f64, usize, i64)> = None;
+            Self::factors(&rem, Weighing::Even, &mut factors);
+            let mut best: Option<(f64, usize)> = None;
             for (k, (&most, &taken)) in self.most.iter().zip(&take).enumerate() {
-                let cap = most - taken as i64;
-                if cap <= 0 {
+                let need = &self.need[k];
+                if most <= taken as i64 || need.iter().zip(&rem).any(|(&q, &r)| q > r) {
                     continue;
                 }
-                let fit = copies_up_to(&rem, &self.need[k], cap);
-                if fit <= 0 {
-                    continue;
-                }
-                let score = self.value[k] / self.size(k, &rem, Weighing::Even);
-                if best.is_none_or(|(s, _, _)| score > s) {
-                    best = Some((score, k, fit));
+                let score = self.value[k] / self.size(k, &factors, false);
+                if best.is_none_or(|(s, _)| score > s) {
+                    best = Some((score, k));
                 }
             }
-            let Some((_, k, fit)) = best else { break };
+            let Some((_, k)) = best else { break };
+            let fit = copies_up_to(&rem, &self.need[k], self.most[k] - take[k] as i64);
             let n = (fit + 1) / 2;
             for (r, q) in rem.iter_mut().zip(&self.need[k]) {
                 *r -= q * n;
@@ -644,6 +666,7 @@ impl<'a> Knapsack<'a> {
             take[k] += n as usize;
             val += n as f64 * self.value[k];
         }
+        self.factors = factors;
         (val, take)
     }
 
@@ -707,6 +730,13 @@ impl<'a> Knapsack<'a> {
             })
             .collect()
     }
+}
+
+/// A key whose ascending order is `x`'s descending `total_cmp` order.
+fn descending_key(x: f64) -> i64 {
+    let bits = x.to_bits() as i64;
+    // `f64::total_cmp`'s key: negative values' other bits flipped.
+    !(bits ^ (((bits >> 63) as u64) >> 1) as i64)
 }
 
 /// The state of [`Knapsack::search`].
@@ -821,6 +851,36 @@ mod tests {
     type Case<'a> = (&'a [([i64; 2], f64)], &'a [[i64; 2]], &'a [usize], f64);
 
     /// Table of `Case`s.
+    /// `descending_key` orders as `total_cmp` reversed, over signed zeros,
+    /// infinities, NaN and ordinary values.
+    #[test]
+    fn descending_keys_order_as_total_cmp_reversed() {
+        let xs = [
+            f64::NEG_INFINITY,
+            -1e300,
+            -2.5,
+            -f64::MIN_POSITIVE,
+            -0.0,
+            0.0,
+            f64::MIN_POSITIVE,
+            1.0,
+            3.0,
+            1e300,
+            f64::INFINITY,
+            f64::NAN,
+            -f64::NAN,
+        ];
+        for a in xs {
+            for b in xs {
+                assert_eq!(
+                    descending_key(a).cmp(&descending_key(b)),
+                    b.total_cmp(&a),
+                    "{a} vs {b}"
+                );
+            }
+        }
+    }
+
     /// The exact search with the relaxation's order and bound finds the
     /// best fill of random knapsacks (by enumeration) well within its nodes.
     #[test]
