@@ -204,27 +204,29 @@ impl<'a> Run<'a> {
     }
 
     /// What blocks a graceful disruption of candidate `c` now (the
-    /// do-not-disrupt annotations, a PodDisruptionBudget).
+    /// do-not-disrupt annotations, a PodDisruptionBudget whose allowance,
+    /// less what this run's decisions evict, does not cover its pods).
     fn graceful_blocker(&self, c: usize) -> Option<String> {
-        let cand = &self.cands[c];
-        if let Some(b) = &cand.blocker {
+        if let Some(b) = &self.cands[c].blocker {
             return Some(b.clone());
         }
-        let node = &self.state.nodes[cand.node];
-        self.pdbs
-            .blocker(cand.movable.iter().map(|&k| &node.pods[k]))
+        self.pdbs.blocker(self.movable_pods(c))
+    }
+
+    /// The pods a disruption of candidate `c` evicts.
+    fn movable_pods(&self, c: usize) -> impl Iterator<Item = &'a crate::model::Pod> + '_ {
+        let node = &self.state.nodes[self.cands[c].node];
+        self.cands[c].movable.iter().map(move |&k| &node.pods[k])
     }
 
     /// Candidate `c` joins a decision: out of the budgets and PDB
     /// allowances, no destination any more.
     fn take(&mut self, c: usize) {
         self.taken[c] = true;
-        let cand = &self.cands[c];
-        self.budgets.take(cand.pool, 1);
-        let node = &self.state.nodes[cand.node];
-        self.pdbs
-            .consume(cand.movable.iter().map(|&k| &node.pods[k]));
-        self.work.remove(cand.node);
+        self.budgets.take(self.cands[c].pool, 1);
+        let pods: Vec<&crate::model::Pod> = self.movable_pods(c).collect();
+        self.pdbs.consume(pods);
+        self.work.remove(self.cands[c].node);
     }
 
     /// Record a decision over candidates `cs` (one NodePool) with the
