@@ -152,13 +152,18 @@ impl<'a> Run<'a> {
             .enumerate()
             .map(|(i, c)| (state.nodes[c.node].name.as_str(), i))
             .collect();
+        // The pods of nodes already disrupting are being evicted: their
+        // PDBs allow that many fewer evictions to this run.
+        let mut pdbs = Pdbs::new(state);
+        let draining = state.nodes.iter().zip(&counted).filter(|(_, &c)| c);
+        pdbs.consume(draining.flat_map(|(n, _)| n.pods.iter().filter(|p| candidate::moves(p))));
         Run {
             state,
             catalog,
             opts,
             taken,
             budgets,
-            pdbs: Pdbs::new(state),
+            pdbs,
             work: Work::new(state, catalog, &sched, out_nodes),
             cands,
             blocked: BTreeMap::new(),
@@ -406,6 +411,9 @@ impl<'a> Run<'a> {
             )
         });
         for (c, _why) in drifted {
+            if self.taken[c] {
+                continue; // it received an earlier decision's pods
+            }
             if let Some(b) = self.graceful_blocker(c) {
                 self.block(c, b);
                 continue;
