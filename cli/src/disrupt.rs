@@ -158,8 +158,16 @@ pub fn to_table(d: &Disruptions, now: i64) -> String {
     }
     let removed: usize = d.decisions.iter().map(|x| x.nodes.len()).sum();
     let launched: usize = d.decisions.iter().map(|x| x.replacements.len()).sum();
-    let before = d.decisions.iter().map(|x| x.price.before).fold(0.0, |a, b| a + b);
-    let after = d.decisions.iter().map(|x| x.price.after).fold(0.0, |a, b| a + b);
+    let before = d
+        .decisions
+        .iter()
+        .map(|x| x.price.before)
+        .fold(0.0, |a, b| a + b);
+    let after = d
+        .decisions
+        .iter()
+        .map(|x| x.price.after)
+        .fold(0.0, |a, b| a + b);
     let _ = writeln!(
         out,
         "{} decision(s): {} node(s) removed, {} replacement(s) launched, {} blocked; \
@@ -274,7 +282,10 @@ mod tests {
             "{t}"
         );
         // Nothing decided costs $0, never a negative zero.
-        assert!(t.contains("$0.0000/h -> $0.0000/h (saves $0.0000/h)"), "{t}");
+        assert!(
+            t.contains("$0.0000/h -> $0.0000/h (saves $0.0000/h)"),
+            "{t}"
+        );
         assert!(!t.contains("-0.0000"), "{t}");
     }
 

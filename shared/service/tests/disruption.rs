@@ -80,10 +80,8 @@ fn pod(name: &str, cpu_m: i64) -> SimPod {
 /// `karpenter.sh/do-not-disrupt` (the agent's `protected_at`; the pods here
 /// started at `START_MS`). `i64::MIN`: whether it carries the annotation.
 fn protected(pod: &SimPod, now: i64) -> bool {
-    let until = flotilla_core::disruption::do_not_disrupt_until(
-        &pod.annotations,
-        Some(START_MS / 1000),
-    );
+    let until =
+        flotilla_core::disruption::do_not_disrupt_until(&pod.annotations, Some(START_MS / 1000));
     until.is_some_and(|t| now < t)
 }
 
@@ -931,7 +929,10 @@ mod model {
             let mut evicting: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
             for d in all.iter().filter(|d| !d.state.is_final()) {
                 for (pod, app) in self.evicts.get(&d.id).into_iter().flatten() {
-                    evicting.entry(app.as_str()).or_default().insert(pod.as_str());
+                    evicting
+                        .entry(app.as_str())
+                        .or_default()
+                        .insert(pod.as_str());
                 }
             }
             for (app, max) in APPS {

@@ -688,56 +688,15 @@ fn replace_pass(run: &mut Run, by_waste: &[usize], units: &[UnitPrices]) -> bool
 /// Pass 3: single nodes, most wasteful first.
 fn single_pass(run: &mut Run, by_waste: &[usize], units: &[UnitPrices]) {
     let mut misses = 0;
-    let mut split_attempts = 0;
-    let mut split_misses = 0;
+    let mut splits = Splits::default();
     for &c in by_waste {
         if misses >= MAX_SINGLE_MISSES {
             break;
         }
-        if run.taken[c] {
+        let Some(may_replace) = single_worth_trying(run, c, units) else {
             continue;
-        }
-        let pool = run.cands[c].pool;
-        if run.budgets.remaining(pool, DisruptionReason::Underutilized) == 0 {
-            continue;
-        }
-        if let Some(why) = run.graceful_blocker(c) {
-            run.block(c, why); // an earlier decision used up a PDB
-            continue;
-        }
-        let cost = run.cands[c].cost.unwrap_or_default();
-        let bound = pods_bound(run, units, c);
-        let may_replace =
-            cost.reserved > 0.0 || bound < cost.dollars * (1.0 - super::price::MIN_RELATIVE_SAVING);
-        if !may_replace && sketch_deletes(run, &[c]).is_empty() {
-            continue;
-        }
-        let node = run.cands[c].node;
-        let sim = run.work.simulate_as(&[node], Ask::packed(1));
-        let top = dearest_replacement(&sim).unwrap_or(cost.dollars);
-        let one = acceptable(run, &[c], sim);
-        let rejected = one.as_ref().err().and_then(|r| r.sentence());
-        let one = one.ok();
-        let best = match one {
-            Some(sim) if sim.replacements.is_empty() || !may_replace => Some(sim),
-            one if split_attempts >= MAX_SPLIT_ATTEMPTS
-                || split_misses >= MAX_SPLIT_MISSES
-                || !worth_splitting(cost.dollars, bound) =>
-            {
-                one
-            }
-            one => {
-                // A split replaces a single replacement only when it saves
-                // SPLIT_MIN_SAVING more: one node is not churned into
-                // several for a small difference.
-                split_attempts += 1;
-                let s = ladder(run, &[c], &[node], top.min(cost.dollars));
-                let best = cheaper(one, s, cost.dollars * SPLIT_MIN_SAVING);
-                let split = best.as_ref().is_some_and(|b| b.replacements.len() > 1);
-                split_misses = if split { 0 } else { split_misses + 1 };
-                best
-            }
         };
+        let (best, rejected) = single(run, c, units, may_replace, &mut splits);
         match best {
             Some(sim) => run.decide(DisruptionReason::Underutilized, &[c], Some(sim)),
             None => {
@@ -748,6 +707,76 @@ fn single_pass(run: &mut Run, by_waste: &[usize], units: &[UnitPrices]) {
             }
         }
     }
+}
+
+/// Whether a single-node simulation of candidate `c` is worth running:
+/// free, within its budget and PDBs (blocked when an earlier decision of
+/// the run used a PDB up), and a saving possible at all (`Some(true)`:
+/// possibly by a replacement; `Some(false)`: only by a delete).
+fn single_worth_trying(run: &mut Run, c: usize, units: &[UnitPrices]) -> Option<bool> {
+    let pool = run.cands[c].pool;
+    if run.taken[c] || run.budgets.remaining(pool, DisruptionReason::Underutilized) == 0 {
+        return None;
+    }
+    if let Some(why) = run.graceful_blocker(c) {
+        run.block(c, why);
+        return None;
+    }
+    let cost = run.cands[c].cost.unwrap_or_default();
+    let bound = pods_bound(run, units, c);
+    let may_replace =
+        cost.reserved > 0.0 || bound < cost.dollars * (1.0 - super::price::MIN_RELATIVE_SAVING);
+    if !may_replace && sketch_deletes(run, &[c]).is_empty() {
+        return None;
+    }
+    Some(may_replace)
+}
+
+/// Split attempts of one single pass: how many, and how many in a row
+/// found no split.
+#[derive(Default)]
+struct Splits {
+    attempts: usize,
+    misses: usize,
+}
+
+/// The best single-node consolidation of candidate `c` (Karpenter's way,
+/// then a split when worth it), or why a reportable rule refused it.
+fn single(
+    run: &mut Run,
+    c: usize,
+    units: &[UnitPrices],
+    may_replace: bool,
+    splits: &mut Splits,
+) -> (Option<Sim>, Option<String>) {
+    let cost = run.cands[c].cost.unwrap_or_default();
+    let bound = pods_bound(run, units, c);
+    let node = run.cands[c].node;
+    let sim = run.work.simulate_as(&[node], Ask::packed(1));
+    let top = dearest_replacement(&sim).unwrap_or(cost.dollars);
+    let one = acceptable(run, &[c], sim);
+    let rejected = one.as_ref().err().and_then(|r| r.sentence());
+    let best = match one.ok() {
+        Some(sim) if sim.replacements.is_empty() || !may_replace => Some(sim),
+        one if splits.attempts >= MAX_SPLIT_ATTEMPTS
+            || splits.misses >= MAX_SPLIT_MISSES
+            || !worth_splitting(cost.dollars, bound) =>
+        {
+            one
+        }
+        one => {
+            // A split replaces a single replacement only when it saves
+            // SPLIT_MIN_SAVING more: one node is not churned into
+            // several for a small difference.
+            splits.attempts += 1;
+            let s = ladder(run, &[c], &[node], top.min(cost.dollars));
+            let best = cheaper(one, s, cost.dollars * SPLIT_MIN_SAVING);
+            let split = best.as_ref().is_some_and(|b| b.replacements.len() > 1);
+            splits.misses = if split { 0 } else { splits.misses + 1 };
+            best
+        }
+    };
+    (best, rejected)
 }
 
 #[cfg(test)]

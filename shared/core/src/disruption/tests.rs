@@ -1017,7 +1017,13 @@ fn pdb_allowances_bound_all_graceful_decisions_of_a_run() {
                         p
                     })
                     .collect();
-                node(&format!("n{i:02}"), "m5.large", "us-west-2a", "on-demand", pods)
+                node(
+                    &format!("n{i:02}"),
+                    "m5.large",
+                    "us-west-2a",
+                    "on-demand",
+                    pods,
+                )
             })
             .collect();
         let mut s = ClusterState {
@@ -1027,7 +1033,10 @@ fn pdb_allowances_bound_all_graceful_decisions_of_a_run() {
         s.node_pools[0].disruption.budgets[0].nodes = IntOrPercent::Percent(pct);
         let d = run(&s);
         let evicted = api_evictions(&d);
-        assert!(evicted <= allowed, "case {case}: {evicted} > {allowed}: {d:#?}");
+        assert!(
+            evicted <= allowed,
+            "case {case}: {evicted} > {allowed}: {d:#?}"
+        );
         // The allowance is used, not wasted: consolidation still happens.
         assert_eq!(evicted, allowed, "case {case}: {d:#?}");
         let named = d
@@ -1061,7 +1070,12 @@ fn drift_respects_allowances_used_by_earlier_decisions() {
         reasons(&d),
         vec![(DisruptionReason::Drifted, vec!["d0".to_string()])]
     );
-    let why = &d.blocked.iter().find(|b| b.node == "d1").expect("d1 blocked").reason;
+    let why = &d
+        .blocked
+        .iter()
+        .find(|b| b.node == "d1")
+        .expect("d1 blocked")
+        .reason;
     assert!(
         why.contains("PodDisruptionBudget default/api") && why.contains("this run"),
         "{why}"
@@ -1082,12 +1096,15 @@ fn a_spot_node_without_spot_to_spot_flexibility_is_reported() {
     )]);
     let mut np = spot_pool(false);
     np.requirements.remove(labels::CAPACITY_TYPE);
+    np.requirements
+        .add(Requirement::new(labels::CAPACITY_TYPE, Operator::In, &["spot"]).expect("req"));
     np.requirements.add(
-        Requirement::new(labels::CAPACITY_TYPE, Operator::In, &["spot"]).expect("req"),
-    );
-    np.requirements.add(
-        Requirement::new(labels::INSTANCE_TYPE, Operator::In, &["m5.large", "m5.xlarge"])
-            .expect("req"),
+        Requirement::new(
+            labels::INSTANCE_TYPE,
+            Operator::In,
+            &["m5.large", "m5.xlarge"],
+        )
+        .expect("req"),
     );
     s.node_pools = vec![np];
     let d = run(&s);
