@@ -1118,3 +1118,51 @@ fn a_spot_node_without_spot_to_spot_flexibility_is_reported() {
         .and_then(|n| n.parse::<usize>().ok());
     assert!(found.is_some_and(|n| (1..15).contains(&n)), "{why}");
 }
+
+#[test]
+fn nodes_already_disrupting_use_up_their_pods_pdb_allowances() {
+    // (PDB status disruptionsAllowed, `d0` already disrupting, `d1`
+    // decided): d0's api pod is being evicted by a decision in flight, so
+    // a PDB allowing one eviction has none left for d1 (drifted).
+    let cases = [(1, false, true), (1, true, false), (2, true, true)];
+    for (allowed, in_flight, want) in cases {
+        let api = |name: &str| {
+            let mut p = pod(name, "3", "8Gi");
+            p.labels.insert("app".into(), "api".into());
+            p
+        };
+        let s = ClusterState {
+            pdbs: vec![api_pdb(None, Some(allowed))],
+            ..cluster(vec![
+                node(
+                    "d0",
+                    "m5.xlarge",
+                    "us-west-2a",
+                    "on-demand",
+                    vec![api("api0")],
+                ),
+                node("d1", "m5.xlarge", "us-west-2a", "spot", vec![api("api1")]),
+            ])
+        };
+        let mut opts = DisruptOptions {
+            now: NOW,
+            ..DisruptOptions::default()
+        };
+        if in_flight {
+            opts.disrupting = [("d0".to_string(), DisruptionReason::Underutilized)].into();
+        }
+        let d = disrupt(&s, &catalog(), &opts);
+        let decided = d.decisions.iter().any(|x| x.nodes == ["d1"]);
+        assert_eq!(
+            decided, want,
+            "allowed {allowed}, in flight {in_flight}: {d:#?}"
+        );
+        if !want {
+            let why = d.blocked.iter().find(|b| b.node == "d1");
+            assert!(
+                why.is_some_and(|b| b.reason.contains("PodDisruptionBudget default/api")),
+                "{d:#?}"
+            );
+        }
+    }
+}
