@@ -992,6 +992,10 @@ fn api_evictions(d: &Disruptions) -> usize {
         .count()
 }
 
+/// (nodes, api pods per node, maxUnavailable, status, budget %,
+/// evictions allowed)
+type PdbCase = (usize, usize, Option<u32>, Option<u32>, u32, usize);
+
 #[test]
 fn pdb_allowances_bound_all_graceful_decisions_of_a_run() {
     // (nodes, api pods per node, maxUnavailable, status, budget %,
@@ -999,7 +1003,7 @@ fn pdb_allowances_bound_all_graceful_decisions_of_a_run() {
     // it allows, in one decision (three nodes, 100%: /tmp/audit18/d.yaml)
     // or several (twenty nodes, 10%: d2.yaml); two pods on one node need
     // two; a node whose pods outnumber the allowance is blocked.
-    let cases: [(usize, usize, Option<u32>, Option<u32>, u32, usize); 6] = [
+    let cases: [PdbCase; 6] = [
         (3, 1, Some(1), None, 100, 1),
         (20, 1, Some(1), Some(1), 10, 1),
         (6, 1, Some(2), None, 100, 2),
