@@ -60,13 +60,21 @@ fn rfc3339(now: i64) -> String {
     }
 }
 
+/// `$x.xxxx/h`, never a negative zero (an empty sum of `f64` is `-0.0`,
+/// and a tiny negative rounds to one).
+fn per_hour(x: f64) -> String {
+    let r = (x * 1e4).round() / 1e4;
+    let r = if r == 0.0 || !r.is_finite() { 0.0 } else { r };
+    format!("${r:.4}/h")
+}
+
 /// `+$x/h` saved or `$x/h more`, for a price change.
 fn saving(before: f64, after: f64) -> String {
     let delta = before - after;
     if delta >= 0.0 {
-        format!("saves ${delta:.4}/h")
+        format!("saves {}", per_hour(delta))
     } else {
-        format!("costs ${:.4}/h more", -delta)
+        format!("costs {} more", per_hour(-delta))
     }
 }
 
@@ -87,12 +95,12 @@ fn decision_block(out: &mut String, d: &Decision) {
         let alts = r.instance_types.len().saturating_sub(1);
         let _ = writeln!(
             out,
-            "  launch   {}  {}  {}  {}  ${:.4}/h  {} pod(s){}",
+            "  launch   {}  {}  {}  {}  {}  {} pod(s){}",
             r.name,
             r.price.instance_type,
             r.price.zone,
             r.price.capacity_type.as_str(),
-            r.price.min,
+            per_hour(r.price.min),
             r.pods.len(),
             if alts == 0 {
                 String::new()
@@ -115,15 +123,18 @@ fn decision_block(out: &mut String, d: &Decision) {
     );
     let _ = writeln!(
         out,
-        "  price    ${:.4}/h -> ${:.4}/h ({})",
-        d.price.before,
-        d.price.after,
+        "  price    {} -> {} ({})",
+        per_hour(d.price.before),
+        per_hour(d.price.after),
         saving(d.price.before, d.price.after)
     );
     let _ = writeln!(
         out,
-        "  volumes  ${:.4}/h -> ${:.4}/h (EBS; decided on the totals ${:.4}/h -> ${:.4}/h)",
-        d.price.volumes_before, d.price.volumes_after, d.price.total_before, d.price.total_after
+        "  volumes  {} -> {} (EBS; decided on the totals {} -> {})",
+        per_hour(d.price.volumes_before),
+        per_hour(d.price.volumes_after),
+        per_hour(d.price.total_before),
+        per_hour(d.price.total_after)
     );
     if let Some(s) = d.termination_grace_period_seconds {
         let _ = writeln!(out, "  drain    bounded by terminationGracePeriod {s}s");
@@ -147,18 +158,26 @@ pub fn to_table(d: &Disruptions, now: i64) -> String {
     }
     let removed: usize = d.decisions.iter().map(|x| x.nodes.len()).sum();
     let launched: usize = d.decisions.iter().map(|x| x.replacements.len()).sum();
-    let before: f64 = d.decisions.iter().map(|x| x.price.before).sum();
-    let after: f64 = d.decisions.iter().map(|x| x.price.after).sum();
+    let before = d
+        .decisions
+        .iter()
+        .map(|x| x.price.before)
+        .fold(0.0, |a, b| a + b);
+    let after = d
+        .decisions
+        .iter()
+        .map(|x| x.price.after)
+        .fold(0.0, |a, b| a + b);
     let _ = writeln!(
         out,
         "{} decision(s): {} node(s) removed, {} replacement(s) launched, {} blocked; \
-         ${:.4}/h -> ${:.4}/h ({})",
+         {} -> {} ({})",
         d.decisions.len(),
         removed,
         launched,
         d.blocked.len(),
-        before,
-        after,
+        per_hour(before),
+        per_hour(after),
         saving(before, after)
     );
     out
@@ -262,5 +281,27 @@ mod tests {
             t.contains("0 decision(s): 0 node(s) removed, 0 replacement(s) launched, 0 blocked"),
             "{t}"
         );
+        // Nothing decided costs $0, never a negative zero.
+        assert!(
+            t.contains("$0.0000/h -> $0.0000/h (saves $0.0000/h)"),
+            "{t}"
+        );
+        assert!(!t.contains("-0.0000"), "{t}");
+    }
+
+    #[test]
+    fn hourly_prices_never_print_a_negative_zero() {
+        // (value, printed)
+        let cases = [
+            (-0.0, "$0.0000/h"),
+            (0.0, "$0.0000/h"),
+            (-0.00001, "$0.0000/h"),
+            (0.12345, "$0.1235/h"),
+            (-0.5, "$-0.5000/h"),
+            (f64::NAN, "$0.0000/h"),
+        ];
+        for (x, want) in cases {
+            assert_eq!(per_hour(x), want, "{x}");
+        }
     }
 }

@@ -29,6 +29,8 @@ struct SimPod {
     name: String,
     cpu_m: i64,
     annotations: BTreeMap<String, String>,
+    /// Its `app` label (what PodDisruptionBudgets select).
+    app: String,
 }
 
 #[derive(Debug, Clone)]
@@ -53,6 +55,11 @@ struct Cluster {
     class: serde_json::Value,
     nodes: BTreeMap<String, SimNode>,
     pending: Vec<SimPod>,
+    /// PodDisruptionBudgets (`policy/v1` documents) the agent sends.
+    pdbs: Vec<serde_json::Value>,
+    /// Pods with `karpenter.sh/do-not-disrupt` that left with their node
+    /// (the node, the pod): evicted by whatever removed it.
+    lost_protected: Vec<(String, String)>,
     /// How the agent acknowledges drains: `done` or `failed` (a PDB kept
     /// the pods past the deadline).
     drain_outcome: &'static str,
@@ -65,7 +72,17 @@ fn pod(name: &str, cpu_m: i64) -> SimPod {
         name: name.into(),
         cpu_m,
         annotations: BTreeMap::new(),
+        app: "web".into(),
     }
+}
+
+/// Whether the agent's drain holds `pod` back at `now`: its
+/// `karpenter.sh/do-not-disrupt` (the agent's `protected_at`; the pods here
+/// started at `START_MS`). `i64::MIN`: whether it carries the annotation.
+fn protected(pod: &SimPod, now: i64) -> bool {
+    let until =
+        flotilla_core::disruption::do_not_disrupt_until(&pod.annotations, Some(START_MS / 1000));
+    until.is_some_and(|t| now < t)
 }
 
 fn rfc3339(secs: i64) -> String {
@@ -106,6 +123,8 @@ impl Cluster {
             class: docs[1].clone(),
             nodes: BTreeMap::new(),
             pending: Vec::new(),
+            pdbs: Vec::new(),
+            lost_protected: Vec::new(),
             drain_outcome: "done",
             applied: Vec::new(),
         }
@@ -121,6 +140,7 @@ impl Cluster {
 
     fn documents(&self) -> Vec<serde_json::Value> {
         let mut docs = vec![self.pool.clone(), self.class.clone()];
+        docs.extend(self.pdbs.iter().cloned());
         let pod_doc = |p: &SimPod, node: Option<&str>| {
             let mut spec = serde_json::json!({"containers": [{"name": "app", "image": "app",
                 "resources": {"requests": {"cpu": format!("{}m", p.cpu_m), "memory": "512Mi"}}}]});
@@ -133,7 +153,7 @@ impl Cluster {
             serde_json::json!({
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": p.name, "namespace": "default", "annotations": p.annotations,
-                    "creationTimestamp": rfc3339(START_MS / 1000)},
+                    "labels": {"app": p.app}, "creationTimestamp": rfc3339(START_MS / 1000)},
                 "spec": spec, "status": status
             })
         };
@@ -178,6 +198,9 @@ impl Cluster {
             .collect();
         for k in gone {
             if let Some(n) = self.nodes.remove(&k) {
+                for p in n.pods.iter().filter(|p| protected(p, i64::MIN)) {
+                    self.lost_protected.push((k.clone(), p.name.clone()));
+                }
                 self.pending.extend(n.pods);
             }
         }
@@ -280,8 +303,21 @@ impl Cluster {
                     if self.drain_outcome == "failed" {
                         outcome = "failed";
                     } else {
-                        let evicted = std::mem::take(&mut node.pods);
+                        // As the agent's drain (`plan.rs`): pods with
+                        // do-not-disrupt are never evicted, only waited
+                        // for until the deadline (then the drain failed).
+                        let (kept, evicted): (Vec<SimPod>, Vec<SimPod>) =
+                            std::mem::take(&mut node.pods)
+                                .into_iter()
+                                .partition(|p| protected(p, now));
+                        node.pods = kept;
                         self.pending.extend(evicted);
+                        if !node.pods.is_empty() {
+                            if now < a["deadline"].as_i64().unwrap_or(i64::MAX) {
+                                continue; // not acknowledged: looked at again
+                            }
+                            outcome = "failed";
+                        }
                     }
                 }
                 _ => continue,
@@ -742,12 +778,14 @@ mod model {
 
     #[derive(Debug, Clone)]
     enum Op {
-        /// `n` pending pods of `cpu_m` (do-not-disrupt when `dnd`); the
-        /// pipeline launches and the scheduler binds them.
+        /// `n` pending pods of `cpu_m` and app [`APPS`]`[app]`
+        /// (do-not-disrupt when `dnd`); the pipeline launches and the
+        /// scheduler binds them.
         Add {
             n: usize,
             cpu_m: i64,
             dnd: bool,
+            app: usize,
         },
         /// Up to `n` pods of node number `pick` are deleted (scale down).
         Remove {
@@ -770,8 +808,8 @@ mod model {
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            3 => (1..4usize, prop_oneof![Just(250i64), Just(700), Just(1500), Just(2500)], proptest::bool::weighted(0.2))
-                .prop_map(|(n, cpu_m, dnd)| Op::Add { n, cpu_m, dnd }),
+            3 => (1..4usize, prop_oneof![Just(250i64), Just(700), Just(1500), Just(2500)], proptest::bool::weighted(0.2), 0..APPS.len())
+                .prop_map(|(n, cpu_m, dnd, app)| Op::Add { n, cpu_m, dnd, app }),
             3 => (any::<usize>(), 1..4usize).prop_map(|(pick, n)| Op::Remove { pick, n }),
             6 => Just(Op::Minute),
             2 => Just(Op::Concurrent),
@@ -783,6 +821,18 @@ mod model {
     }
 
     const TYPES: [&str; 4] = ["m5.large", "m5.xlarge", "c5.xlarge", "c5.2xlarge"];
+    /// The pods' apps and the `maxUnavailable` of each app's
+    /// PodDisruptionBudget (`None`: no PDB).
+    const APPS: [(&str, Option<u32>); 3] = [("api", Some(1)), ("web", Some(2)), ("batch", None)];
+
+    fn pdb_doc(app: &str, max_unavailable: u32) -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": app, "namespace": "default"},
+            "spec": {"maxUnavailable": max_unavailable,
+                "selector": {"matchLabels": {"app": app}}}
+        })
+    }
     const ZONES: [&str; 4] = ["us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d"];
 
     struct Model {
@@ -793,30 +843,39 @@ mod model {
         next: usize,
         /// NodeClaims whose node ever joined.
         joined: BTreeSet<String>,
+        /// Per graceful decision started: the pods on its nodes then, with
+        /// their app (what its drain evicts).
+        evicts: BTreeMap<String, Vec<(String, String)>>,
     }
 
     impl Model {
         async fn new() -> Model {
             let p = world();
-            let c = Cluster::new(
+            let mut c = Cluster::new(
                 &TYPES,
                 serde_json::json!({"consolidationPolicy": "WhenEmptyOrUnderutilized",
                     "consolidateAfter": "0s", "budgets": [{"nodes": "1"}]}),
             );
+            c.pdbs = APPS
+                .iter()
+                .filter_map(|(app, max)| max.map(|m| pdb_doc(app, m)))
+                .collect();
             let mut m = Model {
                 p,
                 c,
                 pods: BTreeSet::new(),
                 next: 0,
                 joined: BTreeSet::new(),
+                evicts: BTreeMap::new(),
             };
-            m.add(3, 700, false).await;
+            m.add(3, 700, false, 0).await;
             m
         }
 
-        async fn add(&mut self, n: usize, cpu_m: i64, dnd: bool) {
+        async fn add(&mut self, n: usize, cpu_m: i64, dnd: bool, app: usize) {
             for _ in 0..n {
                 let mut pod = pod(&format!("p{}", self.next), cpu_m);
+                pod.app = APPS[app % APPS.len()].0.to_string();
                 self.next += 1;
                 if dnd {
                     pod.annotations.insert(DND.into(), "true".into());
@@ -834,8 +893,9 @@ mod model {
         }
 
         /// The disruption run's decisions started: none graceful on a node
-        /// with a do-not-disrupt pod (the cluster as just posted).
-        async fn check_started(&self, started: &[String]) {
+        /// with a do-not-disrupt pod (the cluster as just posted); what
+        /// each graceful one evicts is noted for [`Self::check`].
+        async fn check_started(&mut self, started: &[String]) {
             let all = decisions(&self.p).await;
             for id in started {
                 let Some(d) = all.iter().find(|d| &d.id == id) else {
@@ -844,6 +904,7 @@ mod model {
                 if d.reason.is_forceful() {
                     continue;
                 }
+                let mut evicts = Vec::new();
                 for n in d.node_names() {
                     let dnd = self.c.nodes.get(n).is_some_and(|node| {
                         node.pods.iter().any(|p| p.annotations.contains_key(DND))
@@ -852,13 +913,52 @@ mod model {
                         !dnd,
                         "decision {id} disrupts {n}, which holds a do-not-disrupt pod"
                     );
+                    let pods = self.c.nodes.get(n).into_iter().flat_map(|n| &n.pods);
+                    evicts.extend(pods.map(|p| (p.name.clone(), p.app.clone())));
                 }
+                self.evicts.insert(id.clone(), evicts);
+            }
+        }
+
+        /// PodDisruptionBudgets: the pods the graceful decisions in flight
+        /// evict (as their nodes were when they started) never outnumber
+        /// what each PDB allows. And no do-not-disrupt pod left with a node
+        /// that a graceful decision removed (the drain waits for such pods
+        /// and gives up at its deadline).
+        fn check_pdbs_and_do_not_disrupt(&self, all: &[DisruptionRecord]) {
+            let mut evicting: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+            for d in all.iter().filter(|d| !d.state.is_final()) {
+                for (pod, app) in self.evicts.get(&d.id).into_iter().flatten() {
+                    evicting
+                        .entry(app.as_str())
+                        .or_default()
+                        .insert(pod.as_str());
+                }
+            }
+            for (app, max) in APPS {
+                let (Some(max), Some(pods)) = (max, evicting.get(app)) else {
+                    continue;
+                };
+                assert!(
+                    pods.len() <= max as usize,
+                    "PodDisruptionBudget default/{app} (maxUnavailable {max}): graceful decisions in flight evict {pods:?}: {all:?}"
+                );
+            }
+            for (node, pod) in &self.c.lost_protected {
+                let graceful = all
+                    .iter()
+                    .filter(|d| !d.reason.is_forceful())
+                    .find(|d| d.node_names().any(|n| n == node));
+                assert!(
+                    graceful.is_none(),
+                    "do-not-disrupt pod {pod} evicted with node {node} by {graceful:?}"
+                );
             }
         }
 
         async fn step(&mut self, op: &Op) {
             match op {
-                Op::Add { n, cpu_m, dnd } => self.add(*n, *cpu_m, *dnd).await,
+                Op::Add { n, cpu_m, dnd, app } => self.add(*n, *cpu_m, *dnd, *app).await,
                 Op::Remove { pick, n } => {
                     let names: Vec<String> = self.c.nodes.keys().cloned().collect();
                     if let Some(name) = names.get(pick % names.len().max(1)) {
@@ -931,6 +1031,7 @@ mod model {
             let seen: BTreeSet<String> = seen.into_iter().map(str::to_string).collect();
             assert_eq!(seen, self.pods, "pods lost or invented");
             let all = decisions(&self.p).await;
+            self.check_pdbs_and_do_not_disrupt(&all);
             // A decision being replaced can still read its replacements'
             // plans: every chunk its record names is stored (with a TTL).
             for d in all.iter().filter(|d| d.state == DisruptionState::Replacing) {

@@ -143,7 +143,22 @@ pub(crate) fn underutilized(run: &mut Run) {
         }
     }
     single_pass(run, &by_waste, &units);
+    block_by_pdb(run, &eligible);
     block_by_budget(run, &eligible);
+}
+
+/// Report the candidates of `cs` still free whose pods the
+/// PodDisruptionBudgets no longer allow to evict: the decisions of this
+/// run used up what they allowed.
+fn block_by_pdb(run: &mut Run, cs: &[usize]) {
+    for &c in cs {
+        if run.taken[c] {
+            continue;
+        }
+        if let Some(why) = run.graceful_blocker(c) {
+            run.block(c, why);
+        }
+    }
 }
 
 /// Report the candidates of `cs` still free in a NodePool whose
@@ -163,9 +178,12 @@ fn block_by_budget(run: &mut Run, cs: &[usize]) {
 }
 
 /// Candidates of `order` still free, in order, as many per NodePool as
-/// its Underutilized budget allows.
+/// its Underutilized budget allows and whose pods the
+/// PodDisruptionBudgets allow to evict beside those of the candidates
+/// before them: any subset of the list may be removed at once.
 fn admissible(run: &Run, order: &[usize]) -> Vec<usize> {
     let mut per_pool: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut evicting = Vec::new();
     let mut out = Vec::new();
     for &c in order {
         if run.taken[c] {
@@ -173,7 +191,9 @@ fn admissible(run: &Run, order: &[usize]) -> Vec<usize> {
         }
         let pool = run.cands[c].pool;
         let n = per_pool.entry(pool).or_insert(0);
-        if *n < run.budgets.remaining(pool, DisruptionReason::Underutilized) {
+        if *n < run.budgets.remaining(pool, DisruptionReason::Underutilized)
+            && run.pdbs.admit(&mut evicting, run.movable_pods(c))
+        {
             *n += 1;
             out.push(c);
         }
@@ -236,13 +256,15 @@ fn sketch_allows(pod: &Pod, node: &Node) -> bool {
 
 /// Pass 1: remove whole nodes whose pods fit into the others' room.
 fn delete_pass(run: &mut Run, eligible: &[usize]) {
-    let mut order: Vec<usize> = admissible(run, eligible);
+    let mut order: Vec<usize> = eligible.to_vec();
     order.sort_by(|&a, &b| {
         run.cands[a]
             .utilization
             .total_cmp(&run.cands[b].utilization)
             .then_with(|| run.node_name(a).cmp(run.node_name(b)))
     });
+    // Emptiest first into the budgets and PDB allowances.
+    let order = admissible(run, &order);
     let chosen = sketch_deletes(run, &order);
     if chosen.is_empty() {
         return;
@@ -354,23 +376,46 @@ fn cost_of(run: &Run, cs: &[usize]) -> Cost {
         .fold(Cost::default(), std::ops::Add::add)
 }
 
+/// Why a simulation of candidates is not taken.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Rejected {
+    /// Pods left over, too many NodeClaims, or too small a saving.
+    NoSaving,
+    /// Spot-to-spot without Karpenter's flexibility: so many instance
+    /// types of a spot replacement cost less than the nodes removed.
+    SpotToSpot { cheaper: usize },
+}
+
+impl Rejected {
+    /// The `blocked` sentence for a single node, when the reason is worth
+    /// reporting (Karpenter's `Unconsolidatable` event).
+    fn sentence(self) -> Option<String> {
+        match self {
+            Rejected::NoSaving => None,
+            Rejected::SpotToSpot { cheaper } => Some(format!(
+                "spot-to-spot consolidation needs at least {SPOT_TO_SPOT_MIN_TYPES} cheaper instance types; {cheaper} found"
+            )),
+        }
+    }
+}
+
 /// Check and shape a replacing simulation of candidates `cs`: every pod
 /// placed, at most [`split_cap`] NodeClaims (a split saving
 /// [`SPLIT_MIN_SAVING`]), a saving, spot-to-spot only with the
 /// flexibility above; replacement types narrowed to cheaper ones.
-fn acceptable(run: &Run, cs: &[usize], mut sim: Sim) -> Result<Sim, Sim> {
+fn acceptable(run: &Run, cs: &[usize], mut sim: Sim) -> Result<Sim, Rejected> {
     if !sim.all_placed() || sim.replacements.len() > split_cap(cs.len()) {
-        return Err(sim);
+        return Err(Rejected::NoSaving);
     }
     let before = cost_of(run, cs);
     let after = sim.cost();
     if !before.worth_replacing_by(after) {
-        return Err(sim);
+        return Err(Rejected::NoSaving);
     }
     if sim.replacements.len() > cs.len()
         && before.dollars - after.dollars < before.dollars * SPLIT_MIN_SAVING
     {
-        return Err(sim);
+        return Err(Rejected::NoSaving);
     }
     let spot_candidate = cs.iter().any(|&c| on_spot(run, c));
     let spot_replacement = sim
@@ -382,11 +427,13 @@ fn acceptable(run: &Run, cs: &[usize], mut sim: Sim) -> Result<Sim, Sim> {
     // Spot-to-spot: what the replacements may cost whatever types EC2
     // picks from their lists.
     let mut worst = 0.0;
+    let mut cheaper = usize::MAX;
     for r in &mut sim.replacements {
         if spot_candidate && r.price.capacity_type == CapacityType::Spot {
             narrow(run, r, f64::INFINITY);
+            cheaper = cheaper.min(cheaper_types(run, r, before.dollars - before.volumes));
             let Some(dearest) = spot_to_spot_types(run, r) else {
-                return Err(sim);
+                return Err(Rejected::SpotToSpot { cheaper });
             };
             worst += dearest + r.volume_price;
             continue;
@@ -400,9 +447,18 @@ fn acceptable(run: &Run, cs: &[usize], mut sim: Sim) -> Result<Sim, Sim> {
         worst += replacement_cost(r).dollars;
     }
     if spot_candidate && spot_replacement && worst >= before.dollars - 1e-9 {
-        return Err(sim);
+        return Err(Rejected::SpotToSpot { cheaper });
     }
     Ok(sim)
+}
+
+/// How many of replacement `r`'s instance types cost less than `price`
+/// $/h (the instances it replaces).
+fn cheaper_types(run: &Run, r: &NodeClaimPlan, price: f64) -> usize {
+    r.instance_types
+        .iter()
+        .filter(|t| offering_price(run, r, t).is_some_and(|p| p < price - 1e-9))
+        .count()
 }
 
 /// Karpenter's spot-to-spot flexibility for a spot replacement `r` of
@@ -632,55 +688,95 @@ fn replace_pass(run: &mut Run, by_waste: &[usize], units: &[UnitPrices]) -> bool
 /// Pass 3: single nodes, most wasteful first.
 fn single_pass(run: &mut Run, by_waste: &[usize], units: &[UnitPrices]) {
     let mut misses = 0;
-    let mut split_attempts = 0;
-    let mut split_misses = 0;
+    let mut splits = Splits::default();
     for &c in by_waste {
         if misses >= MAX_SINGLE_MISSES {
             break;
         }
-        if run.taken[c] {
+        let Some(may_replace) = single_worth_trying(run, c, units) else {
             continue;
-        }
-        let pool = run.cands[c].pool;
-        if run.budgets.remaining(pool, DisruptionReason::Underutilized) == 0 {
-            continue;
-        }
-        let cost = run.cands[c].cost.unwrap_or_default();
-        let bound = pods_bound(run, units, c);
-        let may_replace =
-            cost.reserved > 0.0 || bound < cost.dollars * (1.0 - super::price::MIN_RELATIVE_SAVING);
-        if !may_replace && sketch_deletes(run, &[c]).is_empty() {
-            continue;
-        }
-        let node = run.cands[c].node;
-        let sim = run.work.simulate_as(&[node], Ask::packed(1));
-        let top = dearest_replacement(&sim).unwrap_or(cost.dollars);
-        let one = acceptable(run, &[c], sim).ok();
-        let best = match one {
-            Some(sim) if sim.replacements.is_empty() || !may_replace => Some(sim),
-            one if split_attempts >= MAX_SPLIT_ATTEMPTS
-                || split_misses >= MAX_SPLIT_MISSES
-                || !worth_splitting(cost.dollars, bound) =>
-            {
-                one
-            }
-            one => {
-                // A split replaces a single replacement only when it saves
-                // SPLIT_MIN_SAVING more: one node is not churned into
-                // several for a small difference.
-                split_attempts += 1;
-                let s = ladder(run, &[c], &[node], top.min(cost.dollars));
-                let best = cheaper(one, s, cost.dollars * SPLIT_MIN_SAVING);
-                let split = best.as_ref().is_some_and(|b| b.replacements.len() > 1);
-                split_misses = if split { 0 } else { split_misses + 1 };
-                best
-            }
         };
+        let (best, rejected) = single(run, c, units, may_replace, &mut splits);
         match best {
             Some(sim) => run.decide(DisruptionReason::Underutilized, &[c], Some(sim)),
-            None => misses += 1,
+            None => {
+                misses += 1;
+                if let Some(why) = rejected {
+                    run.block(c, why);
+                }
+            }
         }
     }
+}
+
+/// Whether a single-node simulation of candidate `c` is worth running:
+/// free, within its budget and PDBs (blocked when an earlier decision of
+/// the run used a PDB up), and a saving possible at all (`Some(true)`:
+/// possibly by a replacement; `Some(false)`: only by a delete).
+fn single_worth_trying(run: &mut Run, c: usize, units: &[UnitPrices]) -> Option<bool> {
+    let pool = run.cands[c].pool;
+    if run.taken[c] || run.budgets.remaining(pool, DisruptionReason::Underutilized) == 0 {
+        return None;
+    }
+    if let Some(why) = run.graceful_blocker(c) {
+        run.block(c, why);
+        return None;
+    }
+    let cost = run.cands[c].cost.unwrap_or_default();
+    let bound = pods_bound(run, units, c);
+    let may_replace =
+        cost.reserved > 0.0 || bound < cost.dollars * (1.0 - super::price::MIN_RELATIVE_SAVING);
+    if !may_replace && sketch_deletes(run, &[c]).is_empty() {
+        return None;
+    }
+    Some(may_replace)
+}
+
+/// Split attempts of one single pass: how many, and how many in a row
+/// found no split.
+#[derive(Default)]
+struct Splits {
+    attempts: usize,
+    misses: usize,
+}
+
+/// The best single-node consolidation of candidate `c` (Karpenter's way,
+/// then a split when worth it), or why a reportable rule refused it.
+fn single(
+    run: &mut Run,
+    c: usize,
+    units: &[UnitPrices],
+    may_replace: bool,
+    splits: &mut Splits,
+) -> (Option<Sim>, Option<String>) {
+    let cost = run.cands[c].cost.unwrap_or_default();
+    let bound = pods_bound(run, units, c);
+    let node = run.cands[c].node;
+    let sim = run.work.simulate_as(&[node], Ask::packed(1));
+    let top = dearest_replacement(&sim).unwrap_or(cost.dollars);
+    let one = acceptable(run, &[c], sim);
+    let rejected = one.as_ref().err().and_then(|r| r.sentence());
+    let best = match one.ok() {
+        Some(sim) if sim.replacements.is_empty() || !may_replace => Some(sim),
+        one if splits.attempts >= MAX_SPLIT_ATTEMPTS
+            || splits.misses >= MAX_SPLIT_MISSES
+            || !worth_splitting(cost.dollars, bound) =>
+        {
+            one
+        }
+        one => {
+            // A split replaces a single replacement only when it saves
+            // SPLIT_MIN_SAVING more: one node is not churned into
+            // several for a small difference.
+            splits.attempts += 1;
+            let s = ladder(run, &[c], &[node], top.min(cost.dollars));
+            let best = cheaper(one, s, cost.dollars * SPLIT_MIN_SAVING);
+            let split = best.as_ref().is_some_and(|b| b.replacements.len() > 1);
+            splits.misses = if split { 0 } else { splits.misses + 1 };
+            best
+        }
+    };
+    (best, rejected)
 }
 
 #[cfg(test)]

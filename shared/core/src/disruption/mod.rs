@@ -152,13 +152,18 @@ impl<'a> Run<'a> {
             .enumerate()
             .map(|(i, c)| (state.nodes[c.node].name.as_str(), i))
             .collect();
+        // The pods of nodes already disrupting are being evicted: their
+        // PDBs allow that many fewer evictions to this run.
+        let mut pdbs = Pdbs::new(state);
+        let draining = state.nodes.iter().zip(&counted).filter(|(_, &c)| c);
+        pdbs.consume(draining.flat_map(|(n, _)| n.pods.iter().filter(|p| candidate::moves(p))));
         Run {
             state,
             catalog,
             opts,
             taken,
             budgets,
-            pdbs: Pdbs::new(state),
+            pdbs,
             work: Work::new(state, catalog, &sched, out_nodes),
             cands,
             blocked: BTreeMap::new(),
@@ -204,27 +209,29 @@ impl<'a> Run<'a> {
     }
 
     /// What blocks a graceful disruption of candidate `c` now (the
-    /// do-not-disrupt annotations, a PodDisruptionBudget).
+    /// do-not-disrupt annotations, a PodDisruptionBudget whose allowance,
+    /// less what this run's decisions evict, does not cover its pods).
     fn graceful_blocker(&self, c: usize) -> Option<String> {
-        let cand = &self.cands[c];
-        if let Some(b) = &cand.blocker {
+        if let Some(b) = &self.cands[c].blocker {
             return Some(b.clone());
         }
-        let node = &self.state.nodes[cand.node];
-        self.pdbs
-            .blocker(cand.movable.iter().map(|&k| &node.pods[k]))
+        self.pdbs.blocker(self.movable_pods(c))
+    }
+
+    /// The pods a disruption of candidate `c` evicts.
+    fn movable_pods(&self, c: usize) -> impl Iterator<Item = &'a crate::model::Pod> + '_ {
+        let node = &self.state.nodes[self.cands[c].node];
+        self.cands[c].movable.iter().map(move |&k| &node.pods[k])
     }
 
     /// Candidate `c` joins a decision: out of the budgets and PDB
     /// allowances, no destination any more.
     fn take(&mut self, c: usize) {
         self.taken[c] = true;
-        let cand = &self.cands[c];
-        self.budgets.take(cand.pool, 1);
-        let node = &self.state.nodes[cand.node];
-        self.pdbs
-            .consume(cand.movable.iter().map(|&k| &node.pods[k]));
-        self.work.remove(cand.node);
+        self.budgets.take(self.cands[c].pool, 1);
+        let pods: Vec<&crate::model::Pod> = self.movable_pods(c).collect();
+        self.pdbs.consume(pods);
+        self.work.remove(self.cands[c].node);
     }
 
     /// Record a decision over candidates `cs` (one NodePool) with the
@@ -404,6 +411,9 @@ impl<'a> Run<'a> {
             )
         });
         for (c, _why) in drifted {
+            if self.taken[c] {
+                continue; // it received an earlier decision's pods
+            }
             if let Some(b) = self.graceful_blocker(c) {
                 self.block(c, b);
                 continue;

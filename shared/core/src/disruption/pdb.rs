@@ -6,9 +6,14 @@
 //! is computed over the bound pods it selects, all taken as healthy:
 //! `maxUnavailable` (percent of the selected pods, rounded up), or the
 //! selected pods minus `minAvailable` (percent rounded up). As in
-//! Karpenter, a node is blocked when one of its pods is covered by a PDB
-//! that allows no eviction now, or by more than one PDB (the Eviction API
-//! refuses those pods); decisions taken in one run use up the allowances.
+//! Karpenter, a node is blocked when one of its pods is covered by more
+//! than one PDB (the Eviction API refuses those pods) or by a PDB that
+//! allows no eviction now. Stronger than Karpenter (which checks each
+//! command alone): the graceful decisions of one run together never evict
+//! more pods of a PDB than it allows. A node whose pods of one PDB
+//! outnumber what it still allows is blocked, every decision uses up the
+//! allowances of the pods it evicts, and a set of nodes removed together
+//! is assembled within them ([`Pdbs::admit`]).
 
 use std::collections::BTreeMap;
 
@@ -18,6 +23,8 @@ pub(crate) struct Pdbs<'a> {
     pdbs: &'a [PodDisruptionBudget],
     /// Evictions each PDB still allows.
     allowed: Vec<u32>,
+    /// Evictions each PDB allowed before this run's decisions.
+    initial: Vec<u32>,
     by_namespace: BTreeMap<&'a str, Vec<usize>>,
 }
 
@@ -47,7 +54,7 @@ impl<'a> Pdbs<'a> {
                 }
             }
         }
-        let allowed = state
+        let allowed: Vec<u32> = state
             .pdbs
             .iter()
             .zip(&selected)
@@ -55,6 +62,7 @@ impl<'a> Pdbs<'a> {
             .collect();
         Pdbs {
             pdbs: &state.pdbs,
+            initial: allowed.clone(),
             allowed,
             by_namespace,
         }
@@ -70,8 +78,37 @@ impl<'a> Pdbs<'a> {
             .collect()
     }
 
-    /// Why evicting `pods` would be refused now, naming the PDB and pod.
+    /// Why evicting `pods` together would be refused now, naming the PDB
+    /// and a pod: a pod covered by more than one PDB, or more pods of one
+    /// PDB than it still allows (decisions of this run used some up).
     pub fn blocker<'p>(&self, pods: impl IntoIterator<Item = &'p Pod>) -> Option<String> {
+        self.shortfall(&mut Vec::new(), pods)
+    }
+
+    /// Whether `pods` may be evicted on top of `pending` (evictions a set
+    /// being assembled already counts, per PDB; same length as the PDBs or
+    /// empty): if so, they are added to `pending`.
+    pub fn admit<'p>(
+        &self,
+        pending: &mut Vec<u32>,
+        pods: impl IntoIterator<Item = &'p Pod>,
+    ) -> bool {
+        let mut trial = pending.clone();
+        if self.shortfall(&mut trial, pods).is_some() {
+            return false;
+        }
+        *pending = trial;
+        true
+    }
+
+    /// Count `pods` into `used` (per PDB; grown to the PDBs' length) and
+    /// say why the first pod that does not fit would be refused.
+    fn shortfall<'p>(
+        &self,
+        used: &mut Vec<u32>,
+        pods: impl IntoIterator<Item = &'p Pod>,
+    ) -> Option<String> {
+        used.resize(self.pdbs.len(), 0);
         for pod in pods {
             let cover = self.covering(pod);
             if cover.len() > 1 {
@@ -82,17 +119,37 @@ impl<'a> Pdbs<'a> {
                     names.join(", ")
                 ));
             }
-            if let Some(&i) = cover.first() {
-                if self.allowed[i] == 0 {
-                    return Some(format!(
-                        "PodDisruptionBudget {} allows no more disruptions (pod {})",
-                        self.pdbs[i].key(),
-                        pod.key()
-                    ));
-                }
+            let Some(&i) = cover.first() else {
+                continue;
+            };
+            used[i] = used[i].saturating_add(1);
+            if used[i] > self.allowed[i] {
+                return Some(self.refusal(i, used[i], pod));
             }
         }
         None
+    }
+
+    /// Why PDB `i` refuses the `need`-th eviction (of `pod`) now.
+    fn refusal(&self, i: usize, need: u32, pod: &Pod) -> String {
+        let (key, left, first) = (self.pdbs[i].key(), self.allowed[i], self.initial[i]);
+        let used = first.saturating_sub(left);
+        let spent = if used > 0 {
+            format!(" (decisions of this run evict {used} of the {first} it allowed)")
+        } else {
+            String::new()
+        };
+        if left == 0 {
+            format!(
+                "PodDisruptionBudget {key} allows no more disruptions{spent} (pod {})",
+                pod.key()
+            )
+        } else {
+            format!(
+                "PodDisruptionBudget {key} allows {left} more disruption(s){spent} and the node holds {need} of its pods (pod {})",
+                pod.key()
+            )
+        }
     }
 
     /// Use up the allowances of the PDBs covering `pods` (evicted).
@@ -212,6 +269,61 @@ mod tests {
         );
         // Another namespace's pod with the same labels is not covered.
         assert_eq!(p.blocker(&[pod("other", "x", "web")]), None);
+    }
+
+    #[test]
+    fn sets_are_admitted_within_the_allowance() {
+        // (allowed, pods per node of the PDB, nodes admitted in turn): a
+        // node is admitted while its pods fit in what the PDB allows
+        // beside the nodes admitted before it.
+        let cases: [(u32, &[usize], &[bool]); 5] = [
+            (1, &[1, 1, 1], &[true, false, false]),
+            (2, &[1, 1, 1], &[true, true, false]),
+            (2, &[2, 1, 0], &[true, false, true]),
+            (1, &[2, 1], &[false, true]),
+            (0, &[1, 0], &[false, true]),
+        ];
+        for (allowed, per_node, want) in cases {
+            let nodes: Vec<Vec<Pod>> = per_node
+                .iter()
+                .enumerate()
+                .map(|(n, &k)| {
+                    (0..k)
+                        .map(|j| pod("default", &format!("n{n}p{j}"), "web"))
+                        .collect()
+                })
+                .collect();
+            let all: Vec<Pod> = nodes.iter().flatten().cloned().collect();
+            let s = state(
+                all,
+                vec![pdb("web", "web", None, Some(IntOrPercent::Int(allowed)))],
+            );
+            let p = Pdbs::new(&s);
+            let mut pending = Vec::new();
+            let got: Vec<bool> = nodes.iter().map(|n| p.admit(&mut pending, n)).collect();
+            assert_eq!(got, want, "allowed {allowed}, {per_node:?}");
+            // One node alone: blocked exactly when it holds more pods of
+            // the PDB than it allows.
+            for (n, &k) in nodes.iter().zip(per_node) {
+                let why = p.blocker(n);
+                assert_eq!(why.is_some(), k > allowed as usize, "{per_node:?}: {why:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_allowance_used_by_this_run_is_named() {
+        let pods = vec![pod("default", "a", "web"), pod("default", "b", "web")];
+        let mut b = pdb("web-pdb", "web", None, None);
+        b.disruptions_allowed = Some(1);
+        let s = state(pods.clone(), vec![b]);
+        let mut p = Pdbs::new(&s);
+        p.consume(&pods[..1]);
+        let why = p.blocker(&pods[1..]).unwrap_or_default();
+        assert!(
+            why.contains("default/web-pdb") && why.contains("this run evict 1 of the 1"),
+            "{why}"
+        );
     }
 
     #[test]

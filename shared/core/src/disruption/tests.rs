@@ -966,3 +966,207 @@ fn spot_nodes_merge_only_when_whatever_ec2_launches_saves() {
         }
     }
 }
+
+/// A PDB `default/api` over the pods labelled `app: api`.
+fn api_pdb(max_unavailable: Option<u32>, status: Option<u32>) -> PodDisruptionBudget {
+    PodDisruptionBudget {
+        namespace: "default".into(),
+        name: "api".into(),
+        selector: LabelSelector {
+            match_labels: [("app".to_string(), "api".to_string())].into(),
+            match_expressions: vec![],
+        },
+        min_available: None,
+        max_unavailable: max_unavailable.map(IntOrPercent::Int),
+        disruptions_allowed: status,
+    }
+}
+
+/// Pods of `default/api` the graceful decisions of `d` evict.
+fn api_evictions(d: &Disruptions) -> usize {
+    d.decisions
+        .iter()
+        .filter(|x| !x.reason.is_forceful())
+        .flat_map(|x| &x.moves)
+        .filter(|m| m.pod.starts_with("default/api"))
+        .count()
+}
+
+/// (nodes, api pods per node, maxUnavailable, status, budget %,
+/// evictions allowed)
+type PdbCase = (usize, usize, Option<u32>, Option<u32>, u32, usize);
+
+#[test]
+fn pdb_allowances_bound_all_graceful_decisions_of_a_run() {
+    // (nodes, api pods per node, maxUnavailable, status, budget %,
+    // evictions allowed): one run never evicts more pods of the PDB than
+    // it allows, in one decision (three nodes, 100%: /tmp/audit18/d.yaml)
+    // or several (twenty nodes, 10%: d2.yaml); two pods on one node need
+    // two; a node whose pods outnumber the allowance is blocked.
+    let cases: [PdbCase; 6] = [
+        (3, 1, Some(1), None, 100, 1),
+        (20, 1, Some(1), Some(1), 10, 1),
+        (6, 1, Some(2), None, 100, 2),
+        (6, 1, None, Some(3), 100, 3),
+        (4, 2, Some(1), None, 100, 0),
+        (4, 2, Some(3), None, 100, 2),
+    ];
+    for (case, &(n, per_node, max, status, pct, allowed)) in cases.iter().enumerate() {
+        let nodes: Vec<Node> = (0..n)
+            .map(|i| {
+                let pods = (0..per_node)
+                    .map(|k| pod(&format!("api{i}x{k}"), "300m", "512Mi"))
+                    .map(|mut p| {
+                        p.labels.insert("app".into(), "api".into());
+                        p
+                    })
+                    .collect();
+                node(
+                    &format!("n{i:02}"),
+                    "m5.large",
+                    "us-west-2a",
+                    "on-demand",
+                    pods,
+                )
+            })
+            .collect();
+        let mut s = ClusterState {
+            pdbs: vec![api_pdb(max, status)],
+            ..cluster(nodes)
+        };
+        s.node_pools[0].disruption.budgets[0].nodes = IntOrPercent::Percent(pct);
+        let d = run(&s);
+        let evicted = api_evictions(&d);
+        assert!(
+            evicted <= allowed,
+            "case {case}: {evicted} > {allowed}: {d:#?}"
+        );
+        // The allowance is used, not wasted: consolidation still happens.
+        assert_eq!(evicted, allowed, "case {case}: {d:#?}");
+        let named = d
+            .blocked
+            .iter()
+            .any(|b| b.reason.contains("PodDisruptionBudget default/api"));
+        assert!(named, "case {case}: a node blocked by the PDB: {d:#?}");
+    }
+}
+
+#[test]
+fn drift_respects_allowances_used_by_earlier_decisions() {
+    // Two drifted spot nodes (the pool allows on-demand only), each with
+    // one api pod; the PDB allows one eviction: one is replaced, the
+    // other blocked, naming the PDB.
+    let api = |name: &str| {
+        let mut p = pod(name, "3", "8Gi"); // two do not fit on one node
+        p.labels.insert("app".into(), "api".into());
+        p
+    };
+    let s = ClusterState {
+        pdbs: vec![api_pdb(None, Some(1))],
+        ..cluster(vec![
+            node("d0", "m5.xlarge", "us-west-2a", "spot", vec![api("api0")]),
+            node("d1", "m5.xlarge", "us-west-2a", "spot", vec![api("api1")]),
+        ])
+    };
+    let d = run(&s);
+    assert_eq!(api_evictions(&d), 1, "{d:#?}");
+    assert_eq!(
+        reasons(&d),
+        vec![(DisruptionReason::Drifted, vec!["d0".to_string()])]
+    );
+    let why = &d
+        .blocked
+        .iter()
+        .find(|b| b.node == "d1")
+        .expect("d1 blocked")
+        .reason;
+    assert!(
+        why.contains("PodDisruptionBudget default/api") && why.contains("this run"),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_spot_node_without_spot_to_spot_flexibility_is_reported() {
+    // A spot m5.xlarge with a 1-cpu pod in a spot pool of m5.large and
+    // m5.xlarge only: the one cheaper type is not the 15 Karpenter needs
+    // (/tmp/audit18/j.yaml). Blocked, saying why.
+    let mut s = cluster(vec![node(
+        "s1",
+        "m5.xlarge",
+        "us-west-2a",
+        "spot",
+        vec![pod("web1", "1", "1Gi")],
+    )]);
+    let mut np = spot_pool(false);
+    np.requirements.remove(labels::CAPACITY_TYPE);
+    np.requirements
+        .add(Requirement::new(labels::CAPACITY_TYPE, Operator::In, &["spot"]).expect("req"));
+    np.requirements.add(
+        Requirement::new(
+            labels::INSTANCE_TYPE,
+            Operator::In,
+            &["m5.large", "m5.xlarge"],
+        )
+        .expect("req"),
+    );
+    s.node_pools = vec![np];
+    let d = run(&s);
+    assert!(d.decisions.is_empty(), "{d:#?}");
+    assert_eq!(d.blocked.len(), 1, "{d:#?}");
+    let why = &d.blocked[0].reason;
+    // m5.large, and m5.xlarge in a zone where spot costs less.
+    let found = why
+        .strip_prefix("spot-to-spot consolidation needs at least 15 cheaper instance types; ")
+        .and_then(|r| r.strip_suffix(" found"))
+        .and_then(|n| n.parse::<usize>().ok());
+    assert!(found.is_some_and(|n| (1..15).contains(&n)), "{why}");
+}
+
+#[test]
+fn nodes_already_disrupting_use_up_their_pods_pdb_allowances() {
+    // (PDB status disruptionsAllowed, `d0` already disrupting, `d1`
+    // decided): d0's api pod is being evicted by a decision in flight, so
+    // a PDB allowing one eviction has none left for d1 (drifted).
+    let cases = [(1, false, true), (1, true, false), (2, true, true)];
+    for (allowed, in_flight, want) in cases {
+        let api = |name: &str| {
+            let mut p = pod(name, "3", "8Gi");
+            p.labels.insert("app".into(), "api".into());
+            p
+        };
+        let s = ClusterState {
+            pdbs: vec![api_pdb(None, Some(allowed))],
+            ..cluster(vec![
+                node(
+                    "d0",
+                    "m5.xlarge",
+                    "us-west-2a",
+                    "on-demand",
+                    vec![api("api0")],
+                ),
+                node("d1", "m5.xlarge", "us-west-2a", "spot", vec![api("api1")]),
+            ])
+        };
+        let mut opts = DisruptOptions {
+            now: NOW,
+            ..DisruptOptions::default()
+        };
+        if in_flight {
+            opts.disrupting = [("d0".to_string(), DisruptionReason::Underutilized)].into();
+        }
+        let d = disrupt(&s, &catalog(), &opts);
+        let decided = d.decisions.iter().any(|x| x.nodes == ["d1"]);
+        assert_eq!(
+            decided, want,
+            "allowed {allowed}, in flight {in_flight}: {d:#?}"
+        );
+        if !want {
+            let why = d.blocked.iter().find(|b| b.node == "d1");
+            assert!(
+                why.is_some_and(|b| b.reason.contains("PodDisruptionBudget default/api")),
+                "{d:#?}"
+            );
+        }
+    }
+}
