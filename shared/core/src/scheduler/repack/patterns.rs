@@ -497,10 +497,11 @@ struct Knapsack<'a> {
     most: Vec<i64>,
     weightings: Vec<Vec<f64>>,
     order: Vec<usize>,
-    /// Scratch: per dimension its factor (see `factors`), and the classes
-    /// keyed by density.
+    /// Scratch: per dimension its factor (see `factors`), the classes
+    /// keyed by density, and the classes `adaptive` may still take.
     factors: Vec<f64>,
     keyed: Vec<(i64, usize)>,
+    alive: Vec<usize>,
 }
 
 /// How a class's size sums its dimensions (each relative to the room).
@@ -534,6 +535,7 @@ impl<'a> Knapsack<'a> {
             order: Vec::new(),
             factors: Vec::new(),
             keyed: Vec::new(),
+            alive: Vec::new(),
         }
     }
 
@@ -644,19 +646,25 @@ impl<'a> Knapsack<'a> {
         let mut take = vec![0usize; self.most.len()];
         let mut val = 0.0;
         let mut factors = std::mem::take(&mut self.factors);
+        // The classes that may still fit, in order: the room only shrinks,
+        // so one that does not fit is dropped for good.
+        let mut alive = std::mem::take(&mut self.alive);
+        alive.clear();
+        alive.extend((0..self.most.len()).filter(|&k| self.most[k] > 0));
         loop {
             Self::factors(&rem, Weighing::Even, &mut factors);
             let mut best: Option<(f64, usize)> = None;
-            for (k, (&most, &taken)) in self.most.iter().zip(&take).enumerate() {
+            alive.retain(|&k| {
                 let need = &self.need[k];
-                if most <= taken as i64 || need.iter().zip(&rem).any(|(&q, &r)| q > r) {
-                    continue;
+                if self.most[k] <= take[k] as i64 || need.iter().zip(&rem).any(|(&q, &r)| q > r) {
+                    return false;
                 }
                 let score = self.value[k] / self.size(k, &factors, false);
                 if best.is_none_or(|(s, _)| score > s) {
                     best = Some((score, k));
                 }
-            }
+                true
+            });
             let Some((_, k)) = best else { break };
             let fit = copies_up_to(&rem, &self.need[k], self.most[k] - take[k] as i64);
             let n = (fit + 1) / 2;
@@ -667,6 +675,7 @@ impl<'a> Knapsack<'a> {
             val += n as f64 * self.value[k];
         }
         self.factors = factors;
+        self.alive = alive;
         (val, take)
     }
 
