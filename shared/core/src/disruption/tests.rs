@@ -355,6 +355,116 @@ fn template_hash_drift_only_for_our_hashes() {
     );
 }
 
+/// Each recorded hash is compared under its own version annotation only:
+/// the EC2NodeClass hash under `ec2nodeclass-hash-version`, the NodePool
+/// hash under `nodepool-hash-version`, on the node or on its NodeClaim.
+#[test]
+fn template_hashes_are_compared_under_their_own_version_annotations() {
+    use hash::{HASH_VERSION as OURS, NODECLASS_HASH_VERSION as CV, NODEPOOL_HASH_VERSION as PV};
+    use labels::{NODECLASS_HASH as CH, NODEPOOL_HASH as PH};
+    type Ann<'a> = &'a [(&'a str, &'a str)];
+    // (case, node annotations, NodeClaim annotations, drifted)
+    let cases: [(&str, Ann, Ann, bool); 10] = [
+        (
+            "stale class hash, class version",
+            &[(CH, "old"), (CV, OURS)],
+            &[],
+            true,
+        ),
+        (
+            "stale class hash, pool version only",
+            &[(CH, "old"), (PV, OURS)],
+            &[],
+            false,
+        ),
+        (
+            "stale class hash, both versions",
+            &[(CH, "old"), (CV, OURS), (PV, OURS)],
+            &[],
+            true,
+        ),
+        (
+            "stale class hash, Karpenter's version",
+            &[(CH, "old"), (CV, "v3")],
+            &[],
+            false,
+        ),
+        (
+            "current class hash, class version",
+            &[(CH, "c-now"), (CV, OURS)],
+            &[],
+            false,
+        ),
+        (
+            "stale pool hash, pool version",
+            &[(PH, "old"), (PV, OURS)],
+            &[],
+            true,
+        ),
+        (
+            "stale pool hash, class version only",
+            &[(PH, "old"), (CV, OURS)],
+            &[],
+            false,
+        ),
+        (
+            "stale class hash on the NodeClaim",
+            &[],
+            &[(CH, "old"), (CV, OURS)],
+            true,
+        ),
+        (
+            "class hash on the node, version on the NodeClaim",
+            &[(CH, "old")],
+            &[(CV, OURS)],
+            false,
+        ),
+        (
+            "current hashes on the node, stale class hash on the NodeClaim",
+            &[(CH, "c-now"), (CV, OURS)],
+            &[(CH, "old"), (CV, OURS)],
+            false,
+        ),
+    ];
+    let ann = |a: Ann| -> BTreeMap<String, String> {
+        a.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    for (case, on_node, on_claim, want) in cases {
+        let mut n = node(
+            "n",
+            "m5.xlarge",
+            "us-west-2a",
+            "on-demand",
+            vec![pod("web1", "3", "8Gi")],
+        );
+        n.annotations = ann(on_node);
+        let mut s = cluster(vec![n]);
+        s.node_pools[0].template_hash = Some("p-now".into());
+        s.node_pools[0].node_class = Some("default".into());
+        s.node_classes.push(NodeClass {
+            name: "default".into(),
+            kind: "EC2NodeClass".into(),
+            ami_family: AmiFamily::AL2023,
+            root_volume_size: None,
+            volumes: None,
+            spec: serde_json::Value::Null,
+            template_hash: Some("c-now".into()),
+        });
+        s.node_claims.push(NodeClaimObject {
+            name: "n-claim".into(),
+            node_pool: Some("default".into()),
+            node_name: Some("n".into()),
+            annotations: ann(on_claim),
+            ..NodeClaimObject::default()
+        });
+        let got = reasons(&run(&s));
+        let drifted = got == vec![(DisruptionReason::Drifted, vec!["n".to_string()])];
+        assert_eq!(drifted, want, "{case}: {got:?}");
+    }
+}
+
 #[test]
 fn nodes_of_no_pool_are_never_disrupted_but_take_pods() {
     let mut other = node("static", "m5.2xlarge", "us-west-2a", "on-demand", vec![]);
