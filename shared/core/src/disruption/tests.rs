@@ -1076,3 +1076,245 @@ fn spot_nodes_merge_only_when_whatever_ec2_launches_saves() {
         }
     }
 }
+
+fn startup_taint() -> Taint {
+    Taint {
+        key: "example.com/booting".into(),
+        value: String::new(),
+        effect: TaintEffect::NoSchedule,
+    }
+}
+
+/// How a test node stands: Ready, NotReady, or with its NodePool's startup
+/// taint still on it (not initialized).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Health {
+    Ready,
+    NotReady,
+    Booting,
+    Deleting,
+}
+
+fn with_health(mut n: Node, h: Health) -> Node {
+    match h {
+        Health::Ready => n.ready = Some(true),
+        Health::NotReady => n.ready = Some(false),
+        Health::Booting => {
+            n.ready = Some(true);
+            n.taints.push(startup_taint());
+        }
+        Health::Deleting => {
+            n.ready = Some(true);
+            n.deleting = true;
+            n.unschedulable = true;
+        }
+    }
+    n
+}
+
+/// Nodes that are not Ready or not initialized are no candidates of
+/// graceful disruption (reported blocked) and receive no moved pods;
+/// forceful reasons act on them all the same.
+#[test]
+fn unready_nodes_are_held_from_graceful_disruption_but_not_from_forceful() {
+    // (case, health, created days ago, interrupted, want: reason or None, blocked sentence part)
+    type Case<'a> = (
+        &'a str,
+        Health,
+        i64,
+        bool,
+        Option<DisruptionReason>,
+        &'a str,
+    );
+    let cases: [Case; 6] = [
+        (
+            "empty and Ready",
+            Health::Ready,
+            2,
+            false,
+            Some(DisruptionReason::Empty),
+            "",
+        ),
+        (
+            "empty and NotReady",
+            Health::NotReady,
+            2,
+            false,
+            None,
+            "not Ready",
+        ),
+        (
+            "empty, startup taint left",
+            Health::Booting,
+            2,
+            false,
+            None,
+            "not initialized",
+        ),
+        (
+            "NotReady and expired",
+            Health::NotReady,
+            40,
+            false,
+            Some(DisruptionReason::Expired),
+            "",
+        ),
+        (
+            "booting and interrupted",
+            Health::Booting,
+            2,
+            true,
+            Some(DisruptionReason::Interrupted),
+            "",
+        ),
+        (
+            "NotReady and interrupted",
+            Health::NotReady,
+            2,
+            true,
+            Some(DisruptionReason::Interrupted),
+            "",
+        ),
+    ];
+    for (case, health, age_days, interrupted, want, blocked) in cases {
+        let mut n = with_health(
+            node("n", "m5.xlarge", "us-west-2a", "on-demand", vec![]),
+            health,
+        );
+        n.created_at = Some(NOW - age_days * DAY);
+        let mut s = cluster(vec![n]);
+        s.node_pools[0].startup_taints = vec![startup_taint()];
+        let opts = DisruptOptions {
+            now: NOW,
+            interrupted: if interrupted {
+                ["n".to_string()].into()
+            } else {
+                BTreeSet::new()
+            },
+            ..DisruptOptions::default()
+        };
+        let d = disrupt(&s, &catalog(), &opts);
+        let got: Vec<DisruptionReason> = d.decisions.iter().map(|d| d.reason).collect();
+        assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "{case}: {d:?}");
+        if !blocked.is_empty() {
+            assert!(
+                d.blocked
+                    .iter()
+                    .any(|b| b.node == "n" && b.reason.contains(blocked)),
+                "{case}: {:?}",
+                d.blocked
+            );
+        }
+    }
+}
+
+/// A pod of an underutilized node does not move onto a node that is not
+/// Ready or not initialized: the decision would rely on it.
+#[test]
+fn unready_nodes_receive_no_moved_pods() {
+    for (health, moved) in [
+        (Health::Ready, true),
+        (Health::NotReady, false),
+        (Health::Booting, false),
+    ] {
+        let big = with_health(
+            node(
+                "big",
+                "m5.2xlarge",
+                "us-west-2a",
+                "on-demand",
+                vec![pod("api1", "4", "8Gi")],
+            ),
+            health,
+        );
+        let small = node(
+            "small",
+            "m5.large",
+            "us-west-2a",
+            "on-demand",
+            vec![pod("web1", "500m", "1Gi")],
+        );
+        let mut s = cluster(vec![big, small]);
+        s.node_pools[0].startup_taints = vec![startup_taint()];
+        let d = run(&s);
+        let onto_big = d
+            .decisions
+            .iter()
+            .flat_map(|d| &d.moves)
+            .any(|m| m.to == "big");
+        assert_eq!(onto_big, moved, "{health:?}: {d:#?}");
+    }
+}
+
+/// Budgets, Karpenter's way: nodes not initialized are not counted; nodes
+/// NotReady or being deleted count against the allowance.
+#[test]
+fn budgets_count_not_ready_and_deleting_nodes_and_skip_uninitialized_ones() {
+    use IntOrPercent::{Int, Percent};
+    // (case, budget, others beside 4 empty Ready nodes, empty nodes removed)
+    type Case<'a> = (&'a str, IntOrPercent, &'a [Health], usize);
+    let cases: [Case; 7] = [
+        ("nothing else", Int(2), &[], 2),
+        ("one NotReady", Int(2), &[Health::NotReady], 1),
+        (
+            "two NotReady",
+            Int(2),
+            &[Health::NotReady, Health::NotReady],
+            0,
+        ),
+        ("one being deleted", Int(2), &[Health::Deleting], 1),
+        ("one booting", Int(2), &[Health::Booting], 2),
+        (
+            "50% of 4 initialized (2 booting not counted)",
+            Percent(50),
+            &[Health::Booting, Health::Booting],
+            2,
+        ),
+        (
+            "50% of 5, one NotReady",
+            Percent(50),
+            &[Health::NotReady],
+            2,
+        ),
+    ];
+    for (case, budget, others, want) in cases {
+        let mut nodes: Vec<Node> = (0..4)
+            .map(|i| {
+                with_health(
+                    node(
+                        &format!("e{i}"),
+                        "m5.xlarge",
+                        "us-west-2a",
+                        "on-demand",
+                        vec![],
+                    ),
+                    Health::Ready,
+                )
+            })
+            .collect();
+        for (i, h) in others.iter().enumerate() {
+            let busy = node(
+                &format!("o{i}"),
+                "m5.xlarge",
+                "us-west-2a",
+                "on-demand",
+                vec![pod(&format!("db{i}"), "3", "8Gi")],
+            );
+            nodes.push(with_health(busy, *h));
+        }
+        let mut s = cluster(nodes);
+        s.node_pools[0].startup_taints = vec![startup_taint()];
+        s.node_pools[0].disruption.budgets = vec![Budget {
+            nodes: budget,
+            ..Budget::default_budget()
+        }];
+        let d = run(&s);
+        let removed: usize = d
+            .decisions
+            .iter()
+            .filter(|d| d.reason == DisruptionReason::Empty)
+            .map(|d| d.nodes.len())
+            .sum();
+        assert_eq!(removed, want, "{case}: {d:#?}");
+    }
+}

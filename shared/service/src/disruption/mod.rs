@@ -54,6 +54,7 @@ use crate::actions::StoredAction;
 use crate::instances::of_this_stack;
 use crate::nodeclaims::{
     claim_name, new_record, node_claims, put_counting, reservation_totals, SlotChange,
+    TemplateHashes,
 };
 use crate::nodeclaims::{end_claim, REGISTRATION_TIMEOUT_MS};
 use crate::offerings::unavailable_offerings;
@@ -387,10 +388,12 @@ fn new_decision(
                 .labels
                 .get(crate::nodeclaims::RESERVATION_ID_LABEL)
                 .map(|r| totals.get(r).copied().unwrap_or(0));
+            let hashes = TemplateHashes::of(state, &plan.node_pool);
             Replacement {
                 plan,
                 node_class: pool.and_then(|p| p.node_class.clone()).unwrap_or_default(),
-                nodepool_hash: pool.and_then(|p| p.template_hash.clone()),
+                nodepool_hash: hashes.nodepool,
+                nodeclass_hash: hashes.nodeclass,
                 reservation_size,
             }
         })
@@ -703,7 +706,10 @@ async fn write_replacement<S: Store>(
         name,
         &r.plan,
         Some(r.node_class.as_str()).filter(|c| !c.is_empty()),
-        r.nodepool_hash.as_deref(),
+        &TemplateHashes {
+            nodepool: r.nodepool_hash.clone(),
+            nodeclass: r.nodeclass_hash.clone(),
+        },
         env.now,
     );
     claim.notes.insert(
@@ -1146,8 +1152,9 @@ fn nominated_nodes(
 
 /// The pipeline's NodeClaims as `karpenter.sh/v1 NodeClaim` objects of the
 /// state (unless the documents carry one of the same name): the node each
-/// became, its NodePool, when it was created, and the template hash it was
-/// launched with.
+/// became, its NodePool, when it was created, and the NodePool and
+/// EC2NodeClass hashes it was launched with (each with its version
+/// annotation).
 fn add_node_claims(state: &mut ClusterState, claims: &BTreeMap<String, (Item, NodeClaimRecord)>) {
     let known: BTreeSet<String> = state.node_claims.iter().map(|c| c.name.clone()).collect();
     for (_, r) in claims.values() {
@@ -1155,12 +1162,22 @@ fn add_node_claims(state: &mut ClusterState, claims: &BTreeMap<String, (Item, No
             continue;
         }
         let mut annotations = BTreeMap::new();
-        if let Some(h) = &r.nodepool_hash {
-            annotations.insert(labels::NODEPOOL_HASH.to_string(), h.clone());
-            annotations.insert(
-                hash::NODEPOOL_HASH_VERSION.to_string(),
-                hash::HASH_VERSION.to_string(),
-            );
+        for (h, key, version) in [
+            (
+                &r.nodepool_hash,
+                labels::NODEPOOL_HASH,
+                hash::NODEPOOL_HASH_VERSION,
+            ),
+            (
+                &r.nodeclass_hash,
+                labels::NODECLASS_HASH,
+                hash::NODECLASS_HASH_VERSION,
+            ),
+        ] {
+            if let Some(h) = h {
+                annotations.insert(key.to_string(), h.clone());
+                annotations.insert(version.to_string(), hash::HASH_VERSION.to_string());
+            }
         }
         state.node_claims.push(NodeClaimObject {
             name: r.name.clone(),
