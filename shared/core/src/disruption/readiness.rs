@@ -19,7 +19,6 @@
 //! A node whose document reports no conditions (`Node::ready` `None`) is
 //! taken as Ready.
 
-use crate::labels;
 use crate::model::{Node, NodePool};
 use crate::scheduler::{registration_taint, EPHEMERAL_TAINTS};
 
@@ -96,6 +95,7 @@ pub(crate) fn pool_of<'a>(node: &Node, pools: &'a [NodePool]) -> Option<&'a Node
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::labels;
     use crate::model::{Taint, TaintEffect};
     use crate::Requirements;
 
