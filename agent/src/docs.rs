@@ -179,9 +179,12 @@ pub fn pod_document(pod: &Pod) -> Value {
 }
 
 /// A node as sent: labels, taints, unschedulable, providerID, allocatable
-/// and capacity, `creationTimestamp`, and of the annotations only those
-/// disruption reads ([`NODE_ANNOTATIONS`], [`NODE_ANNOTATION_PREFIXES`]);
-/// no images or conditions.
+/// and capacity, `creationTimestamp`, of the annotations only those
+/// disruption reads ([`NODE_ANNOTATIONS`], [`NODE_ANNOTATION_PREFIXES`]),
+/// and of the conditions only `Ready`'s type and status (disruption waits
+/// for Ready replacements and leaves NotReady nodes alone); no images, no
+/// heartbeat or transition times (they would change the document every
+/// minute).
 pub fn node_document(node: &k8s_openapi::api::core::v1::Node) -> Value {
     let mut v = serde_json::to_value(node).unwrap_or(Value::Null);
     strip_metadata(
@@ -189,7 +192,16 @@ pub fn node_document(node: &k8s_openapi::api::core::v1::Node) -> Value {
         Annotations::Only(NODE_ANNOTATIONS, NODE_ANNOTATION_PREFIXES),
     );
     if let Some(status) = v.get_mut("status").and_then(Value::as_object_mut) {
-        status.retain(|k, _| k == "allocatable" || k == "capacity");
+        status.retain(|k, _| k == "allocatable" || k == "capacity" || k == "conditions");
+        if let Some(cs) = status.get_mut("conditions").and_then(Value::as_array_mut) {
+            cs.retain(|c| c.get("type").and_then(Value::as_str) == Some("Ready"));
+            for c in cs.iter_mut().filter_map(Value::as_object_mut) {
+                c.retain(|k, _| k == "type" || k == "status");
+            }
+            if cs.is_empty() {
+                status.remove("conditions");
+            }
+        }
     }
     v
 }
@@ -381,6 +393,40 @@ pub(crate) mod tests {
             sc["metadata"]["annotations"],
             serde_json::json!({"storageclass.kubernetes.io/is-default-class": "true"})
         );
+    }
+
+    /// Of a node's conditions only Ready's type and status are sent: no
+    /// heartbeat or transition time, no other condition.
+    #[test]
+    fn node_documents_keep_the_ready_condition_only() {
+        let hb = "2026-11-25T05:00:00Z";
+        let cond = |t: &str, st: &str| {
+            serde_json::json!({"type": t, "status": st, "reason": "KubeletReady",
+                "lastHeartbeatTime": hb, "lastTransitionTime": hb})
+        };
+        // (conditions posted, conditions sent)
+        let cases = [
+            (serde_json::json!([]), None),
+            (
+                serde_json::json!([cond("MemoryPressure", "False"), cond("Ready", "True")]),
+                Some(serde_json::json!([{"type": "Ready", "status": "True"}])),
+            ),
+            (
+                serde_json::json!([cond("Ready", "Unknown")]),
+                Some(serde_json::json!([{"type": "Ready", "status": "Unknown"}])),
+            ),
+            (serde_json::json!([cond("DiskPressure", "False")]), None),
+        ];
+        for (posted, want) in cases {
+            let node: k8s_openapi::api::core::v1::Node =
+                serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": "n"},
+                    "status": {"allocatable": {"cpu": "4"}, "conditions": posted}
+                }))
+                .unwrap();
+            let d = node_document(&node);
+            assert_eq!(d["status"].get("conditions").cloned(), want, "{posted}");
+        }
     }
 
     /// A bound pod of a Deployment as the API server shows it.

@@ -57,9 +57,10 @@ impl NodeStore {
             return;
         };
         node.metadata.managed_fields = None;
+        // The document keeps only the Ready condition's type and status
+        // (`docs::node_document`): the conditions stay until it is made.
         if let Some(s) = node.status.as_mut() {
             s.images = None;
-            s.conditions = None;
         }
         let document = serde_json::to_vec(&docs::node_document(&node)).unwrap_or_default();
         let entry = Entry {
@@ -223,6 +224,10 @@ mod tests {
             assert_eq!(new, old);
             assert_eq!(bytes, serde_json::to_vec(&old).unwrap_or_default());
             assert!(new["status"].get("images").is_none());
+            assert_eq!(
+                new["status"]["conditions"],
+                json!([{"type": "Ready", "status": "True"}])
+            );
         }
     }
 

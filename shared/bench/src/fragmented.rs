@@ -406,6 +406,7 @@ pub fn launched_node(
         allocatable: node_allocatable(np, info),
         unschedulable: false,
         deleting: false,
+        ready: Some(true),
         pods: vec![daemon_pod(ds, name, created_at, rng)],
     }
 }

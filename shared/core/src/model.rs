@@ -580,6 +580,11 @@ pub struct Node {
     /// pods on it that will need a place elsewhere are provisioned for
     /// (see `scheduler::reschedulable`).
     pub deleting: bool,
+    /// The `Ready` condition (`status.conditions`): `Some(true)` when its
+    /// status is `True`, `Some(false)` when `False` or `Unknown`, `None`
+    /// when the document reports no conditions (taken as Ready: documents
+    /// written by hand, or posted by an agent that did not send them).
+    pub ready: Option<bool>,
     /// Pods bound to this node (`spec.nodeName`).
     pub pods: Vec<Pod>,
 }

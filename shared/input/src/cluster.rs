@@ -48,6 +48,10 @@ pub(crate) fn node(ctx: &Ctx, d: &Doc) -> Result<Node, InputError> {
         unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false)
             || n.metadata.deletion_timestamp.is_some(),
         deleting: n.metadata.deletion_timestamp.is_some(),
+        ready: status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+            .map(|c| c.status == "True"),
         pods: Vec::new(),
         annotations: n.metadata.annotations.clone().unwrap_or_default(),
         created_at: n

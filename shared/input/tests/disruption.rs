@@ -846,3 +846,36 @@ fn uninitialized_node_takes_its_node_claims_allocatable() {
         assert_eq!(got, [c.want.0, c.want.1, c.want.2], "{}", c.name);
     }
 }
+
+/// A node's `Ready` condition: `True` is Ready, `False` and `Unknown` are
+/// not, no Ready condition (or none at all) is not reported.
+#[test]
+fn node_ready_condition() {
+    let cases = [
+        ("", None),
+        ("  conditions: []\n", None),
+        (
+            "  conditions:\n  - {type: MemoryPressure, status: 'False'}\n",
+            None,
+        ),
+        (
+            "  conditions:\n  - {type: Ready, status: 'True'}\n",
+            Some(true),
+        ),
+        (
+            "  conditions:\n  - {type: Ready, status: 'False'}\n",
+            Some(false),
+        ),
+        (
+            "  conditions:\n  - {type: Ready, status: Unknown}\n",
+            Some(false),
+        ),
+    ];
+    for (conditions, want) in cases {
+        let doc = format!(
+            "apiVersion: v1\nkind: Node\nmetadata: {{name: n1}}\nstatus:\n  allocatable: {{cpu: '1'}}\n{conditions}"
+        );
+        let s = ok(&doc);
+        assert_eq!(s.nodes[0].ready, want, "{conditions:?}");
+    }
+}

@@ -259,15 +259,44 @@ pub fn claim_name(plan_name: &str, run_id: &str, pods: &[String]) -> String {
     }
 }
 
+/// What a NodeClaim is launched from, as hashes recorded on it at planning
+/// time: a later change of either drifts its node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct TemplateHashes {
+    /// The NodePool's template hash (`karpenter.sh/nodepool-hash`).
+    pub nodepool: Option<String>,
+    /// The pool's EC2NodeClass's hash (`karpenter.k8s.aws/ec2nodeclass-hash`).
+    pub nodeclass: Option<String>,
+}
+
+impl TemplateHashes {
+    /// The current hashes of NodePool `pool` of `state` and of its node
+    /// class (`None` each when unknown or not computed).
+    pub fn of(state: &ClusterState, pool: &str) -> TemplateHashes {
+        let Some(p) = state.node_pools.iter().find(|p| p.name == pool) else {
+            return TemplateHashes::default();
+        };
+        let nodeclass = p
+            .node_class
+            .as_deref()
+            .and_then(|n| state.node_classes.iter().find(|c| c.name == n))
+            .and_then(|c| c.template_hash.clone());
+        TemplateHashes {
+            nodepool: p.template_hash.clone(),
+            nodeclass,
+        }
+    }
+}
+
 /// A planned NodeClaim as first stored (`Pending`), under `name`, with the
-/// NodePool's template hash at planning time (drift detection).
+/// NodePool's and EC2NodeClass's hashes at planning time (drift detection).
 pub(crate) fn new_record(
     cluster: &str,
     batch: &str,
     name: &str,
     planned: &NodeClaimPlan,
     node_class: Option<&str>,
-    nodepool_hash: Option<&str>,
+    hashes: &TemplateHashes,
     now: i64,
 ) -> NodeClaimRecord {
     let mut plan = planned.clone();
@@ -289,7 +318,8 @@ pub(crate) fn new_record(
         attempts: 0,
         notes: BTreeMap::new(),
         unannounced: false,
-        nodepool_hash: nodepool_hash.map(str::to_string),
+        nodepool_hash: hashes.nodepool.clone(),
+        nodeclass_hash: hashes.nodeclass.clone(),
         plan,
     }
 }

@@ -224,6 +224,11 @@ pub struct NodeClaimRecord {
     /// node drifted when the pool's current hash differs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodepool_hash: Option<String>,
+    /// The EC2NodeClass's hash when this NodeClaim was planned
+    /// (`karpenter.k8s.aws/ec2nodeclass-hash`): a change of the node class
+    /// drifts the node as a change of the NodePool's template does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodeclass_hash: Option<String>,
 }
 
 /// Label put on every node Flotilla launches, naming its NodeClaim, so the
@@ -393,6 +398,10 @@ pub struct Replacement {
     pub node_class: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodepool_hash: Option<String>,
+    /// The EC2NodeClass's hash at planning time (see
+    /// [`NodeClaimRecord::nodeclass_hash`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodeclass_hash: Option<String>,
     /// The size of the capacity reservation it targets (its counter's
     /// bound), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -22,7 +22,7 @@ use crate::batches::update_pointer;
 pub use crate::nodeclaims::{
     claim_written, node_claim_item, node_claims, update_claim, update_claim_releasing,
 };
-pub(crate) use crate::nodeclaims::{put_counting, SlotChange};
+pub(crate) use crate::nodeclaims::{put_counting, SlotChange, TemplateHashes};
 use crate::records::{BatchResult, NodeClaimRecord, NodeClaimState, RunningBatch, NODECLAIM_LABEL};
 use crate::{codec, keys, offerings, Config, Result, ServiceError};
 
@@ -601,10 +601,10 @@ async fn persist<S: Store>(
         .iter()
         .filter_map(|p| Some((p.name.as_str(), p.node_class.as_deref()?)))
         .collect();
-    let hash_of: BTreeMap<&str, &str> = state
+    let hashes_of: BTreeMap<&str, TemplateHashes> = state
         .node_pools
         .iter()
-        .filter_map(|p| Some((p.name.as_str(), p.template_hash.as_deref()?)))
+        .map(|p| (p.name.as_str(), TemplateHashes::of(state, &p.name)))
         .collect();
     let mut out = Persisted::default();
     for planned in &plan.node_claims {
@@ -625,8 +625,11 @@ async fn persist<S: Store>(
             };
             let name = claim_name(&planned.name, &run, &planned.pods);
             let node_class = node_class_of.get(planned.node_pool.as_str()).copied();
-            let hash = hash_of.get(planned.node_pool.as_str()).copied();
-            let record = new_record(cluster, batch, &name, planned, node_class, hash, now);
+            let hashes = hashes_of
+                .get(planned.node_pool.as_str())
+                .cloned()
+                .unwrap_or_default();
+            let record = new_record(cluster, batch, &name, planned, node_class, &hashes, now);
             let key = keys::node_claim(cluster, &name);
             let put = Write::Put {
                 item: Item::new(key.clone(), codec::to_json(&record)),

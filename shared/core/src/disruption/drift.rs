@@ -7,7 +7,10 @@
 //! - the NodePool's (or its node class's) template changed since launch:
 //!   the node or its NodeClaim carries the template hash it was launched
 //!   with (`karpenter.sh/nodepool-hash`, `karpenter.k8s.aws/ec2nodeclass-hash`),
-//!   written by Flotilla with the hash-version annotation. A hash written by
+//!   written by Flotilla with its own hash-version annotation
+//!   (`karpenter.sh/nodepool-hash-version`,
+//!   `karpenter.k8s.aws/ec2nodeclass-hash-version`: each hash is compared
+//!   when its own version annotation is ours). A hash written by
 //!   another version (Karpenter's own hashes are computed differently) is
 //!   not compared: unknown is not drifted.
 
@@ -18,7 +21,7 @@ use crate::labels;
 use crate::model::{ClusterState, NodeClaimObject};
 
 use super::candidate::Candidate;
-use super::hash::{HASH_VERSION, NODEPOOL_HASH_VERSION};
+use super::hash::{recorded_hash, NODECLASS_HASH_VERSION, NODEPOOL_HASH_VERSION};
 use super::price::unsatisfied_requirement;
 
 /// Why candidate `c` has drifted, if it has.
@@ -45,23 +48,14 @@ pub(crate) fn drifted(state: &ClusterState, catalog: &Catalog, c: &Candidate) ->
             pool.name
         ));
     }
-    let recorded = |key: &str| -> Option<&str> {
-        let ours = |a: &BTreeMap<String, String>| {
-            a.get(NODEPOOL_HASH_VERSION)
-                .is_some_and(|v| v == HASH_VERSION)
-        };
-        if ours(&node.annotations) {
-            if let Some(h) = node.annotations.get(key) {
-                return Some(h.as_str());
-            }
-        }
-        claim
-            .filter(|cl| ours(&cl.annotations))
-            .and_then(|cl| cl.annotations.get(key))
-            .map(String::as_str)
+    // Each hash counts only under its own version annotation: the node's
+    // first, else its NodeClaim's.
+    let recorded = |key: &str, version: &str| -> Option<&str> {
+        recorded_hash(&node.annotations, key, version)
+            .or_else(|| claim.and_then(|cl| recorded_hash(&cl.annotations, key, version)))
     };
     if let (Some(have), Some(want)) = (
-        recorded(labels::NODEPOOL_HASH),
+        recorded(labels::NODEPOOL_HASH, NODEPOOL_HASH_VERSION),
         pool.template_hash.as_deref(),
     ) {
         if have != want {
@@ -76,7 +70,10 @@ pub(crate) fn drifted(state: &ClusterState, catalog: &Catalog, c: &Candidate) ->
         .node_class
         .as_deref()
         .and_then(|n| state.node_classes.iter().find(|c| c.name == n));
-    if let (Some(have), Some(class)) = (recorded(labels::NODECLASS_HASH), class) {
+    if let (Some(have), Some(class)) = (
+        recorded(labels::NODECLASS_HASH, NODECLASS_HASH_VERSION),
+        class,
+    ) {
         if let Some(want) = class.template_hash.as_deref() {
             if have != want {
                 return Some(format!(

@@ -25,12 +25,14 @@ mod drift;
 pub mod hash;
 mod pdb;
 mod price;
+mod readiness;
 pub mod schedule;
 mod simulate;
 
 pub use candidate::do_not_disrupt_until;
 pub use decision::{Blocked, Decision, Disruptions, Move, PriceChange};
 pub use price::Cost;
+pub use readiness::{readiness, Readiness};
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -81,6 +83,7 @@ pub struct DisruptOptions {
 pub fn disrupt(state: &ClusterState, catalog: &Catalog, opts: &DisruptOptions) -> Disruptions {
     let mut run = Run::new(state, catalog, opts);
     run.forceful();
+    run.hold_unready();
     run.emptiness();
     run.drift();
     if state.pending_pods.is_empty() {
@@ -115,13 +118,11 @@ impl<'a> Run<'a> {
     fn new(state: &'a ClusterState, catalog: &'a Catalog, opts: &'a DisruptOptions) -> Run<'a> {
         let overlays = overlays_by_weight(&state.overlays);
         let cands = candidate::candidates(state, catalog, &overlays, &opts.since, opts.now);
-        let n_pools = state.node_pools.len();
-        let mut nodes = vec![0usize; n_pools];
-        let mut disrupting = vec![0usize; n_pools];
         let mut out_nodes = vec![false; state.nodes.len()];
         let mut counted = vec![false; state.nodes.len()];
         for (i, n) in state.nodes.iter().enumerate() {
             if opts.disrupting.contains_key(&n.name)
+                || n.deleting
                 || n.taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT)
             {
                 out_nodes[i] = true;
@@ -130,12 +131,7 @@ impl<'a> Run<'a> {
                 out_nodes[i] = true;
             }
         }
-        for c in &cands {
-            nodes[c.pool] += 1;
-            if counted[c.node] {
-                disrupting[c.pool] += 1;
-            }
-        }
+        let (nodes, disrupting) = budget_counts(state, &cands, &counted);
         let mut warnings = Vec::new();
         let budgets = Budgets::new(
             &state.node_pools,
@@ -147,6 +143,14 @@ impl<'a> Run<'a> {
         let mut sched = opts.scheduler.clone();
         sched.now = Some(opts.now);
         let taken = cands.iter().map(|c| out_nodes[c.node]).collect();
+        // Nodes not Ready or not initialized take no moved pods (Karpenter
+        // refuses a decision that relies on an uninitialized node).
+        for (i, n) in state.nodes.iter().enumerate() {
+            let pool = readiness::pool_of(n, &state.node_pools);
+            if !readiness::readiness(n, pool).is_ready() {
+                out_nodes[i] = true;
+            }
+        }
         let by_node = cands
             .iter()
             .enumerate()
@@ -357,6 +361,24 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// After the forceful decisions: candidates that are not Ready or not
+    /// initialized are no candidates of graceful disruption (reported
+    /// blocked, with why).
+    fn hold_unready(&mut self) {
+        for c in 0..self.cands.len() {
+            if self.taken[c] {
+                continue;
+            }
+            let node = &self.state.nodes[self.cands[c].node];
+            let pool = &self.state.node_pools[self.cands[c].pool];
+            if let Some(why) = readiness::readiness(node, Some(pool)).why() {
+                let why = why.to_string();
+                self.taken[c] = true;
+                self.block(c, why);
+            }
+        }
+    }
+
     /// Empty nodes (only DaemonSet pods left) past `consolidateAfter`: one
     /// decision per NodePool, dearest nodes first within the budget.
     fn emptiness(&mut self) {
@@ -454,6 +476,32 @@ impl<'a> Run<'a> {
             .collect();
         self.out
     }
+}
+
+/// Per NodePool, the nodes its budgets count and those of them counted as
+/// disrupting, Karpenter's way (`BuildDisruptionBudgetMapping`): nodes not
+/// initialized are not counted at all; of the others, those disrupting
+/// (`counted`: in flight, tainted `karpenter.sh/disrupted`, being deleted)
+/// or not Ready count against the allowance.
+fn budget_counts(
+    state: &ClusterState,
+    cands: &[Candidate],
+    counted: &[bool],
+) -> (Vec<usize>, Vec<usize>) {
+    let n_pools = state.node_pools.len();
+    let mut nodes = vec![0usize; n_pools];
+    let mut disrupting = vec![0usize; n_pools];
+    for c in cands {
+        let node = &state.nodes[c.node];
+        match readiness::readiness(node, state.node_pools.get(c.pool)) {
+            Readiness::Uninitialized(_) => continue,
+            Readiness::NotReady(_) => disrupting[c.pool] += 1,
+            Readiness::Ready if counted[c.node] => disrupting[c.pool] += 1,
+            Readiness::Ready => {}
+        }
+        nodes[c.pool] += 1;
+    }
+    (nodes, disrupting)
 }
 
 #[cfg(test)]

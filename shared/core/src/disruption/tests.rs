@@ -355,6 +355,116 @@ fn template_hash_drift_only_for_our_hashes() {
     );
 }
 
+/// Each recorded hash is compared under its own version annotation only:
+/// the EC2NodeClass hash under `ec2nodeclass-hash-version`, the NodePool
+/// hash under `nodepool-hash-version`, on the node or on its NodeClaim.
+#[test]
+fn template_hashes_are_compared_under_their_own_version_annotations() {
+    use hash::{HASH_VERSION as OURS, NODECLASS_HASH_VERSION as CV, NODEPOOL_HASH_VERSION as PV};
+    use labels::{NODECLASS_HASH as CH, NODEPOOL_HASH as PH};
+    type Ann<'a> = &'a [(&'a str, &'a str)];
+    // (case, node annotations, NodeClaim annotations, drifted)
+    let cases: [(&str, Ann, Ann, bool); 10] = [
+        (
+            "stale class hash, class version",
+            &[(CH, "old"), (CV, OURS)],
+            &[],
+            true,
+        ),
+        (
+            "stale class hash, pool version only",
+            &[(CH, "old"), (PV, OURS)],
+            &[],
+            false,
+        ),
+        (
+            "stale class hash, both versions",
+            &[(CH, "old"), (CV, OURS), (PV, OURS)],
+            &[],
+            true,
+        ),
+        (
+            "stale class hash, Karpenter's version",
+            &[(CH, "old"), (CV, "v3")],
+            &[],
+            false,
+        ),
+        (
+            "current class hash, class version",
+            &[(CH, "c-now"), (CV, OURS)],
+            &[],
+            false,
+        ),
+        (
+            "stale pool hash, pool version",
+            &[(PH, "old"), (PV, OURS)],
+            &[],
+            true,
+        ),
+        (
+            "stale pool hash, class version only",
+            &[(PH, "old"), (CV, OURS)],
+            &[],
+            false,
+        ),
+        (
+            "stale class hash on the NodeClaim",
+            &[],
+            &[(CH, "old"), (CV, OURS)],
+            true,
+        ),
+        (
+            "class hash on the node, version on the NodeClaim",
+            &[(CH, "old")],
+            &[(CV, OURS)],
+            false,
+        ),
+        (
+            "current hashes on the node, stale class hash on the NodeClaim",
+            &[(CH, "c-now"), (CV, OURS)],
+            &[(CH, "old"), (CV, OURS)],
+            false,
+        ),
+    ];
+    let ann = |a: Ann| -> BTreeMap<String, String> {
+        a.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    for (case, on_node, on_claim, want) in cases {
+        let mut n = node(
+            "n",
+            "m5.xlarge",
+            "us-west-2a",
+            "on-demand",
+            vec![pod("web1", "3", "8Gi")],
+        );
+        n.annotations = ann(on_node);
+        let mut s = cluster(vec![n]);
+        s.node_pools[0].template_hash = Some("p-now".into());
+        s.node_pools[0].node_class = Some("default".into());
+        s.node_classes.push(NodeClass {
+            name: "default".into(),
+            kind: "EC2NodeClass".into(),
+            ami_family: AmiFamily::AL2023,
+            root_volume_size: None,
+            volumes: None,
+            spec: serde_json::Value::Null,
+            template_hash: Some("c-now".into()),
+        });
+        s.node_claims.push(NodeClaimObject {
+            name: "n-claim".into(),
+            node_pool: Some("default".into()),
+            node_name: Some("n".into()),
+            annotations: ann(on_claim),
+            ..NodeClaimObject::default()
+        });
+        let got = reasons(&run(&s));
+        let drifted = got == vec![(DisruptionReason::Drifted, vec!["n".to_string()])];
+        assert_eq!(drifted, want, "{case}: {got:?}");
+    }
+}
+
 #[test]
 fn nodes_of_no_pool_are_never_disrupted_but_take_pods() {
     let mut other = node("static", "m5.2xlarge", "us-west-2a", "on-demand", vec![]);
@@ -1168,5 +1278,247 @@ fn nodes_already_disrupting_use_up_their_pods_pdb_allowances() {
                 "{d:#?}"
             );
         }
+    }
+}
+
+fn startup_taint() -> Taint {
+    Taint {
+        key: "example.com/booting".into(),
+        value: String::new(),
+        effect: TaintEffect::NoSchedule,
+    }
+}
+
+/// How a test node stands: Ready, NotReady, or with its NodePool's startup
+/// taint still on it (not initialized).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Health {
+    Ready,
+    NotReady,
+    Booting,
+    Deleting,
+}
+
+fn with_health(mut n: Node, h: Health) -> Node {
+    match h {
+        Health::Ready => n.ready = Some(true),
+        Health::NotReady => n.ready = Some(false),
+        Health::Booting => {
+            n.ready = Some(true);
+            n.taints.push(startup_taint());
+        }
+        Health::Deleting => {
+            n.ready = Some(true);
+            n.deleting = true;
+            n.unschedulable = true;
+        }
+    }
+    n
+}
+
+/// Nodes that are not Ready or not initialized are no candidates of
+/// graceful disruption (reported blocked) and receive no moved pods;
+/// forceful reasons act on them all the same.
+#[test]
+fn unready_nodes_are_held_from_graceful_disruption_but_not_from_forceful() {
+    // (case, health, created days ago, interrupted, want: reason or None, blocked sentence part)
+    type Case<'a> = (
+        &'a str,
+        Health,
+        i64,
+        bool,
+        Option<DisruptionReason>,
+        &'a str,
+    );
+    let cases: [Case; 6] = [
+        (
+            "empty and Ready",
+            Health::Ready,
+            2,
+            false,
+            Some(DisruptionReason::Empty),
+            "",
+        ),
+        (
+            "empty and NotReady",
+            Health::NotReady,
+            2,
+            false,
+            None,
+            "not Ready",
+        ),
+        (
+            "empty, startup taint left",
+            Health::Booting,
+            2,
+            false,
+            None,
+            "not initialized",
+        ),
+        (
+            "NotReady and expired",
+            Health::NotReady,
+            40,
+            false,
+            Some(DisruptionReason::Expired),
+            "",
+        ),
+        (
+            "booting and interrupted",
+            Health::Booting,
+            2,
+            true,
+            Some(DisruptionReason::Interrupted),
+            "",
+        ),
+        (
+            "NotReady and interrupted",
+            Health::NotReady,
+            2,
+            true,
+            Some(DisruptionReason::Interrupted),
+            "",
+        ),
+    ];
+    for (case, health, age_days, interrupted, want, blocked) in cases {
+        let mut n = with_health(
+            node("n", "m5.xlarge", "us-west-2a", "on-demand", vec![]),
+            health,
+        );
+        n.created_at = Some(NOW - age_days * DAY);
+        let mut s = cluster(vec![n]);
+        s.node_pools[0].startup_taints = vec![startup_taint()];
+        let opts = DisruptOptions {
+            now: NOW,
+            interrupted: if interrupted {
+                ["n".to_string()].into()
+            } else {
+                BTreeSet::new()
+            },
+            ..DisruptOptions::default()
+        };
+        let d = disrupt(&s, &catalog(), &opts);
+        let got: Vec<DisruptionReason> = d.decisions.iter().map(|d| d.reason).collect();
+        assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "{case}: {d:?}");
+        if !blocked.is_empty() {
+            assert!(
+                d.blocked
+                    .iter()
+                    .any(|b| b.node == "n" && b.reason.contains(blocked)),
+                "{case}: {:?}",
+                d.blocked
+            );
+        }
+    }
+}
+
+/// A pod of an underutilized node does not move onto a node that is not
+/// Ready or not initialized: the decision would rely on it.
+#[test]
+fn unready_nodes_receive_no_moved_pods() {
+    for (health, moved) in [
+        (Health::Ready, true),
+        (Health::NotReady, false),
+        (Health::Booting, false),
+    ] {
+        let big = with_health(
+            node(
+                "big",
+                "m5.2xlarge",
+                "us-west-2a",
+                "on-demand",
+                vec![pod("api1", "4", "8Gi")],
+            ),
+            health,
+        );
+        let small = node(
+            "small",
+            "m5.large",
+            "us-west-2a",
+            "on-demand",
+            vec![pod("web1", "500m", "1Gi")],
+        );
+        let mut s = cluster(vec![big, small]);
+        s.node_pools[0].startup_taints = vec![startup_taint()];
+        let d = run(&s);
+        let onto_big = d
+            .decisions
+            .iter()
+            .flat_map(|d| &d.moves)
+            .any(|m| m.to == "big");
+        assert_eq!(onto_big, moved, "{health:?}: {d:#?}");
+    }
+}
+
+/// Budgets, Karpenter's way: nodes not initialized are not counted; nodes
+/// NotReady or being deleted count against the allowance.
+#[test]
+fn budgets_count_not_ready_and_deleting_nodes_and_skip_uninitialized_ones() {
+    use IntOrPercent::{Int, Percent};
+    // (case, budget, others beside 4 empty Ready nodes, empty nodes removed)
+    type Case<'a> = (&'a str, IntOrPercent, &'a [Health], usize);
+    let cases: [Case; 7] = [
+        ("nothing else", Int(2), &[], 2),
+        ("one NotReady", Int(2), &[Health::NotReady], 1),
+        (
+            "two NotReady",
+            Int(2),
+            &[Health::NotReady, Health::NotReady],
+            0,
+        ),
+        ("one being deleted", Int(2), &[Health::Deleting], 1),
+        ("one booting", Int(2), &[Health::Booting], 2),
+        (
+            "50% of 4 initialized (2 booting not counted)",
+            Percent(50),
+            &[Health::Booting, Health::Booting],
+            2,
+        ),
+        (
+            "50% of 5, one NotReady",
+            Percent(50),
+            &[Health::NotReady],
+            2,
+        ),
+    ];
+    for (case, budget, others, want) in cases {
+        let mut nodes: Vec<Node> = (0..4)
+            .map(|i| {
+                with_health(
+                    node(
+                        &format!("e{i}"),
+                        "m5.xlarge",
+                        "us-west-2a",
+                        "on-demand",
+                        vec![],
+                    ),
+                    Health::Ready,
+                )
+            })
+            .collect();
+        for (i, h) in others.iter().enumerate() {
+            let busy = node(
+                &format!("o{i}"),
+                "m5.xlarge",
+                "us-west-2a",
+                "on-demand",
+                vec![pod(&format!("db{i}"), "3", "8Gi")],
+            );
+            nodes.push(with_health(busy, *h));
+        }
+        let mut s = cluster(nodes);
+        s.node_pools[0].startup_taints = vec![startup_taint()];
+        s.node_pools[0].disruption.budgets = vec![Budget {
+            nodes: budget,
+            ..Budget::default_budget()
+        }];
+        let d = run(&s);
+        let removed: usize = d
+            .decisions
+            .iter()
+            .filter(|d| d.reason == DisruptionReason::Empty)
+            .map(|d| d.nodes.len())
+            .sum();
+        assert_eq!(removed, want, "{case}: {d:#?}");
     }
 }

@@ -454,7 +454,7 @@ pub(super) fn existing_domains(
 
 /// Taints the kubelet or cloud provider put on a node for a while, which
 /// Karpenter never lets keep pods off it (`KnownEphemeralTaints`).
-pub(super) const EPHEMERAL_TAINTS: [&str; 3] = [
+pub(crate) const EPHEMERAL_TAINTS: [&str; 3] = [
     "node.kubernetes.io/not-ready",
     "node.kubernetes.io/unreachable",
     "node.cloudprovider.kubernetes.io/uninitialized",
@@ -464,7 +464,7 @@ pub(super) const EPHEMERAL_TAINTS: [&str; 3] = [
 /// and the Node Readiness Controller's (`readiness.k8s.io/*`): ephemeral
 /// taints (`KnownEphemeralTaints`) that do not keep pods off a NodePool's
 /// node until it is initialized.
-pub(super) fn registration_taint(t: &Taint) -> bool {
+pub(crate) fn registration_taint(t: &Taint) -> bool {
     (t.key == "karpenter.sh/unregistered" && t.effect == crate::model::TaintEffect::NoExecute)
         || t.key.starts_with("readiness.k8s.io/")
 }

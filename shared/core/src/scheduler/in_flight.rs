@@ -59,6 +59,7 @@ fn node(c: &NodeClaimObject) -> Node {
         allocatable: c.allocatable.clone(),
         unschedulable: false,
         deleting: false,
+        ready: None,
         pods: Vec::new(),
     }
 }

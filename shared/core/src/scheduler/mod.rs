@@ -52,6 +52,7 @@ use crate::requirements::Requirements;
 #[cfg(test)]
 use existingnode::effective_taints;
 use existingnode::{existing_domains, existing_nodes, ExistingNodes};
+pub(crate) use existingnode::{registration_taint, EPHEMERAL_TAINTS};
 use explain::{unavailable_pools, Refusal, Unplaced};
 use hints::{CompatCache, Hints, ReqTypeCache};
 use index::{PodIdx, PoolIdx};

@@ -12,7 +12,10 @@
 //! - `Replacing`: the replacement NodeClaims are written `Pending` (the
 //!   schedule stage's record, reservation counter in the same transaction)
 //!   and announced with `NodeClaimsPlanned`: the launch stage launches them.
-//!   Once every one is `Registered`: taint and drain.
+//!   Once every one is `Registered` and its node, in the newest cluster
+//!   state the agent posted, is Ready and initialized (no startup or
+//!   ephemeral taint left: `flotilla_core::disruption::readiness`): taint
+//!   and drain.
 //! - `Draining`: `Taint` (`karpenter.sh/disrupted:NoSchedule`) and `Drain`
 //!   actions are stored for the agent (deadline: the NodePool's
 //!   `terminationGracePeriod`, else [`DEFAULT_DRAIN_SECS`]). A node is
@@ -21,7 +24,7 @@
 //! - `Terminating`: the instance is terminated (only this stack's) and the
 //!   NodeClaim ended `Deleted`, its reservation slot released in the same
 //!   transaction.
-//! - `Abandoned`: a replacement failed or did not register in time, or a
+//! - `Abandoned`: a replacement failed or was not ready in time, or a
 //!   graceful drain was refused without a grace period: tainted nodes get
 //!   `Untaint` actions; launched replacements stay (empty, they are
 //!   consolidated by a later decision).
@@ -54,6 +57,7 @@ use crate::actions::StoredAction;
 use crate::instances::of_this_stack;
 use crate::nodeclaims::{
     claim_name, new_record, node_claims, put_counting, reservation_totals, SlotChange,
+    TemplateHashes,
 };
 use crate::nodeclaims::{end_claim, REGISTRATION_TIMEOUT_MS};
 use crate::offerings::unavailable_offerings;
@@ -76,8 +80,9 @@ pub const INTERRUPTION_DRAIN_SECS: i64 = 120;
 /// An expired node's drain deadline without `terminationGracePeriod`
 /// (forceful: terminated at the deadline, drained or not).
 pub const EXPIRED_DRAIN_SECS: i64 = 60 * 60;
-/// How long replacements may take to register before a graceful decision
-/// is abandoned (the sweep's registration timeout, plus the launch).
+/// How long replacements may take to register and become Ready before a
+/// graceful decision is abandoned (the sweep's registration timeout, plus
+/// the launch).
 pub const REPLACEMENT_TIMEOUT_MS: i64 = REGISTRATION_TIMEOUT_MS + 5 * 60_000;
 /// Decisions are taken only on a cluster state the agent posted this
 /// recently (it posts at least every minute): never on a stale view.
@@ -202,6 +207,8 @@ struct Env<'a> {
     now_secs: i64,
     claims: &'a BTreeMap<String, (Item, NodeClaimRecord)>,
     nodes: Option<&'a NodesReport>,
+    /// NodeClaims whose node is Ready and initialized in the newest state.
+    ready: &'a BTreeSet<String>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -225,6 +232,11 @@ async fn disrupt_cluster<S: Store, E: Ec2, B: Bus, C: Clock>(
     let nodes = crate::reports::nodes_report(store, cluster)
         .await?
         .filter(|r| !r.placeholder);
+    let loaded = cluster_state::latest(store, cluster).await?;
+    let ready = loaded
+        .as_ref()
+        .map(|l| ready_claims(&l.state))
+        .unwrap_or_default();
     let env = Env {
         cluster,
         config,
@@ -232,6 +244,7 @@ async fn disrupt_cluster<S: Store, E: Ec2, B: Bus, C: Clock>(
         now_secs,
         claims: &claims,
         nodes: nodes.as_ref(),
+        ready: &ready,
     };
 
     // 1. The decisions in flight, one step each.
@@ -248,7 +261,7 @@ async fn disrupt_cluster<S: Store, E: Ec2, B: Bus, C: Clock>(
     gc_markers(store, cluster, &in_flight, now_secs).await?;
 
     // 2. New decisions, on a recent state only.
-    let Some(loaded) = cluster_state::latest(store, cluster).await? else {
+    let Some(loaded) = loaded else {
         report.skipped = Some("no cluster state stored yet".into());
         return Ok(());
     };
@@ -387,10 +400,12 @@ fn new_decision(
                 .labels
                 .get(crate::nodeclaims::RESERVATION_ID_LABEL)
                 .map(|r| totals.get(r).copied().unwrap_or(0));
+            let hashes = TemplateHashes::of(state, &plan.node_pool);
             Replacement {
                 plan,
                 node_class: pool.and_then(|p| p.node_class.clone()).unwrap_or_default(),
-                nodepool_hash: pool.and_then(|p| p.template_hash.clone()),
+                nodepool_hash: hashes.nodepool,
+                nodeclass_hash: hashes.nodeclass,
                 reservation_size,
             }
         })
@@ -603,8 +618,9 @@ fn drain_secs(record: &DisruptionRecord) -> i64 {
 type Step = Option<(DisruptionState, Option<String>)>;
 
 /// `Replacing`: write the replacements (if absent) and announce the new
-/// ones; move on once every one registered (graceful), or at once
-/// (forceful); abandon when one ended or they took too long.
+/// ones; move on once every one registered and its node is Ready and
+/// initialized (graceful), or at once (forceful); abandon when one ended
+/// or they took too long.
 async fn replacing<S: Store, B: Bus>(
     store: &S,
     bus: &B,
@@ -615,7 +631,7 @@ async fn replacing<S: Store, B: Bus>(
     let forceful = record.reason.is_forceful();
     let mut announce = Vec::new();
     let mut failed: Option<String> = None;
-    let mut registered = 0;
+    let mut ready = 0;
     let plans = match replacements::read(store, record, env.now_secs).await? {
         Some(plans) => plans,
         None => {
@@ -638,7 +654,7 @@ async fn replacing<S: Store, B: Bus>(
                     "replacement {name}: its capacity reservation is full"
                 ));
             }
-            Some(NodeClaimState::Registered) => registered += 1,
+            Some(NodeClaimState::Registered) if env.ready.contains(name) => ready += 1,
             Some(s) if !s.is_live() => {
                 failed.get_or_insert(format!("replacement {name} ended ({s:?})"));
             }
@@ -672,14 +688,14 @@ async fn replacing<S: Store, B: Bus>(
     if let Some(why) = failed {
         return Ok(Some((DisruptionState::Abandoned, Some(why))));
     }
-    if registered == plans.len() {
+    if ready == plans.len() {
         return Ok(Some((DisruptionState::Draining, None)));
     }
     if env.now - record.created_at >= REPLACEMENT_TIMEOUT_MS {
         return Ok(Some((
             DisruptionState::Abandoned,
             Some(format!(
-                "replacements not registered within {} minutes",
+                "replacements not registered and Ready within {} minutes",
                 REPLACEMENT_TIMEOUT_MS / 60_000
             )),
         )));
@@ -703,7 +719,10 @@ async fn write_replacement<S: Store>(
         name,
         &r.plan,
         Some(r.node_class.as_str()).filter(|c| !c.is_empty()),
-        r.nodepool_hash.as_deref(),
+        &TemplateHashes {
+            nodepool: r.nodepool_hash.clone(),
+            nodeclass: r.nodeclass_hash.clone(),
+        },
         env.now,
     );
     claim.notes.insert(
@@ -1113,6 +1132,23 @@ async fn node_times<S: Store>(
         .collect())
 }
 
+/// The NodeClaims whose node, in `state`, is Ready and initialized
+/// (`flotilla_core::disruption::readiness`): only then is a replacement
+/// up, as Karpenter waits for its replacements to initialize.
+fn ready_claims(state: &ClusterState) -> BTreeSet<String> {
+    state
+        .nodes
+        .iter()
+        .filter_map(|n| {
+            let claim = n.labels.get(NODECLAIM_LABEL)?;
+            let pool = n
+                .nodepool()
+                .and_then(|p| state.node_pools.iter().find(|np| np.name == p));
+            engine::readiness(n, pool).is_ready().then(|| claim.clone())
+        })
+        .collect()
+}
+
 /// Karpenter's nominated nodes, from what the pipeline knows: the nodes of
 /// the replacement NodeClaims of decisions in flight (empty until the
 /// drained pods arrive), and of live NodeClaims planned for pods that are
@@ -1146,8 +1182,9 @@ fn nominated_nodes(
 
 /// The pipeline's NodeClaims as `karpenter.sh/v1 NodeClaim` objects of the
 /// state (unless the documents carry one of the same name): the node each
-/// became, its NodePool, when it was created, and the template hash it was
-/// launched with.
+/// became, its NodePool, when it was created, and the NodePool and
+/// EC2NodeClass hashes it was launched with (each with its version
+/// annotation).
 fn add_node_claims(state: &mut ClusterState, claims: &BTreeMap<String, (Item, NodeClaimRecord)>) {
     let known: BTreeSet<String> = state.node_claims.iter().map(|c| c.name.clone()).collect();
     for (_, r) in claims.values() {
@@ -1155,12 +1192,22 @@ fn add_node_claims(state: &mut ClusterState, claims: &BTreeMap<String, (Item, No
             continue;
         }
         let mut annotations = BTreeMap::new();
-        if let Some(h) = &r.nodepool_hash {
-            annotations.insert(labels::NODEPOOL_HASH.to_string(), h.clone());
-            annotations.insert(
-                hash::NODEPOOL_HASH_VERSION.to_string(),
-                hash::HASH_VERSION.to_string(),
-            );
+        for (h, key, version) in [
+            (
+                &r.nodepool_hash,
+                labels::NODEPOOL_HASH,
+                hash::NODEPOOL_HASH_VERSION,
+            ),
+            (
+                &r.nodeclass_hash,
+                labels::NODECLASS_HASH,
+                hash::NODECLASS_HASH_VERSION,
+            ),
+        ] {
+            if let Some(h) = h {
+                annotations.insert(key.to_string(), h.clone());
+                annotations.insert(version.to_string(), hash::HASH_VERSION.to_string());
+            }
         }
         state.node_claims.push(NodeClaimObject {
             name: r.name.clone(),

@@ -113,6 +113,7 @@ mod tests {
             plan: serde_json::from_value(plan).expect("plan"),
             node_class: "default".into(),
             nodepool_hash: None,
+            nodeclass_hash: None,
             reservation_size: None,
         }
     }
