@@ -505,11 +505,12 @@ impl<'a> Run<'a> {
             }
         }
         let compact = requests.compact_request();
+        // The type itself is looked at only when the pod asks for host
+        // ports or the offerings change: most trials stay in the table.
         let types = candidates.filter(|t| {
-            let ty = &pool.types[t];
             pool.type_holds(t, &requests, compact)
-                && !daemon_port_conflict(pod, ty)
-                && (!offerings_change || ty.has_offering(&filter))
+                && (pod.host_ports.is_empty() || !daemon_port_conflict(pod, &pool.types[t]))
+                && (!offerings_change || pool.types[t].has_offering(&filter))
         });
         if types.is_empty() {
             return Err(ClaimRefusal::NoInstanceType);
