@@ -11,7 +11,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use common::*;
 use flotilla_core::catalog::CapacityType;
@@ -49,6 +49,24 @@ struct SimNode {
     created: i64,
 }
 
+/// `maxUnavailable` of the PDB (of `pdbs`) selecting pods of `app`.
+fn pdb_max(pdbs: &[serde_json::Value], app: &str) -> Option<u64> {
+    pdbs.iter()
+        .find(|d| d["spec"]["selector"]["matchLabels"]["app"].as_str() == Some(app))
+        .and_then(|d| d["spec"]["maxUnavailable"].as_u64())
+}
+
+/// The simulated Eviction API: `pod` may be evicted while its PDB's
+/// unavailable pods (pending: evicted, not yet running elsewhere) stay
+/// within what it allows.
+fn eviction_allowed(pdbs: &[serde_json::Value], pending: &[SimPod], pod: &SimPod) -> bool {
+    let Some(max) = pdb_max(pdbs, &pod.app) else {
+        return true;
+    };
+    let unavailable = pending.iter().filter(|p| p.app == pod.app).count();
+    (unavailable as u64) < max
+}
+
 /// The cluster the agent watches.
 struct Cluster {
     pool: serde_json::Value,
@@ -57,6 +75,8 @@ struct Cluster {
     pending: Vec<SimPod>,
     /// PodDisruptionBudgets (`policy/v1` documents) the agent sends.
     pdbs: Vec<serde_json::Value>,
+    /// Pods evicted through the (simulated) Eviction API, by name.
+    evicted: BTreeSet<String>,
     /// Pods with `karpenter.sh/do-not-disrupt` that left with their node
     /// (the node, the pod): evicted by whatever removed it.
     lost_protected: Vec<(String, String)>,
@@ -124,6 +144,7 @@ impl Cluster {
             nodes: BTreeMap::new(),
             pending: Vec::new(),
             pdbs: Vec::new(),
+            evicted: BTreeSet::new(),
             lost_protected: Vec::new(),
             drain_outcome: "done",
             applied: Vec::new(),
@@ -270,6 +291,9 @@ impl Cluster {
             }
         }
         self.pending = left;
+        // Running again: no longer unavailable.
+        self.evicted
+            .retain(|n| self.pending.iter().any(|p| &p.name == n));
     }
 
     /// The agent: apply and acknowledge the actions for its nodes.
@@ -306,12 +330,24 @@ impl Cluster {
                         // As the agent's drain (`plan.rs`): pods with
                         // do-not-disrupt are never evicted, only waited
                         // for until the deadline (then the drain failed).
-                        let (kept, evicted): (Vec<SimPod>, Vec<SimPod>) =
+                        // Each eviction goes through the Eviction API,
+                        // which answers 429 while the pod's PDB has all
+                        // the pods it allows unavailable; the agent
+                        // (`apply.rs`, `Eviction::Blocked`) tries again
+                        // next round, until the deadline.
+                        let (kept, evict): (Vec<SimPod>, Vec<SimPod>) =
                             std::mem::take(&mut node.pods)
                                 .into_iter()
                                 .partition(|p| protected(p, now));
                         node.pods = kept;
-                        self.pending.extend(evicted);
+                        for pod in evict {
+                            if eviction_allowed(&self.pdbs, &self.pending, &pod) {
+                                self.evicted.insert(pod.name.clone());
+                                self.pending.push(pod);
+                            } else {
+                                node.pods.push(pod);
+                            }
+                        }
                         if !node.pods.is_empty() {
                             if now < a["deadline"].as_i64().unwrap_or(i64::MAX) {
                                 continue; // not acknowledged: looked at again
@@ -904,6 +940,7 @@ mod model {
                 if d.reason.is_forceful() {
                     continue;
                 }
+                self.check_allowance_left(d, &all);
                 let mut evicts = Vec::new();
                 for n in d.node_names() {
                     let dnd = self.c.nodes.get(n).is_some_and(|node| {
@@ -920,28 +957,48 @@ mod model {
             }
         }
 
-        /// PodDisruptionBudgets: the pods the graceful decisions in flight
-        /// evict (as their nodes were when they started) never outnumber
-        /// what each PDB allows. And no do-not-disrupt pod left with a node
+        /// Graceful decision `d` started only while each PDB covering its
+        /// nodes' pods had allowance left: fewer than it allows of its pods
+        /// on the nodes of the other decisions in flight (`all`).
+        fn check_allowance_left(&self, d: &DisruptionRecord, all: &[DisruptionRecord]) {
+            let app_pods = |n: &str| -> Vec<String> {
+                let pods = self.c.nodes.get(n).into_iter().flat_map(|n| &n.pods);
+                pods.map(|p| p.app.clone()).collect()
+            };
+            let others = all
+                .iter()
+                .filter(|o| o.id != d.id && !o.state.is_final())
+                .flat_map(|o| o.node_names());
+            let busy: Vec<String> = others.flat_map(app_pods).collect();
+            let mine: BTreeSet<String> = d.node_names().flat_map(app_pods).collect();
+            for (app, max) in APPS {
+                let Some(max) = max else { continue };
+                let used = busy.iter().filter(|a| a.as_str() == app).count();
+                assert!(
+                    !mine.contains(app) || used < max as usize,
+                    "decision {} started with PodDisruptionBudget default/{app} used up ({used} of {max}): {all:?}",
+                    d.id
+                );
+            }
+        }
+
+        /// PodDisruptionBudgets: no PDB ever has more pods unavailable
+        /// (evicted through the Eviction API, not yet running again) than
+        /// it allows. And no do-not-disrupt pod left with a node
         /// that a graceful decision removed (the drain waits for such pods
         /// and gives up at its deadline).
         fn check_pdbs_and_do_not_disrupt(&self, all: &[DisruptionRecord]) {
-            let mut evicting: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-            for d in all.iter().filter(|d| !d.state.is_final()) {
-                for (pod, app) in self.evicts.get(&d.id).into_iter().flatten() {
-                    evicting
-                        .entry(app.as_str())
-                        .or_default()
-                        .insert(pod.as_str());
-                }
-            }
             for (app, max) in APPS {
-                let (Some(max), Some(pods)) = (max, evicting.get(app)) else {
-                    continue;
-                };
+                let Some(max) = max else { continue };
+                let down: Vec<&SimPod> = self
+                    .c
+                    .pending
+                    .iter()
+                    .filter(|p| p.app == app && self.c.evicted.contains(&p.name))
+                    .collect();
                 assert!(
-                    pods.len() <= max as usize,
-                    "PodDisruptionBudget default/{app} (maxUnavailable {max}): graceful decisions in flight evict {pods:?}: {all:?}"
+                    down.len() <= max as usize,
+                    "PodDisruptionBudget default/{app} (maxUnavailable {max}): evicted pods unavailable {down:?}"
                 );
             }
             for (node, pod) in &self.c.lost_protected {

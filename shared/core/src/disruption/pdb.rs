@@ -5,15 +5,18 @@
 //! carries one (the disruption controller knows the pods' health), else it
 //! is computed over the bound pods it selects, all taken as healthy:
 //! `maxUnavailable` (percent of the selected pods, rounded up), or the
-//! selected pods minus `minAvailable` (percent rounded up). As in
-//! Karpenter, a node is blocked when one of its pods is covered by more
-//! than one PDB (the Eviction API refuses those pods) or by a PDB that
-//! allows no eviction now. Stronger than Karpenter (which checks each
-//! command alone): the graceful decisions of one run together never evict
-//! more pods of a PDB than it allows. A node whose pods of one PDB
-//! outnumber what it still allows is blocked, every decision uses up the
-//! allowances of the pods it evicts, and a set of nodes removed together
-//! is assembled within them ([`Pdbs::admit`]).
+//! selected pods minus `minAvailable` (percent rounded up).
+//!
+//! As Karpenter's `CanEvictPods`, per node: a node is blocked when one of
+//! its pods is covered by more than one PDB (the Eviction API refuses those
+//! pods) or by a PDB that allows no eviction now. A node with more pods of
+//! a PDB than it allows is not blocked: the drain evicts through the
+//! Eviction API, one at a time as the PDB allows. Beyond Karpenter (which
+//! checks each command alone), the accounting is run-wide: each graceful
+//! decision, and each node already disrupting, uses up per PDB its pods
+//! there, at most what the PDB has left, so a later node whose PDB has
+//! nothing left is blocked; a set of nodes removed together is assembled
+//! the same way ([`Pdbs::admit`]).
 
 use std::collections::BTreeMap;
 
@@ -78,42 +81,53 @@ impl<'a> Pdbs<'a> {
             .collect()
     }
 
-    /// Why evicting `pods` together would be refused now, naming the PDB
-    /// and a pod: a pod covered by more than one PDB, or more pods of one
-    /// PDB than it still allows (decisions of this run used some up).
+    /// Why evicting `pods` would be refused now, naming the PDB and a
+    /// pod: a pod covered by more than one PDB, or by a PDB with no
+    /// allowance left (decisions of this run may have used it up).
     pub fn blocker<'p>(&self, pods: impl IntoIterator<Item = &'p Pod>) -> Option<String> {
-        self.shortfall(&mut Vec::new(), pods)
+        self.covered(&[], pods).err()
     }
 
-    /// Whether `pods` may be evicted on top of `pending` (evictions a set
-    /// being assembled already counts, per PDB; same length as the PDBs or
-    /// empty): if so, they are added to `pending`.
+    /// Whether `pods` may be evicted on top of `pending` (what a set being
+    /// assembled already uses, per PDB; same length as the PDBs or empty):
+    /// every PDB covering them has allowance left. If so, each such PDB's
+    /// `pending` grows by its pods here, at most by what it has left.
     pub fn admit<'p>(
         &self,
         pending: &mut Vec<u32>,
         pods: impl IntoIterator<Item = &'p Pod>,
     ) -> bool {
-        let mut trial = pending.clone();
-        if self.shortfall(&mut trial, pods).is_some() {
+        let Ok(count) = self.covered(pending, pods) else {
             return false;
+        };
+        pending.resize(self.pdbs.len(), 0);
+        for (i, k) in count {
+            let left = self.left(i, pending);
+            pending[i] = pending[i].saturating_add(k.min(left));
         }
-        *pending = trial;
         true
     }
 
-    /// Count `pods` into `used` (per PDB; grown to the PDBs' length) and
-    /// say why the first pod that does not fit would be refused.
-    fn shortfall<'p>(
+    /// Evictions PDB `i` has left beside `used` (per PDB, or empty).
+    fn left(&self, i: usize, used: &[u32]) -> u32 {
+        let used = used.get(i).copied().unwrap_or(0);
+        self.allowed[i].saturating_sub(used)
+    }
+
+    /// Per PDB covering some of `pods`, how many it covers; or why the
+    /// first pod the Eviction API would refuse now (beside `used`) is
+    /// refused: covered twice, or by a PDB with no allowance left.
+    fn covered<'p>(
         &self,
-        used: &mut Vec<u32>,
+        used: &[u32],
         pods: impl IntoIterator<Item = &'p Pod>,
-    ) -> Option<String> {
-        used.resize(self.pdbs.len(), 0);
+    ) -> Result<BTreeMap<usize, u32>, String> {
+        let mut count: BTreeMap<usize, u32> = BTreeMap::new();
         for pod in pods {
             let cover = self.covering(pod);
             if cover.len() > 1 {
                 let names: Vec<String> = cover.iter().map(|&i| self.pdbs[i].key()).collect();
-                return Some(format!(
+                return Err(format!(
                     "pod {} is selected by more than one PodDisruptionBudget ({}); the Eviction API refuses to evict it",
                     pod.key(),
                     names.join(", ")
@@ -122,16 +136,17 @@ impl<'a> Pdbs<'a> {
             let Some(&i) = cover.first() else {
                 continue;
             };
-            used[i] = used[i].saturating_add(1);
-            if used[i] > self.allowed[i] {
-                return Some(self.refusal(i, used[i], pod));
+            if self.left(i, used) == 0 {
+                return Err(self.refusal(i, pod));
             }
+            let k = count.entry(i).or_insert(0);
+            *k = k.saturating_add(1);
         }
-        None
+        Ok(count)
     }
 
-    /// Why PDB `i` refuses the `need`-th eviction (of `pod`) now.
-    fn refusal(&self, i: usize, need: u32, pod: &Pod) -> String {
+    /// Why PDB `i` (no allowance left) refuses to evict `pod` now.
+    fn refusal(&self, i: usize, pod: &Pod) -> String {
         let (key, left, first) = (self.pdbs[i].key(), self.allowed[i], self.initial[i]);
         let used = first.saturating_sub(left);
         let spent = if used > 0 {
@@ -139,20 +154,14 @@ impl<'a> Pdbs<'a> {
         } else {
             String::new()
         };
-        if left == 0 {
-            format!(
-                "PodDisruptionBudget {key} allows no more disruptions{spent} (pod {})",
-                pod.key()
-            )
-        } else {
-            format!(
-                "PodDisruptionBudget {key} allows {left} more disruption(s){spent} and the node holds {need} of its pods (pod {})",
-                pod.key()
-            )
-        }
+        format!(
+            "PodDisruptionBudget {key} allows no more disruptions{spent} (pod {})",
+            pod.key()
+        )
     }
 
-    /// Use up the allowances of the PDBs covering `pods` (evicted).
+    /// Use up the allowances of the PDBs covering `pods` (evicted): each
+    /// by its pods among them, at most to zero.
     pub fn consume<'p>(&mut self, pods: impl IntoIterator<Item = &'p Pod>) {
         for pod in pods {
             for i in self.covering(pod) {
@@ -260,6 +269,9 @@ mod tests {
             vec![pdb("web-pdb", "web", None, Some(IntOrPercent::Int(1)))],
         );
         let mut p = Pdbs::new(&s);
+        // Both pods on one node under an allowance of one: not blocked
+        // (the drain evicts them one at a time).
+        assert_eq!(p.blocker(&pods), None);
         assert_eq!(p.blocker(&pods[..1]), None);
         p.consume(&pods[..1]);
         let why = p.blocker(&pods[1..]).unwrap_or_default();
@@ -274,14 +286,17 @@ mod tests {
     #[test]
     fn sets_are_admitted_within_the_allowance() {
         // (allowed, pods per node of the PDB, nodes admitted in turn): a
-        // node is admitted while its pods fit in what the PDB allows
-        // beside the nodes admitted before it.
-        let cases: [(u32, &[usize], &[bool]); 5] = [
+        // node is admitted while the PDB has allowance left beside the
+        // nodes admitted before it, each using its pods there, at most
+        // what is left (two pods under an allowance of one: admitted).
+        let cases: [(u32, &[usize], &[bool]); 7] = [
             (1, &[1, 1, 1], &[true, false, false]),
             (2, &[1, 1, 1], &[true, true, false]),
             (2, &[2, 1, 0], &[true, false, true]),
-            (1, &[2, 1], &[false, true]),
+            (1, &[2, 1], &[true, false]),
             (0, &[1, 0], &[false, true]),
+            (2, &[3, 1], &[true, false]),
+            (3, &[1, 3, 1], &[true, true, false]),
         ];
         for (allowed, per_node, want) in cases {
             let nodes: Vec<Vec<Pod>> = per_node
@@ -302,11 +317,15 @@ mod tests {
             let mut pending = Vec::new();
             let got: Vec<bool> = nodes.iter().map(|n| p.admit(&mut pending, n)).collect();
             assert_eq!(got, want, "allowed {allowed}, {per_node:?}");
-            // One node alone: blocked exactly when it holds more pods of
-            // the PDB than it allows.
+            // One node alone: blocked exactly when it holds pods of a PDB
+            // that allows no eviction.
             for (n, &k) in nodes.iter().zip(per_node) {
                 let why = p.blocker(n);
-                assert_eq!(why.is_some(), k > allowed as usize, "{per_node:?}: {why:?}");
+                assert_eq!(
+                    why.is_some(),
+                    k > 0 && allowed == 0,
+                    "{per_node:?}: {why:?}"
+                );
             }
         }
     }

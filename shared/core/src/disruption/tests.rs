@@ -1102,63 +1102,117 @@ fn api_evictions(d: &Disruptions) -> usize {
         .count()
 }
 
-/// (nodes, api pods per node, maxUnavailable, status, budget %,
-/// evictions allowed)
-type PdbCase = (usize, usize, Option<u32>, Option<u32>, u32, usize);
+/// The nodes of the graceful decisions of `d`, sorted.
+fn graceful_nodes(d: &Disruptions) -> Vec<&str> {
+    let mut v: Vec<&str> = d
+        .decisions
+        .iter()
+        .filter(|x| !x.reason.is_forceful())
+        .flat_map(|x| x.nodes.iter().map(String::as_str))
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// (api pods per node, maxUnavailable, status, budget %, nodes
+/// disrupted, `n00` among them)
+type PdbCase = (&'static [usize], Option<u32>, Option<u32>, u32, usize, bool);
 
 #[test]
 fn pdb_allowances_bound_all_graceful_decisions_of_a_run() {
-    // (nodes, api pods per node, maxUnavailable, status, budget %,
-    // evictions allowed): one run never evicts more pods of the PDB than
-    // it allows, in one decision (three nodes, 100%: /tmp/audit18/d.yaml)
-    // or several (twenty nodes, 10%: d2.yaml); two pods on one node need
-    // two; a node whose pods outnumber the allowance is blocked.
-    let cases: [PdbCase; 6] = [
-        (3, 1, Some(1), None, 100, 1),
-        (20, 1, Some(1), Some(1), 10, 1),
-        (6, 1, Some(2), None, 100, 2),
-        (6, 1, None, Some(3), 100, 3),
-        (4, 2, Some(1), None, 100, 0),
-        (4, 2, Some(3), None, 100, 2),
+    // (api pods per node, maxUnavailable, status, budget %, nodes
+    // disrupted, n00 among them): as Karpenter, a node is disrupted while
+    // the PDB allows an eviction, however many of its pods are on it (the
+    // drain evicts them one at a time); run-wide, each node uses up its
+    // pods there, at most what is left, in one decision (three nodes,
+    // 100%: /tmp/audit18/d.yaml) or several (twenty nodes, 10%: d2.yaml),
+    // and the nodes after it whose PDB has nothing left are blocked.
+    let cases: [PdbCase; 7] = [
+        (&[1; 3], Some(1), None, 100, 1, false),
+        (&[1; 20], Some(1), Some(1), 10, 1, false),
+        (&[1; 6], Some(2), None, 100, 2, false),
+        (&[1; 6], None, Some(3), 100, 3, false),
+        (&[2; 4], Some(1), None, 100, 1, false),
+        (&[2; 4], Some(3), None, 100, 2, false),
+        // Two replicas on n00 under an allowance of one: n00 is
+        // disrupted (onto n01 and n02); n01's replica finds the allowance
+        // used up.
+        (&[2, 1, 0], None, Some(1), 100, 1, true),
     ];
-    for (case, &(n, per_node, max, status, pct, allowed)) in cases.iter().enumerate() {
-        let nodes: Vec<Node> = (0..n)
-            .map(|i| {
-                let pods = (0..per_node)
-                    .map(|k| pod(&format!("api{i}x{k}"), "300m", "512Mi"))
-                    .map(|mut p| {
-                        p.labels.insert("app".into(), "api".into());
-                        p
-                    })
-                    .collect();
-                node(
-                    &format!("n{i:02}"),
-                    "m5.large",
-                    "us-west-2a",
-                    "on-demand",
-                    pods,
-                )
-            })
-            .collect();
-        let mut s = ClusterState {
-            pdbs: vec![api_pdb(max, status)],
-            ..cluster(nodes)
-        };
-        s.node_pools[0].disruption.budgets[0].nodes = IntOrPercent::Percent(pct);
+    for (case, &(per_node, max, status, pct, want, n00)) in cases.iter().enumerate() {
+        let mut s = pdb_cluster(per_node, max, status, pct);
+        if n00 {
+            // The other nodes fuller: n00 goes first, onto n02 (which
+            // stays: do-not-disrupt); n01 has no room for its pods.
+            for (i, n) in s.nodes.iter_mut().enumerate().skip(1) {
+                let cpu = if i == 1 { "1300m" } else { "900m" };
+                let mut filler = pod(&format!("filler{i}"), cpu, "512Mi");
+                filler.node_name = Some(n.name.clone());
+                if i == 2 {
+                    filler
+                        .annotations
+                        .insert(labels::DO_NOT_DISRUPT.into(), "true".into());
+                }
+                n.pods.push(filler);
+            }
+        }
         let d = run(&s);
-        let evicted = api_evictions(&d);
-        assert!(
-            evicted <= allowed,
-            "case {case}: {evicted} > {allowed}: {d:#?}"
-        );
-        // The allowance is used, not wasted: consolidation still happens.
-        assert_eq!(evicted, allowed, "case {case}: {d:#?}");
-        let named = d
+        let nodes = graceful_nodes(&d);
+        assert_eq!(nodes.len(), want, "case {case}: {d:#?}");
+        if n00 {
+            assert_eq!(nodes, ["n00"], "case {case}: {d:#?}");
+            assert_eq!(api_evictions(&d), per_node[0], "case {case}: {d:#?}");
+        }
+        // A node left (not the destination of the moves) is blocked by
+        // the PDB, named.
+        let named: Vec<&str> = d
             .blocked
             .iter()
-            .any(|b| b.reason.contains("PodDisruptionBudget default/api"));
-        assert!(named, "case {case}: a node blocked by the PDB: {d:#?}");
+            .filter(|b| b.reason.contains("PodDisruptionBudget default/api"))
+            .map(|b| b.node.as_str())
+            .collect();
+        assert!(!named.is_empty(), "case {case}: {d:#?}");
+        assert!(named.iter().all(|b| !nodes.contains(b)), "case {case}");
+        if n00 {
+            assert_eq!(named, ["n01"], "case {case}: {d:#?}");
+        }
     }
+}
+
+/// Nodes `n00`.. (m5.large) holding `per_node[i]` pods of `default/api`
+/// each, under [`api_pdb`], in a pool whose budget allows `pct`% of nodes.
+fn pdb_cluster(
+    per_node: &[usize],
+    max: Option<u32>,
+    status: Option<u32>,
+    pct: u32,
+) -> ClusterState {
+    let nodes: Vec<Node> = per_node
+        .iter()
+        .enumerate()
+        .map(|(i, &k)| {
+            let pods = (0..k)
+                .map(|j| pod(&format!("api{i}x{j}"), "300m", "512Mi"))
+                .map(|mut p| {
+                    p.labels.insert("app".into(), "api".into());
+                    p
+                })
+                .collect();
+            node(
+                &format!("n{i:02}"),
+                "m5.large",
+                "us-west-2a",
+                "on-demand",
+                pods,
+            )
+        })
+        .collect();
+    let mut s = ClusterState {
+        pdbs: vec![api_pdb(max, status)],
+        ..cluster(nodes)
+    };
+    s.node_pools[0].disruption.budgets[0].nodes = IntOrPercent::Percent(pct);
+    s
 }
 
 #[test]
