@@ -4,8 +4,11 @@
 //! state): an emptied cluster scales down, an underutilized pair is
 //! replaced by one cheaper node (replacement registered before any taint),
 //! a failed replacement abandons, a refused drain abandons and untaints, a
-//! redelivered run is a no-op, and a spot interruption launches the
-//! replacement at once; and the disruption model test (module `model`):
+//! redelivered run is a no-op, a spot interruption launches the
+//! replacement at once, a changed EC2NodeClass drifts the nodes launched
+//! from it (the NodeClaim records its hash at launch) and a drifted node is
+//! tainted only once its replacement's node is Ready (nodes report a
+//! `Ready` condition); and the disruption model test (module `model`):
 //! random pod churn, runs, redeliveries and faults with the stage's
 //! invariants checked after every step.
 
@@ -47,6 +50,8 @@ struct SimNode {
     unschedulable: bool,
     pods: Vec<SimPod>,
     created: i64,
+    /// The node's `Ready` condition.
+    ready: bool,
 }
 
 /// `maxUnavailable` of the PDB (of `pdbs`) selecting pods of `app`.
@@ -85,6 +90,8 @@ struct Cluster {
     drain_outcome: &'static str,
     /// (action kind, node, simulated second) as the agent applied them.
     applied: Vec<(String, String, i64)>,
+    /// Whether nodes join Ready.
+    join_ready: bool,
 }
 
 fn pod(name: &str, cpu_m: i64) -> SimPod {
@@ -148,6 +155,7 @@ impl Cluster {
             lost_protected: Vec::new(),
             drain_outcome: "done",
             applied: Vec::new(),
+            join_ready: true,
         }
     }
 
@@ -190,7 +198,9 @@ impl Cluster {
                 "spec": {"providerID": format!("aws:///{}/{}", n.zone, n.instance),
                     "unschedulable": n.unschedulable, "taints": taints},
                 "status": {"allocatable": {"cpu": format!("{}m", n.cpu_m),
-                    "memory": format!("{}Mi", n.memory_mib), "pods": "58"}}
+                    "memory": format!("{}Mi", n.memory_mib), "pods": "58"},
+                    "conditions": [{"type": "Ready",
+                        "status": if n.ready { "True" } else { "False" }}]}
             }));
             for p in &n.pods {
                 docs.push(pod_doc(p, Some(name)));
@@ -271,6 +281,7 @@ impl Cluster {
                     unschedulable: false,
                     pods: vec![],
                     created: p.clock.now_secs(),
+                    ready: self.join_ready,
                 },
             );
         }
@@ -802,6 +813,181 @@ async fn notice_sweep(
 // decision terminated before every replacement of it joined. After the run
 // settles: every pod bound, no decision stuck, no instance without a live
 // NodeClaim (no leak). `PROPTEST_CASES` sets the number of cases.
+
+// Drift and readiness: a change of the EC2NodeClass drifts the nodes the
+// pipeline launched (the NodeClaim records its hash at launch), and the
+// drifted node is tainted and drained only once its replacement's node is
+// Ready.
+
+/// The NodeClaims of the world, by name.
+async fn claim(p: &SimPorts, name: &str) -> flotilla_service::records::NodeClaimRecord {
+    claims(p)
+        .await
+        .into_iter()
+        .find(|r| r.name == name)
+        .expect("NodeClaim record")
+}
+
+/// A cluster of one node launched by the pipeline for one pod, with an
+/// EC2NodeClass whose spec the test then changes.
+async fn one_node(p: &SimPorts) -> Cluster {
+    let mut c = Cluster::new(
+        &["m5.large", "m5.xlarge"],
+        serde_json::json!({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1h",
+            "budgets": [{"nodes": "100%"}]}),
+    );
+    c.pending = vec![pod("web-0", 1500)];
+    c.settle_pending(p).await;
+    assert!(c.pending.is_empty(), "pod bound: {:?}", c.pending);
+    assert_eq!(c.nodes.len(), 1);
+    c
+}
+
+#[tokio::test]
+async fn a_changed_ec2nodeclass_drifts_the_nodes_launched_from_it() {
+    let p = world();
+    let mut c = one_node(&p).await;
+    let old = c.nodes.values().next().expect("node").claim.clone();
+    let rec = claim(&p, &old).await;
+    assert!(rec.nodeclass_hash.is_some(), "{rec:?}");
+    assert!(rec.nodepool_hash.is_some(), "{rec:?}");
+    // Unchanged: nothing drifts.
+    for _ in 0..3 {
+        let r = minute(&p, &mut c).await;
+        assert!(r.started.is_empty(), "{r:?}");
+    }
+    // The EC2NodeClass changes (its tags are part of its hash).
+    c.class["spec"]["tags"] = serde_json::json!({"team": "payments"});
+    let r = minute(&p, &mut c).await;
+    assert_eq!(r.started.len(), 1, "{r:?}");
+    let d = decisions(&p).await;
+    assert_eq!(d[0].reason.as_str(), "Drifted", "{d:?}");
+    assert_eq!(d[0].node_names().collect::<Vec<_>>().len(), 1);
+    // The replacement records the class's new hash.
+    let replacement = claim(&p, &d[0].replacement_names[0]).await;
+    assert_ne!(replacement.nodeclass_hash, rec.nodeclass_hash);
+    assert!(replacement.nodeclass_hash.is_some());
+}
+
+#[tokio::test]
+async fn old_nodes_are_tainted_only_once_the_replacement_is_ready() {
+    let p = world();
+    let mut c = one_node(&p).await;
+    let old_node = c.nodes.keys().next().expect("node").clone();
+    c.class["spec"]["tags"] = serde_json::json!({"team": "payments"});
+    c.join_ready = false;
+    let mut id = None;
+    let mut joined_not_ready = 0;
+    for _ in 0..6 {
+        let r = minute(&p, &mut c).await;
+        if let Some(s) = r.started.first() {
+            id = Some(s.clone());
+        }
+        let replacement_joined = c.nodes.keys().any(|n| n != &old_node);
+        if replacement_joined {
+            joined_not_ready += 1;
+        }
+        assert!(
+            !c.applied
+                .iter()
+                .any(|(k, n, _)| k == "taint" && n == &old_node),
+            "tainted while the replacement is NotReady: {:?}",
+            c.applied
+        );
+    }
+    let id = id.expect("a Drifted decision");
+    assert!(joined_not_ready >= 2, "the replacement joined");
+    let d: Vec<DisruptionRecord> = decisions(&p).await;
+    let rec = d.iter().find(|r| r.id == id).expect("decision");
+    assert_eq!(rec.state, DisruptionState::Replacing, "{rec:?}");
+    let replacement = claim(&p, &rec.replacement_names[0]).await;
+    assert_eq!(replacement.state, NodeClaimState::Registered);
+    // The replacement turns Ready: the old node is tainted, drained, gone.
+    for n in c.nodes.values_mut() {
+        n.ready = true;
+    }
+    let ready_at = p.clock.now_secs();
+    for _ in 0..6 {
+        minute(&p, &mut c).await;
+        if !c.nodes.contains_key(&old_node) {
+            break;
+        }
+    }
+    let tainted = c
+        .applied
+        .iter()
+        .find(|(k, n, _)| k == "taint" && n == &old_node)
+        .map(|(_, _, t)| *t)
+        .expect("tainted once Ready");
+    assert!(
+        tainted > ready_at,
+        "tainted at {tainted}, Ready at {ready_at}"
+    );
+    assert!(!c.nodes.contains_key(&old_node), "the old node is gone");
+    let done = decisions(&p).await;
+    let rec = done.iter().find(|r| r.id == id).expect("decision");
+    assert_eq!(rec.state, DisruptionState::Done, "{rec:?}");
+}
+
+/// Two replicas of one PodDisruptionBudget (`maxUnavailable: 1`) on a
+/// drifted node: the node is disrupted (Karpenter's rule: the PDB still
+/// allows an eviction), and its drain evicts them one at a time, the second
+/// refused (429) until the first runs again on the replacement.
+#[tokio::test]
+async fn a_drain_evicts_one_replica_at_a_time_under_a_pdb() {
+    let p = world();
+    let mut c = Cluster::new(
+        &["m5.large", "m5.xlarge"],
+        serde_json::json!({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1h",
+            "budgets": [{"nodes": "100%"}]}),
+    );
+    c.pdbs = vec![serde_json::json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}
+    })];
+    c.pending = vec![pod("web-0", 700), pod("web-1", 700)];
+    c.settle_pending(&p).await;
+    assert_eq!(c.nodes.len(), 1, "both replicas on one node");
+    let old_node = c.nodes.keys().next().expect("node").clone();
+    c.class["spec"]["tags"] = serde_json::json!({"team": "payments"});
+    let mut refused_seen = false;
+    for _ in 0..12 {
+        minute(&p, &mut c).await;
+        let pending_web = c.pending.iter().filter(|p| p.app == "web").count();
+        assert!(
+            pending_web <= 1,
+            "two replicas unavailable: {:?}",
+            c.pending
+        );
+        // One replica moved while the other still waits on the old node:
+        // its eviction was refused (both go at once without the PDB).
+        let on = |moved: bool| -> usize {
+            (c.nodes.iter())
+                .filter(|(name, _)| (*name != &old_node) == moved)
+                .map(|(_, n)| n.pods.len())
+                .sum()
+        };
+        refused_seen |= on(false) == 1 && on(true) + pending_web == 1;
+        if !c.nodes.contains_key(&old_node) {
+            break;
+        }
+    }
+    assert!(
+        refused_seen,
+        "the second eviction waited for the first replica"
+    );
+    assert!(!c.nodes.contains_key(&old_node), "the drifted node is gone");
+    c.settle_pending(&p).await;
+    let running: usize = c.nodes.values().map(|n| n.pods.len()).sum();
+    assert_eq!(running, 2, "both replicas run on the replacement");
+    let d = decisions(&p).await;
+    assert!(
+        d.iter()
+            .any(|r| r.reason.as_str() == "Drifted" && r.state == DisruptionState::Done),
+        "{d:?}"
+    );
+}
 
 mod model {
     use std::collections::BTreeSet;
