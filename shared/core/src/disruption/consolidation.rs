@@ -178,12 +178,13 @@ fn block_by_budget(run: &mut Run, cs: &[usize]) {
 }
 
 /// Candidates of `order` still free, in order, as many per NodePool as
-/// its Underutilized budget allows and whose pods the
-/// PodDisruptionBudgets allow to evict beside those of the candidates
-/// before them: any subset of the list may be removed at once.
+/// its Underutilized budget allows and whose pods' PodDisruptionBudgets
+/// each allow an eviction now (Karpenter's per-node rule: the drains of
+/// the nodes removed together evict through the Eviction API, one at a
+/// time as each PDB allows): any subset of the list may be removed at
+/// once.
 fn admissible(run: &Run, order: &[usize]) -> Vec<usize> {
     let mut per_pool: BTreeMap<usize, usize> = BTreeMap::new();
-    let mut evicting = Vec::new();
     let mut out = Vec::new();
     for &c in order {
         if run.taken[c] {
@@ -192,7 +193,7 @@ fn admissible(run: &Run, order: &[usize]) -> Vec<usize> {
         let pool = run.cands[c].pool;
         let n = per_pool.entry(pool).or_insert(0);
         if *n < run.budgets.remaining(pool, DisruptionReason::Underutilized)
-            && run.pdbs.admit(&mut evicting, run.movable_pods(c))
+            && run.pdbs.blocker(run.movable_pods(c)).is_none()
         {
             *n += 1;
             out.push(c);
