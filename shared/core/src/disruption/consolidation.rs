@@ -694,10 +694,10 @@ fn single_pass(run: &mut Run, by_waste: &[usize], units: &[UnitPrices]) {
         if misses >= MAX_SINGLE_MISSES {
             break;
         }
-        let Some(may_replace) = single_worth_trying(run, c, units) else {
+        let Some(worth) = single_worth_trying(run, c, units) else {
             continue;
         };
-        let (best, rejected) = single(run, c, units, may_replace, &mut splits);
+        let (best, rejected) = single(run, c, worth, &mut splits);
         match best {
             Some(sim) => run.decide(DisruptionReason::Underutilized, &[c], Some(sim)),
             None => {
@@ -710,11 +710,19 @@ fn single_pass(run: &mut Run, by_waste: &[usize], units: &[UnitPrices]) {
     }
 }
 
+/// Why a single-node simulation of a candidate is worth running.
+#[derive(Clone, Copy)]
+struct SingleWorth {
+    /// A replacement may save (else only a delete may).
+    may_replace: bool,
+    /// The bound on what its pods cost elsewhere (`pods_bound`).
+    bound: f64,
+}
+
 /// Whether a single-node simulation of candidate `c` is worth running:
 /// free, within its budget and PDBs (blocked when an earlier decision of
-/// the run used a PDB up), and a saving possible at all (`Some(true)`:
-/// possibly by a replacement; `Some(false)`: only by a delete).
-fn single_worth_trying(run: &mut Run, c: usize, units: &[UnitPrices]) -> Option<bool> {
+/// the run used a PDB up), and a saving possible at all.
+fn single_worth_trying(run: &mut Run, c: usize, units: &[UnitPrices]) -> Option<SingleWorth> {
     let pool = run.cands[c].pool;
     if run.taken[c] || run.budgets.remaining(pool, DisruptionReason::Underutilized) == 0 {
         return None;
@@ -730,7 +738,7 @@ fn single_worth_trying(run: &mut Run, c: usize, units: &[UnitPrices]) -> Option<
     if !may_replace && sketch_deletes(run, &[c]).is_empty() {
         return None;
     }
-    Some(may_replace)
+    Some(SingleWorth { may_replace, bound })
 }
 
 /// Split attempts of one single pass: how many, and how many in a row
@@ -746,12 +754,11 @@ struct Splits {
 fn single(
     run: &mut Run,
     c: usize,
-    units: &[UnitPrices],
-    may_replace: bool,
+    worth: SingleWorth,
     splits: &mut Splits,
 ) -> (Option<Sim>, Option<String>) {
+    let SingleWorth { may_replace, bound } = worth;
     let cost = run.cands[c].cost.unwrap_or_default();
-    let bound = pods_bound(run, units, c);
     let node = run.cands[c].node;
     let sim = run.work.simulate_as(&[node], Ask::packed(1));
     let top = dearest_replacement(&sim).unwrap_or(cost.dollars);

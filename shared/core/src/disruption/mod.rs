@@ -32,7 +32,7 @@ mod simulate;
 pub use candidate::do_not_disrupt_until;
 pub use decision::{Blocked, Decision, Disruptions, Move, PriceChange};
 pub use price::Cost;
-pub use readiness::{readiness, Readiness};
+pub use readiness::{pool_of, readiness, Readiness};
 
 use std::collections::{BTreeMap, BTreeSet};
 

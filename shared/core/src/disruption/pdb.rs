@@ -86,44 +86,23 @@ impl<'a> Pdbs<'a> {
     /// pod: a pod covered by more than one PDB, or by a PDB with no
     /// allowance left (decisions of this run may have used it up).
     pub fn blocker<'p>(&self, pods: impl IntoIterator<Item = &'p Pod>) -> Option<String> {
-        self.covered(&[], pods).err()
-    }
-
-    /// Evictions PDB `i` has left beside `used` (per PDB, or empty).
-    fn left(&self, i: usize, used: &[u32]) -> u32 {
-        let used = used.get(i).copied().unwrap_or(0);
-        self.allowed[i].saturating_sub(used)
-    }
-
-    /// Per PDB covering some of `pods`, how many it covers; or why the
-    /// first pod the Eviction API would refuse now (beside `used`) is
-    /// refused: covered twice, or by a PDB with no allowance left.
-    fn covered<'p>(
-        &self,
-        used: &[u32],
-        pods: impl IntoIterator<Item = &'p Pod>,
-    ) -> Result<BTreeMap<usize, u32>, String> {
-        let mut count: BTreeMap<usize, u32> = BTreeMap::new();
         for pod in pods {
             let cover = self.covering(pod);
             if cover.len() > 1 {
                 let names: Vec<String> = cover.iter().map(|&i| self.pdbs[i].key()).collect();
-                return Err(format!(
+                return Some(format!(
                     "pod {} is selected by more than one PodDisruptionBudget ({}); the Eviction API refuses to evict it",
                     pod.key(),
                     names.join(", ")
                 ));
             }
-            let Some(&i) = cover.first() else {
-                continue;
-            };
-            if self.left(i, used) == 0 {
-                return Err(self.refusal(i, pod));
+            if let Some(&i) = cover.first() {
+                if self.allowed[i] == 0 {
+                    return Some(self.refusal(i, pod));
+                }
             }
-            let k = count.entry(i).or_insert(0);
-            *k = k.saturating_add(1);
         }
-        Ok(count)
+        None
     }
 
     /// Why PDB `i` (no allowance left) refuses to evict `pod` now.

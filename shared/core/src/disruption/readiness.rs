@@ -87,7 +87,7 @@ pub fn readiness(node: &Node, pool: Option<&NodePool>) -> Readiness {
 }
 
 /// The node's NodePool (by its label), for [`readiness`].
-pub(crate) fn pool_of<'a>(node: &Node, pools: &'a [NodePool]) -> Option<&'a NodePool> {
+pub fn pool_of<'a>(node: &Node, pools: &'a [NodePool]) -> Option<&'a NodePool> {
     let name = node.nodepool()?;
     pools.iter().find(|p| p.name == name)
 }

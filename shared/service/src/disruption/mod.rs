@@ -1141,9 +1141,7 @@ fn ready_claims(state: &ClusterState) -> BTreeSet<String> {
         .iter()
         .filter_map(|n| {
             let claim = n.labels.get(NODECLAIM_LABEL)?;
-            let pool = n
-                .nodepool()
-                .and_then(|p| state.node_pools.iter().find(|np| np.name == p));
+            let pool = engine::pool_of(n, &state.node_pools);
             engine::readiness(n, pool).is_ready().then(|| claim.clone())
         })
         .collect()
