@@ -368,13 +368,8 @@ mod tests {
     /// compact form.
     #[test]
     fn compact_fits_agree_with_fits_in() {
-        let mut seed = 11u64;
-        let mut next = |m: i64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % m as u64) as i64
-        };
+        let mut draw = crate::scheduler::test_draws(11);
+        let mut next = |m: i64| draw(m as u64) as i64;
         let names = [
             CPU,
             MEMORY,

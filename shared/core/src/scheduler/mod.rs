@@ -544,7 +544,7 @@ mod tests;
 
 /// A seeded xorshift draw for the randomised tests: `next(n)` is in `0..n`.
 #[cfg(test)]
-fn test_draws(mut seed: u64) -> impl FnMut(u64) -> u64 {
+pub(crate) fn test_draws(mut seed: u64) -> impl FnMut(u64) -> u64 {
     move |n| {
         seed ^= seed << 13;
         seed ^= seed >> 7;
