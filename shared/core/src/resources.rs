@@ -261,6 +261,32 @@ impl Resources {
         rest_ok.then(|| self.compact_head())
     }
 
+    /// As a NodeClaim's requests under the largest allocatable `capacity`:
+    /// the room left in the first [`COMPACT`] known quantities, such that a
+    /// compact request `r` (see [`Resources::compact_request`]) satisfies
+    /// `r.fits_in(&room)` exactly when `self.fits_in_with(r's resources,
+    /// capacity)`. `None` (ask `fits_in_with`) when the rest of `self`
+    /// exceeds `capacity`, a head quantity of `self` is negative or a
+    /// room would not be exact (`capacity` at `i64::MAX`, or overflow).
+    pub fn compact_room(&self, capacity: &Resources) -> Option<Compact> {
+        let rest_ok = (self.known[COMPACT..].iter())
+            .zip(&capacity.known[COMPACT..])
+            .all(|(want, have)| want <= have)
+            && (self.other.as_ref()).is_none_or(|m| m.iter().all(|(k, v)| *v <= capacity.get(k)));
+        if !rest_ok {
+            return None;
+        }
+        let mut room = [0i64; COMPACT];
+        for ((r, want), have) in room.iter_mut().zip(&self.known).zip(&capacity.known) {
+            let (want, have) = (want.millis(), have.millis());
+            if want < 0 || have == i64::MAX {
+                return None;
+            }
+            *r = have.checked_sub(want)?;
+        }
+        Some(Compact(room))
+    }
+
     fn compact_head(&self) -> Compact {
         let mut head = [0i64; COMPACT];
         for (h, q) in head.iter_mut().zip(&self.known) {
@@ -272,7 +298,13 @@ impl Resources {
     /// True when every requested quantity is within `capacity`.
     #[inline]
     pub fn fits_in(&self, capacity: &Resources) -> bool {
-        self.first_exceeding(capacity).is_none()
+        // `first_exceeding(capacity).is_none()`, the known quantities
+        // branch-free.
+        let mut fits = true;
+        for (want, have) in self.known.iter().zip(&capacity.known) {
+            fits &= want.millis() <= have.millis();
+        }
+        fits && (self.other.as_ref()).is_none_or(|m| m.iter().all(|(k, v)| *v <= capacity.get(k)))
     }
 
     /// The first resource (in canonical order) whose request exceeds
@@ -406,6 +438,52 @@ mod tests {
             }
         }
         assert!(compared > 500, "{compared}");
+    }
+
+    /// A compact request fits a NodeClaim's compact room exactly when
+    /// `fits_in_with` says it fits; a room is missing only when the rest of
+    /// the requests exceeds the capacity (or a head quantity is negative).
+    #[test]
+    fn compact_room_agrees_with_fits_in_with() {
+        let mut draw = crate::scheduler::test_draws(13);
+        let mut next = |m: i64| draw(m as u64) as i64;
+        let names = [
+            CPU,
+            MEMORY,
+            PODS,
+            EPHEMERAL_STORAGE,
+            NVIDIA_GPU,
+            "example.com/dongle",
+        ];
+        let (mut compared, mut fell_back) = (0, 0);
+        for _ in 0..5000 {
+            let (mut held, mut extra, mut cap) =
+                (Resources::new(), Resources::new(), Resources::new());
+            for name in names {
+                if next(3) > 0 {
+                    held.set(name, Quantity::from_millis(next(8) - 1));
+                }
+                if next(3) > 0 && (next(4) == 0 || names[..COMPACT].contains(&name)) {
+                    extra.set(name, Quantity::from_millis(next(6)));
+                }
+                if next(4) > 0 {
+                    cap.set(name, Quantity::from_millis(next(12) - 1));
+                }
+            }
+            if next(50) == 0 {
+                cap.set(CPU, Quantity::from_millis(i64::MAX));
+            }
+            let want = held.fits_in_with(&extra, &cap);
+            match (extra.compact_request(), held.compact_room(&cap)) {
+                (Some(e), Some(room)) => {
+                    compared += 1;
+                    assert_eq!(e.fits_in(&room), want, "{held:?} + {extra:?} in {cap:?}");
+                }
+                (Some(_), None) => fell_back += 1,
+                (None, _) => {}
+            }
+        }
+        assert!(compared > 500 && fell_back > 100, "{compared} {fell_back}");
     }
 
     fn r(pairs: &[(&str, &str)]) -> Resources {

@@ -167,6 +167,7 @@ impl Run<'_> {
         let p = t.p;
         let (pod_reqs, groups, zones_admitted) = (&t.pod_reqs, &t.groups, &t.zones_admitted);
         let pod = &self.pods[p];
+        let compact = pod.requests.compact_request();
         let start = (walk.roomy.list).partition_point(|&c| (c as usize) < first.get());
         for k in start..walk.roomy.list.len() {
             let c = ClaimIdx::new(walk.roomy.list[k] as usize);
@@ -176,10 +177,7 @@ impl Run<'_> {
             else {
                 continue;
             };
-            if !claim
-                .requests
-                .fits_in_with(&pod.requests, &claim.max_allocatable)
-            {
+            if !claim.may_hold(&pod.requests, compact) {
                 walk.roomy.kill(k);
                 walk.refused(bucket, c, true);
                 walk.refused_claims.push(c.get() as u32);

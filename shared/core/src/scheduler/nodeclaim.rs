@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::labels;
 use crate::model::Pod;
 use crate::requirements::{Requirement, Requirements};
-use crate::resources::Resources;
+use crate::resources::{Compact, Resources};
 
 use super::explain::ClaimRefusal;
 use super::explain::{display_reqs, Refusal};
@@ -27,6 +27,9 @@ pub(super) struct Claim {
     pub(super) host_ports: BTreeSet<(String, i32)>,
     /// Component-wise max allocatable over `types` (cheap rejection).
     pub(super) max_allocatable: Resources,
+    /// `requests.compact_room(&max_allocatable)`, kept with them: the
+    /// cheap rejection for compact requests (see [`Claim::may_hold`]).
+    pub(super) compact_room: Option<Compact>,
     /// Component-wise max capacity over `types` (charged against limits).
     pub(super) max_capacity: Resources,
     /// The size class every pod on this NodeClaim has, if they share one.
@@ -139,6 +142,7 @@ impl Claim {
         reservation: Option<u32>,
         (min_values, min_values_relaxed): (BTreeMap<String, u32>, bool),
     ) -> Claim {
+        let compact_room = requests.compact_room(&Resources::new());
         Claim {
             pool: pi,
             name,
@@ -147,6 +151,7 @@ impl Claim {
             requests,
             pods: vec![],
             host_ports: BTreeSet::new(),
+            compact_room,
             max_allocatable: Resources::new(),
             max_capacity: Resources::new(),
             size: None,
@@ -160,6 +165,23 @@ impl Claim {
             min_values,
             min_values_relaxed,
         }
+    }
+
+    /// Whether a pod of `requests` (`compact`: their compact form) fits
+    /// the NodeClaim's largest type with what it holds:
+    /// `self.requests.fits_in_with(requests, &self.max_allocatable)`.
+    #[inline]
+    pub(super) fn may_hold(&self, requests: &Resources, compact: Option<Compact>) -> bool {
+        match (compact, self.compact_room) {
+            (Some(c), Some(room)) => c.fits_in(&room),
+            _ => self.requests.fits_in_with(requests, &self.max_allocatable),
+        }
+    }
+
+    /// Recomputes `compact_room` after `requests` or `max_allocatable`
+    /// changed.
+    pub(super) fn refresh_room(&mut self) {
+        self.compact_room = self.requests.compact_room(&self.max_allocatable);
     }
 
     pub(super) fn memo_answer(&self) -> Option<(JoinMemo, JoinAnswer)> {
@@ -889,7 +911,7 @@ impl<'a> Run<'a> {
         claim.requests.add_assign(&pod.requests);
         claim.pods.push(p);
         claim.host_ports.extend(pod.host_ports.iter().cloned());
-        if types_changed && maxima_lost(claim, pool, &old_types) {
+        if types_changed && maxima_to_recompute(claim, pool, &old_types) {
             // A new NodeClaim's maxima are remembered per type set: those
             // opened for pods of one kind start from the same types.
             (claim.max_allocatable, claim.max_capacity) = if claim.max_allocatable.is_zero() {
@@ -898,18 +920,25 @@ impl<'a> Run<'a> {
                 super::repack::type_maxima(pool, &claim.types)
             };
         }
+        claim.refresh_room();
         let taints = &self.pools[claim.pool].taints;
         self.topology
             .record(pod, &self.groups[p].inverse, &claim.requirements, taints);
     }
 }
 
-/// Whether `claim`'s largest allocatable or capacity changed now that its
-/// types shrank from `old_types`. The type list only ever shrinks, so the
-/// maxima only change when every type attaining one of their components
-/// was dropped.
-fn maxima_lost(claim: &Claim, pool: &pools::Pool, old_types: &TypeSet) -> bool {
+/// Whether to recompute `claim`'s largest allocatable and capacity now
+/// that its types shrank from `old_types`: when they changed, or when no
+/// more types are kept than dropped (recomputing over the kept ones then
+/// costs no more than finding out). The type list only ever shrinks, so
+/// the maxima only change when every type attaining one of their
+/// components was dropped.
+fn maxima_to_recompute(claim: &Claim, pool: &pools::Pool, old_types: &TypeSet) -> bool {
     if claim.max_allocatable.is_zero() {
+        return true;
+    }
+    let kept = claim.types.len();
+    if kept <= old_types.len().saturating_sub(kept) {
         return true;
     }
     let (mut lost_a, mut lost_c) = (0u32, 0u32);

@@ -169,6 +169,7 @@ impl Claim {
     ) -> Claim {
         let mut requirements = reqs.clone();
         requirements.add(Requirement::in_values(labels::HOSTNAME, [name.as_str()]));
+        let compact_room = packed.requests.compact_room(&packed.max_allocatable);
         Claim {
             pool: pi,
             zone_pin: ZonePin::of(&requirements, zones),
@@ -179,6 +180,7 @@ impl Claim {
             requests: packed.requests,
             pods: packed.pods,
             host_ports: Default::default(),
+            compact_room,
             max_allocatable: packed.max_allocatable,
             max_capacity: packed.max_capacity,
             size: None,
@@ -1099,8 +1101,11 @@ fn pack(
     mut left: Vec<usize>,
 ) -> Option<Vec<Bin>> {
     let mut room: Vec<i64> = Vec::new();
+    // The classes with pods left, ascending: the fills skip the others.
+    let mut live: Vec<usize> = (0..left.len()).filter(|&k| left[k] > 0).collect();
     let mut fill = |cap: &[i64], left: &[usize], out: &mut Vec<usize>| -> f64 {
-        fill_node(cap, need, per_node, value, left, &mut room, out)
+        live.retain(|&k| left[k] > 0);
+        fill_node(cap, need, per_node, value, left, &live, &mut room, out)
     };
     let mut bins: Vec<Bin> = Vec::new();
     let mut scratch = Vec::with_capacity(need.len());
@@ -1206,8 +1211,9 @@ fn repeat_fill(
 }
 
 /// First-fit-decreasing fill of one node of `cap` with the pods `left` of
-/// each class (at most `per_node[k]` of class `k`): the pods per class in
-/// `out`, and their value. `room` is scratch.
+/// each class (at most `per_node[k]` of class `k`; `live` lists, in
+/// order, every class with pods left): the pods per class in `out`, and
+/// their value. `room` is scratch.
 #[allow(clippy::too_many_arguments)]
 fn fill_node(
     cap: &[i64],
@@ -1215,6 +1221,7 @@ fn fill_node(
     per_node: &[usize],
     value: &[f64],
     left: &[usize],
+    live: &[usize],
     room: &mut Vec<i64>,
     out: &mut Vec<usize>,
 ) -> f64 {
@@ -1222,15 +1229,13 @@ fn fill_node(
     room.extend_from_slice(cap);
     let mut val = 0.0;
     out.clear();
-    for (k, n) in need.iter().enumerate() {
-        let take = if left[k] == 0 {
-            0
-        } else {
-            let limit = i64::try_from(left[k].min(per_node[k])).unwrap_or(i64::MAX);
-            copies_up_to(room, n, limit) as usize
-        };
-        out.push(take);
+    out.resize(need.len(), 0);
+    for &k in live {
+        let n = &need[k];
+        let limit = i64::try_from(left[k].min(per_node[k])).unwrap_or(i64::MAX);
+        let take = copies_up_to(room, n, limit) as usize;
         if take > 0 {
+            out[k] = take;
             for (r, q) in room.iter_mut().zip(n) {
                 *r -= q * take as i64;
             }
@@ -1653,7 +1658,8 @@ mod tests {
     ) -> Option<Vec<Vec<(usize, usize)>>> {
         let fill = |cap: &[i64], left: &[usize]| -> (f64, Vec<usize>) {
             let (mut room, mut out) = (vec![], vec![]);
-            let val = fill_node(cap, need, per_node, value, left, &mut room, &mut out);
+            let live: Vec<usize> = (0..left.len()).filter(|&k| left[k] > 0).collect();
+            let val = fill_node(cap, need, per_node, value, left, &live, &mut room, &mut out);
             (val, out)
         };
         let mut bins = vec![];

@@ -492,6 +492,10 @@ struct Relaxed {
 /// the room still free.
 struct Knapsack<'a> {
     need: &'a [Vec<i64>],
+    /// `need` as floats, a row of `dims` per class, 0 where a class needs
+    /// none (or less) of a dimension: what `size` multiplies.
+    need_f: Vec<f64>,
+    dims: usize,
     value: &'a [f64],
     /// Per class, the most pods one node may take (0: not valued).
     most: Vec<i64>,
@@ -527,8 +531,13 @@ impl<'a> Knapsack<'a> {
                 weightings.push(w);
             }
         }
+        let need_f = (demand.need.iter())
+            .flat_map(|n| (0..dims).map(move |d| n.get(d).map_or(0.0, |&q| q.max(0) as f64)))
+            .collect();
         Knapsack {
             need: &demand.need,
+            need_f,
+            dims,
             value,
             most,
             weightings,
@@ -567,13 +576,13 @@ impl<'a> Knapsack<'a> {
     }
 
     /// Per dimension, what a need in it is multiplied by to size it
-    /// relative to `room` under `weighing` (infinite where the room has
-    /// none), in `out`.
+    /// relative to `room` under `weighing` (`f64::MAX` where the room has
+    /// none: any need there sizes at least that, see `size`), in `out`.
     fn factors(room: &[i64], weighing: Weighing, out: &mut Vec<f64>) {
         out.clear();
         out.extend(room.iter().enumerate().map(|(d, &r)| {
             if r <= 0 {
-                return f64::INFINITY;
+                return f64::MAX;
             }
             let w = match weighing {
                 Weighing::Largest | Weighing::Even => 1.0,
@@ -586,19 +595,24 @@ impl<'a> Knapsack<'a> {
     /// Size of class `k` at `factors` (see `factors`): the largest of its
     /// dimensions' or their sum (infinite when it needs what the room
     /// lacks).
+    ///
+    /// Without a branch per dimension: a dimension the class does not need
+    /// adds `0 * factor = 0`, and one it needs where the room has none
+    /// adds at least `f64::MAX` (a need of one or more times the factor),
+    /// which no real size reaches (needs are millis, factors at most 1).
     fn size(&self, k: usize, factors: &[f64], largest: bool) -> f64 {
-        let mut total = 0.0f64;
-        for (&q, &f) in self.need[k].iter().zip(factors) {
-            if q <= 0 {
-                continue;
-            }
-            if f == f64::INFINITY {
-                return f64::INFINITY;
-            }
-            let s = q as f64 * f;
-            total = if largest { total.max(s) } else { total + s };
+        let row = &self.need_f[k * self.dims..(k + 1) * self.dims];
+        let pairs = row.iter().zip(factors);
+        let total = if largest {
+            pairs.fold(0.0f64, |t, (&q, &f)| t.max(q * f))
+        } else {
+            pairs.fold(0.0f64, |t, (&q, &f)| t + q * f)
+        };
+        if total >= f64::MAX {
+            f64::INFINITY
+        } else {
+            total
         }
-        total
     }
 
     /// Puts the classes that may be taken in `order`, by value per size
@@ -651,15 +665,26 @@ impl<'a> Knapsack<'a> {
         let mut alive = std::mem::take(&mut self.alive);
         alive.clear();
         alive.extend((0..self.most.len()).filter(|&k| self.most[k] > 0));
+        let dims = self.dims;
+        let mut rem_f: Vec<f64> = rem.iter().map(|&r| r as f64).collect();
         loop {
             Self::factors(&rem, Weighing::Even, &mut factors);
             let mut best: Option<(f64, usize)> = None;
             alive.retain(|&k| {
-                let need = &self.need[k];
-                if self.most[k] <= take[k] as i64 || need.iter().zip(&rem).any(|(&q, &r)| q > r) {
+                if self.most[k] <= take[k] as i64 {
                     return false;
                 }
-                let score = self.value[k] / self.size(k, &factors, false);
+                // The fit check and the size (as `size`'s) in one pass.
+                let row = &self.need_f[k * dims..(k + 1) * dims];
+                let (mut fits, mut size) = (true, 0.0f64);
+                for ((&q, &r), &f) in row.iter().zip(&rem_f).zip(&factors) {
+                    fits &= q <= r;
+                    size += q * f;
+                }
+                if !fits {
+                    return false;
+                }
+                let score = self.value[k] / size;
                 if best.is_none_or(|(s, _)| score > s) {
                     best = Some((score, k));
                 }
@@ -668,8 +693,9 @@ impl<'a> Knapsack<'a> {
             let Some((_, k)) = best else { break };
             let fit = copies_up_to(&rem, &self.need[k], self.most[k] - take[k] as i64);
             let n = (fit + 1) / 2;
-            for (r, q) in rem.iter_mut().zip(&self.need[k]) {
+            for ((r, rf), q) in rem.iter_mut().zip(&mut rem_f).zip(&self.need[k]) {
                 *r -= q * n;
+                *rf = *r as f64;
             }
             take[k] += n as usize;
             val += n as f64 * self.value[k];
