@@ -90,7 +90,7 @@ pub async fn cached_resolution<S: Store, E: Ec2>(
         if let Ok(c) = codec::from_json::<CachedResolution>(&key.to_string(), &item.body) {
             if c.spec_hash == spec_hash
                 && c.kubernetes_version == k8s_version
-                && now_secs - c.fetched_at < STATUS_MAX_AGE_SECS
+                && now_secs.saturating_sub(c.fetched_at) < STATUS_MAX_AGE_SECS
             {
                 return Ok(c.resolved);
             }

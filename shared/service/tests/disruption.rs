@@ -952,6 +952,15 @@ async fn a_newer_ami_drifts_the_nodes_running_the_older_one() {
         .expect("template");
     assert_eq!(inst.security_group_ids, template.security_group_ids);
     assert!(!inst.security_group_ids.is_empty());
+    // EC2 failing to describe the AMIs (throttled, or a permission
+    // missing) leaves the status unknown for that run: the run goes on
+    // without cloud-provider drift (`run` asserts it reports no error).
+    p.ec2.faults().fail_next(
+        flotilla_sim::faults::ops::EC2_DESCRIBE_IMAGES,
+        flotilla_ports::PortError::Throttled("RequestLimitExceeded".into()),
+    );
+    let r = minute(&p, &mut c).await;
+    assert!(r.started.is_empty(), "{r:?}");
     // Nothing changes: nothing drifts.
     for _ in 0..3 {
         let r = minute(&p, &mut c).await;

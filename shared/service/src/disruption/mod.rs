@@ -1298,10 +1298,15 @@ async fn resolve_statuses<S: Store, E: Ec2>(
         let Some(k8s) = k8s.as_deref() else {
             continue;
         };
-        match crate::resolve::cached_resolution(store, ec2, cluster, nc, k8s, now_secs).await? {
-            Ok(r) => nc.status = r.status(),
-            Err(reason) => {
+        // EC2 refusing or failing to describe (throttling, a missing
+        // permission) leaves the status unknown: the other decisions go on.
+        match crate::resolve::cached_resolution(store, ec2, cluster, nc, k8s, now_secs).await {
+            Ok(Ok(r)) => nc.status = r.status(),
+            Ok(Err(reason)) => {
                 tracing::warn!(cluster = %cluster, node_class = %nc.name, reason = %reason, "node class does not resolve: no cloud-provider drift on its nodes")
+            }
+            Err(e) => {
+                tracing::warn!(cluster = %cluster, node_class = %nc.name, error = %e, "node class resolution failed: no cloud-provider drift on its nodes this run")
             }
         }
     }
