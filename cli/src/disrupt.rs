@@ -91,6 +91,9 @@ fn decision_block(out: &mut String, d: &Decision) {
         d.node_pool
     );
     let _ = writeln!(out, "  remove   {}", d.nodes.join(", "));
+    if let Some(why) = &d.detail {
+        let _ = writeln!(out, "  why      {why}");
+    }
     for r in &d.replacements {
         let alts = r.instance_types.len().saturating_sub(1);
         let _ = writeln!(
@@ -240,6 +243,7 @@ mod tests {
                 total_after: after,
             },
             termination_grace_period_seconds: None,
+            detail: None,
         }
     }
 

@@ -439,3 +439,65 @@ fn now_defaults_to_the_clock() {
         "{d:#}"
     );
 }
+
+/// Cloud-provider drift (`tests/fixtures/cloud-drift`): the EC2NodeClass's
+/// status lists the AMIs and subnets it resolves to now; the node whose
+/// NodeClaim runs the previous AMI and the node whose instance (from
+/// `describe-instances`) is in a retired subnet drift, each replaced, the
+/// reason staying `Drifted` with what changed in `detail`; the current
+/// node stays.
+#[test]
+fn cloud_provider_drift_replaces_the_nodes_on_an_old_ami_or_subnet() {
+    let d = json(&flotilla(&[
+        "disrupt",
+        "-f",
+        "tests/fixtures/cloud-drift",
+        "--now",
+        NOW,
+        "-o",
+        "json",
+    ]));
+    let got: Vec<(&str, Vec<&str>, &str, usize)> = decisions(&d)
+        .iter()
+        .map(|x| {
+            (
+                x["reason"].as_str().expect("reason"),
+                strs(&x["nodes"]),
+                x["detail"].as_str().expect("detail"),
+                x["replacements"].as_array().map_or(0, Vec::len),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                "Drifted",
+                vec!["ip-10-0-1-20.us-west-2.compute.internal"],
+                "NodeClaim general-old-ami runs image ami-0old0000000000amd, no longer among \
+                 EC2NodeClass default's AMIs (ami-0new0000000000amd)",
+                1
+            ),
+            (
+                "Drifted",
+                vec!["ip-10-0-1-21.us-west-2.compute.internal"],
+                "NodeClaim general-old-subnet's instance is in subnet subnet-retired, no longer \
+                 among EC2NodeClass default's subnets (subnet-0a, subnet-0b)",
+                1
+            ),
+        ],
+        "{d:#}"
+    );
+    assert!(blocked(&d).is_empty(), "{d:#}");
+    let table = stdout(&flotilla(&[
+        "disrupt",
+        "-f",
+        "tests/fixtures/cloud-drift",
+        "--now",
+        NOW,
+    ]));
+    assert!(
+        table.contains("  why      NodeClaim general-old-ami runs image ami-0old0000000000amd"),
+        "{table}"
+    );
+}

@@ -560,6 +560,42 @@ pub struct NodeClass {
     /// on nodes as `karpenter.k8s.aws/ec2nodeclass-hash`; a node whose
     /// recorded hash differs has drifted. `None`: not computed.
     pub template_hash: Option<String>,
+    /// What its selector terms resolved to (`status`), the base of the
+    /// cloud-provider drift checks; empty lists are unknown.
+    pub status: NodeClassStatus,
+}
+
+/// An EC2NodeClass's resolved `status`: what its selector terms select
+/// now. Each list empty: unknown (no drift is decided on it).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeClassStatus {
+    /// `status.amis`: the AMIs it launches with, each with the
+    /// requirements of the instance types it serves.
+    pub amis: Vec<NodeClassAmi>,
+    /// `status.subnets[].id`.
+    pub subnets: Vec<String>,
+    /// `status.securityGroups[].id`.
+    pub security_groups: Vec<String>,
+}
+
+/// One entry of an EC2NodeClass's `status.amis`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeClassAmi {
+    pub id: String,
+    /// `requirements` (e.g. `kubernetes.io/arch In [arm64]`): the instance
+    /// types the AMI serves; empty: all.
+    pub requirements: Requirements,
+}
+
+/// What EC2 says an instance runs with (DescribeInstances, or what the
+/// pipeline recorded when it launched the instance). `None` / empty:
+/// unknown.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InstanceFacts {
+    pub image_id: Option<String>,
+    pub subnet_id: Option<String>,
+    /// Sorted, without duplicates.
+    pub security_group_ids: Vec<String>,
 }
 
 /// An existing node with the pods bound to it.
@@ -748,6 +784,8 @@ pub struct NodeClaimObject {
     pub consolidatable_since: Option<i64>,
     /// A `Drifted=True` condition.
     pub drifted: bool,
+    /// `status.imageID`: the AMI its instance was launched with.
+    pub image_id: Option<String>,
     /// `spec.expireAfter` in seconds, when set on the NodeClaim (wins over
     /// the NodePool's).
     pub expire_after_seconds: Option<u64>,
@@ -783,6 +821,10 @@ pub struct ClusterState {
     pub pdbs: Vec<PodDisruptionBudget>,
     /// `karpenter.sh/v1 NodeClaim` objects (read by disruption only).
     pub node_claims: Vec<NodeClaimObject>,
+    /// EC2 instances by instance id (read by disruption's drift checks
+    /// only): from a `describe-instances` document, or the pipeline's
+    /// records of what it launched.
+    pub instances: BTreeMap<String, InstanceFacts>,
     /// Non-fatal findings (unknown kinds skipped, ...).
     pub warnings: Vec<String>,
 }

@@ -554,6 +554,7 @@ mod tests {
             root_volume_size: None,
             volumes: None,
             template_hash: None,
+            status: Default::default(),
             spec: serde_json::json!({ "capacityReservationSelectorTerms": terms }),
         }
     }

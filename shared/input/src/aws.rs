@@ -1,10 +1,10 @@
-//! AWS CLI outputs: `describe-instance-types` and
-//! `describe-capacity-reservations`.
+//! AWS CLI outputs: `describe-instance-types`,
+//! `describe-capacity-reservations` and `describe-instances`.
 
 use std::collections::BTreeMap;
 
 use flotilla_core::catalog::InstanceTypeInfo;
-use flotilla_core::model::{CapacityReservation, ReservationType};
+use flotilla_core::model::{CapacityReservation, InstanceFacts, ReservationType};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -103,4 +103,64 @@ pub(crate) fn capacity_reservations(
             })
             .collect(),
     ))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct InstanceReservation {
+    #[serde(default)]
+    instances: Vec<InstanceDoc>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct InstanceDoc {
+    instance_id: String,
+    #[serde(default)]
+    image_id: Option<String>,
+    #[serde(default)]
+    subnet_id: Option<String>,
+    #[serde(default)]
+    security_groups: Vec<GroupDoc>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct GroupDoc {
+    group_id: String,
+}
+
+/// `{"Reservations": [{"Instances": [...]}]}` (`describe-instances`): per
+/// instance id, its image, subnet and security groups (the drift checks).
+pub(crate) fn instances(
+    ctx: &Ctx,
+    v: &Value,
+) -> Result<Option<BTreeMap<String, InstanceFacts>>, InputError> {
+    let Some(list) = aws_output(v, "Reservations") else {
+        return Ok(None);
+    };
+    let rs: Vec<InstanceReservation> = ctx.de(list, "Reservations")?;
+    let mut out = BTreeMap::new();
+    for (i, r) in rs.into_iter().enumerate() {
+        for (j, inst) in r.instances.into_iter().enumerate() {
+            if inst.instance_id.is_empty() {
+                let path = format!("Reservations[{i}].Instances[{j}].InstanceId");
+                return Err(ctx.err(&path, "must not be empty"));
+            }
+            let mut groups: Vec<String> = inst
+                .security_groups
+                .into_iter()
+                .map(|g| g.group_id)
+                .collect();
+            groups.sort();
+            groups.dedup();
+            let facts = InstanceFacts {
+                image_id: inst.image_id.filter(|s| !s.is_empty()),
+                subnet_id: inst.subnet_id.filter(|s| !s.is_empty()),
+                security_group_ids: groups,
+            };
+            out.insert(inst.instance_id, facts);
+        }
+    }
+    Ok(Some(out))
 }

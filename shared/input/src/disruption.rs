@@ -183,6 +183,8 @@ struct NodeClaimStatus {
     conditions: Option<Vec<Condition>>,
     #[serde(default)]
     allocatable: Option<std::collections::BTreeMap<String, KQuantity>>,
+    #[serde(default, rename = "imageID")]
+    image_id: Option<String>,
 }
 
 /// The part of a NodeClaim's spec the scheduler reads.
@@ -300,6 +302,9 @@ pub(crate) fn node_claim(ctx: &Ctx, d: &Doc) -> Result<NodeClaimObject, InputErr
             .filter(|n| !n.is_empty()),
         provider_id: status
             .and_then(|s| s.provider_id.clone())
+            .filter(|n| !n.is_empty()),
+        image_id: status
+            .and_then(|s| s.image_id.clone())
             .filter(|n| !n.is_empty()),
         annotations: o.metadata.annotations.unwrap_or_default(),
         created_at: o

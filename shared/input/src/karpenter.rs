@@ -17,8 +17,8 @@ use flotilla_core::labels::{
 };
 use flotilla_core::model::{
     parse_tolerance, AmiFamily, Budget, Disruption, DisruptionReason, IntOrPercent, KubeletConfig,
-    NodeClass, NodeOverlay, NodePool, NodePoolSource, PriceAdjustment,
-    CONSOLIDATE_TOLERANCE_ANNOTATION,
+    NodeClass, NodeClassAmi, NodeClassStatus, NodeOverlay, NodePool, NodePoolSource,
+    PriceAdjustment, CONSOLIDATE_TOLERANCE_ANNOTATION,
 };
 use flotilla_core::quantity::Quantity;
 use flotilla_core::requirements::{Operator, Requirement, Requirements};
@@ -1105,6 +1105,78 @@ fn volumes(ctx: &Ctx, bdms: &[BlockDeviceMapping]) -> Result<Vec<EbsVolume>, Inp
     Ok(out)
 }
 
+/// The part of an EC2NodeClass's `status` the drift checks read.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct NodeClassStatusDoc {
+    #[serde(default)]
+    amis: Option<Vec<StatusAmi>>,
+    #[serde(default)]
+    subnets: Option<Vec<StatusId>>,
+    #[serde(default)]
+    security_groups: Option<Vec<StatusId>>,
+}
+
+#[derive(Deserialize)]
+struct StatusAmi {
+    id: String,
+    #[serde(default)]
+    requirements: Option<Vec<StatusReq>>,
+}
+
+#[derive(Deserialize)]
+struct StatusReq {
+    key: String,
+    operator: String,
+    #[serde(default)]
+    values: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+struct StatusId {
+    id: String,
+}
+
+/// `status.amis`, `status.subnets` and `status.securityGroups` (what the
+/// selector terms resolved to), for the drift checks; absent: unknown.
+fn node_class_status(ctx: &Ctx, doc: &Value) -> Result<NodeClassStatus, InputError> {
+    let Some(v) = doc.get("status").filter(|v| !v.is_null()) else {
+        return Ok(NodeClassStatus::default());
+    };
+    let s: NodeClassStatusDoc = ctx.de(v, "status")?;
+    let ids = |field: &str, list: Option<Vec<StatusId>>| -> Result<Vec<String>, InputError> {
+        let mut out = Vec::new();
+        for (i, x) in list.into_iter().flatten().enumerate() {
+            if x.id.is_empty() {
+                return Err(ctx.err(&format!("status.{field}[{i}].id"), "must not be empty"));
+            }
+            out.push(x.id);
+        }
+        Ok(out)
+    };
+    let mut amis = Vec::new();
+    for (i, a) in s.amis.into_iter().flatten().enumerate() {
+        if a.id.is_empty() {
+            return Err(ctx.err(&format!("status.amis[{i}].id"), "must not be empty"));
+        }
+        let mut requirements = Requirements::new();
+        for (j, r) in a.requirements.into_iter().flatten().enumerate() {
+            let path = format!("status.amis[{i}].requirements[{j}]");
+            let values = r.values.unwrap_or_default();
+            requirements.add(requirement(ctx, &path, &r.key, &r.operator, values)?);
+        }
+        amis.push(NodeClassAmi {
+            id: a.id,
+            requirements,
+        });
+    }
+    Ok(NodeClassStatus {
+        amis,
+        subnets: ids("subnets", s.subnets)?,
+        security_groups: ids("securityGroups", s.security_groups)?,
+    })
+}
+
 fn ami_family(s: &str) -> Option<AmiFamily> {
     Some(match s.to_ascii_lowercase().as_str() {
         "al2023" => AmiFamily::AL2023,
@@ -1213,7 +1285,9 @@ pub(crate) fn node_class(
         Some(k) => Some(kubelet(ctx, "spec.kubelet", Some(k))?),
     };
     let template_hash = hash::nodeclass_hash(d.value.get("spec").unwrap_or(&Value::Null), &family);
+    let status = node_class_status(ctx, &d.value)?;
     let nc = NodeClass {
+        status,
         name,
         kind,
         ami_family: family,

@@ -144,7 +144,7 @@ struct Templated<'a> {
 }
 
 /// Sorts `values` (whole documents, AWS CLI outputs) of file `file` into
-/// `docs`, the instance types and the capacity reservations.
+/// `docs`, the instance types, the capacity reservations and the instances.
 fn read_values<'a>(
     file: &'a str,
     values: Vec<Value>,
@@ -163,6 +163,10 @@ fn read_values<'a>(
         }
         if let Some(reservations) = aws::capacity_reservations(&ctx, &value)? {
             state.capacity_reservations.extend(reservations);
+            continue;
+        }
+        if let Some(instances) = aws::instances(&ctx, &value)? {
+            state.instances.extend(instances);
             continue;
         }
         flatten(file, index, String::new(), value, 0, docs)?;

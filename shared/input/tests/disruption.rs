@@ -879,3 +879,100 @@ fn node_ready_condition() {
         assert_eq!(s.nodes[0].ready, want, "{conditions:?}");
     }
 }
+
+fn class_doc(status: &str) -> String {
+    format!(
+        "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {{name: default}}\nspec:\n  amiSelectorTerms: [{{alias: al2023@latest}}]\n{status}"
+    )
+}
+
+/// What the cloud-provider drift checks read: an EC2NodeClass's resolved
+/// status, a NodeClaim's `status.imageID`, and `describe-instances`.
+#[test]
+fn node_class_status_image_ids_and_instances() {
+    let s = ok(&class_doc(
+        "status:\n  amis:\n  - id: ami-arm\n    name: al2023-arm\n    requirements: [{key: kubernetes.io/arch, operator: In, values: [arm64]}]\n  - id: ami-x86\n  subnets: [{id: subnet-a, zone: us-west-2a}, {id: subnet-b}]\n  securityGroups: [{id: sg-1, name: nodes}]\n  conditions: [{type: Ready, status: \"True\"}]\n",
+    ));
+    let st = &s.node_classes[0].status;
+    let amis: Vec<(&str, bool)> = st
+        .amis
+        .iter()
+        .map(|a| {
+            let arm = a.requirements.allows("kubernetes.io/arch", "arm64")
+                && !a.requirements.allows("kubernetes.io/arch", "amd64");
+            (a.id.as_str(), arm)
+        })
+        .collect();
+    assert_eq!(amis, [("ami-arm", true), ("ami-x86", false)]);
+    assert!(st.amis[1].requirements.is_empty());
+    assert_eq!(st.subnets, ["subnet-a", "subnet-b"]);
+    assert_eq!(st.security_groups, ["sg-1"]);
+    // No status: unknown.
+    assert_eq!(
+        ok(&class_doc("")).node_classes[0].status,
+        Default::default()
+    );
+
+    let s = ok(&claim_doc(
+        "status: {imageID: ami-x86, providerID: \"aws:///us-west-2a/i-1\"}\n",
+    ));
+    assert_eq!(s.node_claims[0].image_id.as_deref(), Some("ami-x86"));
+    assert_eq!(
+        ok(&claim_doc("status: {imageID: \"\"}\n")).node_claims[0].image_id,
+        None
+    );
+
+    let s = ok(r#"{"Reservations": [{"Instances": [
+        {"InstanceId": "i-1", "ImageId": "ami-x86", "SubnetId": "subnet-a",
+         "SecurityGroups": [{"GroupId": "sg-2", "GroupName": "b"}, {"GroupId": "sg-1", "GroupName": "a"}],
+         "State": {"Name": "running"}},
+        {"InstanceId": "i-2"}]}]}"#);
+    let i1 = &s.instances["i-1"];
+    assert_eq!(i1.image_id.as_deref(), Some("ami-x86"));
+    assert_eq!(i1.subnet_id.as_deref(), Some("subnet-a"));
+    assert_eq!(i1.security_group_ids, ["sg-1", "sg-2"]);
+    assert_eq!(s.instances["i-2"], Default::default());
+}
+
+#[test]
+fn node_class_status_errors_name_object_and_field() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("status: {amis: [{name: x}]}\n", "status.amis[0]", "id"),
+        ("status: {amis: [{id: \"\"}]}\n", "status.amis[0].id", "empty"),
+        (
+            "status: {amis: [{id: ami-1, requirements: [{key: kubernetes.io/arch, operator: Near, values: [a]}]}]}\n",
+            "status.amis[0].requirements[0]",
+            "",
+        ),
+        ("status: {subnets: [{id: 5}]}\n", "status.subnets[0].id", ""),
+        ("status: {securityGroups: [{id: \"\"}]}\n", "status.securityGroups[0].id", "empty"),
+        ("status: {subnets: subnet-a}\n", "status.subnets", ""),
+    ];
+    for (body, path, msg) in cases {
+        let doc = class_doc(body);
+        let e = err(&doc);
+        assert_eq!(
+            e.object.as_deref(),
+            Some("EC2NodeClass default"),
+            "{doc}: {e}"
+        );
+        assert!(
+            e.path.as_deref().is_some_and(|p| p.starts_with(path)),
+            "{doc}: {e}"
+        );
+        assert!(e.message.contains(msg), "{doc}: {e}");
+    }
+    let e = err(r#"{"Reservations": [{"Instances": [{"ImageId": "ami-1"}]}]}"#);
+    assert!(
+        e.path
+            .as_deref()
+            .is_some_and(|p| p.starts_with("Reservations[0].Instances[0]")),
+        "{e}"
+    );
+    let e = err(r#"{"Reservations": [{"Instances": [{"InstanceId": ""}]}]}"#);
+    assert_eq!(
+        e.path.as_deref(),
+        Some("Reservations[0].Instances[0].InstanceId"),
+        "{e}"
+    );
+}

@@ -19,6 +19,7 @@
 //! | `CLUSTER#<c>` | `DISRUPTING#<node>` | the node's in-flight decision (one per node: written with it) | after it ends |
 //! | `CLUSTER#<c>` | `INTERRUPTED#<nodeclaim>` | an EC2 interruption (or rebalance) notice for the NodeClaim's instance | 1 day |
 //! | `CLUSTER#<c>` | `NODETIMES` | since when each node has had its current pods (disruption's clock) | — |
+//! | `CLUSTER#<c>` | `NODECLASS#<name>` | what the EC2NodeClass resolved to (disruption's drift checks, see `resolve`) | 5 min |
 //! | `REGION#<r>` | `OFFERINGS` | offering-cache head (generation, chunk count) | — |
 //! | `REGION#<r>` | `OFFERINGS#<gen>#<nnnn>` | offering-cache chunk | 1 day |
 //! | `REGION#<r>` | `ICE#<type>#<zone>#<capacity-type>` | unavailable offering | 45 s |
@@ -89,6 +90,11 @@ pub fn state_head(cluster: &str) -> Key {
 /// `PART`.
 pub fn state_blob(cluster: &str, kind: &str, id: &str, i: usize) -> Key {
     Key::new(cluster_pk(cluster), format!("STATE#{kind}#{id}#{i:04}"))
+}
+
+/// What EC2NodeClass `name` resolved to (see `resolve`).
+pub fn node_class(cluster: &str, name: &str) -> Key {
+    Key::new(cluster_pk(cluster), format!("NODECLASS#{name}"))
 }
 
 pub const DISRUPTION_PREFIX: &str = "DISRUPTION#";

@@ -242,39 +242,8 @@ async fn resolve_node_class<E: Ec2>(
         locked(&env.resolved).insert(name.to_string(), r.clone());
         return Ok(r);
     };
-    let spec = match nodeclass::parse_node_class(nc) {
-        Ok(s) => s,
-        Err(e) => {
-            let r = Err(e.to_string());
-            locked(&env.resolved).insert(name.to_string(), r.clone());
-            return Ok(r);
-        }
-    };
-    let mut subnets = Vec::new();
-    for q in spec.subnet_queries() {
-        subnets.extend(
-            ec2.describe_subnets(&q)
-                .await
-                .map_err(ServiceError::port("DescribeSubnets"))?,
-        );
-    }
-    let mut groups = Vec::new();
-    for q in spec.security_group_queries() {
-        groups.extend(
-            ec2.describe_security_groups(&q)
-                .await
-                .map_err(ServiceError::port("DescribeSecurityGroups"))?,
-        );
-    }
-    let mut images = Vec::new();
-    for q in spec.image_queries(&env.context.cluster.kubernetes_version) {
-        images.extend(
-            ec2.describe_images(&q.filters, &q.owners)
-                .await
-                .map_err(ServiceError::port("DescribeImages"))?,
-        );
-    }
-    let r = nodeclass::resolve(&spec, subnets, groups, images).map_err(|e| e.to_string());
+    let k8s = &env.context.cluster.kubernetes_version;
+    let r = crate::resolve::resolve_node_class(ec2, nc, k8s).await?;
     locked(&env.resolved).insert(name.to_string(), r.clone());
     Ok(r)
 }
@@ -431,6 +400,10 @@ async fn launch_taken<S: Store, E: Ec2, C: Clock>(
                 "on-demand".into()
             },
             launched_at: i.launch_time * 1000,
+            // Not known of an adopted instance: no cloud drift on it.
+            image_id: None,
+            subnet_id: None,
+            security_group_ids: Vec::new(),
         }));
     }
     let resolved = match resolve_node_class(ec2, env, &record.node_class).await? {
@@ -516,13 +489,18 @@ async fn launch_taken<S: Store, E: Ec2, C: Clock>(
                         .await
                         .map_err(ServiceError::port("terminate surplus instances"))?;
                 }
-                return Ok(Ok(LaunchedInstanceRecord {
+                let mut launched = LaunchedInstanceRecord {
                     instance_id: first.instance_id,
                     instance_type: first.instance_type,
                     zone: first.zone,
                     capacity_type: first.capacity_type.as_str().to_string(),
                     launched_at: clock.now_millis(),
-                }));
+                    image_id: None,
+                    subnet_id: None,
+                    security_group_ids: Vec::new(),
+                };
+                launched_with(&mut launched, &request, &prepared.launch_templates);
+                return Ok(Ok(launched));
             }
             Outcome::Retry { next, .. } | Outcome::FallBack { next, .. } => {
                 last_reason = format!(
@@ -535,6 +513,25 @@ async fn launch_taken<S: Store, E: Ec2, C: Clock>(
         }
     }
     Ok(Err(last_reason))
+}
+
+/// What `instance` was launched with, from the request that launched it:
+/// the AMI and subnet of its override, the security groups of its launch
+/// template (the disruption stage's drift checks compare them).
+fn launched_with(
+    instance: &mut LaunchedInstanceRecord,
+    request: &launch::FleetRequest,
+    templates: &[(String, launch::LaunchTemplateConfig)],
+) {
+    let Some((config, o)) = request.override_for(&instance.instance_type, &instance.zone) else {
+        return;
+    };
+    instance.image_id = Some(o.image_id.clone());
+    instance.subnet_id = Some(o.subnet_id.clone());
+    let name = &config.launch_template_specification.launch_template_name;
+    if let Some((_, t)) = templates.iter().find(|(n, _)| n == name) {
+        instance.security_group_ids = t.security_group_ids.clone();
+    }
 }
 
 /// Put ICE'd offerings in the cache for 45 s.

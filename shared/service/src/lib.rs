@@ -38,6 +38,7 @@ pub mod offerings;
 mod prepare;
 pub mod records;
 pub mod reports;
+pub mod resolve;
 pub mod schedule;
 pub mod sweep;
 

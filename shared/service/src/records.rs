@@ -184,6 +184,16 @@ pub struct LaunchedInstanceRecord {
     pub zone: String,
     pub capacity_type: String,
     pub launched_at: i64,
+    /// The AMI it was launched with (`None`: not known, e.g. an instance
+    /// adopted, or recorded before this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_id: Option<String>,
+    /// The subnet it was launched into.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subnet_id: Option<String>,
+    /// Its security groups (sorted; empty: not known).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub security_group_ids: Vec<String>,
 }
 
 /// `CLUSTER#<c> / NODECLAIM#<name>`.

@@ -929,6 +929,108 @@ async fn old_nodes_are_tainted_only_once_the_replacement_is_ready() {
     assert_eq!(rec.state, DisruptionState::Done, "{rec:?}");
 }
 
+/// Karpenter's AMI drift: the EC2NodeClass selects `al2023@latest`; once
+/// a newer AMI is released (and the cached resolution expired), the node
+/// running the older image drifts and is replaced gracefully: the
+/// replacement launches on the new AMI and joins first, then the old node
+/// is tainted, drained and terminated. The NodeClaim records the AMI,
+/// subnet and security groups its instance was launched with.
+#[tokio::test]
+async fn a_newer_ami_drifts_the_nodes_running_the_older_one() {
+    let p = world();
+    let mut c = one_node(&p).await;
+    let (old_node, old) = c.nodes.iter().next().expect("node");
+    let (old_node, old) = (old_node.clone(), old.clone());
+    let rec = claim(&p, &old.claim).await;
+    let inst = rec.instance.as_ref().expect("launched");
+    let ec2 = p.ec2.instance_record(&old.instance).expect("instance");
+    assert_eq!(inst.image_id.as_deref(), Some(ec2.image_id.as_str()));
+    assert_eq!(inst.subnet_id.as_deref(), Some(ec2.subnet_id.as_str()));
+    let template = p
+        .ec2
+        .launch_template(&ec2.launch_template)
+        .expect("template");
+    assert_eq!(inst.security_group_ids, template.security_group_ids);
+    assert!(!inst.security_group_ids.is_empty());
+    // EC2 failing to describe the AMIs (throttled, or a permission
+    // missing) leaves the status unknown for that run: the run goes on
+    // without cloud-provider drift (`run` asserts it reports no error).
+    p.ec2.faults().fail_next(
+        flotilla_sim::faults::ops::EC2_DESCRIBE_IMAGES,
+        flotilla_ports::PortError::Throttled("RequestLimitExceeded".into()),
+    );
+    let r = minute(&p, &mut c).await;
+    assert!(r.started.is_empty(), "{r:?}");
+    // Nothing changes: nothing drifts.
+    for _ in 0..3 {
+        let r = minute(&p, &mut c).await;
+        assert!(r.started.is_empty(), "{r:?}");
+    }
+    // A newer release of the AMI the node runs.
+    let current = p
+        .ec2
+        .images()
+        .into_iter()
+        .find(|i| i.id == ec2.image_id)
+        .expect("the node's AMI");
+    let newer = flotilla_core::ec2::Image {
+        id: "ami-0newer000000000".into(),
+        name: current.name.replace("-v20251101", "-v20251201"),
+        creation_date: "2025-12-01T08:00:00.000Z".into(),
+        ..current.clone()
+    };
+    assert_ne!(newer.name, current.name);
+    p.ec2.add_image(newer.clone());
+    let released = p.clock.now_secs();
+    let mut id = None;
+    for _ in 0..8 {
+        let r = minute(&p, &mut c).await;
+        if let Some(s) = r.started.first() {
+            id = Some(s.clone());
+            break;
+        }
+    }
+    let id = id.expect("a Drifted decision once the cached resolution expired");
+    assert!(p.clock.now_secs() - released <= 6 * PERIOD_SECS);
+    let d = decisions(&p).await;
+    let rec = d.iter().find(|r| r.id == id).expect("decision");
+    assert_eq!(rec.reason.as_str(), "Drifted", "{rec:?}");
+    assert_eq!(rec.node_names().collect::<Vec<_>>(), [old_node.as_str()]);
+    let replacement_claim = rec.replacement_names[0].clone();
+    for _ in 0..8 {
+        minute(&p, &mut c).await;
+        if !c.nodes.contains_key(&old_node) {
+            break;
+        }
+    }
+    assert!(!c.nodes.contains_key(&old_node), "the old node is gone");
+    let replacement = claim(&p, &replacement_claim).await;
+    let new_inst = replacement.instance.as_ref().expect("replacement launched");
+    assert_eq!(new_inst.image_id.as_deref(), Some(newer.id.as_str()));
+    // Graceful: the replacement joined before the old node was tainted.
+    let joined = c
+        .nodes
+        .values()
+        .find(|n| n.claim == replacement_claim)
+        .expect("the replacement's node")
+        .created;
+    let tainted = c
+        .applied
+        .iter()
+        .find(|(k, n, _)| k == "taint" && n == &old_node)
+        .map(|(_, _, t)| *t)
+        .expect("the old node was tainted");
+    assert!(joined < tainted, "joined {joined}, tainted {tainted}");
+    let done = decisions(&p).await;
+    let rec = done.iter().find(|r| r.id == id).expect("decision");
+    assert_eq!(rec.state, DisruptionState::Done, "{rec:?}");
+    // The replacement runs the newest AMI: nothing drifts any more.
+    for _ in 0..6 {
+        let r = minute(&p, &mut c).await;
+        assert!(r.started.is_empty(), "{r:?}");
+    }
+}
+
 /// Two replicas of one PodDisruptionBudget (`maxUnavailable: 1`) on a
 /// drifted node: the node is disrupted (Karpenter's rule: the PDB still
 /// allows an eviction), and its drain evicts them one at a time, the second

@@ -40,6 +40,10 @@ pub struct Decision {
     /// NodePool's `terminationGracePeriod`). Omitted when unbounded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub termination_grace_period_seconds: Option<u64>,
+    /// Why, in words, where the reason alone does not say (a drifted
+    /// node: what no longer matches). Omitted when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, PartialOrd, Ord)]

@@ -312,6 +312,7 @@ impl<'a> Run<'a> {
             moves,
             price: PriceChange::of(before, after),
             termination_grace_period_seconds: pool.disruption.termination_grace_period_seconds,
+            detail: None,
         });
     }
 
@@ -432,7 +433,7 @@ impl<'a> Run<'a> {
                 self.node_name(*c),
             )
         });
-        for (c, _why) in drifted {
+        for (c, why) in drifted {
             if self.taken[c] {
                 continue; // it received an earlier decision's pods
             }
@@ -454,7 +455,11 @@ impl<'a> Run<'a> {
                 self.block(c, why);
                 continue;
             }
+            let decided = self.out.decisions.len();
             self.decide(DisruptionReason::Drifted, &[c], Some(sim));
+            for d in &mut self.out.decisions[decided..] {
+                d.detail = Some(why.clone());
+            }
         }
     }
 

@@ -139,6 +139,7 @@ impl<'a> Work<'a> {
             capacity_reservations: state.capacity_reservations.clone(),
             pdbs: vec![],
             node_claims: vec![],
+            instances: Default::default(),
             warnings: vec![],
         };
         let by_name = working

@@ -451,6 +451,7 @@ fn template_hashes_are_compared_under_their_own_version_annotations() {
             volumes: None,
             spec: serde_json::Value::Null,
             template_hash: Some("c-now".into()),
+            status: Default::default(),
         });
         s.node_claims.push(NodeClaimObject {
             name: "n-claim".into(),
@@ -463,6 +464,224 @@ fn template_hashes_are_compared_under_their_own_version_annotations() {
         let drifted = got == vec![(DisruptionReason::Drifted, vec!["n".to_string()])];
         assert_eq!(drifted, want, "{case}: {got:?}");
     }
+}
+
+/// One cloud-provider drift case: the node class's resolved status, the
+/// NodeClaim's `status.imageID`, what EC2 says of the instance, and the
+/// detail expected (`None`: not drifted).
+struct CloudCase {
+    case: &'static str,
+    amis: &'static [(&'static str, &'static str)],
+    subnets: &'static [&'static str],
+    groups: &'static [&'static str],
+    claim_image: Option<&'static str>,
+    instance: Option<(
+        Option<&'static str>,
+        Option<&'static str>,
+        &'static [&'static str],
+    )>,
+    want: Option<&'static str>,
+}
+
+const INSTANCE: &str = "i-0123456789abcdef0";
+
+fn cloud_state(c: &CloudCase) -> ClusterState {
+    let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let mut n = node(
+        "n",
+        "m5.xlarge",
+        "us-west-2a",
+        "on-demand",
+        vec![pod("web1", "3", "8Gi")],
+    );
+    n.provider_id = Some(format!("aws:///us-west-2a/{INSTANCE}"));
+    let mut s = cluster(vec![n]);
+    s.node_pools[0].node_class = Some("default".into());
+    let amis = c
+        .amis
+        .iter()
+        .map(|(id, arch)| NodeClassAmi {
+            id: id.to_string(),
+            requirements: Requirements::from_iter_reqs([Requirement::in_values(
+                labels::ARCH,
+                [*arch],
+            )]),
+        })
+        .collect();
+    s.node_classes.push(NodeClass {
+        name: "default".into(),
+        kind: "EC2NodeClass".into(),
+        ami_family: AmiFamily::AL2023,
+        root_volume_size: None,
+        volumes: None,
+        spec: serde_json::Value::Null,
+        template_hash: None,
+        status: NodeClassStatus {
+            amis,
+            subnets: strings(c.subnets),
+            security_groups: strings(c.groups),
+        },
+    });
+    s.node_claims.push(NodeClaimObject {
+        name: "n-claim".into(),
+        node_pool: Some("default".into()),
+        node_name: Some("n".into()),
+        image_id: c.claim_image.map(str::to_string),
+        ..NodeClaimObject::default()
+    });
+    if let Some((image, subnet, groups)) = c.instance {
+        s.instances.insert(
+            INSTANCE.into(),
+            InstanceFacts {
+                image_id: image.map(str::to_string),
+                subnet_id: subnet.map(str::to_string),
+                security_group_ids: strings(groups),
+            },
+        );
+    }
+    s
+}
+
+/// Karpenter's cloud-provider drift: the AMI (among those serving the
+/// node's architecture), the subnet and the security groups, each against
+/// the node class's resolved status; unknown on either side is no drift.
+#[test]
+fn cloud_provider_drift_compares_the_instance_with_the_resolved_node_class() {
+    const AMD: &[(&str, &str)] = &[("ami-new", "amd64"), ("ami-arm", "arm64")];
+    const SUBNETS: &[&str] = &["subnet-a", "subnet-b"];
+    const SGS: &[&str] = &["sg-1", "sg-2"];
+    let base = CloudCase {
+        case: "",
+        amis: AMD,
+        subnets: SUBNETS,
+        groups: SGS,
+        claim_image: Some("ami-new"),
+        instance: Some((Some("ami-new"), Some("subnet-a"), &["sg-2", "sg-1"])),
+        want: None,
+    };
+    let cases = [
+        CloudCase { case: "everything current", ..base },
+        CloudCase {
+            case: "a newer AMI was released",
+            claim_image: Some("ami-old"),
+            want: Some("NodeClaim n-claim runs image ami-old, no longer among EC2NodeClass default's AMIs (ami-new)"),
+            ..base
+        },
+        CloudCase {
+            case: "its image serves another architecture only",
+            amis: &[("ami-new", "amd64"), ("ami-old", "arm64")],
+            claim_image: Some("ami-old"),
+            want: Some("runs image ami-old, no longer among EC2NodeClass default's AMIs (ami-new)"),
+            ..base
+        },
+        CloudCase {
+            case: "no AMI serves its architecture",
+            amis: &[("ami-arm", "arm64")],
+            want: Some("runs image ami-new, no longer among EC2NodeClass default's AMIs (none serves its instance type)"),
+            ..base
+        },
+        CloudCase { case: "no resolved AMIs", amis: &[], claim_image: Some("ami-old"), ..base },
+        CloudCase {
+            case: "image unknown",
+            claim_image: None,
+            instance: Some((None, Some("subnet-a"), SGS)),
+            ..base
+        },
+        CloudCase {
+            case: "image from the instance",
+            claim_image: None,
+            instance: Some((Some("ami-old"), Some("subnet-a"), SGS)),
+            want: Some("runs image ami-old"),
+            ..base
+        },
+        CloudCase {
+            case: "subnet no longer selected",
+            instance: Some((Some("ami-new"), Some("subnet-gone"), SGS)),
+            want: Some("NodeClaim n-claim's instance is in subnet subnet-gone, no longer among EC2NodeClass default's subnets (subnet-a, subnet-b)"),
+            ..base
+        },
+        CloudCase { case: "no resolved subnets", subnets: &[], instance: Some((None, Some("subnet-gone"), SGS)), ..base },
+        CloudCase { case: "subnet unknown", instance: Some((None, None, SGS)), ..base },
+        CloudCase {
+            case: "a security group more",
+            instance: Some((None, Some("subnet-a"), &["sg-1", "sg-2", "sg-3"])),
+            want: Some("NodeClaim n-claim's instance has security groups sg-1, sg-2, sg-3, not EC2NodeClass default's (sg-1, sg-2)"),
+            ..base
+        },
+        CloudCase {
+            case: "a security group fewer",
+            instance: Some((None, Some("subnet-a"), &["sg-1"])),
+            want: Some("has security groups sg-1, not"),
+            ..base
+        },
+        CloudCase { case: "no resolved security groups", groups: &[], instance: Some((None, Some("subnet-a"), &["sg-9"])), ..base },
+        CloudCase { case: "security groups unknown", instance: Some((None, Some("subnet-a"), &[])), ..base },
+        CloudCase { case: "instance unknown", instance: None, ..base },
+    ];
+    for c in &cases {
+        let d = run(&cloud_state(c));
+        let got: Vec<(DisruptionReason, Option<&str>)> = d
+            .decisions
+            .iter()
+            .map(|x| (x.reason, x.detail.as_deref()))
+            .collect();
+        match c.want {
+            None => assert!(got.is_empty(), "{}: {got:?}", c.case),
+            Some(w) => {
+                assert_eq!(got.len(), 1, "{}: {got:?}", c.case);
+                assert_eq!(got[0].0, DisruptionReason::Drifted, "{}", c.case);
+                assert!(
+                    got[0].1.is_some_and(|g| g.contains(w)),
+                    "{}: {got:?}",
+                    c.case
+                );
+            }
+        }
+    }
+}
+
+/// The status a resolved node class reports: one AMI per architecture and
+/// variant, with requirements that tell GPU types from the others.
+#[test]
+fn a_resolved_node_class_reports_its_status() {
+    use crate::launch::nodeclass::{AmiVariant, ResolvedImage};
+    let spec = crate::launch::nodeclass::Ec2NodeClassSpec::default();
+    let image = |id: &str, arch: &str, variant| ResolvedImage {
+        id: id.into(),
+        name: id.into(),
+        architecture: arch.into(),
+        creation_date: "2026-01-01T00:00:00Z".into(),
+        variant,
+    };
+    let r = crate::launch::nodeclass::ResolvedNodeClass {
+        name: "default".into(),
+        spec,
+        subnets: vec![],
+        security_groups: vec![],
+        images: vec![
+            image("ami-std", "amd64", AmiVariant::Standard),
+            image("ami-gpu", "amd64", AmiVariant::Nvidia),
+        ],
+    };
+    let status = r.status();
+    let mut s = cloud_state(&CloudCase {
+        case: "",
+        amis: &[],
+        subnets: &[],
+        groups: &[],
+        claim_image: Some("ami-gpu"),
+        instance: None,
+        want: None,
+    });
+    s.node_classes[0].status = status;
+    // An m5.xlarge (no GPU) on the NVIDIA AMI: not among those serving it.
+    let d = run(&s);
+    assert_eq!(
+        d.decisions[0].detail.as_deref(),
+        Some("NodeClaim n-claim runs image ami-gpu, no longer among EC2NodeClass default's AMIs (ami-std)")
+    );
+    s.node_claims[0].image_id = Some("ami-std".into());
+    assert!(run(&s).decisions.is_empty());
 }
 
 #[test]
@@ -766,6 +985,7 @@ fn two_large_nodes_with_roots_of(gib: u64) -> ClusterState {
         volumes: Some(vec![crate::catalog::ebs::EbsVolume::gp3("/dev/xvda", gib)]),
         spec: serde_json::Value::Null,
         template_hash: None,
+        status: Default::default(),
     });
     s
 }

@@ -175,6 +175,24 @@ pub struct FleetRequest {
     pub tag_specifications: Vec<TagSpecification>,
 }
 
+impl FleetRequest {
+    /// The launch template config and override an instance of
+    /// `instance_type` launched in `zone` came from: its AMI, subnet and
+    /// (through the template) security groups.
+    pub fn override_for(
+        &self,
+        instance_type: &str,
+        zone: &str,
+    ) -> Option<(&FleetLaunchTemplateConfig, &FleetOverride)> {
+        self.launch_template_configs.iter().find_map(|c| {
+            c.overrides
+                .iter()
+                .find(|o| o.instance_type == instance_type && o.availability_zone == zone)
+                .map(|o| (c, o))
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct TargetCapacitySpecification {

@@ -357,6 +357,7 @@ mod tests {
             root_volume_size: None,
             volumes: None,
             template_hash: None,
+            status: Default::default(),
             spec,
         }
     }

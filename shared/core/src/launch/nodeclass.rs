@@ -49,8 +49,10 @@ use super::fleet;
 use super::LaunchError;
 use crate::catalog::InstanceTypeInfo;
 use crate::ec2::{Filter, Image, SecurityGroup, Subnet};
-use crate::model::{AmiFamily, NodeClass};
+use crate::labels;
+use crate::model::{AmiFamily, NodeClass, NodeClassAmi, NodeClassStatus};
 use crate::quantity::Quantity;
+use crate::requirements::{Requirement, Requirements};
 
 /// Tag keys Karpenter sets itself; an EC2NodeClass may not set them.
 pub const RESERVED_TAG_KEYS: &[&str] = &[
@@ -1232,6 +1234,42 @@ impl ResolvedNodeClass {
             .collect()
     }
 
+    /// The node class's `status` as Karpenter reports it: its AMIs, each
+    /// with the requirements of the instance types it serves (the
+    /// architecture; NVIDIA GPU types for the `nvidia` variant, the other
+    /// types for the `standard` one), its subnets and its security groups.
+    pub fn status(&self) -> NodeClassStatus {
+        let amis = self
+            .images
+            .iter()
+            .map(|i| {
+                let mut requirements = Requirements::new();
+                requirements.add(Requirement::in_values(labels::ARCH, [&i.architecture]));
+                let nvidia = [String::from("nvidia")];
+                match i.variant {
+                    AmiVariant::Nvidia => requirements.add(Requirement::in_values(
+                        labels::INSTANCE_GPU_MANUFACTURER,
+                        nvidia,
+                    )),
+                    AmiVariant::Standard => requirements.add(Requirement::not_in(
+                        labels::INSTANCE_GPU_MANUFACTURER,
+                        nvidia,
+                    )),
+                    AmiVariant::Any | AmiVariant::Neuron | AmiVariant::Accelerated => {}
+                }
+                NodeClassAmi {
+                    id: i.id.clone(),
+                    requirements,
+                }
+            })
+            .collect();
+        NodeClassStatus {
+            amis,
+            subnets: self.subnets.iter().map(|s| s.id.clone()).collect(),
+            security_groups: self.security_group_ids(),
+        }
+    }
+
     /// The AMIs as the fleet builder takes them (keyed by
     /// [`ResolvedImage::fleet_key`]).
     pub fn fleet_amis(&self) -> Vec<fleet::Ami> {
@@ -1361,6 +1399,7 @@ mod tests {
             root_volume_size: None,
             volumes: None,
             template_hash: None,
+            status: Default::default(),
             spec,
         }
     }

@@ -513,6 +513,7 @@ mod tests {
             root_volume_size: None,
             volumes: None,
             template_hash: None,
+            status: Default::default(),
             spec: json!({
                 "amiSelectorTerms": [{"alias": "al2023@latest"}],
                 "role": "KarpenterNodeRole",

@@ -1385,6 +1385,7 @@ fn reserving_class(terms: serde_json::Value) -> NodeClass {
         root_volume_size: None,
         volumes: None,
         template_hash: None,
+        status: Default::default(),
         spec: serde_json::json!({ "capacityReservationSelectorTerms": terms }),
     }
 }

@@ -78,6 +78,7 @@ fn state(n: usize, gib: Option<u64>, tolerance: f64) -> ClusterState {
             volumes: Some(vec![EbsVolume::gp3("/dev/xvda", g)]),
             spec: serde_json::Value::Null,
             template_hash: None,
+            status: Default::default(),
         });
     }
     ClusterState {

@@ -45,7 +45,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use flotilla_core::disruption::{self as engine, hash, DisruptOptions};
 use flotilla_core::labels;
-use flotilla_core::model::{ClusterState, DisruptionReason, NodeClaimObject};
+use flotilla_core::model::{
+    ClusterState, DisruptionReason, InstanceFacts, NodeClaimObject, NodeClassStatus,
+};
 use flotilla_core::plan::NodeClaimPlan;
 use flotilla_core::reservations::{Action, ActionKind};
 use flotilla_core::scheduler::SchedulerOptions;
@@ -277,6 +279,10 @@ async fn disrupt_cluster<S: Store, E: Ec2, B: Bus, C: Clock>(
     let mut state = loaded.state;
     let since = node_times(store, cluster, &state, loaded.accepted_at / 1000, now_secs).await?;
     add_node_claims(&mut state, &claims);
+    resolve_statuses(
+        store, ec2, cluster, &batch_id, &mut state, &claims, now_secs,
+    )
+    .await?;
     let interrupted = interrupted_nodes(store, cluster, &state, &claims, now_secs).await?;
     let mut disrupting: BTreeMap<String, DisruptionReason> = BTreeMap::new();
     for d in &in_flight {
@@ -1208,6 +1214,7 @@ fn add_node_claims(state: &mut ClusterState, claims: &BTreeMap<String, (Item, No
             }
         }
         state.node_claims.push(NodeClaimObject {
+            image_id: r.instance.as_ref().and_then(|i| i.image_id.clone()),
             name: r.name.clone(),
             node_pool: Some(r.plan.node_pool.clone()),
             node_name: r.notes.get(crate::records::NODE_NOTE).cloned(),
@@ -1222,6 +1229,106 @@ fn add_node_claims(state: &mut ClusterState, claims: &BTreeMap<String, (Item, No
         });
     }
     state.node_claims.sort_by(|a, b| a.name.cmp(&b.name));
+    add_instances(state, claims);
+}
+
+/// What the pipeline's live NodeClaims' instances were launched with (the
+/// cloud-provider drift checks compare it with the node class's status);
+/// a NodeClaim document of the same name without `status.imageID` takes
+/// the recorded image.
+fn add_instances(state: &mut ClusterState, claims: &BTreeMap<String, (Item, NodeClaimRecord)>) {
+    for (_, r) in claims.values() {
+        let Some(i) = r.instance.as_ref().filter(|_| r.state.is_live()) else {
+            continue;
+        };
+        let facts = InstanceFacts {
+            image_id: i.image_id.clone(),
+            subnet_id: i.subnet_id.clone(),
+            security_group_ids: i.security_group_ids.clone(),
+        };
+        if facts != InstanceFacts::default() {
+            state
+                .instances
+                .entry(i.instance_id.clone())
+                .or_insert(facts);
+        }
+        if let Some(c) = state.node_claims.iter_mut().find(|c| c.name == r.name) {
+            if c.image_id.is_none() {
+                c.image_id.clone_from(&i.image_id);
+            }
+        }
+    }
+}
+
+/// The status of each EC2NodeClass the pipeline launched live NodeClaims
+/// from: what it resolves to now (cached, see [`crate::resolve`]), in place
+/// of the status posted (the pipeline launches from its own resolution).
+/// A node class that resolves to nothing, or a batch whose launch context
+/// is gone, leaves the status unknown: no cloud-provider drift.
+#[allow(clippy::too_many_arguments)]
+async fn resolve_statuses<S: Store, E: Ec2>(
+    store: &S,
+    ec2: &E,
+    cluster: &str,
+    batch_id: &str,
+    state: &mut ClusterState,
+    claims: &BTreeMap<String, (Item, NodeClaimRecord)>,
+    now_secs: i64,
+) -> Result<()> {
+    let launched: BTreeSet<&str> = claims
+        .values()
+        .filter(|(_, r)| r.state.is_live() && r.instance.is_some())
+        .map(|(_, r)| r.node_class.as_str())
+        .collect();
+    if !state
+        .node_classes
+        .iter()
+        .any(|c| launched.contains(c.name.as_str()))
+    {
+        return Ok(());
+    }
+    let k8s = launch_context(store, cluster, batch_id)
+        .await?
+        .map(|c| c.cluster.kubernetes_version);
+    for nc in &mut state.node_classes {
+        if !launched.contains(nc.name.as_str()) {
+            continue;
+        }
+        nc.status = NodeClassStatus::default();
+        let Some(k8s) = k8s.as_deref() else {
+            continue;
+        };
+        // EC2 refusing or failing to describe (throttling, a missing
+        // permission) leaves the status unknown: the other decisions go on.
+        match crate::resolve::cached_resolution(store, ec2, cluster, nc, k8s, now_secs).await {
+            Ok(Ok(r)) => nc.status = r.status(),
+            Ok(Err(reason)) => {
+                tracing::warn!(cluster = %cluster, node_class = %nc.name, reason = %reason, "node class does not resolve: no cloud-provider drift on its nodes")
+            }
+            Err(e) => {
+                tracing::warn!(cluster = %cluster, node_class = %nc.name, error = %e, "node class resolution failed: no cloud-provider drift on its nodes this run")
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The launch context of batch `batch_id` (`None`: gone).
+async fn launch_context<S: Store>(
+    store: &S,
+    cluster: &str,
+    batch_id: &str,
+) -> Result<Option<crate::records::LaunchContext>> {
+    let key = keys::context(cluster, batch_id);
+    let Some(item) = store
+        .get(&key)
+        .await
+        .map_err(ServiceError::port("read launch context"))?
+    else {
+        return Ok(None);
+    };
+    let body = codec::gunzip(&key.to_string(), &item.body)?;
+    codec::from_json(&key.to_string(), &body).map(Some)
 }
 
 /// Nodes with a live interruption note: spot and reservation
