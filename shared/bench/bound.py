@@ -5,7 +5,8 @@ plan for a Flotilla scheduling scenario, with HiGHS (`pip install highspy`).
 Input: scenario JSON files written by `flotilla_bench::scenario::export`
 (or directories of them). Output: one JSON array on stdout, per scenario:
   {file, mix, pods, lpBound, lpStatus, compactLpBound, ilpOptimum,
-   ilpDualBound, ilpStatus, solver, seconds, types, keptTypes, classes, ...}
+   ilpDualBound, ilpStatus, solver, seconds, types, keptTypes, classes,
+   spreadLpBound, spreadHonouredLpBound, ...}
 
 Notation: classes c with n_c pods and requests req[c,r]; types t with
 capacity cap[t,r], hourly price_t >= 0 and an optional maxCount_t (existing
@@ -125,6 +126,57 @@ with why (ScheduleAnyway, several classes, pods bound already, minDomains,
 a zone without types); spreadGroupsSplit counts the others. The split
 classes of one anti-affinity class may share a node in a pattern (a
 relaxation, still valid). test_bound.py checks it against the exact ILP.
+
+spreadHonouredLpBound (with --spread, when the scenario carries
+`planSpread`, what the compared plan does with each spread group): NOT a
+bound on every valid plan but on every plan that honours the spreads the
+compared plan honours; a comparison basis, reported beside spreadLpBound
+(whose meaning is unchanged). Why: the scheduler (as Karpenter) treats a
+ScheduleAnyway spread as required and relaxes it only for a pod it cannot
+place otherwise, so its plans nearly always honour those spreads, and pay
+for it; a bound that drops them measures that price as waste. For each
+group g with topology key zone, E' = the owners' eligible zones where they
+have types, U = the classes g's selector counts (carrying the spread or
+not; every counted pod pending, in the scenario and placed by the plan),
+s = maxSkew, the plan honours g when its final counts of U's pods over E'
+satisfy max - min <= s. The comparison set is then the plans whose final
+counts do the same, and every such plan satisfies, with cnt[z] = pods of
+U in zone z:
+    cnt[z] - cnt[z'] >= -s                for z != z' in E'   (pairwise)
+    cnt[z] >= least = ceil((|U| - s (|E'| - 1)) / |E'|)   for z in E',
+the latter only when every class of U has types in E' only (then all |U|
+pods are counted: |U| <= |E'| min + s (|E'| - 1)). They are side rows of
+the pattern LP over the per-zone types (spreadLpBound's expansion, no
+split): a pattern of unit u adds coef(zone of u) * (its pods of U) to a
+row; with row duals sigma >= 0, a pod of class c on unit u is worth
+pi_c + sum over rows containing c of sigma_j coef_j(zone of u) in the
+pricing knapsack (negative worth: the pattern leaves the class out), the
+Lagrangian bound gains sum_j sigma_j lo_j and Farley's scales it with pi.
+Any plan of the set is a point of this LP (phantom over-cover only helps
+the rows), so its optimum, and every Lagrangian bound on the way, is at
+most the plan's price. Groups that hold for every valid plan (DoNotSchedule,
+U = the owners) are marked "required", the others "honoured". Hostname
+spreads: the scheduler counts a new node as a domain with no pods, so an
+honoured hostname spread leaves at most s pods of U per node; when the
+plan's most on one node (`maxPerNode`) is <= s, the set is the plans with
+at most s pods of U per node, relaxed to maxPerNode = s per class of U.
+Not modelled (spreadHonouredSkipped with why): groups the plan does not
+honour, groups with bound pods, counted pods the plan leaves unplaced or
+in a NodeClaim whose zone is still open, other topology keys. Because
+plans of the set are valid plans, lpBound and spreadLpBound bound them
+too: spreadHonouredLpBound is the largest of the three.
+Why not a bound on every valid plan for a selector that counts pods
+without the constraint: the constraint is checked only when a pod that
+carries it is placed; the others may land anywhere, before (filling the
+other zones, so the carriers may all go to one) or after (unbalancing the
+union). Every valid plan only has, with C the carriers (all in E'):
+cnt[z] >= max_z' C[z'] - s >= ceil(|C| / |E'|) - s for every z in E'
+(at the last placement of a carrier in the zone holding most carriers,
+every zone held at least its count + 1 - s); on `independent` (about 5
+carriers of 50 counted pods per app) that is at most one pod per zone, so
+it is not used.
+test_bound.py checks spreadHonouredLpBound against the exact ILP over the
+same set on random small cases.
 
 NodePool weights and limits (ILP only, "poolWeights", "poolLimits"): when
 the scenario's `pools` differ in weight or have limits (and no spread group
@@ -367,7 +419,9 @@ def group_types(sc, keep, m):
         if mc is None:
             units.append([t, None, 1])
             continue
-        key = (types[t]["price"], tuple(types[t]["capacity"]), tuple(usable[t]))
+        # The zone too: spreadHonouredLpBound's side rows tell zones apart.
+        key = (types[t]["price"], tuple(types[t]["capacity"]), tuple(usable[t]),
+               types[t].get("zone"))
         if key in by_key:
             u = units[by_key[key]]
             u[1] += mc
@@ -503,12 +557,42 @@ def screen_bounds(pi, req, capT, M):
     return ub
 
 
-def pattern_lp_bound(sc, keep, m, time_limit, eps=1e-9):
+def screen_bounds_per_unit(P, req, capT, M):
+    """screen_bounds with a profit per class and unit (P: C x U), for the
+    side rows of spreadHonouredLpBound (profits then differ by zone)."""
+    Pp = np.maximum(P, 0.0) * (M > 0)
+    ub = (Pp * M).sum(axis=0)
+    for r in range(req.shape[1]):
+        rq = req[:, r].astype(float)
+        free = rq <= 0
+        val = (Pp[free] * M[free]).sum(axis=0)
+        use = np.nonzero(~free)[0]
+        if len(use):
+            ratio = Pp[use] / rq[use, None]
+            order = np.argsort(-ratio, axis=0, kind="stable")
+            w = np.take_along_axis(M[use] * rq[use, None], order, axis=0)
+            rs = np.take_along_axis(ratio, order, axis=0)
+            before = np.cumsum(w, axis=0) - w
+            taken = np.clip(capT[None, :, r] - before, 0.0, w)
+            val = val + (rs * taken).sum(axis=0)
+        ub = np.minimum(ub, val)
+    return ub
+
+
+def pattern_lp_bound(sc, keep, m, time_limit, eps=1e-9, side=()):
     """Gilmore-Gomory LP over packing patterns by column generation (see the
-    module doc). Returns a dict of output fields."""
+    module doc). Returns a dict of output fields. side: extra rows
+    (lo, classes, coef by zone): sum over the columns of coef[zone of the
+    column's type] * (its pods of those classes) * x_p >= lo
+    (spreadHonouredLpBound's zone rows)."""
     t0 = time.monotonic()
     types, classes = sc["types"], sc["classes"]
     units = group_types(sc, keep, m)
+    side = list(side)
+    member_of = {}
+    for j, (_, cls, _) in enumerate(side):
+        for ci in cls:
+            member_of.setdefault(ci, []).append(j)
     # Classes that differ only in their anti-affinity group (same requests,
     # types, maxPerNode and count) become one class of g times the pods and g
     # times the per-node room: the same LP (averaging a pattern over the
@@ -516,7 +600,7 @@ def pattern_lp_bound(sc, keep, m, time_limit, eps=1e-9):
     merged = {}
     for ci, c in enumerate(classes):
         key = (tuple(c["requests"]), tuple(sorted(c["types"])), c.get("maxPerNode"),
-               c["count"])
+               c["count"], tuple(member_of.get(ci, ())))
         merged.setdefault(key, []).append(ci)
     members = list(merged.values())
     C, U = len(members), len(units)
@@ -545,6 +629,16 @@ def pattern_lp_bound(sc, keep, m, time_limit, eps=1e-9):
     cap_nodes = (n[:, None] * (M > 0)).sum(axis=0)
     cap_nodes = np.where([units[u][1] is not None for u in range(U)],
                          np.minimum(cap_nodes, limit), cap_nodes)
+    J = len(side)
+    side_lo = np.array([lo for lo, _, _ in side], dtype=float)
+    S = np.zeros((J, C))  # merged class in side row j
+    Z = np.zeros((J, U))  # coefficient of side row j on unit u's zone
+    for j, (_, cls, coef) in enumerate(side):
+        for ci, g in enumerate(members):
+            if g[0] in cls:
+                S[j, ci] = 1.0
+        for u, (t, _, _) in enumerate(units):
+            Z[j, u] = coef.get(types[t].get("zone"), 0.0)
     out = {"lpTypes": U, "lpClasses": C}
     uncoverable = [ci for ci in range(C) if not M[ci].any()]
     if uncoverable:
@@ -559,21 +653,27 @@ def pattern_lp_bound(sc, keep, m, time_limit, eps=1e-9):
     set_threads(h, 1)
     h.setOptionValue("dual_feasibility_tolerance", 1e-9)
     h.setOptionValue("primal_feasibility_tolerance", 1e-9)
-    nrow = C + len(limited)
-    lo = np.concatenate([n, np.full(len(limited), -highspy.kHighsInf)])
-    hi = np.concatenate([np.full(C, highspy.kHighsInf), limit[limited]])
+    nrow = C + len(limited) + J
+    side_row = C + len(limited)
+    lo = np.concatenate([n, np.full(len(limited), -highspy.kHighsInf), side_lo])
+    hi = np.concatenate([np.full(C, highspy.kHighsInf), limit[limited],
+                         np.full(J, highspy.kHighsInf)])
     h.addRows(nrow, lo, hi, 0, np.zeros(nrow, dtype=np.int32),
               np.array([], dtype=np.int32), np.array([], dtype=float))
-    # Artificial cover per class (cost far above any real pod's): keeps the
-    # master feasible whatever the first columns are.
+    # Artificial cover per class and side row (cost far above any real
+    # pod's): keeps the master feasible whatever the first columns are.
     big = 1e3 * (1.0 + float(price.max()))
-    h.addCols(C, np.full(C, big), np.zeros(C), np.full(C, highspy.kHighsInf),
-              C, np.arange(C, dtype=np.int32), np.arange(C, dtype=np.int32),
-              np.ones(C))
+    arows = np.concatenate([np.arange(C), side_row + np.arange(J)]).astype(np.int32)
+    A = C + J
+    h.addCols(A, np.full(A, big), np.zeros(A), np.full(A, highspy.kHighsInf),
+              A, np.arange(A, dtype=np.int32), arows, np.ones(A))
+
+    col_units = []  # unit of each master column after the artificial ones
 
     def add_columns(new):
         starts, idx, val, cost = [], [], [], []
         for u, k in new:
+            col_units.append(u)
             # Only real patterns: a wrong column would void the bound.
             assert np.all(k <= M[:, u]) and np.all(k @ req <= capT[u]), (u, k)
             starts.append(len(idx))
@@ -583,6 +683,11 @@ def pattern_lp_bound(sc, keep, m, time_limit, eps=1e-9):
             if u in row_of:
                 idx.append(row_of[u])
                 val.append(1.0)
+            for j in range(J):
+                a = Z[j, u] * float(S[j] @ k)
+                if a != 0.0:
+                    idx.append(side_row + j)
+                    val.append(a)
             cost.append(price[u])
         h.addCols(len(new), np.array(cost), np.zeros(len(new)),
                   np.full(len(new), highspy.kHighsInf), len(idx),
@@ -590,20 +695,24 @@ def pattern_lp_bound(sc, keep, m, time_limit, eps=1e-9):
                   np.array(val, dtype=float))
 
     # First columns: per class, its cheapest-per-pod unlimited unit, full.
+    # With side rows, one such column per zone too (so the zone rows can
+    # be met without the artificial columns from the start).
     first = []
+    unit_zone = [types[t].get("zone") if J else None for t, _, _ in units]
     for ci in range(C):
-        best = None
+        best = {}
         for u in np.nonzero(M[ci])[0]:
             if units[u][1] is not None:
                 continue
             per = price[u] / M[ci, u]
-            if best is None or per < best[0]:
-                best = (per, u)
-        if best is not None:
+            zk = unit_zone[u]
+            if zk not in best or per < best[zk][0]:
+                best[zk] = (per, u)
+        for _, u in best.values():
             k = np.zeros(C, dtype=np.int64)
-            k[ci] = M[ci, best[1]]
-            cols.add((best[1], tuple(k)))
-            first.append((best[1], k))
+            k[ci] = M[ci, u]
+            cols.add((u, tuple(k)))
+            first.append((u, k))
     add_columns(first)
 
     best_lb = -INF
@@ -622,7 +731,15 @@ def pattern_lp_bound(sc, keep, m, time_limit, eps=1e-9):
         mu = np.zeros(U)
         for u, r in row_of.items():
             mu[u] = min(dual[r], 0.0)
-        value_ub = screen_bounds(pi, req, capT, M)
+        sigma = np.maximum(dual[side_row:side_row + J], 0.0)
+        if J:
+            # Profit of a pod of class c on unit u: pi_c plus the side rows'
+            # duals times their coefficients on u's zone.
+            P = pi[:, None] + S.T @ (sigma[:, None] * Z)
+            value_ub = screen_bounds_per_unit(P, req, capT, M)
+        else:
+            P = None
+            value_ub = screen_bounds(pi, req, capT, M)
         cand = np.nonzero(price - mu - value_ub < -eps)[0]
         cand = cand[np.argsort((price - mu - value_ub)[cand], kind="stable")]
         new = []
@@ -635,7 +752,11 @@ def pattern_lp_bound(sc, keep, m, time_limit, eps=1e-9):
                 cl = np.nonzero(M[:, u])[0]
                 knap[u] = Knapsack(cl, req[cl], capT[u], M[cl, u])
             ks = knap[u]
-            k, v, ub = ks.solve(pi[ks.cls])
+            k, v, ub = ks.solve(pi[ks.cls] if P is None else P[ks.cls, u])
+            if k is not None and P is not None:
+                # Pods of no profit here only add to the side rows' counts
+                # in this zone: leave them out (still a pattern).
+                k = np.where(P[ks.cls, u] > 0, k, 0)
             mips += 1
             value_ub[u] = min(value_ub[u], ub * (1 + 1e-9) + 1e-12)
             if k is not None and price[u] - mu[u] - v < -eps:
@@ -647,7 +768,7 @@ def pattern_lp_bound(sc, keep, m, time_limit, eps=1e-9):
                     new.append((u, full))
         # Valid bounds from these duals (module doc): Lagrangian and Farley.
         rc = price - mu - value_ub
-        base = float(pi @ n)
+        base = float(pi @ n) + float(sigma @ side_lo)
         lag = base + float(mu @ limit) + float(np.minimum(rc, 0.0) @ cap_nodes)
         unl = np.array([units[u][1] is None for u in range(U)])
         ratio = [price[u] / value_ub[u] for u in range(U)
@@ -663,7 +784,19 @@ def pattern_lp_bound(sc, keep, m, time_limit, eps=1e-9):
             status = "optimal"
             break
         add_columns(new)
-    art = np.array(h.getSolution().col_value[:C]) if z is not None else None
+    art = np.array(h.getSolution().col_value[:C + J]) if z is not None else None
+    if z is not None:
+        # The last master's nodes (fractional) by instance type, for the
+        # report's node counts beside prices.
+        x = np.array(h.getSolution().col_value[C + J:])
+        by_name = {}
+        for u, v in zip(col_units, x):
+            if v > 1e-9:
+                name = types[units[u][0]].get("name")
+                by_name[name] = by_name.get(name, 0.0) + float(v)
+        out["lpNodes"] = round(float(x.sum()), 3)
+        out["lpNodeTypes"] = {k: round(v, 3) for k, v in
+                              sorted(by_name.items(), key=lambda kv: -kv[1])[:12]}
     if status == "optimal" and art is not None and art.max() > 1e-7:
         status = "infeasible"
     # Prices are >= 0, so 0 is a bound too (early Lagrangian bounds can be
@@ -816,6 +949,114 @@ def spread_lp_bound(sc, time_limit):
     out["spreadLpStatus"] = res.get("lpStatus")
     out["spreadLpBound"] = None if best is None else round(best, 6)
     out["spreadLpSeconds"] = res.get("lpSeconds")
+    out["spreadLpNodes"] = res.get("lpNodes")
+    return out
+
+
+def honoured_constraints(sc):
+    """spreadHonouredLpBound's constraints (see the module doc): the
+    scenario expanded per zone (as for spreadLpBound), side rows for
+    pattern_lp_bound, the groups held with how (`required`: held by every
+    valid plan; `honoured`: held by the compared plan, `planSpread`) and the
+    groups left out with why."""
+    spread, _ = zone_spread(sc)
+    expanded, _ = zone_expand(sc, spread)
+    classes = [dict(c) for c in expanded["classes"]]
+    zone_of = [t.get("zone") for t in expanded["types"]]
+    plan = {p["group"]: p for p in sc.get("planSpread") or []}
+    side, held, skipped = [], [], []
+    for g in sc.get("spreadGroups", []):
+        gid = g["id"]
+        owners = [ci for ci, c in enumerate(classes)
+                  if any(x["group"] == gid for x in c.get("spread", []))]
+        counted = [ci for ci, c in enumerate(classes)
+                   if gid in c.get("spreadCounted", [])]
+        eligible = {json.dumps(x["eligibleZones"]) for ci in owners
+                    for x in classes[ci]["spread"] if x["group"] == gid}
+        ps = plan.get(gid)
+        n = sum(classes[ci]["count"] for ci in counted)
+        reason = None
+        if ps is None:
+            reason = "no planSpread for the group"
+        elif any(v for v in g.get("existing", {}).values()):
+            reason = "pods of the group are bound already"
+        elif ps["unplaced"] or sum(ps["zoneCounts"].values()) + ps["undetermined"] != n:
+            reason = "the plan does not place every counted pod of the scenario"
+        elif not set(owners) <= set(counted):
+            reason = "owners not counted by their own selector"
+        elif g["topologyKey"] == "kubernetes.io/hostname":
+            if ps["maxPerNode"] > g["maxSkew"]:
+                reason = (f"not honoured by the plan ({ps['maxPerNode']} on one node, "
+                          f"maxSkew {g['maxSkew']})")
+            else:
+                for ci in counted:
+                    mp = classes[ci].get("maxPerNode")
+                    classes[ci]["maxPerNode"] = (g["maxSkew"] if mp is None
+                                                 else min(mp, g["maxSkew"]))
+                held.append({"group": gid, "key": "hostname", "how": "honoured",
+                             "maxPerNode": g["maxSkew"], "classes": len(counted)})
+                continue
+        elif g["topologyKey"] != ZONE_KEY:
+            reason = "topologyKey " + g["topologyKey"] + " not modelled"
+        elif len(eligible) != 1 or json.loads(next(iter(eligible))) is None:
+            reason = "owners differ in eligible zones"
+        elif ps["undetermined"]:
+            reason = "the plan leaves the zone of some counted pods open"
+        if reason is None:
+            # E': eligible zones where the owners have types.
+            zones = [z for z in json.loads(next(iter(eligible)))
+                     if all(any(zone_of[t] == z for t in classes[ci]["types"])
+                            for ci in owners)]
+            cnt = {z: ps["zoneCounts"].get(z, 0) for z in zones}
+            skew = g["maxSkew"]
+            required = (g["whenUnsatisfiable"] == "DoNotSchedule"
+                        and set(counted) == set(owners))
+            if len(zones) < 2:
+                reason = "fewer than two eligible zones with types"
+            elif max(cnt.values()) - min(cnt.values()) > skew:
+                reason = f"not honoured by the plan (zone counts {cnt}, maxSkew {skew})"
+            elif (g.get("minDomains") and len(zones) < g["minDomains"]):
+                reason = "fewer eligible zones than minDomains"
+        if reason is not None:
+            skipped.append({"group": gid, "reason": reason})
+            continue
+        cls = set(counted)
+        for za in zones:
+            for zb in zones:
+                if za != zb:  # count[za] - count[zb] >= -maxSkew
+                    side.append((-float(skew), cls, {za: 1.0, zb: -1.0}))
+        confined = all(zone_of[t] in cnt for ci in counted for t in classes[ci]["types"])
+        least = 0
+        if confined:
+            least = max(0, -(-(n - skew * (len(zones) - 1)) // len(zones)))
+            for z in zones:
+                if least:
+                    side.append((float(least), cls, {z: 1.0}))
+        held.append({"group": gid, "key": "zone",
+                     "how": "required" if required else "honoured",
+                     "zones": zones, "pods": n, "classes": len(counted),
+                     "leastPerZone": least if confined else None})
+    return dict(expanded, classes=classes), side, held, skipped
+
+
+def spread_honoured_lp_bound(sc, time_limit):
+    """spreadHonouredLpBound: the pattern LP of `honoured_constraints`'s
+    scenario and side rows (its Lagrangian bound when column generation
+    stops early); None when no group is held."""
+    hsc, side, held, skipped = honoured_constraints(sc)
+    out = {"spreadHonouredGroups": held, "spreadHonouredSkipped": skipped}
+    if not held:
+        out["spreadHonouredLpBound"] = None
+        return out
+    m = fit_counts(hsc)
+    keep = prune_dominated(hsc, m)
+    res = pattern_lp_bound(hsc, keep, m, time_limit, side=side)
+    best = res.get("lpBound")
+    out["spreadHonouredLpStatus"] = res.get("lpStatus")
+    out["spreadHonouredLpBound"] = None if best is None else round(best, 6)
+    out["spreadHonouredLpSeconds"] = res.get("lpSeconds")
+    out["spreadHonouredLpNodes"] = res.get("lpNodes")
+    out["spreadHonouredLpNodeTypes"] = res.get("lpNodeTypes")
     return out
 
 
@@ -1093,6 +1334,14 @@ def bound(path, args):
         if lp is not None and sb is not None:
             # Both bound every plan that honours the modelled spreads.
             out["spreadLpBound"] = round(max(sb, lp), 6)
+        if sc.get("planSpread") is not None:
+            out.update(spread_honoured_lp_bound(sc, args.lp_time_limit))
+            hb = out.get("spreadHonouredLpBound")
+            if hb is not None:
+                # Plans honouring what ours honours are valid plans, so the
+                # bounds on every valid plan bound them too.
+                out["spreadHonouredLpBound"] = round(
+                    max([hb] + [b for b in (lp, out.get("spreadLpBound")) if b is not None]), 6)
     out["ilpOptimum"] = None
     placed = sc["pods"] - out["unplaceable"]
     if placed <= args.ilp_max_pods:

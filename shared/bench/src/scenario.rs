@@ -55,6 +55,7 @@ use flotilla_core::model::{
     untolerated, ClusterState, InclusionPolicy, NodePool, Pod, TopologySpreadConstraint,
     WhenUnsatisfiable,
 };
+use flotilla_core::plan::Plan;
 use flotilla_core::{Quantity, Requirement, Requirements, Resources};
 use serde_json::{json, Value};
 
@@ -228,6 +229,86 @@ fn eligible_zones(
     }
 }
 
+/// The spread groups of `pods`, in order of first appearance, and the
+/// index of each group's key.
+fn spread_groups_of(pods: &[Pod]) -> (Vec<SpreadGroup>, BTreeMap<String, usize>) {
+    let mut spread_groups: Vec<SpreadGroup> = Vec::new();
+    let mut spread_index: BTreeMap<String, usize> = BTreeMap::new();
+    for pod in pods {
+        for c in &pod.topology_spread {
+            spread_index
+                .entry(SpreadGroup::key(&pod.namespace, c))
+                .or_insert_with(|| {
+                    spread_groups.push(SpreadGroup {
+                        namespace: pod.namespace.clone(),
+                        c: c.clone(),
+                    });
+                    spread_groups.len() - 1
+                });
+        }
+    }
+    (spread_groups, spread_index)
+}
+
+/// What `plan` does with each of [`export`]'s `spreadGroups` (same order,
+/// same ids), for `bound.py`'s `spreadHonouredLpBound`: per group, the
+/// pending pods its selector counts that the plan places, per zone
+/// (`zoneCounts`; a NodeClaim that may still launch in several zones puts
+/// its pods in `undetermined` instead), the most of them on one node
+/// (`maxPerNode`), and `unplaced`, the counted pending pods the plan does
+/// not place. Zones are the NodeClaim's single allowed zone or an existing
+/// node's zone label.
+pub fn plan_spread(state: &ClusterState, plan: &Plan) -> Value {
+    let (groups, _) = spread_groups_of(&state.pending_pods);
+    let pods: BTreeMap<String, &Pod> = state.pending_pods.iter().map(|p| (p.key(), p)).collect();
+    let node_zone: BTreeMap<&str, Option<&String>> = state
+        .nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.labels.get(labels::ZONE)))
+        .collect();
+    // (zone or None, pod keys) per node of the plan.
+    let nodes: Vec<(Option<&String>, &Vec<String>)> = plan
+        .node_claims
+        .iter()
+        .map(|c| ((c.zones.len() == 1).then(|| &c.zones[0]), &c.pods))
+        .chain(
+            plan.existing_nodes
+                .iter()
+                .map(|e| (node_zone.get(e.name.as_str()).copied().flatten(), &e.pods)),
+        )
+        .collect();
+    let out: Vec<Value> = groups
+        .iter()
+        .enumerate()
+        .map(|(gi, g)| {
+            let mut zones: BTreeMap<&str, u32> = BTreeMap::new();
+            let (mut undetermined, mut most, mut placed) = (0u32, 0u32, 0usize);
+            for (zone, keys) in &nodes {
+                let here = keys
+                    .iter()
+                    .filter(|k| pods.get(k.as_str()).is_some_and(|p| g.counts(p)))
+                    .count() as u32;
+                placed += here as usize;
+                most = most.max(here);
+                match zone {
+                    Some(z) if here > 0 => *zones.entry(z.as_str()).or_default() += here,
+                    None => undetermined += here,
+                    _ => {}
+                }
+            }
+            let counted = state.pending_pods.iter().filter(|p| g.counts(p)).count();
+            json!({
+                "group": gi,
+                "zoneCounts": zones,
+                "undetermined": undetermined,
+                "maxPerNode": most,
+                "unplaced": counted - placed,
+            })
+        })
+        .collect();
+    Value::Array(out)
+}
+
 /// Builds the LP input for `state` (see the module docs for the format).
 pub fn export(state: &ClusterState, catalog: &Catalog) -> Value {
     let mut nps: Vec<&NodePool> = state.node_pools.iter().collect();
@@ -344,22 +425,7 @@ pub fn export(state: &ClusterState, catalog: &Catalog) -> Value {
         .iter()
         .flat_map(|t| t.zone_prices.keys().cloned())
         .collect();
-    // Spread groups, in order of first appearance.
-    let mut spread_groups: Vec<SpreadGroup> = Vec::new();
-    let mut spread_index: BTreeMap<String, usize> = BTreeMap::new();
-    for pod in &state.pending_pods {
-        for c in &pod.topology_spread {
-            spread_index
-                .entry(SpreadGroup::key(&pod.namespace, c))
-                .or_insert_with(|| {
-                    spread_groups.push(SpreadGroup {
-                        namespace: pod.namespace.clone(),
-                        c: c.clone(),
-                    });
-                    spread_groups.len() - 1
-                });
-        }
-    }
+    let (spread_groups, spread_index) = spread_groups_of(&state.pending_pods);
     let mut spread_existing: Vec<BTreeMap<String, u32>> =
         vec![BTreeMap::new(); spread_groups.len()];
     for n in &state.nodes {
@@ -753,6 +819,44 @@ mod tests {
                 (2, json!([500, 1024, 1, 0]), json!([0, 1])),
             ]
         );
+    }
+
+    /// `plan_spread` follows `export`'s group ids and counts what the plan
+    /// places: every pod of the zone-spread mix, each Deployment within
+    /// its maxSkew over the zones the plan decided.
+    #[test]
+    fn plan_spread_counts_the_plan_per_group() {
+        let catalog = Catalog::embedded("us-west-2").expect("embedded catalog");
+        let state = crate::mixes::build("zone-spread", 120, 1).expect("mix");
+        let plan = flotilla_core::scheduler::schedule(
+            &state,
+            &catalog,
+            &flotilla_core::scheduler::SchedulerOptions::default(),
+        );
+        let sc = export(&state, &catalog);
+        let ps = plan_spread(&state, &plan);
+        let groups = sc["spreadGroups"].as_array().unwrap();
+        let ps = ps.as_array().unwrap();
+        assert_eq!(ps.len(), groups.len());
+        let mut placed = 0;
+        for (g, p) in groups.iter().zip(ps) {
+            assert_eq!(g["id"], p["group"]);
+            assert_eq!(p["unplaced"], 0);
+            let counts: Vec<u64> = p["zoneCounts"]
+                .as_object()
+                .unwrap()
+                .values()
+                .map(|v| v.as_u64().unwrap())
+                .collect();
+            let undetermined = p["undetermined"].as_u64().unwrap();
+            placed += counts.iter().sum::<u64>() + undetermined;
+            if undetermined == 0 && counts.len() == 4 {
+                let (lo, hi) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+                assert!(hi - lo <= 1, "{p}");
+            }
+            assert!(p["maxPerNode"].as_u64().unwrap() >= 1);
+        }
+        assert_eq!(placed, 120);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //!
 //! Usage: quality [--pods N] [--seed S] [--small] [--seeds K]
 //!                [--python PATH] [--out DIR] [--time-limit SECS]
-//!                [--lp-time-limit SECS]
+//!                [--lp-time-limit SECS] [--plans]
 
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
@@ -25,13 +25,16 @@ struct Args {
     time_limit: f64,
     lp_time_limit: f64,
     mixes: Vec<String>,
+    /// Also write our plans (`DIR/plans/MIX-PODS-SEED.plan.json`).
+    plans: bool,
 }
 
 fn usage() -> &'static str {
     "usage: quality [--pods N (default 500)] [--seed S (default 1)] [--small (20-pod ILP cases)] \
      [--seeds K (small mode, default 3)] [--mix NAME]... [--python PATH \
      (default $HOME/.cache/flotilla/venv/bin/python)] [--out DIR] [--time-limit SECS (per ILP, default 120)] \
-     [--lp-time-limit SECS (column generation per scenario, default 60)]"
+     [--lp-time-limit SECS (column generation per scenario, default 60)] \
+     [--plans (also write our plans to DIR/plans/)]"
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -46,6 +49,7 @@ fn parse_args() -> Result<Args, String> {
         time_limit: 120.0,
         lp_time_limit: 60.0,
         mixes: vec![],
+        plans: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -55,6 +59,7 @@ fn parse_args() -> Result<Args, String> {
             "--seed" => a.seed = value()?.parse().map_err(|e| format!("--seed: {e}"))?,
             "--seeds" => a.seeds = value()?.parse().map_err(|e| format!("--seeds: {e}"))?,
             "--small" => a.small = true,
+            "--plans" => a.plans = true,
             "--python" => a.python = value()?,
             "--out" => a.out = PathBuf::from(value()?),
             "--mix" => a.mixes.push(value()?),
@@ -120,7 +125,7 @@ fn main() -> ExitCode {
                 eprintln!("unknown mix {mix:?}");
                 return ExitCode::from(2);
             };
-            let (ours, _) = measure::run(mix, &state, &catalog);
+            let (ours, plan) = measure::run(mix, &state, &catalog);
             let ffd = baseline::plan(&state, &catalog);
             let mut sc = scenario::export(&state, &catalog);
             let unplaceable = sc["unplaceable"].as_u64().unwrap_or(0) as usize;
@@ -135,6 +140,20 @@ fn main() -> ExitCode {
             let spread = sc["spreadGroups"].as_array().is_some_and(|g| !g.is_empty());
             if ffd.unschedulable <= unplaceable && !spread {
                 ub = ub.min(ffd.total_hourly_price);
+            }
+            // What our plan does with each spread group: bound.py's
+            // spreadHonouredLpBound holds the spreads it honours.
+            sc["planSpread"] = scenario::plan_spread(&state, &plan);
+            if args.plans {
+                let dir = args.out.join("plans");
+                let file = dir.join(format!("{mix}-{pods}-{seed}.plan.json"));
+                let written = std::fs::create_dir_all(&dir).and_then(|_| {
+                    std::fs::write(&file, serde_json::to_string(&plan).unwrap_or_default())
+                });
+                if let Err(e) = written {
+                    eprintln!("{}: {e}", file.display());
+                    return ExitCode::FAILURE;
+                }
             }
             sc["mix"] = json!(mix);
             sc["seed"] = json!(seed);
@@ -232,6 +251,11 @@ fn main() -> ExitCode {
             let spread = b.and_then(|b| b["spreadLpBound"].as_f64());
             row["spreadLpBound"] = json!(spread);
             row["spreadGapPercent"] = json!(gap_to(ours, spread));
+            // The same over plans that honour the spreads ours honours
+            // (a comparison basis, not a bound on every valid plan).
+            let honoured = b.and_then(|b| b["spreadHonouredLpBound"].as_f64());
+            row["spreadHonouredLpBound"] = json!(honoured);
+            row["spreadHonouredGapPercent"] = json!(gap_to(ours, honoured));
             row["gapBasis"] = json!(if ilp.is_some() {
                 "ilpOptimum"
             } else {
@@ -254,6 +278,15 @@ fn main() -> ExitCode {
                     "spreadGroupsSplit",
                     "spreadSkipped",
                     "spreadLpSeconds",
+                    "spreadHonouredLpStatus",
+                    "spreadHonouredGroups",
+                    "spreadHonouredSkipped",
+                    "spreadHonouredLpSeconds",
+                    "lpNodes",
+                    "lpNodeTypes",
+                    "spreadLpNodes",
+                    "spreadHonouredLpNodes",
+                    "spreadHonouredLpNodeTypes",
                     "keptTypes",
                     "classes",
                     "seconds",
