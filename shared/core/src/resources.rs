@@ -395,6 +395,16 @@ impl<'de> serde::Deserialize<'de> for Resources {
 mod tests {
     use super::*;
 
+    /// The compact head, a known resource beyond it and an extended one.
+    const TEST_NAMES: [&str; 6] = [
+        CPU,
+        MEMORY,
+        PODS,
+        EPHEMERAL_STORAGE,
+        NVIDIA_GPU,
+        "example.com/dongle",
+    ];
+
     /// Where both lists are compact, the compact check is `fits_in`; a
     /// request of anything else, or a capacity negative elsewhere, has no
     /// compact form.
@@ -402,14 +412,7 @@ mod tests {
     fn compact_fits_agree_with_fits_in() {
         let mut draw = crate::scheduler::test_draws(11);
         let mut next = |m: i64| draw(m as u64) as i64;
-        let names = [
-            CPU,
-            MEMORY,
-            PODS,
-            EPHEMERAL_STORAGE,
-            NVIDIA_GPU,
-            "example.com/dongle",
-        ];
+        let names = TEST_NAMES;
         let mut compared = 0;
         for _ in 0..5000 {
             let mut want = Resources::new();
@@ -447,14 +450,7 @@ mod tests {
     fn compact_room_agrees_with_fits_in_with() {
         let mut draw = crate::scheduler::test_draws(13);
         let mut next = |m: i64| draw(m as u64) as i64;
-        let names = [
-            CPU,
-            MEMORY,
-            PODS,
-            EPHEMERAL_STORAGE,
-            NVIDIA_GPU,
-            "example.com/dongle",
-        ];
+        let names = TEST_NAMES;
         let (mut compared, mut fell_back) = (0, 0);
         for _ in 0..5000 {
             let (mut held, mut extra, mut cap) =
