@@ -65,6 +65,11 @@ pub(super) struct Hints<'a> {
     /// Per pool, a type set's largest allocatable and capacity (see
     /// [`Hints::type_maxima`]): a type's resources never change in a run.
     maxima_cache: std::cell::RefCell<HashMap<PoolIdx, HashMap<TypeSet, TypeMaxima>>>,
+    /// (a list of compatible types, by address: the entry keeps it alive,
+    /// so the address names that list; pool; request class) → those of
+    /// its types that hold the request plus the pool's daemonsets (see
+    /// [`Run::fitting_types`]).
+    fit_cache: FitCache,
     /// Class of each pod by its requests alone, and per class the
     /// NodeClaims that may still have room for such a pod (see `Roomy`).
     req_class: Vec<usize>,
@@ -113,6 +118,7 @@ impl<'a> Hints<'a> {
             no_type_reasons: Default::default(),
             slot_cache: Default::default(),
             maxima_cache: Default::default(),
+            fit_cache: Default::default(),
             req_class,
             roomy: (0..n_req_classes).map(|_| Roomy::default()).collect(),
             spread_hint: vec![None; n_sizes],
@@ -146,6 +152,7 @@ impl<'a> Hints<'a> {
     /// that depend on offerings are dropped.
     pub(super) fn offerings_changed(&mut self) {
         self.compat_cache.borrow_mut().clear();
+        self.fit_cache.borrow_mut().clear();
         self.no_type_reasons.borrow_mut().clear();
         self.slot_cache.borrow_mut().clear();
         self.solo_cache.iter_mut().for_each(|c| *c = None);
@@ -387,6 +394,11 @@ pub(super) type CandCache =
 pub(super) type ReqTypeCache =
     std::cell::RefCell<std::collections::HashMap<(PoolIdx, Requirement), std::rc::Rc<TypeSet>>>;
 
+/// See `Hints::fit_cache`.
+type FitCache = std::cell::RefCell<
+    std::collections::HashMap<(usize, PoolIdx, usize), (Rc<Vec<usize>>, Rc<Vec<usize>>)>,
+>;
+
 pub(super) type CompatCache =
     std::cell::RefCell<std::collections::HashMap<(PoolIdx, Requirements), std::rc::Rc<Vec<usize>>>>;
 
@@ -528,6 +540,36 @@ impl Run<'_> {
             .compat_cache
             .borrow_mut()
             .insert((pi, key), v.clone());
+        v
+    }
+
+    /// Those of `compatible` (a list [`Self::compatible_types`] gave for
+    /// pool `pi`) that hold `requests`, pod `p`'s requests plus the pool's
+    /// daemonsets. Cached per list and request class: new NodeClaims for
+    /// pods of one kind ask the same question.
+    pub(super) fn fitting_types(
+        &self,
+        pi: PoolIdx,
+        p: PodIdx,
+        compatible: &std::rc::Rc<Vec<usize>>,
+        requests: &Resources,
+    ) -> std::rc::Rc<Vec<usize>> {
+        let key = (
+            std::rc::Rc::as_ptr(compatible) as usize,
+            pi,
+            self.hints.req_class(p),
+        );
+        if let Some((_, hit)) = self.hints.fit_cache.borrow().get(&key) {
+            return hit.clone();
+        }
+        let pool = &self.pools[pi];
+        let compact = requests.compact_request();
+        let v: std::rc::Rc<Vec<usize>> = std::rc::Rc::new(
+            (compatible.iter().copied())
+                .filter(|&i| pool.type_holds(i, requests, compact))
+                .collect(),
+        );
+        (self.hints.fit_cache.borrow_mut()).insert(key, (compatible.clone(), v.clone()));
         v
     }
 

@@ -757,17 +757,12 @@ impl<'a> Run<'a> {
         if compatible.is_empty() {
             return Err(self.no_type_reason(pi, merged));
         }
-        let compact = requests.compact_request();
-        let fitting: Vec<usize> = compatible
-            .iter()
-            .copied()
-            .filter(|&i| pool.type_holds(i, &requests, compact))
-            .collect();
+        let fitting = self.fitting_types(pi, p, &compatible, &requests);
         if fitting.is_empty() {
             return Err(self.explain_no_fit(pi, &compatible, &requests));
         }
         let fitting: Vec<usize> = if pod.host_ports.is_empty() {
-            fitting
+            fitting.to_vec()
         } else {
             let free: Vec<usize> = fitting
                 .iter()
