@@ -3,7 +3,12 @@
 //! heuristics that can change which planned NodeClaim a pod joins (see
 //! `docs/scheduling.md`, "How trials stay cheap").
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+// The caches' maps hash with foldhash (seeded per process: no flooding by
+// crafted keys; nothing iterates them, so plans stay deterministic):
+// SipHash was 2% of a plan's instructions.
+use foldhash::HashMap;
 use std::hash::Hash;
 use std::rc::Rc;
 
@@ -58,10 +63,9 @@ pub(super) struct Hints<'a> {
     /// `Run::candidates`.
     cand_cache: CandCache,
     /// (pool, requirements without hostname) → why no type is compatible.
-    no_type_reasons:
-        std::cell::RefCell<std::collections::HashMap<(PoolIdx, Requirements), Refusal<'a>>>,
+    no_type_reasons: std::cell::RefCell<HashMap<(PoolIdx, Requirements), Refusal<'a>>>,
     /// (pool, shape) → best price per pod slot (see `best_slot_price`).
-    slot_cache: std::cell::RefCell<std::collections::HashMap<(PoolIdx, usize), Option<f64>>>,
+    slot_cache: std::cell::RefCell<HashMap<(PoolIdx, usize), Option<f64>>>,
     /// Per pool, a type set's largest allocatable and capacity (see
     /// [`Hints::type_maxima`]): a type's resources never change in a run.
     maxima_cache: std::cell::RefCell<HashMap<PoolIdx, HashMap<TypeSet, TypeMaxima>>>,
@@ -387,20 +391,18 @@ impl Roomy {
 pub(super) type CandKey = (PoolIdx, Requirements, Vec<String>);
 
 /// [`CandKey`] → the repack candidates (see `Run::candidates`).
-pub(super) type CandCache =
-    std::cell::RefCell<std::collections::HashMap<CandKey, Rc<Vec<PackType>>>>;
+pub(super) type CandCache = std::cell::RefCell<HashMap<CandKey, Rc<Vec<PackType>>>>;
 
 /// (pool, one requirement) → the pool's types whose labels intersect it.
 pub(super) type ReqTypeCache =
-    std::cell::RefCell<std::collections::HashMap<(PoolIdx, Requirement), std::rc::Rc<TypeSet>>>;
+    std::cell::RefCell<HashMap<(PoolIdx, Requirement), std::rc::Rc<TypeSet>>>;
 
 /// See `Hints::fit_cache`.
-type FitCache = std::cell::RefCell<
-    std::collections::HashMap<(usize, PoolIdx, usize), (Rc<Vec<usize>>, Rc<Vec<usize>>)>,
->;
+type FitCache =
+    std::cell::RefCell<HashMap<(usize, PoolIdx, usize), (Rc<Vec<usize>>, Rc<Vec<usize>>)>>;
 
 pub(super) type CompatCache =
-    std::cell::RefCell<std::collections::HashMap<(PoolIdx, Requirements), std::rc::Rc<Vec<usize>>>>;
+    std::cell::RefCell<HashMap<(PoolIdx, Requirements), std::rc::Rc<Vec<usize>>>>;
 
 /// What the price of a node slot for a pod depends on (see
 /// [`size_classes`]), borrowed from the pod.
@@ -444,7 +446,7 @@ struct ClassIds<K>(HashMap<K, usize>);
 
 impl<K: Eq + Hash> ClassIds<K> {
     fn new() -> Self {
-        ClassIds(HashMap::new())
+        ClassIds(HashMap::default())
     }
 
     /// The class of `key` (a new number the first time it is met).

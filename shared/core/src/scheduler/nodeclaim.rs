@@ -909,11 +909,8 @@ impl<'a> Run<'a> {
         if types_changed && maxima_to_recompute(claim, pool, &old_types) {
             // A new NodeClaim's maxima are remembered per type set: those
             // opened for pods of one kind start from the same types.
-            (claim.max_allocatable, claim.max_capacity) = if claim.max_allocatable.is_zero() {
-                self.hints.type_maxima(claim.pool, pool, &claim.types)
-            } else {
-                super::repack::type_maxima(pool, &claim.types)
-            };
+            (claim.max_allocatable, claim.max_capacity) =
+                self.hints.type_maxima(claim.pool, pool, &claim.types);
         }
         claim.refresh_room();
         let taints = &self.pools[claim.pool].taints;
