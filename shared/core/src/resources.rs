@@ -298,13 +298,7 @@ impl Resources {
     /// True when every requested quantity is within `capacity`.
     #[inline]
     pub fn fits_in(&self, capacity: &Resources) -> bool {
-        // `first_exceeding(capacity).is_none()`, the known quantities
-        // branch-free.
-        let mut fits = true;
-        for (want, have) in self.known.iter().zip(&capacity.known) {
-            fits &= want.millis() <= have.millis();
-        }
-        fits && (self.other.as_ref()).is_none_or(|m| m.iter().all(|(k, v)| *v <= capacity.get(k)))
+        self.first_exceeding(capacity).is_none()
     }
 
     /// The first resource (in canonical order) whose request exceeds

@@ -553,20 +553,16 @@ impl Run<'_> {
         &self,
         pi: PoolIdx,
         p: PodIdx,
-        compatible: &std::rc::Rc<Vec<usize>>,
+        compatible: &Rc<Vec<usize>>,
         requests: &Resources,
-    ) -> std::rc::Rc<Vec<usize>> {
-        let key = (
-            std::rc::Rc::as_ptr(compatible) as usize,
-            pi,
-            self.hints.req_class(p),
-        );
+    ) -> Rc<Vec<usize>> {
+        let key = (Rc::as_ptr(compatible) as usize, pi, self.hints.req_class(p));
         if let Some((_, hit)) = self.hints.fit_cache.borrow().get(&key) {
             return hit.clone();
         }
         let pool = &self.pools[pi];
         let compact = requests.compact_request();
-        let v: std::rc::Rc<Vec<usize>> = std::rc::Rc::new(
+        let v: Rc<Vec<usize>> = Rc::new(
             (compatible.iter().copied())
                 .filter(|&i| pool.type_holds(i, requests, compact))
                 .collect(),

@@ -142,8 +142,7 @@ impl Claim {
         reservation: Option<u32>,
         (min_values, min_values_relaxed): (BTreeMap<String, u32>, bool),
     ) -> Claim {
-        let compact_room = requests.compact_room(&Resources::new());
-        Claim {
+        let mut claim = Claim {
             pool: pi,
             name,
             requirements,
@@ -151,7 +150,7 @@ impl Claim {
             requests,
             pods: vec![],
             host_ports: BTreeSet::new(),
-            compact_room,
+            compact_room: None,
             max_allocatable: Resources::new(),
             max_capacity: Resources::new(),
             size: None,
@@ -164,7 +163,9 @@ impl Claim {
             zone_mask: ZoneMask::Unknown,
             min_values,
             min_values_relaxed,
-        }
+        };
+        claim.refresh_room();
+        claim
     }
 
     /// Whether a pod of `requests` (`compact`: their compact form) fits

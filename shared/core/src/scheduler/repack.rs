@@ -169,8 +169,7 @@ impl Claim {
     ) -> Claim {
         let mut requirements = reqs.clone();
         requirements.add(Requirement::in_values(labels::HOSTNAME, [name.as_str()]));
-        let compact_room = packed.requests.compact_room(&packed.max_allocatable);
-        Claim {
+        let mut claim = Claim {
             pool: pi,
             zone_pin: ZonePin::of(&requirements, zones),
             zone_mask: ZoneMask::of(&requirements, zones),
@@ -180,7 +179,7 @@ impl Claim {
             requests: packed.requests,
             pods: packed.pods,
             host_ports: Default::default(),
-            compact_room,
+            compact_room: None,
             max_allocatable: packed.max_allocatable,
             max_capacity: packed.max_capacity,
             size: None,
@@ -191,7 +190,9 @@ impl Claim {
             memo_answer: super::nodeclaim::JoinAnswer::Never,
             min_values: Default::default(),
             min_values_relaxed: false,
-        }
+        };
+        claim.refresh_room();
+        claim
     }
 }
 

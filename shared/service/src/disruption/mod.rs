@@ -1252,7 +1252,10 @@ fn add_instances(state: &mut ClusterState, claims: &BTreeMap<String, (Item, Node
                 .entry(i.instance_id.clone())
                 .or_insert(facts);
         }
-        if let Some(c) = state.node_claims.iter_mut().find(|c| c.name == r.name) {
+        // `add_node_claims` left them sorted by name.
+        let at = (state.node_claims).binary_search_by(|c| c.name.as_str().cmp(&r.name));
+        if let Ok(k) = at {
+            let c = &mut state.node_claims[k];
             if c.image_id.is_none() {
                 c.image_id.clone_from(&i.image_id);
             }
