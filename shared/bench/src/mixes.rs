@@ -546,6 +546,164 @@ mod tests {
         assert!(build("nope", 1, 1).is_none());
     }
 
+    /// What is wrong with `plan` for `s`: a pod placed twice or not at all,
+    /// a NodeClaim's instance type, zone or capacity type its pods' node
+    /// selectors rule out, requests beyond the cheapest type's allocatable,
+    /// two pods on one NodeClaim where one's required anti-affinity on the
+    /// hostname selects the other, or a `DoNotSchedule` zone spread whose
+    /// zone-pinned NodeClaims are skewed beyond `maxSkew` among the zones
+    /// they use (groups whose counted pods all carry the spread and sit on
+    /// zone-pinned NodeClaims).
+    fn violations(
+        s: &ClusterState,
+        catalog: &flotilla_core::catalog::Catalog,
+        plan: &flotilla_core::plan::Plan,
+    ) -> Vec<String> {
+        use std::collections::{BTreeMap, BTreeSet};
+        let mut out = Vec::new();
+        let by_key: BTreeMap<String, &Pod> = s.pending_pods.iter().map(|p| (p.key(), p)).collect();
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        let mut zone_of: BTreeMap<String, Option<String>> = BTreeMap::new();
+        for c in &plan.node_claims {
+            let pods: Vec<&Pod> = c
+                .pods
+                .iter()
+                .filter_map(|k| by_key.get(k).copied())
+                .collect();
+            for k in &c.pods {
+                *seen.entry(k.clone()).or_default() += 1;
+                zone_of.insert(k.clone(), (c.zones.len() == 1).then(|| c.zones[0].clone()));
+            }
+            if !c.resources.requests.fits_in(&c.resources.allocatable) {
+                out.push(format!("{}: requests beyond allocatable", c.name));
+            }
+            let mut selectors: Vec<&Requirements> = Vec::new();
+            for p in &pods {
+                if !selectors.contains(&&p.node_selector) {
+                    selectors.push(&p.node_selector);
+                } else {
+                    continue;
+                }
+                for t in c.instance_types.iter() {
+                    let Some(e) = catalog.get(t) else {
+                        out.push(format!("{}: unknown type {t}", c.name));
+                        continue;
+                    };
+                    let type_reqs = e.info.requirements();
+                    for r in p.node_selector.iter() {
+                        if labels::is_instance_type_label(&r.key)
+                            && !type_reqs.get(&r.key).is_some_and(|tr| tr.intersects(r))
+                        {
+                            out.push(format!("{}: {t} breaks {}'s {}", c.name, p.key(), r.key));
+                        }
+                    }
+                }
+            }
+            for p in &pods {
+                for (key, values) in [
+                    (labels::ZONE, c.zones.clone()),
+                    (
+                        labels::CAPACITY_TYPE,
+                        c.capacity_types
+                            .iter()
+                            .map(|ct| ct.as_str().to_string())
+                            .collect(),
+                    ),
+                ] {
+                    if values.iter().any(|v| !p.node_selector.allows(key, v)) {
+                        out.push(format!("{}: {key} {values:?} breaks {}", c.name, p.key()));
+                    }
+                }
+                for q in &pods {
+                    let hits = p.pod_anti_affinity.iter().any(|t| {
+                        t.topology_key == labels::HOSTNAME
+                            && p.key() != q.key()
+                            && t.selects(&p.namespace, &q.namespace, &q.labels)
+                    });
+                    if hits {
+                        out.push(format!("{}: {} repels {}", c.name, p.key(), q.key()));
+                    }
+                }
+            }
+        }
+        for p in &s.pending_pods {
+            match seen.get(&p.key()) {
+                Some(1) => {}
+                n => out.push(format!("{} placed {n:?} times", p.key())),
+            }
+        }
+        let mut groups: BTreeSet<(String, String)> = BTreeSet::new();
+        for p in &s.pending_pods {
+            for t in &p.topology_spread {
+                let hard = t.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule;
+                if hard && t.topology_key == labels::ZONE {
+                    let sel = format!("{:?}", t.label_selector);
+                    if groups.insert((p.namespace.clone(), sel)) {
+                        let counted: Vec<&Pod> = s
+                            .pending_pods
+                            .iter()
+                            .filter(|q| {
+                                q.namespace == p.namespace && t.label_selector.matches(&q.labels)
+                            })
+                            .collect();
+                        // Skew is checked when a pod carrying the spread
+                        // is placed: pods the selector counts that do not
+                        // carry it may skew the final counts validly.
+                        if counted.iter().any(|q| !q.topology_spread.contains(t)) {
+                            continue;
+                        }
+                        let zones: Option<Vec<String>> =
+                            counted.iter().map(|q| zone_of[&q.key()].clone()).collect();
+                        if let Some(zones) = zones {
+                            let mut per: BTreeMap<String, i64> = BTreeMap::new();
+                            for z in zones {
+                                *per.entry(z).or_default() += 1;
+                            }
+                            let (lo, hi) = (per.values().min(), per.values().max());
+                            if let (Some(lo), Some(hi)) = (lo, hi) {
+                                // Zones without pods count 0 when the
+                                // spread could use them; only the skew
+                                // among used zones is checked here.
+                                if hi - lo > i64::from(t.max_skew) {
+                                    out.push(format!("{}: zone skew {per:?}", p.key()));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Plans of the mixes with topology are valid (see `violations`):
+    /// the repack's anchors keep every constraint their pods had.
+    #[test]
+    fn constrained_mixes_plan_validly() {
+        let catalog = match flotilla_core::catalog::Catalog::embedded("us-west-2") {
+            Ok(c) => c,
+            Err(e) => panic!("embedded catalog: {e}"),
+        };
+        for mix in [
+            "random",
+            "independent",
+            "zone-spread",
+            "hostname-anti-affinity",
+        ] {
+            for seed in [1, 2, 3] {
+                let s = build(mix, 1000, seed).unwrap();
+                let plan = flotilla_core::scheduler::schedule(&s, &catalog, &Default::default());
+                let v = violations(&s, &catalog, &plan);
+                assert!(
+                    v.is_empty(),
+                    "{mix} seed {seed}: {} violations, first {:?}",
+                    v.len(),
+                    &v[..v.len().min(5)]
+                );
+            }
+        }
+    }
+
     /// The mixes written independently of the scheduler's optimizations
     /// (issue "plans that hold on workloads we did not write"): every pod
     /// has a valid place, and gets one, whatever the seed.

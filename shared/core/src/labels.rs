@@ -103,6 +103,37 @@ pub fn is_well_known(key: &str) -> bool {
     WELL_KNOWN.contains(&key)
 }
 
+/// Labels an instance type alone decides (not its offering, NodePool or
+/// node): whether a type may run a pod requiring one of them is known from
+/// the type, whatever node it becomes.
+pub const INSTANCE_TYPE_LABELS: &[&str] = &[
+    INSTANCE_TYPE,
+    OS,
+    ARCH,
+    WINDOWS_BUILD,
+    INSTANCE_HYPERVISOR,
+    INSTANCE_ENCRYPTION_IN_TRANSIT,
+    INSTANCE_CATEGORY,
+    INSTANCE_GENERATION,
+    INSTANCE_FAMILY,
+    INSTANCE_SIZE,
+    INSTANCE_CPU,
+    INSTANCE_CPU_MANUFACTURER,
+    INSTANCE_MEMORY,
+    INSTANCE_NETWORK_BANDWIDTH,
+    INSTANCE_PODS,
+    INSTANCE_GPU_NAME,
+    INSTANCE_GPU_MANUFACTURER,
+    INSTANCE_GPU_COUNT,
+    INSTANCE_GPU_MEMORY,
+    INSTANCE_LOCAL_NVME,
+    INSTANCE_EBS_BANDWIDTH,
+];
+
+pub fn is_instance_type_label(key: &str) -> bool {
+    INSTANCE_TYPE_LABELS.contains(&key)
+}
+
 /// Maps deprecated and CSI-specific aliases to the label Karpenter reasons
 /// about (`topology.ebs.csi.aws.com/zone` → `topology.kubernetes.io/zone`).
 pub fn normalize_key(key: &str) -> &str {

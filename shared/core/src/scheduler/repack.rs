@@ -48,10 +48,11 @@
 //! charges them differently) and no NodeOverlays (their adjusted prices
 //! order offerings differently from the prices compared here).
 
+mod anchors;
 mod knapsack_lp;
 mod patterns;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::labels;
 use crate::requirements::{Requirement, Requirements};
@@ -74,6 +75,9 @@ const SINGLE_CLASS_WORK: usize = 20_000_000;
 /// apart (one pod per node), so the greedy's work grows with their number
 /// (and their pairs are checked against each other's selectors).
 const ANTI_CLASSES: usize = 64;
+
+/// Most groups of one family packed together (each adds a dimension).
+const FAMILY_SETS: usize = 24;
 
 /// Work limit (count-vector pairs) of the exact few-class packing.
 const FEW_CLASSES_WORK: usize = 2_000_000;
@@ -200,6 +204,8 @@ impl Claim {
 /// its price.
 #[derive(Clone)]
 struct SizedNode {
+    /// Its requirements: those of every requirement set its pods carry.
+    reqs: Requirements,
     requests: Resources,
     types: TypeSet,
     max_allocatable: Resources,
@@ -210,10 +216,20 @@ struct SizedNode {
 /// A right-sized content, shared by the nodes of one fill.
 type Sized = std::rc::Rc<SizedNode>;
 
-/// Pods of a group with identical requests (and anti-affinity class).
+/// Pods of a group with identical requests (and anti-affinity class, and
+/// requirement set of the family).
 #[derive(Clone)]
 struct PodClass {
     requests: Resources,
+    /// Its pods' requirement set: an index into the family's.
+    family: usize,
+    /// Or, for a class of anchors (one per node, see `anchors`), the
+    /// NodeClaims, each of `requests` (its pods that stay).
+    anchors: Vec<ClaimIdx>,
+    /// Its anti-affinity class (0: none; see `Run::anti_classes`), and
+    /// whether that class's pods go one per node.
+    anti: usize,
+    self_anti: bool,
     pods: Vec<PodIdx>,
     /// Most of them per node.
     per_node: usize,
@@ -233,16 +249,45 @@ pub(super) struct Packing {
 /// a packing with more nodes must cost less by more than `t`, and one with
 /// fewer nodes may cost up to `t` more.
 fn replaces(pool: &super::pools::Pool, g: &Group, packing: &Packing) -> bool {
+    beats(
+        pool,
+        packing.cost,
+        packing.bins.len(),
+        g.old,
+        g.members.len(),
+    )
+}
+
+/// Whether `nodes` costing `cost` replace `old_nodes` costing `old` (see
+/// [`replaces`]).
+fn beats(pool: &super::pools::Pool, cost: f64, nodes: usize, old: f64, old_nodes: usize) -> bool {
     let t = pool.tolerance();
-    match packing.bins.len().cmp(&g.members.len()) {
-        std::cmp::Ordering::Greater => packing.cost * (1.0 + t) < g.old - 1e-9,
-        std::cmp::Ordering::Less => packing.cost < g.old * (1.0 + t) - 1e-9,
-        std::cmp::Ordering::Equal => packing.cost < g.old - 1e-9,
+    match nodes.cmp(&old_nodes) {
+        std::cmp::Ordering::Greater => cost * (1.0 + t) < old - 1e-9,
+        std::cmp::Ordering::Less => cost < old * (1.0 + t) - 1e-9,
+        std::cmp::Ordering::Equal => cost < old - 1e-9,
     }
+}
+
+/// Which NodeClaims the repack may take, by the run's topology.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// No topology in the run, or (`hostname_anti_only`) only zone spreads
+    /// and required hostname anti-affinity: spreading pods are taken on
+    /// zone-pinned NodeClaims and move between zones only as
+    /// `rebalance_zones` allows.
+    Planned { hostname_anti_only: bool },
+    /// Other topology: only NodeClaims whose every pod carries none (but
+    /// required hostname anti-affinity) and is counted by no other term
+    /// (but required hostname anti-affinity, which a pod's new node never
+    /// breaks: it holds only pods of the group, checked by
+    /// `anti_classes`).
+    UncountedPods,
 }
 
 /// NodeClaims the repack may replace: one NodePool, one set of
 /// requirements (hostname aside).
+#[derive(Clone)]
 pub(super) struct Group {
     pub(super) pool: PoolIdx,
     pub(super) reqs: Requirements,
@@ -250,15 +295,50 @@ pub(super) struct Group {
     pub(super) members: Vec<ClaimIdx>,
     /// Their pods (sorted); the zone moves change this.
     pub(super) pods: Vec<PodIdx>,
-    /// What the members cost as planned.
+    /// What the members cost as planned (infinite when the group must be
+    /// packed: it holds pods or anchors of other NodeClaims).
     pub(super) old: f64,
+    /// NodeClaims that keep their pods that may not move and may take
+    /// the group's (see `anchors`), with these requirements.
+    pub(super) anchors: Vec<ClaimIdx>,
 }
 
-/// A group's NodeClaims (`members`, in creation order) and the new
-/// NodeClaims that replace them.
+/// What the repack makes of each group: its own packing, or its family's
+/// (held at the family's first group), where that replaces it.
+struct Choices {
+    own: Vec<Option<Packing>>,
+    joint: Vec<Option<(Vec<usize>, Packing)>>,
+}
+
+impl Choices {
+    /// What NodePool `pi`'s `groups` cost once chosen (infinite when a
+    /// group that must be packed was not).
+    fn cost(&self, groups: &[Group], pi: PoolIdx) -> f64 {
+        let mut in_family = vec![false; groups.len()];
+        for (family, _) in self.joint.iter().flatten() {
+            for &gi in family {
+                in_family[gi] = true;
+            }
+        }
+        let mut total = 0.0;
+        for (gi, g) in groups.iter().enumerate().filter(|(_, g)| g.pool == pi) {
+            total += match (&self.joint[gi], &self.own[gi]) {
+                (Some((_, p)), _) => p.cost,
+                (None, Some(p)) => p.cost,
+                (None, None) if in_family[gi] => 0.0,
+                (None, None) => g.old,
+            };
+        }
+        total
+    }
+}
+
+/// A group's NodeClaims (`members`) and the new NodeClaims that replace
+/// them: each in the slot of an old one (an anchor's own, else the
+/// members' in creation order), or after all.
 struct Replacement {
     members: Vec<ClaimIdx>,
-    claims: Vec<Claim>,
+    claims: Vec<(Option<ClaimIdx>, Claim)>,
 }
 
 impl Run<'_> {
@@ -269,21 +349,54 @@ impl Run<'_> {
             return;
         }
         let hostname_anti_only = self.hostname_anti_only();
-        if self.topology.is_active() && !hostname_anti_only {
-            return;
-        }
-        let mut groups = self.repack_groups(hostname_anti_only);
+        let scope = if hostname_anti_only || !self.topology.is_active() {
+            Scope::Planned { hostname_anti_only }
+        } else {
+            Scope::UncountedPods
+        };
+        let mut groups = self.repack_groups(scope);
         // Pods moved between zones where that packs cheaper: those groups
         // are replaced whatever their own price.
         let mut packed: Vec<Option<Packing>> = groups.iter().map(|_| None).collect();
         let mut moved = vec![false; groups.len()];
-        if self.topology.is_active() && self.rebalance {
+        if self.topology.is_active() && scope != Scope::UncountedPods && self.rebalance {
             self.rebalance_zones(&mut groups, &mut packed, &mut moved, relax);
         }
-        let replaced = self.replacements(&groups, packed, &moved);
-        if !replaced.is_empty() {
+
+        let choices = self.choose(&groups, packed, &moved, false);
+        let anchors = match scope {
+            Scope::UncountedPods => self.anchors(relax),
+            Scope::Planned { .. } => Vec::new(),
+        };
+        if anchors.is_empty() {
+            let replaced = self.build_replacements(&groups, choices, |_| true);
             self.install_replacements(replaced);
+            return;
         }
+        // The same with the anchors and their movable pods packed too,
+        // NodePool by NodePool where that costs less.
+
+        let anchored = self.with_anchors(&groups, &anchors, relax);
+        let unmoved = vec![false; anchored.len()];
+        let none = anchored.iter().map(|_| None).collect();
+
+        let choices_b = self.choose(&anchored, none, &unmoved, true);
+        let pools: BTreeSet<PoolIdx> = anchors.iter().map(|&c| self.claims[c].pool).collect();
+        let taken: BTreeSet<PoolIdx> = pools
+            .into_iter()
+            .filter(|&pi| {
+                let planned: f64 = anchors
+                    .iter()
+                    .filter(|&&c| self.claims[c].pool == pi)
+                    .map(|&c| self.claim_price(&self.claims[c]))
+                    .sum();
+                let before = choices.cost(&groups, pi) + planned;
+                choices_b.cost(&anchored, pi) < before - 1e-9
+            })
+            .collect();
+        let mut replaced = self.build_replacements(&groups, choices, |pi| !taken.contains(&pi));
+        replaced.extend(self.build_replacements(&anchored, choices_b, |pi| taken.contains(&pi)));
+        self.install_replacements(replaced);
     }
 
     /// Whether the run's topology is only what the repack allows: required
@@ -309,13 +422,8 @@ impl Run<'_> {
     /// reservation, a NodePool without limits or minValues (a NodeClaim
     /// with minValues keeps the types its pods left it: the packings choose
     /// types by price alone), and pods whose placement nothing else looks at.
-    fn repackable(&self, claim: &Claim, hostname_anti_only: bool) -> bool {
-        let pool = &self.pools[claim.pool];
-        if claim.reservation.is_some()
-            || pool.remaining.is_some()
-            || claim.pods.is_empty()
-            || !pool.np.min_values.is_empty()
-        {
+    fn repackable(&self, claim: &Claim, scope: Scope) -> bool {
+        if !self.claim_repackable(claim) {
             return false;
         }
         let zone_pinned = matches!(claim.zone_pin, ZonePin::Bit(_) | ZonePin::Other);
@@ -323,22 +431,63 @@ impl Run<'_> {
             let pod = &self.pods[p];
             // Without a shape the pod spreads (on the zone, as
             // `hostname_anti_only` allows).
-            let spread_ok = hostname_anti_only && zone_pinned;
+            let (spread_ok, anti_ok) = match scope {
+                Scope::Planned { hostname_anti_only } => (
+                    hostname_anti_only && zone_pinned,
+                    hostname_anti_only || pod.pod_anti_affinity.is_empty(),
+                ),
+                Scope::UncountedPods => (false, self.uncounted(pod)),
+            };
             !((self.hints.shape(p).is_none() && !spread_ok)
                 || !pod.host_ports.is_empty()
-                || (!pod.pod_anti_affinity.is_empty() && !hostname_anti_only)
+                || !anti_ok
                 || !pod.preferred_pod_anti_affinity.is_empty())
         })
     }
 
+    /// Whether NodeClaim `claim` may be packed again as far as the
+    /// NodeClaim goes: no capacity reservation, a NodePool without limits
+    /// or minValues, and pods.
+    fn claim_repackable(&self, claim: &Claim) -> bool {
+        let pool = &self.pools[claim.pool];
+        claim.reservation.is_none()
+            && pool.remaining.is_none()
+            && !claim.pods.is_empty()
+            && pool.np.min_values.is_empty()
+    }
+
+    /// Whether pod `p` may move to a new node in a run whose topology
+    /// is beyond the zone-pinned spreads (`Scope::UncountedPods`).
+    fn movable(&self, p: PodIdx) -> bool {
+        let pod = &self.pods[p];
+        self.hints.shape(p).is_some()
+            && pod.host_ports.is_empty()
+            && pod.preferred_pod_anti_affinity.is_empty()
+            && self.uncounted(pod)
+    }
+
+    /// Whether pod `pod` carries no topology but required hostname
+    /// anti-affinity and no other topology term counts it: where it runs
+    /// matters to nobody else (see `Scope::UncountedPods`).
+    fn uncounted(&self, pod: &crate::model::Pod) -> bool {
+        pod.topology_spread.is_empty()
+            && pod.pod_affinity.is_empty()
+            && pod.preferred_pod_affinity.is_empty()
+            && pod
+                .pod_anti_affinity
+                .iter()
+                .all(|t| t.topology_key == labels::HOSTNAME)
+            && self.topology.counted_only_by_hostname_anti(pod)
+    }
+
     /// Groups of repackable NodeClaims by (NodePool, requirements without
     /// hostname), in creation order, with their pods and planned price.
-    fn repack_groups(&self, hostname_anti_only: bool) -> Vec<Group> {
+    fn repack_groups(&self, scope: Scope) -> Vec<Group> {
         let mut index: std::collections::HashMap<(PoolIdx, Requirements), usize> =
             Default::default();
         let mut groups: Vec<Group> = Vec::new();
         for (c, claim) in ClaimIdx::enumerate(&self.claims) {
-            if !self.repackable(claim, hostname_anti_only) {
+            if !self.repackable(claim, scope) {
                 continue;
             }
             let mut key = claim.requirements.clone();
@@ -350,6 +499,7 @@ impl Run<'_> {
                     members: vec![],
                     pods: vec![],
                     old: 0.0,
+                    anchors: vec![],
                 });
                 groups.len() - 1
             });
@@ -371,49 +521,189 @@ impl Run<'_> {
         groups
     }
 
-    /// The new NodeClaims of every group whose new packing replaces it
-    /// (cheaper, or `moved` between zones); `packed` holds the packings the
-    /// zone moves already made, the other groups are packed here.
-    fn replacements(
-        &mut self,
+    /// The new packing of every group that it replaces (cheaper, or
+    /// `moved` between zones), alone or with its family; `packed` holds
+    /// the packings the zone moves already made, the other groups are
+    /// packed here. With `families_first`, a family is packed together
+    /// whenever it can be, and only the other groups on their own (the
+    /// caller compares the whole with another choice).
+    fn choose(
+        &self,
         groups: &[Group],
         mut packed: Vec<Option<Packing>>,
         moved: &[bool],
-    ) -> Vec<Replacement> {
-        let mut replaced = Vec::new();
+        families_first: bool,
+    ) -> Choices {
+        let families = self.families(groups, moved);
+        let mut joint: Vec<Option<(Vec<usize>, Packing)>> = groups.iter().map(|_| None).collect();
+        let mut in_family = vec![false; groups.len()];
+        if families_first {
+            for family in &families {
+                if let Some(packing) = self.family_packing(groups, family, None) {
+                    for &gi in family {
+                        in_family[gi] = true;
+                    }
+                    joint[family[0]] = Some((family.clone(), packing));
+                }
+            }
+        }
+        // Each group's own packing, where it replaces the group.
+        let mut own: Vec<Option<Packing>> = Vec::with_capacity(groups.len());
         for (gi, g) in groups.iter().enumerate() {
             let packing = match packed[gi].take() {
+                _ if in_family[gi] => None,
                 Some(p) => Some(p),
-                None => self.pack_pods(g.pool, &g.reqs, &g.pods),
+                None if g.anchors.is_empty() => self.pack_pods(g.pool, &g.reqs, &g.pods),
+                None => {
+                    let anchors: Vec<(ClaimIdx, usize)> =
+                        g.anchors.iter().map(|&c| (c, 0)).collect();
+                    let family_of = vec![0; g.pods.len()];
+                    let reqs = std::slice::from_ref(&g.reqs);
+                    self.pack_family(g.pool, reqs, &g.pods, &family_of, &anchors)
+                }
             };
-            let Some(packing) = packing else {
+            own.push(packing.filter(|p| moved[gi] || replaces(&self.pools[g.pool], g, p)));
+        }
+        if !families_first {
+            // Families packed together, where that beats their groups' own.
+            for family in families {
+                if let Some(packing) = self.family_packing(groups, &family, Some(&own)) {
+                    for &gi in &family {
+                        own[gi] = None;
+                    }
+                    let first = family[0];
+                    joint[first] = Some((family, packing));
+                }
+            }
+        }
+        Choices { own, joint }
+    }
+
+    /// The new NodeClaims of `choices` for the groups of the NodePools
+    /// `taken` accepts.
+    fn build_replacements(
+        &mut self,
+        groups: &[Group],
+        choices: Choices,
+        taken: impl Fn(PoolIdx) -> bool,
+    ) -> Vec<Replacement> {
+        let Choices { mut own, mut joint } = choices;
+        let mut replaced = Vec::new();
+        for (gi, g) in groups.iter().enumerate() {
+            if !taken(g.pool) {
                 continue;
-            };
-            if moved[gi] || replaces(&self.pools[g.pool], g, &packing) {
-                let claims = self.build_claims(g.pool, &g.reqs, &g.members, packing);
-                replaced.push(Replacement {
-                    members: g.members.clone(),
-                    claims,
-                });
+            }
+            if let Some((family, packing)) = joint[gi].take() {
+                let mut members: Vec<ClaimIdx> = family
+                    .iter()
+                    .flat_map(|&f| groups[f].members.iter().copied())
+                    .collect();
+                members.sort_unstable();
+                let claims = self.build_claims(g.pool, &members, packing);
+                members.extend(
+                    family
+                        .iter()
+                        .flat_map(|&f| groups[f].anchors.iter().copied()),
+                );
+                replaced.push(Replacement { members, claims });
+            } else if let Some(packing) = own[gi].take() {
+                let claims = self.build_claims(g.pool, &g.members, packing);
+                let members = g.members.iter().chain(&g.anchors).copied().collect();
+                replaced.push(Replacement { members, claims });
             }
         }
         replaced
     }
 
+    /// Groups of one NodePool whose requirement sets differ only in
+    /// instance-type labels (`labels::INSTANCE_TYPE_LABELS`), two to
+    /// `FAMILY_SETS` of them, none moved between zones: their pods may
+    /// share a node of a type every set on it allows (an `arm64` pod and
+    /// one of no architecture on an `arm64` node). The first pass never
+    /// puts them together unless a pod joins a NodeClaim that narrows to
+    /// it; the repack packs such groups each on its own.
+    fn families(&self, groups: &[Group], moved: &[bool]) -> Vec<Vec<usize>> {
+        let mut index: std::collections::HashMap<(PoolIdx, Requirements), usize> =
+            Default::default();
+        let mut families: Vec<Vec<usize>> = Vec::new();
+        for (gi, g) in groups.iter().enumerate() {
+            if moved[gi] {
+                continue;
+            }
+            let mut key = g.reqs.clone();
+            for k in labels::INSTANCE_TYPE_LABELS {
+                key.remove(k);
+            }
+            key.remove(labels::ZONE);
+            let f = *index.entry((g.pool, key)).or_insert_with(|| {
+                families.push(Vec::new());
+                families.len() - 1
+            });
+            families[f].push(gi);
+        }
+        families.retain(|f| (2..=FAMILY_SETS).contains(&f.len()));
+        families
+    }
+
+    /// The packing of `family`'s groups together, when it beats what they
+    /// become on their own (`own` packing where it replaces them, else as
+    /// planned; without `own`, whenever there is one).
+    fn family_packing(
+        &self,
+        groups: &[Group],
+        family: &[usize],
+        own: Option<&[Option<Packing>]>,
+    ) -> Option<Packing> {
+        let pool = groups[family[0]].pool;
+        let (mut old, mut old_nodes) = (0.0, 0);
+        let mut reqs = Vec::with_capacity(family.len());
+        let mut pods = Vec::new();
+        let mut family_of = Vec::new();
+        let mut anchors = Vec::new();
+        for (f, &gi) in family.iter().enumerate() {
+            let g = &groups[gi];
+            match own.map(|o| &o[gi]) {
+                Some(Some(p)) => (old, old_nodes) = (old + p.cost, old_nodes + p.bins.len()),
+                Some(None) => (old, old_nodes) = (old + g.old, old_nodes + g.members.len()),
+                None => old = f64::INFINITY,
+            }
+            reqs.push(g.reqs.clone());
+            pods.extend_from_slice(&g.pods);
+            family_of.extend(std::iter::repeat_n(f, g.pods.len()));
+            anchors.extend(g.anchors.iter().map(|&c| (c, f)));
+        }
+        let packing = self.pack_family(pool, &reqs, &pods, &family_of, &anchors)?;
+        beats(
+            &self.pools[pool],
+            packing.cost,
+            packing.bins.len(),
+            old,
+            old_nodes,
+        )
+        .then_some(packing)
+    }
+
     /// New NodeClaims take the old ones' places (and names) in creation
     /// order; surplus old ones go, extra new ones come last.
     fn install_replacements(&mut self, replaced: Vec<Replacement>) {
+        if replaced.is_empty() {
+            return;
+        }
         let mut slots: Vec<Option<Claim>> = std::mem::take(&mut self.claims)
             .into_iter()
             .map(Some)
             .collect();
         let mut extra = Vec::new();
         for Replacement { members, claims } in replaced {
-            let mut new = claims.into_iter();
             for &c in &members {
-                slots[c] = new.next();
+                slots[c] = None;
             }
-            extra.extend(new);
+            for (slot, claim) in claims {
+                match slot {
+                    Some(c) => slots[c] = Some(claim),
+                    None => extra.push(claim),
+                }
+            }
         }
         self.claims = slots.into_iter().flatten().chain(extra).collect();
     }
@@ -440,22 +730,78 @@ impl Run<'_> {
             .iter()
             .filter_map(|&t| self.candidate(pi, &filter, t, dims))
             .collect();
-        let dominated = |a: &PackType, b: &PackType| {
-            b.price <= a.price && b.room.iter().zip(&a.room).all(|(x, y)| x >= y)
-        };
-        let mut kept: Vec<PackType> = Vec::new();
-        for (i, a) in cands.iter().enumerate() {
-            let beaten = cands
-                .iter()
-                .enumerate()
-                .any(|(j, b)| j != i && dominated(a, b) && (!dominated(b, a) || j < i));
-            if !beaten {
-                kept.push(a.clone());
-            }
-        }
-        let kept = std::rc::Rc::new(kept);
+        let kept = std::rc::Rc::new(undominated(cands));
         self.hints.remember_candidates(key, kept.clone());
         kept
+    }
+
+    /// Candidate types for a family's pods (see `Run::families`): every
+    /// type one of its requirement sets `reqs` allows, with room in the
+    /// first `resource_dims` of `demand`'s dimensions as `candidates`
+    /// gives it and, in each requirement set's dimension, the type's pod
+    /// room when the set allows it, else none (a pod of the set fits only
+    /// a type that allows it).
+    fn family_candidates(
+        &self,
+        pi: PoolIdx,
+        reqs: &[Requirements],
+        demand: &Demand,
+        resource_dims: usize,
+    ) -> Vec<PackType> {
+        let allowed: Vec<std::rc::Rc<Vec<usize>>> =
+            reqs.iter().map(|r| self.compatible_types(pi, r)).collect();
+        let mut types: Vec<usize> = allowed.iter().flat_map(|a| a.iter().copied()).collect();
+        types.sort_unstable();
+        types.dedup();
+        let dims = &demand.dims[..resource_dims];
+        let pods_dim = dims.iter().position(|d| d == crate::resources::PODS);
+        let sets = if reqs.len() > 1 { reqs.len() } else { 0 };
+        let one_per_node = demand.dims.len() - resource_dims - sets;
+        // The family's sets differ only in instance-type labels and zones:
+        // where their zones differ, a type is a candidate once per zone,
+        // at that zone's price, for the sets that allow the zone.
+        let zone_reqs: Vec<Option<&Requirement>> =
+            reqs.iter().map(|r| r.get(labels::ZONE)).collect();
+        let zones: Vec<Option<&str>> = if zone_reqs.iter().all(|z| *z == zone_reqs[0]) {
+            vec![None]
+        } else {
+            self.pools[pi]
+                .zones
+                .iter()
+                .filter(|z| zone_reqs.iter().any(|r| r.is_none_or(|r| r.has(z))))
+                .map(|z| Some(z.as_str()))
+                .collect()
+        };
+        let mut cands = Vec::new();
+        for zone in zones {
+            let mut base = reqs[0].clone();
+            if let Some(z) = zone {
+                base.replace(Requirement::in_values(labels::ZONE, [z]));
+            }
+            let filter = self.pools[pi].filter(&base);
+            let in_zone = |f: usize| zone.is_none_or(|z| zone_reqs[f].is_none_or(|r| r.has(z)));
+            for &t in &types {
+                let Some(mut c) = self.candidate(pi, &filter, t, dims) else {
+                    continue;
+                };
+                // In pods, as each pod needs one.
+                let pod_room = pods_dim.map_or(REQUIREMENT_ROOM, |d| c.room[d] / 1000);
+                c.room
+                    .extend(allowed.iter().take(sets).enumerate().map(|(f, a)| {
+                        if in_zone(f) && a.binary_search(&t).is_ok() {
+                            pod_room
+                        } else {
+                            0
+                        }
+                    }));
+                c.room.extend(std::iter::repeat_n(1, one_per_node));
+                let room = &c.room[resource_dims..resource_dims + sets];
+                if sets == 0 || room.iter().any(|&r| r > 0) {
+                    cands.push(c);
+                }
+            }
+        }
+        undominated(cands)
     }
 
     /// Type `t` of pool `pi` as a packing candidate: (type, price of the
@@ -590,7 +936,28 @@ impl Run<'_> {
         reqs: &Requirements,
         pods: &[PodIdx],
     ) -> Option<Packing> {
-        if pods.is_empty() {
+        self.pack_family(
+            pi,
+            std::slice::from_ref(reqs),
+            pods,
+            &vec![0; pods.len()],
+            &[],
+        )
+    }
+
+    /// Packs `pods` of a family (see `Run::families`): pod `pods[i]`
+    /// carries requirement set `reqs[family_of[i]]`, and a node holds pods
+    /// of several sets only on a type each of them allows. `anchors` (with
+    /// their sets) are packed as pods are, at most one per node.
+    fn pack_family(
+        &self,
+        pi: PoolIdx,
+        reqs: &[Requirements],
+        pods: &[PodIdx],
+        family_of: &[usize],
+        anchors: &[(ClaimIdx, usize)],
+    ) -> Option<Packing> {
+        if pods.is_empty() && anchors.is_empty() {
             return Some(Packing {
                 cost: 0.0,
                 classes: vec![],
@@ -598,9 +965,15 @@ impl Run<'_> {
                 sized: vec![],
             });
         }
-        let classes = self.pod_classes(pods)?;
-        let demand = Demand::of(&classes);
-        let cands = self.candidates(pi, reqs, &demand.dims);
+        let mut classes = self.pod_classes(pods, family_of)?;
+        self.add_anchor_classes(&mut classes, anchors);
+        let mut demand = Demand::of(&classes);
+        let resource_dims = demand.dims.len();
+        demand.add_requirement_dims(&classes, reqs.len());
+        let cands = match reqs {
+            [one] if demand.dims.len() == resource_dims => self.candidates(pi, one, &demand.dims),
+            _ => std::rc::Rc::new(self.family_candidates(pi, reqs, &demand, resource_dims)),
+        };
         let mut prices = FillPrices::new(&cands, &demand);
         // Each candidate is priced as the fleet would take its nodes (the
         // estimate prices fills by the cheapest type alone).
@@ -620,18 +993,23 @@ impl Run<'_> {
     /// The pod classes of `pods` (identical requests and anti-affinity
     /// class), largest requests first (as the first pass orders); `None`
     /// when the anti-affinity cannot be expressed (see `anti_classes`).
-    fn pod_classes(&self, pods: &[PodIdx]) -> Option<Vec<PodClass>> {
+    fn pod_classes(&self, pods: &[PodIdx], family_of: &[usize]) -> Option<Vec<PodClass>> {
         let (anti, self_anti) = self.anti_classes(pods)?;
-        let mut class_of: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+        let mut class_of: BTreeMap<(usize, usize, usize), usize> = BTreeMap::new();
         let mut classes: Vec<PodClass> = Vec::new();
         for (i, &p) in pods.iter().enumerate() {
             let rc = self.hints.req_class(p);
-            let k = *class_of.entry((rc, anti[i])).or_insert_with(|| {
+            let family = family_of[i];
+            let k = *class_of.entry((rc, anti[i], family)).or_insert_with(|| {
                 // At most one pod per node of a class whose hostname
                 // anti-affinity selects its own pods.
                 let per_node = if self_anti[anti[i]] { 1 } else { usize::MAX };
                 classes.push(PodClass {
                     requests: self.pods[p].requests.clone(),
+                    family,
+                    anchors: vec![],
+                    anti: anti[i],
+                    self_anti: self_anti[anti[i]],
                     pods: vec![],
                     per_node,
                 });
@@ -639,13 +1017,7 @@ impl Run<'_> {
             });
             classes[k].pods.push(p);
         }
-        classes.sort_by(|a, b| {
-            b.requests
-                .cpu()
-                .cmp(&a.requests.cpu())
-                .then_with(|| b.requests.memory().cmp(&a.requests.memory()))
-                .then_with(|| a.pods[0].cmp(&b.pods[0]))
-        });
+        sort_classes(&mut classes);
         Some(classes)
     }
 
@@ -655,12 +1027,10 @@ impl Run<'_> {
     fn priced_packing(
         &self,
         pi: PoolIdx,
-        reqs: &Requirements,
+        reqs: &[Requirements],
         classes: Vec<PodClass>,
         bins: Vec<Bin>,
     ) -> Option<Packing> {
-        let compatible = self.compatible_types(pi, reqs);
-        let filter = self.pools[pi].filter(reqs);
         // Bins of one fill share their requests, types and maxima.
         let mut by_fill: std::collections::HashMap<&[(usize, usize)], Sized> = Default::default();
         let mut sized: Vec<Sized> = Vec::with_capacity(bins.len());
@@ -669,7 +1039,14 @@ impl Run<'_> {
             let entry = match by_fill.get(b.fill.as_slice()) {
                 Some(e) => e.clone(),
                 None => {
+                    let node_reqs = node_requirements(reqs, &classes, &b.fill);
+                    let compatible = self.compatible_types(pi, &node_reqs);
+                    let filter = self.pools[pi].filter(&node_reqs);
                     let node = self.size_node(pi, &filter, &compatible, &classes, &b.fill);
+                    let node = SizedNode {
+                        reqs: node_reqs.clone(),
+                        ..node
+                    };
                     let e = std::rc::Rc::new(node);
                     by_fill.insert(b.fill.as_slice(), e.clone());
                     e
@@ -717,6 +1094,7 @@ impl Run<'_> {
         let (max_allocatable, max_capacity) = type_maxima(pool, &types);
         let price = self.set_price(pi, filter, types.iter());
         SizedNode {
+            reqs: Requirements::new(),
             requests,
             types,
             max_allocatable,
@@ -730,10 +1108,9 @@ impl Run<'_> {
     fn build_claims(
         &mut self,
         pi: PoolIdx,
-        reqs: &Requirements,
         members: &[ClaimIdx],
         packing: Packing,
-    ) -> Vec<Claim> {
+    ) -> Vec<(Option<ClaimIdx>, Claim)> {
         let Packing {
             classes,
             bins,
@@ -742,28 +1119,40 @@ impl Run<'_> {
         } = packing;
         let zones = self.pools[pi].zones.clone();
         let mut next: Vec<usize> = classes.iter().map(|_| 0).collect();
+        let mut free_members = members.iter().copied();
         let mut out = Vec::with_capacity(bins.len());
-        for (i, (b, entry)) in bins.iter().zip(sized).enumerate() {
+        for (b, entry) in bins.iter().zip(sized) {
             let SizedNode {
+                reqs,
                 requests,
                 types,
                 max_allocatable,
                 max_capacity,
                 ..
             } = (*entry).clone();
-            let name = match members.get(i) {
-                Some(&c) => self.claims[c].name.clone(),
-                None => self.new_claim_name(pi),
-            };
             let mut pods = Vec::new();
+            let mut anchor = None;
             for &(k, c) in &b.fill {
-                pods.extend_from_slice(&classes[k].pods[next[k]..next[k] + c]);
+                let class = &classes[k];
+                if class.anchors.is_empty() {
+                    pods.extend_from_slice(&class.pods[next[k]..next[k] + c]);
+                } else {
+                    // One per node (the anchor dimension).
+                    let a = class.anchors[next[k]];
+                    anchor = Some(a);
+                    pods.extend(self.staying(a));
+                }
                 next[k] += c;
             }
-            out.push(Claim::packed(
+            let slot = anchor.or_else(|| free_members.next());
+            let name = match slot {
+                Some(c) => self.claims[c].name.clone(),
+                None => self.new_claim_name(pi),
+            };
+            let mut claim = Claim::packed(
                 pi,
                 &zones,
-                reqs,
+                &reqs,
                 name,
                 Packed {
                     types,
@@ -772,11 +1161,81 @@ impl Run<'_> {
                     max_allocatable,
                     max_capacity,
                 },
-            ));
+            );
+            if anchor.is_some() {
+                claim.host_ports = claim
+                    .pods
+                    .iter()
+                    .flat_map(|&p| self.pods[p].host_ports.iter().cloned())
+                    .collect();
+            }
+            out.push((slot, claim));
         }
         out
     }
 }
+
+/// Largest requests first (as the first pass orders); of equals, pods'
+/// classes first, by their first pod, then anchors' by their first.
+fn sort_classes(classes: &mut [PodClass]) {
+    let first = |c: &PodClass| {
+        (
+            c.pods.is_empty(),
+            c.pods.first().map(|p| p.get()),
+            c.anchors.first().map(|a| a.get()),
+        )
+    };
+    classes.sort_by(|a, b| {
+        b.requests
+            .cpu()
+            .cmp(&a.requests.cpu())
+            .then_with(|| b.requests.memory().cmp(&a.requests.memory()))
+            .then_with(|| first(a).cmp(&first(b)))
+    });
+}
+
+/// `cands` without the dominated ones (no cheaper and no larger in any
+/// dimension than another; of equals, the first is kept).
+fn undominated(cands: Vec<PackType>) -> Vec<PackType> {
+    let dominated = |a: &PackType, b: &PackType| {
+        b.price <= a.price && b.room.iter().zip(&a.room).all(|(x, y)| x >= y)
+    };
+    let mut kept: Vec<PackType> = Vec::new();
+    for (i, a) in cands.iter().enumerate() {
+        let beaten = cands
+            .iter()
+            .enumerate()
+            .any(|(j, b)| j != i && dominated(a, b) && (!dominated(b, a) || j < i));
+        if !beaten {
+            kept.push(a.clone());
+        }
+    }
+    kept
+}
+
+/// A node's requirements: the intersection of `reqs`' sets whose pods its
+/// `fill` holds (each class's set is `classes[k].family`).
+fn node_requirements(
+    reqs: &[Requirements],
+    classes: &[PodClass],
+    fill: &[(usize, usize)],
+) -> Requirements {
+    let mut sets: Vec<usize> = fill.iter().map(|&(k, _)| classes[k].family).collect();
+    sets.sort_unstable();
+    sets.dedup();
+    let mut out = match sets.first() {
+        Some(&f) => reqs[f].clone(),
+        None => reqs.first().cloned().unwrap_or_default(),
+    };
+    for &f in sets.iter().skip(1) {
+        out.add_all(&reqs[f]);
+    }
+    out
+}
+
+/// A family requirement set's room on a type that allows it, where the
+/// pods do not request the `pods` resource (never binding).
+const REQUIREMENT_ROOM: i64 = 1 << 30;
 
 /// What a group's pod classes ask of a node: the resource dimensions the
 /// pods request and, per class, its request per dimension, the most pods
@@ -805,7 +1264,10 @@ impl Demand {
             .iter()
             .map(|c| dims.iter().map(|d| c.requests.get(d).millis()).collect())
             .collect();
-        let counts: Vec<usize> = classes.iter().map(|c| c.pods.len()).collect();
+        let counts: Vec<usize> = classes
+            .iter()
+            .map(|c| c.pods.len() + c.anchors.len())
+            .collect();
         Demand {
             dims,
             need,
@@ -813,7 +1275,51 @@ impl Demand {
             counts,
         }
     }
+
+    /// One more dimension per requirement set of a family (`sets` of
+    /// them, when more than one): each pod needs one unit of its own
+    /// set's; then one per group of classes that go one per node together
+    /// (the anchors; the classes of one anti-affinity class split over
+    /// several sets), of which each class of the group needs one and every
+    /// type has one (see `Run::family_candidates`).
+    fn add_requirement_dims(&mut self, classes: &[PodClass], sets: usize) {
+        let sets = if sets > 1 { sets } else { 0 };
+        self.dims
+            .extend((0..sets).map(|f| format!("{REQUIREMENT_DIM}{f}")));
+        let mut together: Vec<Vec<bool>> = Vec::new();
+        if classes.iter().any(|c| !c.anchors.is_empty()) {
+            together.push(classes.iter().map(|c| !c.anchors.is_empty()).collect());
+        }
+        let mut split: Vec<usize> = classes
+            .iter()
+            .filter(|c| c.self_anti)
+            .map(|c| c.anti)
+            .collect();
+        split.sort_unstable();
+        let split: Vec<usize> = split
+            .chunk_by(|a, b| a == b)
+            .filter(|g| g.len() > 1)
+            .map(|g| g[0])
+            .collect();
+        for a in split {
+            together.push(classes.iter().map(|c| c.self_anti && c.anti == a).collect());
+        }
+        self.dims
+            .extend((0..together.len()).map(|g| format!("{ONE_PER_NODE_DIM}{g}")));
+        for (k, (need, class)) in self.need.iter_mut().zip(classes).enumerate() {
+            need.extend((0..sets).map(|f| i64::from(f == class.family)));
+            need.extend(together.iter().map(|g| i64::from(g[k])));
+        }
+    }
 }
+
+/// The name prefix of a family's requirement-set dimensions (not a
+/// resource: no pod requests it).
+const REQUIREMENT_DIM: &str = "flotilla.dev/requirement-set-";
+
+/// The name prefix of the dimensions that keep groups of classes one pod
+/// per node.
+const ONE_PER_NODE_DIM: &str = "flotilla.dev/one-per-node-";
 
 /// Value of a pod of each class, two ways (the cheapest packing wins):
 /// the best price per slot any type offers for it; and the sum of its

@@ -479,6 +479,26 @@ fn hostname_anti_affinity_to_self_gives_one_pod_per_node() {
     assert!(p.node_claims.iter().all(|c| c.pods.len() == 1));
 }
 
+/// Pods of different sizes under one anti-affinity term (an "ha group")
+/// repel each other too: the repack, which packs them by size, must not
+/// put two sizes of the group on one node.
+#[test]
+fn hostname_anti_affinity_group_of_several_sizes_stays_one_per_node() {
+    let pods: Vec<Pod> = (0..8)
+        .map(|i| {
+            let cpu = if i % 2 == 0 { "100m" } else { "250m" };
+            let mut p = labeled(pod(&format!("ha{i}"), cpu, "128Mi"), "group", "ha");
+            p.pod_anti_affinity = vec![term(labels::HOSTNAME, selector("group", "ha"))];
+            p
+        })
+        .collect();
+    let p = plan(&state(pods, vec![default_pool()]));
+    assert_eq!(p.summary.scheduled, 8);
+    for c in &p.node_claims {
+        assert_eq!(c.pods.len(), 1, "{} holds {:?}", c.name, c.pods);
+    }
+}
+
 #[test]
 fn hostname_spread_limits_pods_per_node() {
     let pods: Vec<Pod> = (0..4)

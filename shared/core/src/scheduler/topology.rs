@@ -672,6 +672,37 @@ impl Topology {
         out.retain(|&gi| self.groups[gi].selects(&p.namespace, &p.labels));
     }
 
+    /// Whether a topology term (spread, affinity, anti-affinity, owned or
+    /// inverse) is on `key`.
+    pub fn uses_key(&self, key: &str) -> bool {
+        self.groups
+            .iter()
+            .chain(&self.inverse)
+            .any(|g| g.id.key == key)
+    }
+
+    /// Whether where pod `p` runs matters to no constraint but required
+    /// anti-affinity on the hostname: every group selecting it, counting
+    /// or inverse, is that (moving it to another new node, never one that
+    /// holds a pod whose term selects it, keeps every constraint).
+    pub fn counted_only_by_hostname_anti(&self, p: &Pod) -> bool {
+        let hostname_anti =
+            |g: &Group| g.id.kind == Kind::AntiAffinity && g.id.key == labels::HOSTNAME;
+        let inverse_ok = |g: &Group| g.id.key == labels::HOSTNAME;
+        let mut selecting = Vec::new();
+        self.selecting_into(p, &mut selecting);
+        let inverse = self.inverse_unindexed.iter().chain(
+            p.labels
+                .iter()
+                .filter_map(|(k, v)| self.inverse_by_label.get(k).and_then(|m| m.get(v)))
+                .flatten(),
+        );
+        selecting.iter().all(|&gi| hostname_anti(&self.groups[gi]))
+            && inverse
+                .map(|&gi| &self.inverse[gi])
+                .all(|g| !g.selects(&p.namespace, &p.labels) || inverse_ok(g))
+    }
+
     fn group(&mut self, id: GroupKey) -> usize {
         if let Some(i) = self.index.get(&id) {
             return *i;
