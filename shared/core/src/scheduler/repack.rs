@@ -37,16 +37,23 @@
 //! * two of the last nodes are merged into one while that is cheaper (the
 //!   greedy leaves its leftovers there);
 //! * every node is then right-sized: it keeps every type that holds its
-//!   pods, and its price is the cheapest of them, as for any NodeClaim.
+//!   pods, and its price is the cheapest of them, as for any NodeClaim;
+//! * groups of one NodePool whose requirements differ only in instance-type
+//!   labels and zones (a *family*, `Run::families`) are also packed
+//!   together, each pod only on types (and zones) its own set allows, and
+//!   that replaces their own packings when cheaper.
 //!
 //! Only pods whose placement nothing else looks at are moved: no topology
 //! in the run but required hostname anti-affinity (a group is packed again
 //! when each of at most `ANTI_CLASSES` terms selects only its own pods,
 //! which then go one per node) and zone topology spread (spreading pods
-//! only move between NodeClaims pinned to their zone), no host ports, no
-//! capacity reservation, NodePools without limits (a different packing
-//! charges them differently) and no NodeOverlays (their adjusted prices
-//! order offerings differently from the prices compared here).
+//! only move between NodeClaims pinned to their zone); with other topology,
+//! pods that carry none and that no term counts (`Scope::UncountedPods`),
+//! and NodeClaims holding them beside pods that must stay are packed as
+//! anchors (`anchors`). No host ports, no capacity reservation, NodePools
+//! without limits (a different packing charges them differently) and no
+//! NodeOverlays (their adjusted prices order offerings differently from the
+//! prices compared here).
 
 mod anchors;
 mod knapsack_lp;
@@ -230,6 +237,7 @@ struct PodClass {
     /// whether that class's pods go one per node.
     anti: usize,
     self_anti: bool,
+
     pods: Vec<PodIdx>,
     /// Most of them per node.
     per_node: usize,
@@ -522,28 +530,28 @@ impl Run<'_> {
     }
 
     /// The new packing of every group that it replaces (cheaper, or
-    /// `moved` between zones), alone or with its family; `packed` holds
-    /// the packings the zone moves already made, the other groups are
-    /// packed here. With `families_first`, a family is packed together
-    /// whenever it can be, and only the other groups on their own (the
-    /// caller compares the whole with another choice).
+    /// `moved` between zones); `packed` holds the packings the zone moves
+    /// already made, the other groups are packed here. With `families`,
+    /// each family (see `Run::families`) is packed together whenever it
+    /// can be, and only the other groups on their own (the caller compares
+    /// the whole with the choice without families).
     fn choose(
         &self,
         groups: &[Group],
         mut packed: Vec<Option<Packing>>,
         moved: &[bool],
-        families_first: bool,
+        families: bool,
     ) -> Choices {
-        let families = self.families(groups, moved);
         let mut joint: Vec<Option<(Vec<usize>, Packing)>> = groups.iter().map(|_| None).collect();
         let mut in_family = vec![false; groups.len()];
-        if families_first {
-            for family in &families {
-                if let Some(packing) = self.family_packing(groups, family, None) {
-                    for &gi in family {
+        if families {
+            for family in self.families(groups, moved) {
+                if let Some(packing) = self.family_packing(groups, &family) {
+                    for &gi in &family {
                         in_family[gi] = true;
                     }
-                    joint[family[0]] = Some((family.clone(), packing));
+                    let first = family[0];
+                    joint[first] = Some((family, packing));
                 }
             }
         }
@@ -563,18 +571,6 @@ impl Run<'_> {
                 }
             };
             own.push(packing.filter(|p| moved[gi] || replaces(&self.pools[g.pool], g, p)));
-        }
-        if !families_first {
-            // Families packed together, where that beats their groups' own.
-            for family in families {
-                if let Some(packing) = self.family_packing(groups, &family, Some(&own)) {
-                    for &gi in &family {
-                        own[gi] = None;
-                    }
-                    let first = family[0];
-                    joint[first] = Some((family, packing));
-                }
-            }
         }
         Choices { own, joint }
     }
@@ -621,7 +617,8 @@ impl Run<'_> {
     /// share a node of a type every set on it allows (an `arm64` pod and
     /// one of no architecture on an `arm64` node). The first pass never
     /// puts them together unless a pod joins a NodeClaim that narrows to
-    /// it; the repack packs such groups each on its own.
+    /// it; the repack packs such groups each on its own. Their zones may
+    /// differ: anchors pinned to a zone take pods of none.
     fn families(&self, groups: &[Group], moved: &[bool]) -> Vec<Vec<usize>> {
         let mut index: std::collections::HashMap<(PoolIdx, Requirements), usize> =
             Default::default();
@@ -645,42 +642,21 @@ impl Run<'_> {
         families
     }
 
-    /// The packing of `family`'s groups together, when it beats what they
-    /// become on their own (`own` packing where it replaces them, else as
-    /// planned; without `own`, whenever there is one).
-    fn family_packing(
-        &self,
-        groups: &[Group],
-        family: &[usize],
-        own: Option<&[Option<Packing>]>,
-    ) -> Option<Packing> {
+    /// The packing of `family`'s groups together.
+    fn family_packing(&self, groups: &[Group], family: &[usize]) -> Option<Packing> {
         let pool = groups[family[0]].pool;
-        let (mut old, mut old_nodes) = (0.0, 0);
         let mut reqs = Vec::with_capacity(family.len());
         let mut pods = Vec::new();
         let mut family_of = Vec::new();
         let mut anchors = Vec::new();
         for (f, &gi) in family.iter().enumerate() {
             let g = &groups[gi];
-            match own.map(|o| &o[gi]) {
-                Some(Some(p)) => (old, old_nodes) = (old + p.cost, old_nodes + p.bins.len()),
-                Some(None) => (old, old_nodes) = (old + g.old, old_nodes + g.members.len()),
-                None => old = f64::INFINITY,
-            }
             reqs.push(g.reqs.clone());
             pods.extend_from_slice(&g.pods);
             family_of.extend(std::iter::repeat_n(f, g.pods.len()));
             anchors.extend(g.anchors.iter().map(|&c| (c, f)));
         }
-        let packing = self.pack_family(pool, &reqs, &pods, &family_of, &anchors)?;
-        beats(
-            &self.pools[pool],
-            packing.cost,
-            packing.bins.len(),
-            old,
-            old_nodes,
-        )
-        .then_some(packing)
+        self.pack_family(pool, &reqs, &pods, &family_of, &anchors)
     }
 
     /// New NodeClaims take the old ones' places (and names) in creation
@@ -972,6 +948,16 @@ impl Run<'_> {
         demand.add_requirement_dims(&classes, reqs.len());
         let cands = match reqs {
             [one] if demand.dims.len() == resource_dims => self.candidates(pi, one, &demand.dims),
+            [one] => {
+                // Only one-per-node dimensions: every type has one of each,
+                // which changes no dominance.
+                let extra = demand.dims.len() - resource_dims;
+                let mut cands = (*self.candidates(pi, one, &demand.dims[..resource_dims])).clone();
+                for c in &mut cands {
+                    c.room.extend(std::iter::repeat_n(1, extra));
+                }
+                std::rc::Rc::new(cands)
+            }
             _ => std::rc::Rc::new(self.family_candidates(pi, reqs, &demand, resource_dims)),
         };
         let mut prices = FillPrices::new(&cands, &demand);
@@ -1195,22 +1181,40 @@ fn sort_classes(classes: &mut [PodClass]) {
 }
 
 /// `cands` without the dominated ones (no cheaper and no larger in any
-/// dimension than another; of equals, the first is kept).
+/// dimension than another; of equals, the first is kept), in their order.
+/// Each is compared with the kept ones cheaper or larger than it only:
+/// what a dropped one dominates, the one that dropped it dominates too.
 fn undominated(cands: Vec<PackType>) -> Vec<PackType> {
-    let dominated = |a: &PackType, b: &PackType| {
-        b.price <= a.price && b.room.iter().zip(&a.room).all(|(x, y)| x >= y)
-    };
-    let mut kept: Vec<PackType> = Vec::new();
-    for (i, a) in cands.iter().enumerate() {
-        let beaten = cands
-            .iter()
-            .enumerate()
-            .any(|(j, b)| j != i && dominated(a, b) && (!dominated(b, a) || j < i));
+    let size = |c: &PackType| c.room.iter().map(|&r| r as f64).sum::<f64>();
+    let mut order: Vec<usize> = (0..cands.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (ca, cb) = (&cands[a], &cands[b]);
+        ca.price
+            .total_cmp(&cb.price)
+            .then(size(cb).total_cmp(&size(ca)))
+            .then(a.cmp(&b))
+    });
+    let mut kept: Vec<usize> = Vec::new();
+    for i in order {
+        let a = &cands[i];
+        let beaten = kept.iter().any(|&j| {
+            let b = &cands[j];
+            b.price <= a.price && b.room.iter().zip(&a.room).all(|(x, y)| x >= y)
+        });
         if !beaten {
-            kept.push(a.clone());
+            kept.push(i);
         }
     }
-    kept
+    kept.sort_unstable();
+    let mut keep = vec![false; cands.len()];
+    for i in kept {
+        keep[i] = true;
+    }
+    cands
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(c, k)| k.then_some(c))
+        .collect()
 }
 
 /// A node's requirements: the intersection of `reqs`' sets whose pods its

@@ -319,7 +319,7 @@ struct KindShed {
 
 /// Most kinds of anchors (requirements and requests: each a class of the
 /// packing) per NodePool: the packing's work grows with its classes.
-const ANCHOR_CLASSES: usize = 32;
+const ANCHOR_CLASSES: usize = 24;
 
 /// A pod's required and preferred pod anti-affinity terms.
 fn anti_terms(pod: &crate::model::Pod) -> impl Iterator<Item = &PodAffinityTerm> {
