@@ -103,35 +103,25 @@ pub fn is_well_known(key: &str) -> bool {
     WELL_KNOWN.contains(&key)
 }
 
-/// Labels an instance type alone decides (not its offering, NodePool or
-/// node): whether a type may run a pod requiring one of them is known from
-/// the type, whatever node it becomes.
-pub const INSTANCE_TYPE_LABELS: &[&str] = &[
-    INSTANCE_TYPE,
-    OS,
-    ARCH,
-    WINDOWS_BUILD,
-    INSTANCE_HYPERVISOR,
-    INSTANCE_ENCRYPTION_IN_TRANSIT,
-    INSTANCE_CATEGORY,
-    INSTANCE_GENERATION,
-    INSTANCE_FAMILY,
-    INSTANCE_SIZE,
-    INSTANCE_CPU,
-    INSTANCE_CPU_MANUFACTURER,
-    INSTANCE_MEMORY,
-    INSTANCE_NETWORK_BANDWIDTH,
-    INSTANCE_PODS,
-    INSTANCE_GPU_NAME,
-    INSTANCE_GPU_MANUFACTURER,
-    INSTANCE_GPU_COUNT,
-    INSTANCE_GPU_MEMORY,
-    INSTANCE_LOCAL_NVME,
-    INSTANCE_EBS_BANDWIDTH,
+/// Well-known labels an instance type does not decide: its offering's,
+/// its NodePool's, its node's.
+const NOT_INSTANCE_TYPE: &[&str] = &[
+    ZONE,
+    REGION,
+    HOSTNAME,
+    CAPACITY_TYPE,
+    NODEPOOL,
+    PROVISIONER_NAME,
+    NODECLASS,
+    CAPACITY_RESERVATION_ID,
+    CAPACITY_RESERVATION_TYPE,
 ];
 
+/// Whether the instance type alone decides this label (architecture, OS,
+/// family, size, ...): whether a type may run a pod requiring it is known
+/// from the type, whatever node it becomes.
 pub fn is_instance_type_label(key: &str) -> bool {
-    INSTANCE_TYPE_LABELS.contains(&key)
+    is_well_known(key) && !NOT_INSTANCE_TYPE.contains(&key)
 }
 
 /// Maps deprecated and CSI-specific aliases to the label Karpenter reasons
@@ -237,6 +227,25 @@ pub fn validate_value(v: &str) -> Result<(), LabelError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn instance_type_labels_are_the_well_known_ones_a_type_decides() {
+        for (key, decided) in [
+            (ARCH, true),
+            (OS, true),
+            (INSTANCE_TYPE, true),
+            (INSTANCE_FAMILY, true),
+            (INSTANCE_GPU_COUNT, true),
+            (ZONE, false),
+            (CAPACITY_TYPE, false),
+            (HOSTNAME, false),
+            (NODEPOOL, false),
+            (CAPACITY_RESERVATION_ID, false),
+            ("team", false),
+        ] {
+            assert_eq!(is_instance_type_label(key), decided, "{key}");
+        }
+    }
 
     #[test]
     fn keys() {

@@ -612,7 +612,7 @@ impl Run<'_> {
     }
 
     /// Groups of one NodePool whose requirement sets differ only in
-    /// instance-type labels (`labels::INSTANCE_TYPE_LABELS`), two to
+    /// instance-type labels (`labels::is_instance_type_label`), two to
     /// `FAMILY_SETS` of them, none moved between zones: their pods may
     /// share a node of a type every set on it allows (an `arm64` pod and
     /// one of no architecture on an `arm64` node). The first pass never
@@ -627,11 +627,12 @@ impl Run<'_> {
             if moved[gi] {
                 continue;
             }
-            let mut key = g.reqs.clone();
-            for k in labels::INSTANCE_TYPE_LABELS {
-                key.remove(k);
-            }
-            key.remove(labels::ZONE);
+            let key = Requirements::from_iter_reqs(
+                g.reqs
+                    .iter()
+                    .filter(|r| !labels::is_instance_type_label(&r.key) && r.key != labels::ZONE)
+                    .cloned(),
+            );
             let f = *index.entry((g.pool, key)).or_insert_with(|| {
                 families.push(Vec::new());
                 families.len() - 1
