@@ -374,7 +374,24 @@ pub struct Head {
     /// A resync whose parts are arriving.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receiving: Option<Receiving>,
+    /// The last streams a resync replaced, with the last post applied in
+    /// each (the latest `RETIRED_STREAMS`): a late resync part of one of
+    /// them is a duplicate, not a new state. Added after the first release
+    /// (absent: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retired: Vec<RetiredStream>,
 }
+
+/// A stream a resync replaced, and the last post applied in it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetiredStream {
+    pub stream: String,
+    pub seq: u64,
+}
+
+/// How many replaced streams a head remembers.
+pub const RETIRED_STREAMS: usize = 8;
 
 /// A resync being received.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -431,6 +448,15 @@ pub fn admit(head: &Head, seq: &Sequence, hash: &str) -> Admission {
         if same_stream && seq.seq <= head.seq {
             return Admission::Duplicate;
         }
+        // A part delivered late, of a stream a resync has since replaced:
+        // taking it would bring back the older state.
+        let retired = head
+            .retired
+            .iter()
+            .any(|r| r.stream == seq.stream && seq.seq <= r.seq);
+        if retired {
+            return Admission::Duplicate;
+        }
         let received = match &head.receiving {
             Some(rx) if rx.stream == seq.stream && rx.seq == seq.seq && rx.parts == r.parts => {
                 &rx.received
@@ -479,6 +505,27 @@ pub fn admit(head: &Head, seq: &Sequence, hash: &str) -> Admission {
 }
 
 impl Head {
+    /// The streams remembered once a resync of `stream` replaces this
+    /// head's: the current one joins them (when it is another and holds
+    /// posts), the oldest beyond `RETIRED_STREAMS` are forgotten.
+    fn retired_after(&self, stream: &str) -> Vec<RetiredStream> {
+        let mut retired: Vec<RetiredStream> = self
+            .retired
+            .iter()
+            .filter(|r| r.stream != stream && r.stream != self.stream)
+            .cloned()
+            .collect();
+        if self.seq > 0 && self.stream != stream {
+            retired.push(RetiredStream {
+                stream: self.stream.clone(),
+                seq: self.seq,
+            });
+        }
+        let extra = retired.len().saturating_sub(RETIRED_STREAMS);
+        retired.drain(..extra);
+        retired
+    }
+
     /// The head after an admitted post of content `hash`.
     pub fn after(&self, seq: &Sequence, admission: &Admission, hash: &str) -> Head {
         match (admission, seq.resync) {
@@ -487,12 +534,14 @@ impl Head {
                 seq: seq.seq,
                 last_hash: hash.to_string(),
                 receiving: self.receiving.clone(),
+                retired: self.retired.clone(),
             },
             (Admission::Part { complete: true }, _) => Head {
                 stream: seq.stream.clone(),
                 seq: seq.seq,
                 last_hash: String::new(),
                 receiving: None,
+                retired: self.retired_after(&seq.stream),
             },
             (Admission::Part { complete: false }, Some(r)) => {
                 let mut rx = match &self.receiving {

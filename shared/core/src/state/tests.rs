@@ -200,6 +200,7 @@ fn admission_by_sequence() {
         seq: 5,
         last_hash: "h5".into(),
         receiving: None,
+        ..Head::default()
     };
     let rx = Head {
         receiving: Some(Receiving {
@@ -500,6 +501,29 @@ mod faults {
         got.drop_unused_templates();
         prop_assert_eq!(got, agent.cache());
         Ok(())
+    }
+
+    /// A resync part delivered late, after the stream it started had moved
+    /// on (and a stale resync of an older stream before it), changes
+    /// nothing: found by the property below.
+    #[test]
+    fn a_late_resync_part_of_a_replaced_stream_is_a_duplicate() {
+        let post = |fate, delay| Op::Post {
+            fate,
+            dup: false,
+            delay,
+        };
+        let ops = vec![
+            post(Fate::RequestLost, true),
+            post(Fate::Delivered, true),
+            post(Fate::RequestLost, true),
+            Op::AddPod(0, 0),
+            post(Fate::Delivered, false),
+            Op::DeliverDelayed,
+        ];
+        if let Err(e) = run(ops) {
+            panic!("{e}");
+        }
     }
 
     proptest! {
