@@ -257,23 +257,11 @@ pub(super) struct Packing {
 /// a packing with more nodes must cost less by more than `t`, and one with
 /// fewer nodes may cost up to `t` more.
 fn replaces(pool: &super::pools::Pool, g: &Group, packing: &Packing) -> bool {
-    beats(
-        pool,
-        packing.cost,
-        packing.bins.len(),
-        g.old,
-        g.members.len(),
-    )
-}
-
-/// Whether `nodes` costing `cost` replace `old_nodes` costing `old` (see
-/// [`replaces`]).
-fn beats(pool: &super::pools::Pool, cost: f64, nodes: usize, old: f64, old_nodes: usize) -> bool {
     let t = pool.tolerance();
-    match nodes.cmp(&old_nodes) {
-        std::cmp::Ordering::Greater => cost * (1.0 + t) < old - 1e-9,
-        std::cmp::Ordering::Less => cost < old * (1.0 + t) - 1e-9,
-        std::cmp::Ordering::Equal => cost < old - 1e-9,
+    match packing.bins.len().cmp(&g.members.len()) {
+        std::cmp::Ordering::Greater => packing.cost * (1.0 + t) < g.old - 1e-9,
+        std::cmp::Ordering::Less => packing.cost < g.old * (1.0 + t) - 1e-9,
+        std::cmp::Ordering::Equal => packing.cost < g.old - 1e-9,
     }
 }
 
@@ -434,18 +422,16 @@ impl Run<'_> {
         if !self.claim_repackable(claim) {
             return false;
         }
+        let Scope::Planned { hostname_anti_only } = scope else {
+            return claim.pods.iter().all(|&p| self.movable(p));
+        };
         let zone_pinned = matches!(claim.zone_pin, ZonePin::Bit(_) | ZonePin::Other);
         claim.pods.iter().all(|&p| {
             let pod = &self.pods[p];
             // Without a shape the pod spreads (on the zone, as
             // `hostname_anti_only` allows).
-            let (spread_ok, anti_ok) = match scope {
-                Scope::Planned { hostname_anti_only } => (
-                    hostname_anti_only && zone_pinned,
-                    hostname_anti_only || pod.pod_anti_affinity.is_empty(),
-                ),
-                Scope::UncountedPods => (false, self.uncounted(pod)),
-            };
+            let spread_ok = hostname_anti_only && zone_pinned;
+            let anti_ok = hostname_anti_only || pod.pod_anti_affinity.is_empty();
             !((self.hints.shape(p).is_none() && !spread_ok)
                 || !pod.host_ports.is_empty()
                 || !anti_ok

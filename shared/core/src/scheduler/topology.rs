@@ -689,16 +689,12 @@ impl Topology {
         let hostname_anti =
             |g: &Group| g.id.kind == Kind::AntiAffinity && g.id.key == labels::HOSTNAME;
         let inverse_ok = |g: &Group| g.id.key == labels::HOSTNAME;
-        let mut selecting = Vec::new();
-        self.selecting_into(p, &mut selecting);
-        let inverse = self.inverse_unindexed.iter().chain(
-            p.labels
+        self.selecting(p)
+            .iter()
+            .all(|&gi| hostname_anti(&self.groups[gi]))
+            && self
+                .inverse_candidates(p)
                 .iter()
-                .filter_map(|(k, v)| self.inverse_by_label.get(k).and_then(|m| m.get(v)))
-                .flatten(),
-        );
-        selecting.iter().all(|&gi| hostname_anti(&self.groups[gi]))
-            && inverse
                 .map(|&gi| &self.inverse[gi])
                 .all(|g| !g.selects(&p.namespace, &p.labels) || inverse_ok(g))
     }

@@ -150,17 +150,14 @@ impl<'a> Run<'a> {
 
     /// The distinct (namespace, labels) of the run's movable pods.
     fn movable_signatures(&self) -> Vec<(&str, &std::collections::BTreeMap<String, String>)> {
-        let mut seen: HashMap<(&str, &std::collections::BTreeMap<String, String>), ()> =
-            HashMap::new();
+        let mut seen = std::collections::BTreeSet::new();
         for claim in &self.claims {
             for &p in claim.pods.iter().filter(|&&p| self.movable(p)) {
                 let pod = &self.pods[p];
-                seen.insert((pod.namespace.as_str(), &pod.labels), ());
+                seen.insert((pod.namespace.as_str(), &pod.labels));
             }
         }
-        let mut out: Vec<_> = seen.into_keys().collect();
-        out.sort();
-        out
+        seen.into_iter().collect()
     }
 
     /// The distinct anti-affinity terms of the run's movable pods, with
