@@ -1233,6 +1233,9 @@ const REQUIREMENT_ROOM: i64 = 1 << 30;
 /// per node and how many pods there are.
 struct Demand {
     dims: Vec<String>,
+    /// How many of `dims`, the first, are resources the pods request; the
+    /// rest are constraints (see `add_requirement_dims`).
+    resources: usize,
     need: Vec<Vec<i64>>,
     per_node: Vec<usize>,
     counts: Vec<usize>,
@@ -1260,6 +1263,7 @@ impl Demand {
             .map(|c| c.pods.len() + c.anchors.len())
             .collect();
         Demand {
+            resources: dims.len(),
             dims,
             need,
             per_node,
@@ -2099,6 +2103,7 @@ mod tests {
         let cands = vec![pt(0, 6.0, &[6000, 24000])];
         let demand = Demand {
             dims: vec!["cpu".into(), "memory".into()],
+            resources: 2,
             need: vec![vec![2000, 2048], vec![1000, 512], vec![750, 5632]],
             per_node: vec![usize::MAX; 3],
             counts: vec![12, 35, 32],

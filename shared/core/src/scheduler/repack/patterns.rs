@@ -221,6 +221,7 @@ fn greedy_rest(cands: &[PackType], demand: &Demand, left: &[usize]) -> Option<Ve
     let live: Vec<usize> = (0..left.len()).filter(|&k| left[k] > 0).collect();
     let rest = Demand {
         dims: demand.dims.clone(),
+        resources: demand.resources,
         need: live.iter().map(|&k| demand.need[k].clone()).collect(),
         per_node: live.iter().map(|&k| demand.per_node[k]).collect(),
         counts: live.iter().map(|&k| left[k]).collect(),
@@ -413,6 +414,7 @@ impl Pricing {
     ) -> Vec<(f64, Pattern)> {
         let bound = ValueBound::new(&demand.need, knap.value, valued);
         let mut found = Vec::new();
+        let mut take = Vec::new();
         self.was_full = full;
         for (ty, c) in cands.iter().enumerate() {
             if !full && self.closeness[ty] < NEAR {
@@ -422,11 +424,12 @@ impl Pricing {
                 self.closeness[ty] = 0.0;
                 continue;
             }
-            let Some((val, take)) = knap.best(&c.room, full, budget) else {
+            let Some(val) = knap.best(&c.room, full, budget, &mut take) else {
                 break;
             };
             let reduced = c.price - val;
             if reduced < -1e-9 * (1.0 + c.price) {
+                let take = take.clone();
                 found.push((reduced, Pattern { ty, take }));
             }
             if full {
@@ -492,10 +495,16 @@ struct Relaxed {
 /// the room still free.
 struct Knapsack<'a> {
     need: &'a [Vec<i64>],
-    /// `need` as floats, a row of `dims` per class, 0 where a class needs
-    /// none (or less) of a dimension: what `size` multiplies.
+    /// `need` in the resource dimensions as floats, a row of `dims` per
+    /// class, 0 where a class needs none (or less) of a dimension: what
+    /// `size` multiplies.
     need_f: Vec<f64>,
+    /// The resource dimensions (the first of `need`'s), the only ones a
+    /// class's size weighs.
     dims: usize,
+    /// Per class, its needs in the other dimensions (constraints:
+    /// requirement sets, one per node), as (dimension, need).
+    constraint_needs: Vec<Vec<(usize, i64)>>,
     value: &'a [f64],
     /// Per class, the most pods one node may take (0: not valued).
     most: Vec<i64>,
@@ -506,6 +515,10 @@ struct Knapsack<'a> {
     factors: Vec<f64>,
     keyed: Vec<(i64, usize)>,
     alive: Vec<usize>,
+    /// Scratch of the fills: the room left, and a static fill's pods per
+    /// class.
+    rem: Vec<i64>,
+    fill: Vec<usize>,
 }
 
 /// How a class's size sums its dimensions (each relative to the room).
@@ -522,7 +535,7 @@ impl<'a> Knapsack<'a> {
         let most = (valued.iter().zip(&demand.per_node))
             .map(|(&l, &p)| i64::try_from(l.min(p)).unwrap_or(i64::MAX))
             .collect();
-        let dims = demand.dims.len();
+        let dims = demand.resources;
         let mut weightings = vec![vec![1.0; dims]];
         for d in 0..dims {
             for step in 0..SURROGATE_STEPS {
@@ -534,10 +547,19 @@ impl<'a> Knapsack<'a> {
         let need_f = (demand.need.iter())
             .flat_map(|n| (0..dims).map(move |d| n.get(d).map_or(0.0, |&q| q.max(0) as f64)))
             .collect();
+        let constraint_needs = (demand.need.iter())
+            .map(|n| {
+                (n.iter().enumerate().skip(dims))
+                    .filter(|(_, &q)| q > 0)
+                    .map(|(d, &q)| (d, q))
+                    .collect()
+            })
+            .collect();
         Knapsack {
             need: &demand.need,
             need_f,
             dims,
+            constraint_needs,
             value,
             most,
             weightings,
@@ -545,42 +567,52 @@ impl<'a> Knapsack<'a> {
             factors: Vec::new(),
             keyed: Vec::new(),
             alive: Vec::new(),
+            rem: Vec::new(),
+            fill: Vec::new(),
         }
     }
 
-    /// The best fill of a node of `room`: its value and pods per class;
-    /// `None` when `budget` (decremented by the classes per fill) is spent.
-    /// Unless `thorough`, only the first weighting (every dimension 1).
+    /// The best fill of a node of `room`: its value, and its pods per
+    /// class in `take`; `None` when `budget` (decremented by the classes
+    /// per fill) is spent. Unless `thorough`, only the first weighting
+    /// (every dimension 1).
     fn best(
         &mut self,
         room: &[i64],
         thorough: bool,
         budget: &mut usize,
-    ) -> Option<(f64, Vec<usize>)> {
+        take: &mut Vec<usize>,
+    ) -> Option<f64> {
         let weightings = if thorough { self.weightings.len() } else { 1 };
         let work = (weightings + 2).saturating_mul(self.most.len());
         *budget = budget.checked_sub(work)?;
-        let mut best = self.adaptive(room);
-        let mut consider = |cand: (f64, Vec<usize>)| {
-            if cand.0 > best.0 + 1e-12 {
-                best = cand;
-            }
-        };
-        consider(self.static_fill(room, Weighing::Largest));
+        let mut best = self.adaptive(room, take);
+        let val = self.static_fill(room, Weighing::Largest);
+        self.keep_fill_if_better(val, &mut best, take);
         for i in 0..weightings {
             let w = std::mem::take(&mut self.weightings[i]);
-            consider(self.static_fill(room, Weighing::Weights(&w)));
+            let val = self.static_fill(room, Weighing::Weights(&w));
             self.weightings[i] = w;
+            self.keep_fill_if_better(val, &mut best, take);
         }
         Some(best)
+    }
+
+    /// The last static fill (of value `val`) as `best` and `take` when it
+    /// is worth more.
+    fn keep_fill_if_better(&self, val: f64, best: &mut f64, take: &mut Vec<usize>) {
+        if val > *best + 1e-12 {
+            *best = val;
+            take.clone_from(&self.fill);
+        }
     }
 
     /// Per dimension, what a need in it is multiplied by to size it
     /// relative to `room` under `weighing` (`f64::MAX` where the room has
     /// none: any need there sizes at least that, see `size`), in `out`.
-    fn factors(room: &[i64], weighing: Weighing, out: &mut Vec<f64>) {
+    fn factors(&self, room: &[i64], weighing: Weighing, out: &mut Vec<f64>) {
         out.clear();
-        out.extend(room.iter().enumerate().map(|(d, &r)| {
+        out.extend(room[..self.dims].iter().enumerate().map(|(d, &r)| {
             if r <= 0 {
                 return f64::MAX;
             }
@@ -619,7 +651,7 @@ impl<'a> Knapsack<'a> {
     /// relative to `room` (most first, then the first class).
     fn order_by_density(&mut self, room: &[i64], weighing: Weighing) {
         let mut factors = std::mem::take(&mut self.factors);
-        Self::factors(room, weighing, &mut factors);
+        self.factors(room, weighing, &mut factors);
         let largest = matches!(weighing, Weighing::Largest);
         let mut keyed = std::mem::take(&mut self.keyed);
         keyed.clear();
@@ -634,30 +666,37 @@ impl<'a> Knapsack<'a> {
         self.keyed = keyed;
     }
 
-    /// Classes by value per size, each as many as fit in the room left.
-    fn static_fill(&mut self, room: &[i64], weighing: Weighing) -> (f64, Vec<usize>) {
+    /// Classes by value per size, each as many as fit in the room left:
+    /// the value, and the pods per class in `self.fill`.
+    fn static_fill(&mut self, room: &[i64], weighing: Weighing) -> f64 {
         self.order_by_density(room, weighing);
-        let mut rem = room.to_vec();
-        let mut take = vec![0usize; self.most.len()];
+        self.rem.clear();
+        self.rem.extend_from_slice(room);
+        self.fill.clear();
+        self.fill.resize(self.most.len(), 0);
         let mut val = 0.0;
         for &k in &self.order {
-            let n = copies_up_to(&rem, &self.need[k], self.most[k]);
+            let n = copies_up_to(&self.rem, &self.need[k], self.most[k]);
             if n > 0 {
-                for (r, q) in rem.iter_mut().zip(&self.need[k]) {
+                for (r, q) in self.rem.iter_mut().zip(&self.need[k]) {
                     *r -= q * n;
                 }
-                take[k] = n as usize;
+                self.fill[k] = n as usize;
                 val += n as f64 * self.value[k];
             }
         }
-        (val, take)
+        val
     }
 
     /// Repeatedly the class of most value per size relative to the room
     /// still free, half of what fits of it (at least one) at a time.
-    fn adaptive(&mut self, room: &[i64]) -> (f64, Vec<usize>) {
-        let mut rem = room.to_vec();
-        let mut take = vec![0usize; self.most.len()];
+    /// The value, and the pods per class in `take`.
+    fn adaptive(&mut self, room: &[i64], take: &mut Vec<usize>) -> f64 {
+        let mut rem = std::mem::take(&mut self.rem);
+        rem.clear();
+        rem.extend_from_slice(room);
+        take.clear();
+        take.resize(self.most.len(), 0);
         let mut val = 0.0;
         let mut factors = std::mem::take(&mut self.factors);
         // The classes that may still fit, in order: the room only shrinks,
@@ -666,9 +705,9 @@ impl<'a> Knapsack<'a> {
         alive.clear();
         alive.extend((0..self.most.len()).filter(|&k| self.most[k] > 0));
         let dims = self.dims;
-        let mut rem_f: Vec<f64> = rem.iter().map(|&r| r as f64).collect();
+        let mut rem_f: Vec<f64> = rem[..dims].iter().map(|&r| r as f64).collect();
         loop {
-            Self::factors(&rem, Weighing::Even, &mut factors);
+            self.factors(&rem, Weighing::Even, &mut factors);
             let mut best: Option<(f64, usize)> = None;
             alive.retain(|&k| {
                 if self.most[k] <= take[k] as i64 {
@@ -681,7 +720,8 @@ impl<'a> Knapsack<'a> {
                     fits &= q <= r;
                     size += q * f;
                 }
-                if !fits {
+                let constraints = &self.constraint_needs[k];
+                if !fits || constraints.iter().any(|&(d, q)| q > rem[d]) {
                     return false;
                 }
                 let score = self.value[k] / size;
@@ -693,16 +733,19 @@ impl<'a> Knapsack<'a> {
             let Some((_, k)) = best else { break };
             let fit = copies_up_to(&rem, &self.need[k], self.most[k] - take[k] as i64);
             let n = (fit + 1) / 2;
-            for ((r, rf), q) in rem.iter_mut().zip(&mut rem_f).zip(&self.need[k]) {
+            for (r, q) in rem.iter_mut().zip(&self.need[k]) {
                 *r -= q * n;
-                *rf = *r as f64;
+            }
+            for (rf, &r) in rem_f.iter_mut().zip(&rem) {
+                *rf = r as f64;
             }
             take[k] += n as usize;
             val += n as f64 * self.value[k];
         }
         self.factors = factors;
         self.alive = alive;
-        (val, take)
+        self.rem = rem;
+        val
     }
 
     /// A fill of `room` worth more than `floor` (with a margin), by
@@ -856,6 +899,7 @@ mod tests {
     fn demand(need: &[[i64; 2]], counts: &[usize]) -> Demand {
         Demand {
             dims: vec!["cpu".into(), "memory".into()],
+            resources: 2,
             need: need.iter().map(|n| n.to_vec()).collect(),
             per_node: vec![usize::MAX; need.len()],
             counts: counts.to_vec(),
