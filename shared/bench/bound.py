@@ -160,6 +160,10 @@ spreads: the scheduler counts a new node as a domain with no pods, so an
 honoured hostname spread leaves at most s pods of U per node; when the
 plan's most on one node (`maxPerNode`) is <= s, the set is the plans with
 at most s pods of U per node, relaxed to maxPerNode = s per class of U.
+The classes' types are first narrowed to their `honouredTypes` (the
+preferred node affinity and NodePool weight the plan holds, see
+scenario.rs): the set is also the plans that hold those preferences where
+this one does, as Karpenter's scheduler does while it can.
 Not modelled (spreadHonouredSkipped with why): groups the plan does not
 honour, groups with bound pods, counted pods the plan leaves unplaced or
 in a NodeClaim whose zone is still open, other topology keys. Because
@@ -959,6 +963,9 @@ def honoured_constraints(sc):
     pattern_lp_bound, the groups held with how (`required`: held by every
     valid plan; `honoured`: held by the compared plan, `planSpread`) and the
     groups left out with why."""
+    # The types the plan's held preferences leave each class.
+    sc = dict(sc, classes=[dict(c, types=c.get("honouredTypes", c["types"]))
+                           for c in sc["classes"]])
     spread, _ = zone_spread(sc)
     expanded, _ = zone_expand(sc, spread)
     classes = [dict(c) for c in expanded["classes"]]

@@ -42,6 +42,15 @@
 //! alternative node-affinity terms allow different zones) and the groups
 //! whose selector counts its pods (`spreadCounted`).
 //!
+//! Beside a plan (`export_beside`, for `spreadHonouredLpBound`), a class
+//! also carries `honouredTypes` when the preferences the plan holds for its
+//! pods narrow its types: each preferred node-affinity term its NodeClaim
+//! satisfies (every zone, capacity type and instance type of it) keeps the
+//! types compatible with the term, and a NodeClaim of the heaviest NodePool
+//! the pods may use keeps that weight's types (Karpenter holds preferences
+//! while it can and tries NodePools heaviest first). Pods the plan treats
+//! differently are classes apart. Preferred pod affinity is not modelled.
+//!
 //! Units: `cpu` in millicores, `memory` (and `ephemeral-storage`,
 //! `hugepages-*`) in MiB, everything else in whole units. Requests are
 //! rounded down and capacities up, so rounding never tightens the bound.
@@ -55,7 +64,7 @@ use flotilla_core::model::{
     untolerated, ClusterState, InclusionPolicy, NodePool, Pod, TopologySpreadConstraint,
     WhenUnsatisfiable,
 };
-use flotilla_core::plan::Plan;
+use flotilla_core::plan::{NodeClaimPlan, Plan};
 use flotilla_core::{Quantity, Requirement, Requirements, Resources};
 use serde_json::{json, Value};
 
@@ -311,6 +320,13 @@ pub fn plan_spread(state: &ClusterState, plan: &Plan) -> Value {
 
 /// Builds the LP input for `state` (see the module docs for the format).
 pub fn export(state: &ClusterState, catalog: &Catalog) -> Value {
+    export_beside(state, catalog, None)
+}
+
+/// [`export`], and with `plan`, each class's `honouredTypes`: the types
+/// left to its pods by the preferences `plan` holds for them (see
+/// [`honoured_types`]); pods the plan treats differently are classes apart.
+pub fn export_beside(state: &ClusterState, catalog: &Catalog, plan: Option<&Plan>) -> Value {
     let mut nps: Vec<&NodePool> = state.node_pools.iter().collect();
     nps.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
     let pools: Vec<PoolView> = nps
@@ -460,9 +476,22 @@ pub fn export(state: &ClusterState, catalog: &Catalog) -> Value {
     // Usable types per pod, cached by the pod's scheduling-relevant fields.
     let mut compat_cache: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     type Spread = (usize, Option<Vec<String>>);
-    type Class = (Vec<i64>, Vec<usize>, bool, Vec<Spread>, Vec<usize>, usize);
+    type Class = (
+        Vec<i64>,
+        Vec<usize>,
+        bool,
+        Vec<Spread>,
+        Vec<usize>,
+        Option<Vec<usize>>,
+        usize,
+    );
     let mut classes: BTreeMap<String, Class> = BTreeMap::new();
     let mut unplaceable = 0usize;
+    let claim_of: BTreeMap<&str, &NodeClaimPlan> = plan
+        .iter()
+        .flat_map(|p| &p.node_claims)
+        .flat_map(|c| c.pods.iter().map(move |k| (k.as_str(), c)))
+        .collect();
     for pod in &state.pending_pods {
         let key = format!(
             "{:?}|{:?}|{:?}|{:?}",
@@ -494,16 +523,22 @@ pub fn export(state: &ClusterState, catalog: &Catalog) -> Value {
         let counted: Vec<usize> = (0..spread_groups.len())
             .filter(|&gi| spread_groups[gi].counts(pod))
             .collect();
-        let ckey = format!("{requests:?}|{group:?}|{allowed:?}|{spread:?}|{counted:?}");
+        let claim = claim_of.get(pod.key().as_str()).copied();
+        let honoured = claim.and_then(|c| honoured_types(pod, &allowed, &types, &pools, c));
+        let ckey =
+            format!("{requests:?}|{group:?}|{allowed:?}|{spread:?}|{counted:?}|{honoured:?}");
         classes
             .entry(ckey)
-            .or_insert_with(|| (requests, allowed, group.is_some(), spread, counted, 0))
-            .5 += 1;
+            .or_insert_with(|| {
+                let anti = group.is_some();
+                (requests, allowed, anti, spread, counted, honoured, 0)
+            })
+            .6 += 1;
     }
 
     // Keep only types some class may use, renumbered.
     let mut used = vec![false; types.len()];
-    for (_, allowed, _, _, _, _) in classes.values() {
+    for (_, allowed, _, _, _, _, _) in classes.values() {
         for &t in allowed {
             used[t] = true;
         }
@@ -528,31 +563,36 @@ pub fn export(state: &ClusterState, catalog: &Catalog) -> Value {
     }
     let mut out_classes: Vec<(Vec<i64>, Value)> = classes
         .into_values()
-        .map(|(requests, allowed, anti, spread, counted, count)| {
-            let spread: Vec<Value> = spread
-                .into_iter()
-                .map(|(gi, eligible)| {
-                    let c = &spread_groups[gi].c;
-                    json!({
-                        "group": gi,
-                        "topologyKey": c.topology_key,
-                        "maxSkew": c.max_skew,
-                        "whenUnsatisfiable": when_str(c.when_unsatisfiable),
-                        "minDomains": c.min_domains,
-                        "eligibleZones": eligible,
+        .map(
+            |(requests, allowed, anti, spread, counted, honoured, count)| {
+                let spread: Vec<Value> = spread
+                    .into_iter()
+                    .map(|(gi, eligible)| {
+                        let c = &spread_groups[gi].c;
+                        json!({
+                            "group": gi,
+                            "topologyKey": c.topology_key,
+                            "maxSkew": c.max_skew,
+                            "whenUnsatisfiable": when_str(c.when_unsatisfiable),
+                            "minDomains": c.min_domains,
+                            "eligibleZones": eligible,
+                        })
                     })
-                })
-                .collect();
-            let v = json!({
-                "count": count,
-                "requests": requests,
-                "types": allowed.iter().map(|&t| renumber[t]).collect::<Vec<_>>(),
-                "maxPerNode": if anti { Some(1) } else { None },
-                "spread": spread,
-                "spreadCounted": counted,
-            });
-            (requests, v)
-        })
+                    .collect();
+                let mut v = json!({
+                    "count": count,
+                    "requests": requests,
+                    "types": allowed.iter().map(|&t| renumber[t]).collect::<Vec<_>>(),
+                    "maxPerNode": if anti { Some(1) } else { None },
+                    "spread": spread,
+                    "spreadCounted": counted,
+                });
+                if let Some(h) = honoured {
+                    v["honouredTypes"] = json!(h.iter().map(|&t| renumber[t]).collect::<Vec<_>>());
+                }
+                (requests, v)
+            },
+        )
         .collect();
     // Largest first, for readability; ties keep the key order.
     out_classes.sort_by(|a, b| b.0.cmp(&a.0));
@@ -597,6 +637,75 @@ pub fn export(state: &ClusterState, catalog: &Catalog) -> Value {
             }))
             .collect::<Vec<_>>(),
     })
+}
+
+/// The types of `allowed` (pod `pod`'s) left by the preferences the plan
+/// holds for it on NodeClaim `claim` (`None` when it holds none that
+/// narrow them), as Karpenter holds them while it can:
+///
+/// - each preferred node-affinity term every type and zone of `claim`
+///   satisfies: the types compatible with it;
+/// - NodePool weight, when `claim` is of the heaviest NodePool among
+///   `allowed`'s: the types of NodePools of that weight (and existing
+///   nodes, which come first).
+///
+/// Not modelled: preferred pod affinity and anti-affinity.
+fn honoured_types(
+    pod: &Pod,
+    allowed: &[usize],
+    types: &[ExportType],
+    pools: &[PoolView],
+    claim: &NodeClaimPlan,
+) -> Option<Vec<usize>> {
+    let weight = |t: &ExportType| t.pool_index.map(|pi| pools[pi].np.weight);
+    let heaviest = allowed.iter().filter_map(|&t| weight(&types[t])).max();
+    let claim_weight = pools
+        .iter()
+        .find(|p| p.np.name == claim.node_pool)
+        .map(|p| p.np.weight);
+    let claim_types: Vec<&ExportType> = types
+        .iter()
+        .filter(|t| t.pool.as_deref() == Some(claim.node_pool.as_str()))
+        .filter(|t| claim.instance_types.iter().any(|n| *n == t.name))
+        .collect();
+    let held: Vec<&Requirements> = pod
+        .preferred_terms
+        .iter()
+        .map(|t| &t.requirements)
+        .filter(|term| claim_holds(claim, &claim_types, term))
+        .collect();
+    let by_weight = heaviest.is_some() && claim_weight == heaviest;
+    if held.is_empty() && !by_weight {
+        return None;
+    }
+    let kept: Vec<usize> = (allowed.iter().copied())
+        .filter(|&t| {
+            let ty = &types[t];
+            let Some(_) = ty.pool_index else {
+                return true;
+            };
+            (!by_weight || weight(ty) == heaviest)
+                && held
+                    .iter()
+                    .all(|term| ty.requirements.intersects(term).is_ok())
+        })
+        .collect();
+    (kept.len() < allowed.len()).then_some(kept)
+}
+
+/// Whether every node NodeClaim `claim` may become satisfies `term`: its
+/// zones and capacity types for those keys, else each of its instance
+/// types (`claim_types`, whose other labels have one value each).
+fn claim_holds(claim: &NodeClaimPlan, claim_types: &[&ExportType], term: &Requirements) -> bool {
+    !claim_types.is_empty()
+        && term.iter().all(|r| match r.key.as_str() {
+            labels::ZONE => claim.zones.iter().all(|z| r.has(z)),
+            labels::CAPACITY_TYPE => claim.capacity_types.iter().all(|c| r.has(c.as_str())),
+            _ => claim_types.iter().all(|t| {
+                let one = Requirements::from_iter_reqs([r.clone()]);
+                t.requirements.get(&r.key).is_some() && t.requirements.intersects(&one).is_ok()
+            }),
+        })
 }
 
 /// Indices of `types` pod `pod` may run on.
@@ -857,6 +966,93 @@ mod tests {
             assert!(p["maxPerNode"].as_u64().unwrap() >= 1);
         }
         assert_eq!(placed, 120);
+    }
+
+    /// `honouredTypes`: a held preferred arch term narrows a class to the
+    /// types of that arch, a NodeClaim of the heaviest NodePool to that
+    /// NodePool's types; a NodeClaim that may be either arch, of a lighter
+    /// NodePool, holds neither.
+    #[test]
+    fn honoured_types_follow_what_the_plan_holds() {
+        let mut cat = catalog();
+        let mut arm = cat.entries[1].clone();
+        arm.info = InstanceTypeInfo {
+            architecture: "arm64".into(),
+            ..info("m6g.large", 2, 8192, 0)
+        };
+        for o in &mut arm.offerings {
+            o.price *= 0.8;
+        }
+        cat.entries.push(arm);
+        let mut heavy = pool("heavy", vec![]);
+        heavy.weight = 10;
+        let mut p = pod("p", "500m", "1Gi");
+        p.preferred_terms.push(PreferredNodeTerm {
+            weight: 50,
+            requirements: Requirements::from_iter_reqs([Requirement::in_values(
+                labels::ARCH,
+                ["amd64"],
+            )]),
+        });
+        let state = ClusterState {
+            node_pools: vec![pool("light", vec![]), heavy],
+            pending_pods: vec![p, pod("q", "500m", "1Gi")],
+            ..Default::default()
+        };
+        let mut plan = flotilla_core::scheduler::schedule(
+            &state,
+            &cat,
+            &flotilla_core::scheduler::SchedulerOptions::default(),
+        );
+        assert_eq!(plan.node_claims.len(), 1, "premise: one NodeClaim");
+        assert_eq!(plan.node_claims[0].node_pool, "heavy", "premise");
+        let honoured = |v: &Value| -> Vec<Option<Vec<(String, String)>>> {
+            let types = v["types"].as_array().unwrap();
+            let mut out: Vec<_> = (v["classes"].as_array().unwrap().iter())
+                .map(|c| {
+                    c.get("honouredTypes").map(|h| {
+                        (h.as_array().unwrap().iter())
+                            .map(|t| &types[t.as_u64().unwrap() as usize])
+                            .map(|t| (t["pool"].to_string(), t["name"].to_string()))
+                            .collect()
+                    })
+                })
+                .collect();
+            out.sort();
+            out
+        };
+        assert!(honoured(&export(&state, &cat)).iter().all(Option::is_none));
+        let pair = |p: &str, n: &str| (format!("\"{p}\""), format!("\"{n}\""));
+        let heavy_types = vec![
+            pair("heavy", "g4.8xlarge"),
+            pair("heavy", "m5.large"),
+            pair("heavy", "m5.xlarge"),
+            pair("heavy", "m6g.large"),
+        ];
+        let heavy_amd64 = vec![
+            pair("heavy", "g4.8xlarge"),
+            pair("heavy", "m5.large"),
+            pair("heavy", "m5.xlarge"),
+        ];
+        let mut want = vec![Some(heavy_types), Some(heavy_amd64)];
+        want.sort();
+        assert!(
+            plan.node_claims[0]
+                .instance_types
+                .iter()
+                .all(|t| t != "m6g.large"),
+            "premise: p's preference holds its NodeClaim on amd64"
+        );
+        assert_eq!(honoured(&export_beside(&state, &cat, Some(&plan))), want);
+        // Either arch, and the lighter NodePool: nothing held, so p and q
+        // are one class again.
+        let claim = &mut plan.node_claims[0];
+        claim.node_pool = "light".into();
+        claim.instance_types = std::sync::Arc::new(vec!["m6g.large".into(), "m5.large".into()]);
+        assert_eq!(
+            honoured(&export_beside(&state, &cat, Some(&plan))),
+            vec![None]
+        );
     }
 
     #[test]

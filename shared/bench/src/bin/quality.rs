@@ -127,7 +127,7 @@ fn main() -> ExitCode {
             };
             let (ours, plan) = measure::run(mix, &state, &catalog);
             let ffd = baseline::plan(&state, &catalog);
-            let mut sc = scenario::export(&state, &catalog);
+            let mut sc = scenario::export_beside(&state, &catalog, Some(&plan));
             let unplaceable = sc["unplaceable"].as_u64().unwrap_or(0) as usize;
             // A plan that places every placeable pod is feasible for the
             // relaxation, so its price caps the ILP's search.
