@@ -666,7 +666,7 @@ fn honoured_types(
     let claim_types: Vec<&ExportType> = types
         .iter()
         .filter(|t| t.pool.as_deref() == Some(claim.node_pool.as_str()))
-        .filter(|t| claim.instance_types.iter().any(|n| *n == t.name))
+        .filter(|t| claim.instance_types.contains(&t.name))
         .collect();
     let held: Vec<&Requirements> = pod
         .preferred_terms
