@@ -489,10 +489,11 @@ struct Relaxed {
 
 /// The multi-dimensional knapsack of the pricing, by greedy fills (the
 /// most valuable wins): classes in order of value per size, a class's size
-/// being its need relative to the node's room per dimension, weighed by
-/// several weightings (each dimension's weight in steps from 0 to 1, the
-/// others 1) or the largest; and adaptively, by value per size relative to
-/// the room still free.
+/// being its need relative to the node's room per resource dimension,
+/// weighed by several weightings (each dimension's weight in steps from 0
+/// to 1, the others 1) or the largest; and adaptively, by value per size
+/// relative to the room still free. The constraint dimensions (requirement
+/// sets, one per node) limit what fits but weigh nothing in a size.
 struct Knapsack<'a> {
     need: &'a [Vec<i64>],
     /// `need` in the resource dimensions as floats, a row of `dims` per
