@@ -1092,16 +1092,28 @@ mod tests {
 
     /// On random instances, whatever the work allowed (none at all, a
     /// little, plenty): every pod is placed exactly once, every node fits
-    /// a type, and the cost is the nodes' prices.
+    /// a type, and the cost is the nodes' prices; where the first two
+    /// classes share a one-per-node constraint dimension, no node holds
+    /// two of their pods.
     #[test]
     fn every_pod_is_placed_once_on_a_node_that_holds_it() {
         let mut next = crate::scheduler::test_draws(0x9e37_79b9_7f4a_7c15u64);
         for case in 0..60 {
-            let (cands, need, counts) = random_case(&mut next);
+            let (mut cands, need, counts) = random_case(&mut next);
             let classes = counts.len();
             let mut d = demand(&need, &counts);
             if case % 3 == 0 {
                 d.per_node[0] = 1;
+            }
+            let one_per_node = case % 4 == 1;
+            if one_per_node {
+                d.dims.push("one-per-node".into());
+                for (k, n) in d.need.iter_mut().enumerate() {
+                    n.push(i64::from(k < 2));
+                }
+                for c in &mut cands {
+                    c.room.push(1);
+                }
             }
             let fits_somewhere = need
                 .iter()
@@ -1116,6 +1128,13 @@ mod tests {
                 let mut total = 0.0;
                 for b in &p.bins {
                     assert!(b.fill.iter().all(|&(k, c)| c <= d.per_node[k]));
+                    if one_per_node {
+                        let shared: usize = (b.fill.iter())
+                            .filter(|&&(k, _)| k < 2)
+                            .map(|&(_, c)| c)
+                            .sum();
+                        assert!(shared <= 1, "case {case}, work {work}: {:?}", b.fill);
+                    }
                     let price = prices.of(&b.fill);
                     assert!(price.is_finite(), "case {case}: a node no type holds");
                     total += price;
