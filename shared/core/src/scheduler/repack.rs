@@ -237,7 +237,6 @@ struct PodClass {
     /// whether that class's pods go one per node.
     anti: usize,
     self_anti: bool,
-
     pods: Vec<PodIdx>,
     /// Most of them per node.
     per_node: usize,
@@ -700,7 +699,7 @@ impl Run<'_> {
 
     /// Candidate types for a family's pods (see `Run::families`): every
     /// type one of its requirement sets `reqs` allows, with room in the
-    /// first `resource_dims` of `demand`'s dimensions as `candidates`
+    /// resource dimensions of `demand` (`Demand::resources`) as `candidates`
     /// gives it and, in each requirement set's dimension, the type's pod
     /// room when the set allows it, else none (a pod of the set fits only
     /// a type that allows it).
@@ -709,8 +708,8 @@ impl Run<'_> {
         pi: PoolIdx,
         reqs: &[Requirements],
         demand: &Demand,
-        resource_dims: usize,
     ) -> Vec<PackType> {
+        let resource_dims = demand.resources;
         let allowed: Vec<std::rc::Rc<Vec<usize>>> =
             reqs.iter().map(|r| self.compatible_types(pi, r)).collect();
         let mut types: Vec<usize> = allowed.iter().flat_map(|a| a.iter().copied()).collect();
@@ -931,8 +930,8 @@ impl Run<'_> {
         let mut classes = self.pod_classes(pods, family_of)?;
         self.add_anchor_classes(&mut classes, anchors);
         let mut demand = Demand::of(&classes);
-        let resource_dims = demand.dims.len();
         demand.add_requirement_dims(&classes, reqs.len());
+        let resource_dims = demand.resources;
         let cands = match reqs {
             [one] if demand.dims.len() == resource_dims => self.candidates(pi, one, &demand.dims),
             [one] => {
@@ -945,7 +944,7 @@ impl Run<'_> {
                 }
                 std::rc::Rc::new(cands)
             }
-            _ => std::rc::Rc::new(self.family_candidates(pi, reqs, &demand, resource_dims)),
+            _ => std::rc::Rc::new(self.family_candidates(pi, reqs, &demand)),
         };
         let mut prices = FillPrices::new(&cands, &demand);
         // Each candidate is priced as the fleet would take its nodes (the
@@ -1192,7 +1191,6 @@ fn undominated(cands: Vec<PackType>) -> Vec<PackType> {
             kept.push(i);
         }
     }
-    kept.sort_unstable();
     let mut keep = vec![false; cands.len()];
     for i in kept {
         keep[i] = true;
