@@ -487,10 +487,13 @@ pub fn export_beside(state: &ClusterState, catalog: &Catalog, plan: Option<&Plan
     );
     let mut classes: BTreeMap<String, Class> = BTreeMap::new();
     let mut unplaceable = 0usize;
-    let claim_of: BTreeMap<&str, &NodeClaimPlan> = plan
-        .iter()
+    // Per NodeClaim of the plan, its export types (once, not per pod).
+    let claims: Vec<(&NodeClaimPlan, Vec<usize>)> = (plan.iter())
         .flat_map(|p| &p.node_claims)
-        .flat_map(|c| c.pods.iter().map(move |k| (k.as_str(), c)))
+        .map(|c| (c, claim_types(c, &types)))
+        .collect();
+    let claim_of: BTreeMap<&str, &(&NodeClaimPlan, Vec<usize>)> = (claims.iter())
+        .flat_map(|held| held.0.pods.iter().map(move |k| (k.as_str(), held)))
         .collect();
     for pod in &state.pending_pods {
         let key = format!(
@@ -524,7 +527,8 @@ pub fn export_beside(state: &ClusterState, catalog: &Catalog, plan: Option<&Plan
             .filter(|&gi| spread_groups[gi].counts(pod))
             .collect();
         let claim = claim_of.get(pod.key().as_str()).copied();
-        let honoured = claim.and_then(|c| honoured_types(pod, &allowed, &types, &pools, c));
+        let honoured =
+            claim.and_then(|(c, ct)| honoured_types(pod, &allowed, &types, &pools, c, ct));
         let ckey =
             format!("{requests:?}|{group:?}|{allowed:?}|{spread:?}|{counted:?}|{honoured:?}");
         classes
@@ -639,9 +643,20 @@ pub fn export_beside(state: &ClusterState, catalog: &Catalog, plan: Option<&Plan
     })
 }
 
+/// The export types NodeClaim `claim` may become: its NodePool's types
+/// that it lists.
+fn claim_types(claim: &NodeClaimPlan, types: &[ExportType]) -> Vec<usize> {
+    let names: BTreeSet<&str> = claim.instance_types.iter().map(String::as_str).collect();
+    (types.iter().enumerate())
+        .filter(|(_, t)| t.pool.as_deref() == Some(claim.node_pool.as_str()))
+        .filter(|(_, t)| names.contains(t.name.as_str()))
+        .map(|(i, _)| i)
+        .collect()
+}
+
 /// The types of `allowed` (pod `pod`'s) left by the preferences the plan
-/// holds for it on NodeClaim `claim` (`None` when it holds none that
-/// narrow them), as Karpenter holds them while it can:
+/// holds for it on NodeClaim `claim`, of types `claim_types` (`None` when
+/// it holds none that narrow them), as Karpenter holds them while it can:
 ///
 /// - each preferred node-affinity term every type and zone of `claim`
 ///   satisfies: the types compatible with it;
@@ -656,6 +671,7 @@ fn honoured_types(
     types: &[ExportType],
     pools: &[PoolView],
     claim: &NodeClaimPlan,
+    claim_types: &[usize],
 ) -> Option<Vec<usize>> {
     let weight = |t: &ExportType| t.pool_index.map(|pi| pools[pi].np.weight);
     let heaviest = allowed.iter().filter_map(|&t| weight(&types[t])).max();
@@ -663,11 +679,7 @@ fn honoured_types(
         .iter()
         .find(|p| p.np.name == claim.node_pool)
         .map(|p| p.np.weight);
-    let claim_types: Vec<&ExportType> = types
-        .iter()
-        .filter(|t| t.pool.as_deref() == Some(claim.node_pool.as_str()))
-        .filter(|t| claim.instance_types.contains(&t.name))
-        .collect();
+    let claim_types: Vec<&ExportType> = claim_types.iter().map(|&t| &types[t]).collect();
     let held: Vec<&Requirements> = pod
         .preferred_terms
         .iter()
@@ -681,9 +693,9 @@ fn honoured_types(
     let kept: Vec<usize> = (allowed.iter().copied())
         .filter(|&t| {
             let ty = &types[t];
-            let Some(_) = ty.pool_index else {
+            if ty.pool_index.is_none() {
                 return true;
-            };
+            }
             (!by_weight || weight(ty) == heaviest)
                 && held
                     .iter()
@@ -701,10 +713,12 @@ fn claim_holds(claim: &NodeClaimPlan, claim_types: &[&ExportType], term: &Requir
         && term.iter().all(|r| match r.key.as_str() {
             labels::ZONE => claim.zones.iter().all(|z| r.has(z)),
             labels::CAPACITY_TYPE => claim.capacity_types.iter().all(|c| r.has(c.as_str())),
-            _ => claim_types.iter().all(|t| {
+            _ => {
                 let one = Requirements::from_iter_reqs([r.clone()]);
-                t.requirements.get(&r.key).is_some() && t.requirements.intersects(&one).is_ok()
-            }),
+                claim_types.iter().all(|t| {
+                    t.requirements.get(&r.key).is_some() && t.requirements.intersects(&one).is_ok()
+                })
+            }
         })
 }
 
