@@ -1,10 +1,12 @@
-//! `cargo run --release -p flotilla-bench --bin speed -- [--pods 100,1000,10000] [--mix NAME]... [--region R]`
+//! `cargo run --release -p flotilla-bench --bin speed -- [--pods 100,1000,10000] [--mix NAME]... [--region R] [--seed S]`
 //!
 //! Runs each workload mix once per size against the embedded catalog and
 //! prints one JSON object per run: wall time, pods/s, peak RSS, NodeClaims,
 //! hourly price, and the Karpenter-style FFD baseline's price (sizes up to
 //! `--baseline-max`, default 10000: the baseline is quadratic). Each run is a
-//! child process of its own, so its peak RSS is its own.
+//! child process of its own, so its peak RSS is its own. `--seed S` draws
+//! another instance of each mix (the default is seed 1), to check that a
+//! change holds beyond one draw.
 
 use flotilla_bench::{baseline, measure, mixes};
 use flotilla_core::catalog::Catalog;
@@ -15,6 +17,7 @@ fn main() {
     let mut region = "us-west-2".to_string();
     let mut baseline_max = 10_000usize;
     let mut single = false;
+    let mut seed = 1u64;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let v = args.next();
@@ -26,8 +29,15 @@ fn main() {
             ("--region", Some(v)) => region = v,
             ("--baseline-max", Some(v)) => baseline_max = v.parse().unwrap_or(baseline_max),
             ("--single", Some(v)) => single = v == "1",
+            ("--seed", Some(v)) => match v.parse() {
+                Ok(s) => seed = s,
+                Err(e) => {
+                    eprintln!("--seed {v:?}: {e}");
+                    std::process::exit(2);
+                }
+            },
             (other, _) => {
-                eprintln!("usage: speed [--pods N,N] [--mix NAME]... [--region R] [--baseline-max N] (bad: {other})");
+                eprintln!("usage: speed [--pods N,N] [--mix NAME]... [--region R] [--baseline-max N] [--seed S] (bad: {other})");
                 std::process::exit(2);
             }
         }
@@ -59,6 +69,8 @@ fn main() {
                         &region,
                         "--baseline-max",
                         &baseline_max.to_string(),
+                        "--seed",
+                        &seed.to_string(),
                     ])
                     .status();
                 if !status.is_ok_and(|s| s.success()) {
@@ -71,7 +83,7 @@ fn main() {
     }
     for name in &names {
         for &n in &pods {
-            let Some(state) = mixes::build(name, n, 1) else {
+            let Some(state) = mixes::build(name, n, seed) else {
                 eprintln!("unknown mix {name:?}; mixes: {}", mixes::MIXES.join(", "));
                 std::process::exit(2);
             };

@@ -13,9 +13,12 @@
 //! most. Each row has an implicit surplus variable (`A x - s = b`, cost 0),
 //! entering when its dual goes negative.
 //!
-//! Entering variable by Dantzig's rule, switching to Bland's after a run of
-//! degenerate pivots (no cycling); the inverse is rebuilt from the basis
-//! columns every `REFACTOR` pivots. Failures (a singular basis, the pivot
+//! Entering variable by Devex pricing (the most negative reduced cost
+//! relative to its reference weight, an estimate of the edge's steepness:
+//! on these degenerate covers it takes fewer pivots than Dantzig's rule),
+//! switching to Bland's after a run of degenerate pivots (no cycling); the
+//! inverse is rebuilt from the basis columns every `REFACTOR` pivots, and
+//! the duals are updated by each pivot (recomputed at each rebuild). Failures (a singular basis, the pivot
 //! budget spent) are errors: the caller then keeps the packing it has.
 
 /// Pivots between two rebuilds of the basis inverse.
@@ -63,7 +66,12 @@ pub(super) struct CoverLp {
     /// Row-major `rows × rows` inverse of the basis matrix.
     binv: Vec<f64>,
     xb: Vec<f64>,
+    /// The row duals at the basis (`c_B B⁻¹`).
+    y: Vec<f64>,
     since_refactor: usize,
+    /// Devex reference weights of the columns and of the row surpluses.
+    col_weight: Vec<f64>,
+    surplus_weight: Vec<f64>,
 }
 
 impl CoverLp {
@@ -85,7 +93,7 @@ impl CoverLp {
         let n = start.len();
         let mut in_basis = vec![false; n];
         in_basis[..m].iter_mut().for_each(|x| *x = true);
-        Ok(CoverLp {
+        let mut lp = CoverLp {
             basis: (0..m).map(Var::Col).collect(),
             b,
             cols: start,
@@ -93,14 +101,20 @@ impl CoverLp {
             surplus_in_basis: vec![false; m],
             binv,
             xb,
+            y: Vec::new(),
             since_refactor: 0,
-        })
+            col_weight: vec![1.0; n],
+            surplus_weight: vec![1.0; m],
+        };
+        lp.y = lp.basis_duals();
+        Ok(lp)
     }
 
     /// Adds a column (not yet in the basis); its index.
     pub(super) fn add(&mut self, col: Column) -> usize {
         self.cols.push(col);
         self.in_basis.push(false);
+        self.col_weight.push(1.0);
         self.cols.len() - 1
     }
 
@@ -116,6 +130,11 @@ impl CoverLp {
 
     /// The row duals at the current basis (`c_B B⁻¹`).
     pub(super) fn duals(&self) -> Vec<f64> {
+        self.y.clone()
+    }
+
+    /// `c_B B⁻¹` from the basis inverse.
+    fn basis_duals(&self) -> Vec<f64> {
         let m = self.b.len();
         let mut y = vec![0.0; m];
         for (i, v) in self.basis.iter().enumerate() {
@@ -147,9 +166,8 @@ impl CoverLp {
     pub(super) fn solve(&mut self, budget: &mut usize) -> Result<(), LpError> {
         let mut degenerate = 0;
         loop {
-            let y = self.duals();
             let bland = degenerate >= DEGENERATE_RUN;
-            let Some(q) = self.entering(&y, bland) else {
+            let Some((q, reduced)) = self.entering(bland) else {
                 return Ok(());
             };
             let m = self.b.len();
@@ -163,7 +181,7 @@ impl CoverLp {
             };
             let theta = self.xb[r] / w[r];
             degenerate = if theta <= TOL { degenerate + 1 } else { 0 };
-            self.pivot(r, q, &w, theta);
+            self.pivot(r, q, &w, theta, reduced);
             if self.since_refactor >= REFACTOR {
                 self.refactor()?;
             }
@@ -177,31 +195,40 @@ impl CoverLp {
         }
     }
 
-    /// The entering variable: the most negative reduced cost (Dantzig), or
-    /// the first negative one (Bland); `None` at the optimum.
-    fn entering(&self, y: &[f64], bland: bool) -> Option<Var> {
-        let mut best: Option<(f64, Var)> = None;
+    /// The entering variable and its reduced cost: the most negative
+    /// reduced cost relative to its Devex weight (its square over the
+    /// weight), or the first negative one (Bland); `None` at the optimum.
+    fn entering(&self, bland: bool) -> Option<(Var, f64)> {
+        let y = &self.y;
+        // (score, variable, reduced cost); the least score enters.
+        let mut best: Option<(f64, Var, f64)> = None;
+        let mut consider = |d: f64, weight: f64, v: Var| {
+            let score = -d * d / weight;
+            if best.is_none_or(|(bs, _, _)| score < bs) {
+                best = Some((score, v, d));
+            }
+        };
         for (j, c) in self.cols.iter().enumerate() {
             if self.in_basis[j] {
                 continue;
             }
             let d = c.cost - c.entries.iter().map(|&(i, a)| y[i] * a).sum::<f64>();
-            if d < -TOL * (1.0 + c.cost) && best.is_none_or(|(bd, _)| d < bd) {
-                best = Some((d, Var::Col(j)));
+            if d < -TOL * (1.0 + c.cost) {
+                consider(d, self.col_weight[j], Var::Col(j));
                 if bland {
-                    return best.map(|(_, v)| v);
+                    return best.map(|(_, v, d)| (v, d));
                 }
             }
         }
         for (i, &yi) in y.iter().enumerate() {
-            if !self.surplus_in_basis[i] && yi < -TOL && best.is_none_or(|(bd, _)| yi < bd) {
-                best = Some((yi, Var::Surplus(i)));
+            if !self.surplus_in_basis[i] && yi < -TOL {
+                consider(yi, self.surplus_weight[i], Var::Surplus(i));
                 if bland {
                     break;
                 }
             }
         }
-        best.map(|(_, v)| v)
+        best.map(|(_, v, d)| (v, d))
     }
 
     /// `B⁻¹ a` for the column of variable `v`.
@@ -257,9 +284,16 @@ impl CoverLp {
         }
     }
 
-    /// Row `r`'s basic variable leaves, `q` enters with value `theta`.
-    fn pivot(&mut self, r: usize, q: Var, w: &[f64], theta: f64) {
+    /// Row `r`'s basic variable leaves, `q` (of reduced cost `reduced`)
+    /// enters with value `theta`.
+    fn pivot(&mut self, r: usize, q: Var, w: &[f64], theta: f64, reduced: f64) {
         let m = self.b.len();
+        self.update_weights(r, q, w[r]);
+        // y' = y + (d_q / w_r) · (row r of B⁻¹), before B⁻¹ changes.
+        let step = reduced / w[r];
+        for (yi, &p) in self.y.iter_mut().zip(&self.binv[r * m..(r + 1) * m]) {
+            *yi += step * p;
+        }
         for (i, x) in self.xb.iter_mut().enumerate() {
             *x -= theta * w[i];
         }
@@ -282,6 +316,40 @@ impl CoverLp {
         self.set_basic(q, true);
         self.basis[r] = q;
         self.since_refactor += 1;
+    }
+
+    /// Devex: the reference weights once `q` enters at row `r` (pivot
+    /// element `alpha_q`), from the pivot row (row `r` of `B⁻¹ A`) over the
+    /// nonbasic variables: each weight at least its ratio to the pivot
+    /// element squared times `q`'s; the leaving variable's `q`'s over the
+    /// pivot element squared (at least 1).
+    fn update_weights(&mut self, r: usize, q: Var, alpha_q: f64) {
+        let m = self.b.len();
+        let rho = &self.binv[r * m..(r + 1) * m];
+        let wq = match q {
+            Var::Col(j) => self.col_weight[j],
+            Var::Surplus(i) => self.surplus_weight[i],
+        };
+        let raised = |weight: &mut f64, alpha: f64| {
+            let ratio = alpha / alpha_q;
+            *weight = weight.max(ratio * ratio * wq);
+        };
+        for (j, c) in self.cols.iter().enumerate() {
+            if !self.in_basis[j] {
+                let alpha: f64 = c.entries.iter().map(|&(i, a)| rho[i] * a).sum();
+                raised(&mut self.col_weight[j], alpha);
+            }
+        }
+        for (i, &p) in rho.iter().enumerate() {
+            if !self.surplus_in_basis[i] {
+                raised(&mut self.surplus_weight[i], -p);
+            }
+        }
+        let leaving = (wq / (alpha_q * alpha_q)).max(1.0);
+        match self.basis[r] {
+            Var::Col(j) => self.col_weight[j] = leaving,
+            Var::Surplus(i) => self.surplus_weight[i] = leaving,
+        }
     }
 
     fn set_basic(&mut self, v: Var, on: bool) {
@@ -311,6 +379,7 @@ impl CoverLp {
             let row = &self.binv[i * m..(i + 1) * m];
             *x = row.iter().zip(&self.b).map(|(p, b)| p * b).sum();
         }
+        self.y = self.basis_duals();
         self.since_refactor = 0;
         Ok(())
     }
@@ -431,6 +500,46 @@ mod tests {
             }
             let dual: f64 = y.iter().zip(&b).map(|(a, b)| a * b).sum();
             assert!((dual - lp.objective()).abs() < 1e-7 * (1.0 + dual));
+        }
+    }
+
+    /// Columns added in batches with a solve after each (as the column
+    /// generation does): the duals each pivot updates stay those of the
+    /// basis, and each optimum prices every column at no more than its
+    /// cost.
+    #[test]
+    fn duals_follow_the_basis_across_solves() {
+        let mut next = crate::scheduler::test_draws(31u64);
+        for _ in 0..60 {
+            let m = 1 + next(40) as usize;
+            let b: Vec<f64> = (0..m).map(|_| 1.0 + next(40) as f64).collect();
+            let start: Vec<Column> = (0..m)
+                .map(|i| col(1.0 + next(5) as f64, &[(i, 1.0 + next(4) as f64)]))
+                .collect();
+            let mut lp = CoverLp::new(b, start).unwrap();
+            for _ in 0..4 {
+                for _ in 0..(2 * m) {
+                    let mut entries: Vec<(usize, f64)> = Vec::new();
+                    for i in 0..m {
+                        if next(3) == 0 {
+                            entries.push((i, 1.0 + next(5) as f64));
+                        }
+                    }
+                    if !entries.is_empty() {
+                        lp.add(col(0.5 + next(6) as f64, &entries));
+                    }
+                }
+                let mut budget = 100_000_000;
+                lp.solve(&mut budget).unwrap();
+                let (kept, fresh) = (lp.duals(), lp.basis_duals());
+                for (a, b) in kept.iter().zip(&fresh) {
+                    assert!((a - b).abs() < 1e-7 * (1.0 + b.abs()), "{a} != {b}");
+                }
+                for c in &lp.cols {
+                    let priced: f64 = c.entries.iter().map(|&(i, a)| fresh[i] * a).sum();
+                    assert!(priced <= c.cost + 1e-7);
+                }
+            }
         }
     }
 

@@ -12,6 +12,10 @@
 //! The LP starts from the greedy's own nodes as columns, so its optimum
 //! never costs more than the greedy's packing.
 //!
+//! A full round (every type) improves each type's best greedy fill by a
+//! local search (drop a class's pods, refill the room freed), which finds
+//! most of the fills the greedy's fixed orders miss for little work.
+//!
 //! When no greedy fill pays, the near types whose knapsack's LP relaxation
 //! (`knapsack_lp`) is worth more than their price are searched exactly,
 //! most promising first: classes in the order of the relaxation's
@@ -64,6 +68,10 @@ const NEAR: f64 = 0.9;
 
 /// Types searched exactly per pricing round (when no greedy fill pays).
 const SEARCHED_TYPES: usize = 16;
+
+/// Changes at most the local search makes to a thorough fill (see
+/// `Knapsack::polish`).
+const POLISH_PASSES: usize = 8;
 
 /// Steps of each dimension's weight in the knapsack's surrogate sizes.
 const SURROGATE_STEPS: usize = 2;
@@ -345,22 +353,20 @@ fn single_class(cands: &[PackType], demand: &Demand, left: &[usize], k: usize) -
 /// The pricing of the column generation: per type, its most valuable fill
 /// at the duals, kept when it costs less than its value. A round prices
 /// only the types whose fill came near paying in the last full round
-/// (partial pricing); when none of them pays, every type; when no greedy
-/// fill pays, the near types whose knapsack LP relaxation pays are
+/// (partial pricing, every round first); when none of them pays, every
+/// type, thoroughly (several weightings, then a local search); when no
+/// greedy fill pays, the near types whose knapsack LP relaxation pays are
 /// searched exactly.
 struct Pricing {
     /// Per type, its fill's value over its price in the last full round
     /// (it is near when at least `NEAR`).
     closeness: Vec<f64>,
-    /// Whether the last round priced every type.
-    was_full: bool,
 }
 
 impl Pricing {
     fn new(types: usize) -> Pricing {
         Pricing {
             closeness: vec![1.0; types],
-            was_full: false,
         }
     }
 
@@ -381,14 +387,9 @@ impl Pricing {
             return vec![];
         }
         let mut knap = Knapsack::new(demand, value, &valued);
-        let mut found = Vec::new();
-        if !self.was_full {
-            found = self.greedy(cands, demand, &mut knap, &valued, false, budget);
-        }
+        let mut found = self.greedy(cands, demand, &mut knap, &valued, false, budget);
         if found.is_empty() {
             found = self.greedy(cands, demand, &mut knap, &valued, true, budget);
-        } else {
-            self.was_full = false;
         }
         if found.is_empty() {
             found = self.searched(cands, &mut knap, budget);
@@ -415,7 +416,6 @@ impl Pricing {
         let bound = ValueBound::new(&demand.need, knap.value, valued);
         let mut found = Vec::new();
         let mut take = Vec::new();
-        self.was_full = full;
         for (ty, c) in cands.iter().enumerate() {
             if !full && self.closeness[ty] < NEAR {
                 continue;
@@ -596,7 +596,83 @@ impl<'a> Knapsack<'a> {
             self.weightings[i] = w;
             self.keep_fill_if_better(val, &mut best, take);
         }
+        if thorough {
+            best = self.polish(room, take, best, budget);
+        }
         Some(best)
+    }
+
+    /// Local search from the fill `take` worth `val` in `room`: drop one
+    /// pod of a class, or all of them, and fill the room freed with the
+    /// other classes by value per size (the greedy's even weighting); the
+    /// first change worth more is kept, until none is or `POLISH_PASSES`
+    /// changes were made. The fill's value; `budget` is charged the
+    /// classes per change tried (it stops early when spent).
+    fn polish(
+        &mut self,
+        room: &[i64],
+        take: &mut [usize],
+        mut val: f64,
+        budget: &mut usize,
+    ) -> f64 {
+        self.order_by_density(room, Weighing::Even);
+        let mut rem = room.to_vec();
+        for (k, &t) in take.iter().enumerate() {
+            let t = t as i64;
+            for (r, q) in rem.iter_mut().zip(&self.need[k]) {
+                *r -= q * t;
+            }
+        }
+        let mut trial = take.to_vec();
+        let mut trial_rem = rem.clone();
+        for _ in 0..POLISH_PASSES {
+            let mut improved = false;
+            'drops: for a in (0..take.len()).filter(|&a| take[a] > 0) {
+                for drop in [1, take[a]] {
+                    let Some(left) = budget.checked_sub(self.order.len()) else {
+                        break 'drops;
+                    };
+                    *budget = left;
+                    trial.copy_from_slice(take);
+                    trial_rem.copy_from_slice(&rem);
+                    let v = self.refill(a, drop, &mut trial, &mut trial_rem, val);
+                    if v > val + 1e-12 * (1.0 + val) {
+                        take.copy_from_slice(&trial);
+                        rem.copy_from_slice(&trial_rem);
+                        val = v;
+                        improved = true;
+                        break 'drops;
+                    }
+                }
+            }
+            if !improved {
+                break;
+            }
+        }
+        val
+    }
+
+    /// `drop` pods of class `a` out of the fill `take` (worth `val`, room
+    /// left `rem`), then every other class in `self.order` as many as fit:
+    /// the new fill's value.
+    fn refill(&self, a: usize, drop: usize, take: &mut [usize], rem: &mut [i64], val: f64) -> f64 {
+        take[a] -= drop;
+        let dropped = drop as i64;
+        for (r, q) in rem.iter_mut().zip(&self.need[a]) {
+            *r += q * dropped;
+        }
+        let mut v = val - drop as f64 * self.value[a];
+        for &k in self.order.iter().filter(|&&k| k != a) {
+            let n = copies_up_to(rem, &self.need[k], self.most[k] - take[k] as i64);
+            if n > 0 {
+                for (r, q) in rem.iter_mut().zip(&self.need[k]) {
+                    *r -= q * n;
+                }
+                take[k] += n as usize;
+                v += n as f64 * self.value[k];
+            }
+        }
+        v
     }
 
     /// The last static fill (of value `val`) as `best` and `take` when it
@@ -990,6 +1066,65 @@ mod tests {
             );
             assert!(nodes < 1_000_000, "case {case}: the search did not finish");
         }
+    }
+
+    /// The greedy takes the densest class (one pod of it, which leaves no
+    /// room for the other); dropping it for two of the other fills the node.
+    #[test]
+    fn polish_trades_a_dense_pod_for_two_that_fill_the_node() {
+        let d = demand(&[[6, 1], [5, 5]], &[4, 4]);
+        let value = [6.5, 5.5];
+        let mut knap = Knapsack::new(&d, &value, &d.counts);
+        let room = [10, 10];
+        let greedy = knap.static_fill(&room, Weighing::Even);
+        assert_eq!((greedy, knap.fill.clone()), (6.5, vec![1, 0]));
+        let mut take = knap.fill.clone();
+        let mut budget = 1_000;
+        let polished = knap.polish(&room, &mut take, greedy, &mut budget);
+        assert_eq!((polished, take), (11.0, vec![0, 2]));
+        assert!(budget < 1_000, "the changes tried are charged");
+    }
+
+    /// On random knapsacks the local search keeps a fill that fits, its
+    /// value what it claims, never less than the greedy's and never more
+    /// than the best fill's; with no budget it changes nothing.
+    #[test]
+    fn polish_only_improves_a_fill() {
+        let mut draw = crate::scheduler::test_draws(23);
+        let mut improved = 0;
+        for case in 0..300 {
+            let classes = 2 + draw(6) as usize;
+            let need: Vec<[i64; 2]> = (0..classes)
+                .map(|_| [1 + draw(9) as i64, 1 + draw(9) as i64])
+                .collect();
+            let counts: Vec<usize> = (0..classes).map(|_| 1 + draw(4) as usize).collect();
+            let value: Vec<f64> = (0..classes).map(|_| 1.0 + draw(50) as f64 / 7.0).collect();
+            let room = [8 + draw(20) as i64, 8 + draw(20) as i64];
+            let d = demand(&need, &counts);
+            let mut knap = Knapsack::new(&d, &value, &counts);
+            let greedy = knap.static_fill(&room, Weighing::Even);
+            let mut take = knap.fill.clone();
+            let mut none = 0;
+            let unchanged = knap.polish(&room, &mut take, greedy, &mut none);
+            assert_eq!((unchanged, &take), (greedy, &knap.fill), "case {case}");
+            let mut budget = usize::MAX;
+            let got = knap.polish(&room, &mut take, greedy, &mut budget);
+            let need_rows: Vec<Vec<i64>> = need.iter().map(|n| n.to_vec()).collect();
+            let caps: Vec<i64> = counts.iter().map(|&c| c as i64).collect();
+            let best = best_fill(&need_rows, &value, &caps, &room);
+            let worth: f64 = (take.iter().zip(&value)).map(|(&t, v)| t as f64 * v).sum();
+            assert!((worth - got).abs() < 1e-9, "case {case}: {worth} != {got}");
+            assert!(got + 1e-9 >= greedy && got <= best + 1e-9, "case {case}");
+            for dim in 0..2 {
+                let used: i64 = (take.iter().zip(&need))
+                    .map(|(&t, n)| t as i64 * n[dim])
+                    .sum();
+                assert!(used <= room[dim], "case {case}: dimension {dim} overfull");
+            }
+            assert!(take.iter().zip(&counts).all(|(t, c)| t <= c), "case {case}");
+            improved += usize::from(got > greedy + 1e-9);
+        }
+        assert!(improved > 10, "the local search improved {improved} fills");
     }
 
     /// Each is solved exactly by mixing classes of complementary shapes on
