@@ -376,14 +376,15 @@ impl Run<'_> {
         let none = anchored.iter().map(|_| None).collect();
 
         let choices_b = self.choose(&anchored, none, &unmoved, true);
-        let pools: BTreeSet<PoolIdx> = anchors.iter().map(|&c| self.claims[c].pool).collect();
+        let pools: BTreeSet<PoolIdx> = anchors.iter().map(|a| self.claims[a.claim].pool).collect();
         let taken: BTreeSet<PoolIdx> = pools
             .into_iter()
             .filter(|&pi| {
                 let planned: f64 = anchors
                     .iter()
-                    .filter(|&&c| self.claims[c].pool == pi)
-                    .map(|&c| self.claim_price(&self.claims[c]))
+                    .map(|a| &self.claims[a.claim])
+                    .filter(|claim| claim.pool == pi)
+                    .map(|claim| self.claim_price(claim))
                     .sum();
                 let before = choices.cost(&groups, pi) + planned;
                 choices_b.cost(&anchored, pi) < before - 1e-9

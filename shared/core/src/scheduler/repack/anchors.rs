@@ -39,7 +39,7 @@ impl<'a> Run<'a> {
     /// The anchors (see the module documentation), in creation order: of
     /// each NodePool, those of the `ANCHOR_CLASSES` kinds (requirements
     /// and requests) that save most by shedding their movable pods.
-    pub(super) fn anchors(&self, relax: &[Relaxation]) -> Vec<ClaimIdx> {
+    pub(super) fn anchors(&self, relax: &[Relaxation]) -> Vec<Anchor> {
         let mut kinds: HashMap<AnchorKind, KindShed> = HashMap::new();
         for c in self.anchor_candidates() {
             let pool = self.claims[c].pool;
@@ -61,23 +61,25 @@ impl<'a> Run<'a> {
             kind.shed += shed.max(0.0);
             kind.claims.push(c);
         }
-        let mut kinds: Vec<(PoolIdx, KindShed)> =
-            kinds.into_iter().map(|(k, shed)| (k.pool, shed)).collect();
-        kinds.sort_by(|(pa, a), (pb, b)| {
-            pa.cmp(pb)
+        let mut kinds: Vec<(AnchorKind, KindShed)> = kinds.into_iter().collect();
+        kinds.sort_by(|(ka, a), (kb, b)| {
+            (ka.pool.cmp(&kb.pool))
                 .then(b.shed.total_cmp(&a.shed))
                 .then(a.claims[0].cmp(&b.claims[0]))
         });
         let mut out = Vec::new();
         let mut taken: HashMap<PoolIdx, usize> = HashMap::new();
-        for (pool, kind) in kinds {
-            let n = taken.entry(pool).or_default();
+        for (kind, shed) in kinds {
+            let n = taken.entry(kind.pool).or_default();
             if *n < ANCHOR_CLASSES {
                 *n += 1;
-                out.extend(kind.claims);
+                out.extend(shed.claims.into_iter().map(|claim| Anchor {
+                    claim,
+                    reqs: kind.reqs.clone(),
+                }));
             }
         }
-        out.sort_unstable();
+        out.sort_unstable_by_key(|a| a.claim);
         out
     }
 
@@ -185,7 +187,7 @@ impl<'a> Run<'a> {
     pub(super) fn with_anchors(
         &self,
         groups: &[Group],
-        anchors: &[ClaimIdx],
+        anchors: &[Anchor],
         relax: &[Relaxation],
     ) -> Vec<Group> {
         let mut out = groups.to_vec();
@@ -209,9 +211,10 @@ impl<'a> Run<'a> {
             out[gi].old = f64::INFINITY;
             gi
         };
-        for &c in anchors {
+        for a in anchors {
+            let c = a.claim;
             let pi = self.claims[c].pool;
-            let gi = group_of(&mut out, pi, self.anchor_requirements(c, relax));
+            let gi = group_of(&mut out, pi, a.reqs.clone());
             out[gi].anchors.push(c);
             for &p in self.claims[c].pods.iter().filter(|&&p| self.movable(p)) {
                 let gi = group_of(&mut out, pi, self.fresh_requirements(pi, p, &relax[p]));
@@ -295,6 +298,13 @@ impl<'a> Run<'a> {
         }
         super::sort_classes(classes);
     }
+}
+
+/// An anchor and its requirements (hostname aside, see
+/// `anchor_requirements`).
+pub(super) struct Anchor {
+    pub(super) claim: ClaimIdx,
+    pub(super) reqs: Requirements,
 }
 
 /// Anchors that pack alike: one NodePool, requirements and requests.

@@ -520,6 +520,9 @@ struct Knapsack<'a> {
     /// class.
     rem: Vec<i64>,
     fill: Vec<usize>,
+    /// Scratch of `adaptive`: the room left in the resource dimensions,
+    /// as floats.
+    rem_f: Vec<f64>,
 }
 
 /// How a class's size sums its dimensions (each relative to the room).
@@ -570,6 +573,7 @@ impl<'a> Knapsack<'a> {
             alive: Vec::new(),
             rem: Vec::new(),
             fill: Vec::new(),
+            rem_f: Vec::new(),
         }
     }
 
@@ -782,7 +786,9 @@ impl<'a> Knapsack<'a> {
         alive.clear();
         alive.extend((0..self.most.len()).filter(|&k| self.most[k] > 0));
         let dims = self.dims;
-        let mut rem_f: Vec<f64> = rem[..dims].iter().map(|&r| r as f64).collect();
+        let mut rem_f = std::mem::take(&mut self.rem_f);
+        rem_f.clear();
+        rem_f.extend(rem[..dims].iter().map(|&r| r as f64));
         loop {
             self.factors(&rem, Weighing::Even, &mut factors);
             let mut best: Option<(f64, usize)> = None;
@@ -822,6 +828,7 @@ impl<'a> Knapsack<'a> {
         self.factors = factors;
         self.alive = alive;
         self.rem = rem;
+        self.rem_f = rem_f;
         val
     }
 
