@@ -437,6 +437,38 @@ mod tests {
     /// with the mixed pattern (one 4, two 3s: 10) the LP takes 2.5 mixed
     /// rolls (all the 3s and 2.5 of the 4s) and a quarter of a roll of 4s:
     /// 2.75, with duals 1/2 and 1/4.
+    /// A cover of `m` random rows, each with a random column of its own.
+    fn random_cover(next: &mut impl FnMut(u64) -> u64, m: usize) -> (Vec<f64>, CoverLp) {
+        let b: Vec<f64> = (0..m).map(|_| 1.0 + next(40) as f64).collect();
+        let start: Vec<Column> = (0..m)
+            .map(|i| col(1.0 + next(5) as f64, &[(i, 1.0 + next(4) as f64)]))
+            .collect();
+        let lp = CoverLp::new(b.clone(), start).unwrap();
+        (b, lp)
+    }
+
+    /// Up to `count` random columns, each covering a row with chance
+    /// `1 / one_in`.
+    fn add_random_columns(
+        lp: &mut CoverLp,
+        next: &mut impl FnMut(u64) -> u64,
+        count: usize,
+        one_in: u64,
+    ) {
+        let m = lp.b.len();
+        for _ in 0..count {
+            let mut entries: Vec<(usize, f64)> = Vec::new();
+            for i in 0..m {
+                if next(one_in) == 0 {
+                    entries.push((i, 1.0 + next(5) as f64));
+                }
+            }
+            if !entries.is_empty() {
+                lp.add(col(0.5 + next(6) as f64, &entries));
+            }
+        }
+    }
+
     #[test]
     fn the_master_finds_the_mixed_pattern_cheaper() {
         let start = vec![col(1.0, &[(0, 2.0)]), col(1.0, &[(1, 3.0)])];
@@ -467,22 +499,8 @@ mod tests {
         let mut next = crate::scheduler::test_draws(7u64);
         for _ in 0..200 {
             let m = 1 + next(8) as usize;
-            let b: Vec<f64> = (0..m).map(|_| 1.0 + next(40) as f64).collect();
-            let start: Vec<Column> = (0..m)
-                .map(|i| col(1.0 + next(5) as f64, &[(i, 1.0 + next(4) as f64)]))
-                .collect();
-            let mut lp = CoverLp::new(b.clone(), start).unwrap();
-            for _ in 0..(3 * m) {
-                let mut entries: Vec<(usize, f64)> = Vec::new();
-                for i in 0..m {
-                    if next(2) == 0 {
-                        entries.push((i, 1.0 + next(5) as f64));
-                    }
-                }
-                if !entries.is_empty() {
-                    lp.add(col(0.5 + next(6) as f64, &entries));
-                }
-            }
+            let (b, mut lp) = random_cover(&mut next, m);
+            add_random_columns(&mut lp, &mut next, 3 * m, 2);
             let mut budget = 10_000_000;
             lp.solve(&mut budget).unwrap();
             let y = lp.duals();
@@ -512,23 +530,9 @@ mod tests {
         let mut next = crate::scheduler::test_draws(31u64);
         for _ in 0..60 {
             let m = 1 + next(40) as usize;
-            let b: Vec<f64> = (0..m).map(|_| 1.0 + next(40) as f64).collect();
-            let start: Vec<Column> = (0..m)
-                .map(|i| col(1.0 + next(5) as f64, &[(i, 1.0 + next(4) as f64)]))
-                .collect();
-            let mut lp = CoverLp::new(b, start).unwrap();
+            let (_, mut lp) = random_cover(&mut next, m);
             for _ in 0..4 {
-                for _ in 0..(2 * m) {
-                    let mut entries: Vec<(usize, f64)> = Vec::new();
-                    for i in 0..m {
-                        if next(3) == 0 {
-                            entries.push((i, 1.0 + next(5) as f64));
-                        }
-                    }
-                    if !entries.is_empty() {
-                        lp.add(col(0.5 + next(6) as f64, &entries));
-                    }
-                }
+                add_random_columns(&mut lp, &mut next, 2 * m, 3);
                 let mut budget = 100_000_000;
                 lp.solve(&mut budget).unwrap();
                 let (kept, fresh) = (lp.duals(), lp.basis_duals());

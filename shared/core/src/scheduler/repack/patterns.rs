@@ -1044,19 +1044,45 @@ mod tests {
         }
     }
 
-    /// The exact search with the relaxation's order and bound finds the
-    /// best fill of random knapsacks (by enumeration) well within its nodes.
-    #[test]
-    fn the_search_finds_the_best_fill() {
-        let mut draw = crate::scheduler::test_draws(11);
-        for case in 0..150 {
-            let classes = 2 + draw(5) as usize;
+    /// A random two-dimensional knapsack: 2 to `1 + spread` classes of
+    /// random needs, counts and values, and a random room.
+    struct RandomKnapsack {
+        need: Vec<[i64; 2]>,
+        counts: Vec<usize>,
+        value: Vec<f64>,
+        room: [i64; 2],
+    }
+
+    impl RandomKnapsack {
+        fn draw(draw: &mut impl FnMut(u64) -> u64, spread: u64) -> RandomKnapsack {
+            let classes = 2 + draw(spread) as usize;
             let need: Vec<[i64; 2]> = (0..classes)
                 .map(|_| [1 + draw(9) as i64, 1 + draw(9) as i64])
                 .collect();
             let counts: Vec<usize> = (0..classes).map(|_| 1 + draw(4) as usize).collect();
             let value: Vec<f64> = (0..classes).map(|_| 1.0 + draw(50) as f64 / 7.0).collect();
             let room = [8 + draw(20) as i64, 8 + draw(20) as i64];
+            RandomKnapsack {
+                need,
+                counts,
+                value,
+                room,
+            }
+        }
+    }
+
+    /// The exact search with the relaxation's order and bound finds the
+    /// best fill of random knapsacks (by enumeration) well within its nodes.
+    #[test]
+    fn the_search_finds_the_best_fill() {
+        let mut draw = crate::scheduler::test_draws(11);
+        for case in 0..150 {
+            let RandomKnapsack {
+                need,
+                counts,
+                value,
+                room,
+            } = RandomKnapsack::draw(&mut draw, 5);
             let d = demand(&need, &counts);
             let mut knap = Knapsack::new(&d, &value, &counts);
             let mut budget = usize::MAX;
@@ -1100,13 +1126,12 @@ mod tests {
         let mut draw = crate::scheduler::test_draws(23);
         let mut improved = 0;
         for case in 0..300 {
-            let classes = 2 + draw(6) as usize;
-            let need: Vec<[i64; 2]> = (0..classes)
-                .map(|_| [1 + draw(9) as i64, 1 + draw(9) as i64])
-                .collect();
-            let counts: Vec<usize> = (0..classes).map(|_| 1 + draw(4) as usize).collect();
-            let value: Vec<f64> = (0..classes).map(|_| 1.0 + draw(50) as f64 / 7.0).collect();
-            let room = [8 + draw(20) as i64, 8 + draw(20) as i64];
+            let RandomKnapsack {
+                need,
+                counts,
+                value,
+                room,
+            } = RandomKnapsack::draw(&mut draw, 6);
             let d = demand(&need, &counts);
             let mut knap = Knapsack::new(&d, &value, &counts);
             let greedy = knap.static_fill(&room, Weighing::Even);
