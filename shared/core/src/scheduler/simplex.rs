@@ -18,8 +18,9 @@
 //! on these degenerate covers it takes fewer pivots than Dantzig's rule),
 //! switching to Bland's after a run of degenerate pivots (no cycling); the
 //! inverse is rebuilt from the basis columns every `REFACTOR` pivots, and
-//! the duals are updated by each pivot (recomputed at each rebuild). Failures (a singular basis, the pivot
-//! budget spent) are errors: the caller then keeps the packing it has.
+//! the duals are updated by each pivot (recomputed at each rebuild).
+//! Failures (a singular basis, the pivot budget spent) are errors: the
+//! caller then keeps the packing it has.
 
 /// Pivots between two rebuilds of the basis inverse.
 const REFACTOR: usize = 64;
@@ -432,11 +433,6 @@ mod tests {
         }
     }
 
-    /// Cutting stock by hand: rolls of 10, orders of 3 pieces of 4 and 5
-    /// of 3. One size per roll (2 of 4, or 3 of 3) costs 1.5 + 5/3 rolls;
-    /// with the mixed pattern (one 4, two 3s: 10) the LP takes 2.5 mixed
-    /// rolls (all the 3s and 2.5 of the 4s) and a quarter of a roll of 4s:
-    /// 2.75, with duals 1/2 and 1/4.
     /// A cover of `m` random rows, each with a random column of its own.
     fn random_cover(next: &mut impl FnMut(u64) -> u64, m: usize) -> (Vec<f64>, CoverLp) {
         let b: Vec<f64> = (0..m).map(|_| 1.0 + next(40) as f64).collect();
@@ -469,6 +465,11 @@ mod tests {
         }
     }
 
+    /// Cutting stock by hand: rolls of 10, orders of 3 pieces of 4 and 5
+    /// of 3. One size per roll (2 of 4, or 3 of 3) costs 1.5 + 5/3 rolls;
+    /// with the mixed pattern (one 4, two 3s: 10) the LP takes 2.5 mixed
+    /// rolls (all the 3s and 2.5 of the 4s) and a quarter of a roll of 4s:
+    /// 2.75, with duals 1/2 and 1/4.
     #[test]
     fn the_master_finds_the_mixed_pattern_cheaper() {
         let start = vec![col(1.0, &[(0, 2.0)]), col(1.0, &[(1, 3.0)])];

@@ -632,7 +632,8 @@ impl<'a> Knapsack<'a> {
         for _ in 0..POLISH_PASSES {
             let mut improved = false;
             'drops: for a in (0..take.len()).filter(|&a| take[a] > 0) {
-                for drop in [1, take[a]] {
+                // One pod, or all of them when that is more than one.
+                for drop in std::iter::once(1).chain((take[a] > 1).then_some(take[a])) {
                     let Some(left) = budget.checked_sub(self.order.len()) else {
                         break 'drops;
                     };
