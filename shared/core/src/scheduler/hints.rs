@@ -28,9 +28,27 @@ use super::{Pool, Relaxation, Run};
 /// The largest allocatable and the largest capacity of a set of types.
 pub(super) type TypeMaxima = (Resources, Resources);
 
-/// Per zone bucket (see `ZonePin::bucket`), the first NodeClaim worth
-/// trying (see `Hints::spread_hint`).
-pub(super) type SpreadHint = Box<[u32; ZonePin::BUCKETS]>;
+/// What the walks of one size class's pods without a shape (at no
+/// relaxation) learned (see `Hints::spread_hint`).
+pub(super) struct SpreadHint {
+    /// Per zone bucket (see `ZonePin::bucket`), the first NodeClaim worth
+    /// trying.
+    pub(super) first: [u32; ZonePin::BUCKETS],
+    /// The NodeClaims such a pod may still join: like the request class's
+    /// list, and a NodeClaim found behind its bucket's `first` is dropped
+    /// for good (`first` only grows); `parked` remembers cost-rule
+    /// refusals.
+    pub(super) roomy: Roomy,
+}
+
+impl SpreadHint {
+    pub(super) fn new() -> Box<SpreadHint> {
+        Box::new(SpreadHint {
+            first: [0; ZonePin::BUCKETS],
+            roomy: Roomy::default(),
+        })
+    }
+}
 
 /// Pod classes and what the run remembers about them, and caches of
 /// answers that depend only on a NodePool and requirements (see the module
@@ -81,8 +99,12 @@ pub(super) struct Hints<'a> {
     /// Per size class, for pods without a shape (spread, pod affinity) at
     /// no relaxation: per zone bucket (see `ZonePin::bucket`), the first
     /// NodeClaim not known to refuse such a pod for reasons that only
-    /// harden (no room, the cost rule). Topology refusals do not count.
-    spread_hint: Vec<Option<SpreadHint>>,
+    /// harden (no room, the cost rule), and the NodeClaims after it such
+    /// a pod may join. Topology refusals do not count.
+    spread_hint: Vec<Option<Box<SpreadHint>>>,
+    /// The same per (size class, relaxation) for such pods relaxed (a
+    /// size class's pods share their requirements at each relaxation).
+    relaxed_hint: HashMap<(usize, Relaxation), Box<SpreadHint>>,
     /// Every zone mask a NodeClaim of the run has had (see `commit`): a
     /// pod topology refuses on all of them fits no NodeClaim.
     zone_masks: Vec<ZoneMask>,
@@ -125,7 +147,8 @@ impl<'a> Hints<'a> {
             fit_cache: Default::default(),
             req_class,
             roomy: (0..n_req_classes).map(|_| Roomy::default()).collect(),
-            spread_hint: vec![None; n_sizes],
+            spread_hint: (0..n_sizes).map(|_| None).collect(),
+            relaxed_hint: HashMap::default(),
             zone_masks: Vec::new(),
             epoch: 0,
             shared_compat: Some(shared_compat),
@@ -161,6 +184,7 @@ impl<'a> Hints<'a> {
         self.slot_cache.borrow_mut().clear();
         self.solo_cache.iter_mut().for_each(|c| *c = None);
         self.spread_hint.iter_mut().for_each(|h| *h = None);
+        self.relaxed_hint.clear();
         self.epoch = self.epoch.wrapping_add(1);
         self.shared_compat = None;
     }
@@ -247,17 +271,29 @@ impl<'a> Hints<'a> {
         self.roomy[class] = roomy;
     }
 
-    /// Takes size class `size`'s spread hints out for a walk (give them
-    /// back with [`Self::put_spread_hint`]).
+    /// Takes size class `size`'s spread hints at relaxation `r` out for a
+    /// walk (give them back with [`Self::put_spread_hint`]).
     #[inline]
-    pub(super) fn take_spread_hint(&mut self, size: usize) -> Option<SpreadHint> {
-        self.spread_hint[size].take()
+    pub(super) fn take_spread_hint(
+        &mut self,
+        size: usize,
+        r: &Relaxation,
+    ) -> Option<Box<SpreadHint>> {
+        if *r == Relaxation::default() {
+            self.spread_hint[size].take()
+        } else {
+            self.relaxed_hint.remove(&(size, r.clone()))
+        }
     }
 
-    /// Gives back size class `size`'s spread hints.
+    /// Gives back size class `size`'s spread hints at relaxation `r`.
     #[inline]
-    pub(super) fn put_spread_hint(&mut self, size: usize, hint: SpreadHint) {
-        self.spread_hint[size] = Some(hint);
+    pub(super) fn put_spread_hint(&mut self, size: usize, r: &Relaxation, hint: Box<SpreadHint>) {
+        if *r == Relaxation::default() {
+            self.spread_hint[size] = Some(hint);
+        } else {
+            self.relaxed_hint.insert((size, r.clone()), hint);
+        }
     }
 
     /// Every zone mask a NodeClaim of the run has had.
@@ -354,6 +390,10 @@ pub(super) struct Roomy {
     /// known to be pinned). A pinned NodeClaim stays pinned to its zone, so
     /// the spread pre-check can skip it without touching it.
     pub(super) pins: Vec<u64>,
+    /// Per NodeClaim, 1 + its version when the cost rule last refused
+    /// the list's pods there (0: never; only a size class's list, whose
+    /// pods share a solo price, remembers this: see `Run::walk_claims`).
+    pub(super) parked: Vec<u32>,
     pub(super) n_dead: usize,
     /// NodeClaims `0..synced` are in `list` (or were dropped as full).
     pub(super) synced: usize,
@@ -365,6 +405,7 @@ impl Roomy {
             self.list.push(c as u32);
             self.dead.push(false);
             self.pins.push(0);
+            self.parked.push(0);
         }
         self.synced = self.synced.max(claims);
     }
@@ -382,6 +423,8 @@ impl Roomy {
         self.list.retain(|_| dead.next() == Some(&false));
         let mut dead = self.dead.iter();
         self.pins.retain(|_| dead.next() == Some(&false));
+        let mut dead = self.dead.iter();
+        self.parked.retain(|_| dead.next() == Some(&false));
         self.dead = vec![false; self.list.len()];
         self.n_dead = 0;
     }

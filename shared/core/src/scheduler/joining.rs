@@ -8,15 +8,17 @@ use super::index::ClaimIdx;
 use crate::labels;
 
 use super::nodeclaim::{Claim, Fit, ZonePin};
-use super::{Relaxation, Run, Trial};
+use super::{Run, Trial};
 
 /// The walk over the NodeClaims that may have room for one pod (its
-/// request class's [`Roomy`] list), and what it learns on the way.
+/// request class's [`Roomy`] list, or its size class's for a pod without
+/// a shape at no relaxation), and what it learns on the way.
 struct Walk {
     roomy: Roomy,
     /// The size class's spread hints (see `Hints::spread_hint`), for a pod
-    /// without a shape at no relaxation.
-    hints: Option<SpreadHint>,
+    /// without a shape at no relaxation (their `roomy` is out, in the
+    /// walk's).
+    hints: Option<Box<SpreadHint>>,
     /// Buckets where a claim refused for a reason that may pass later.
     blocked: [bool; ZonePin::BUCKETS],
     /// NodeClaims whose trial refused the pod (ascending): step 4 would
@@ -34,7 +36,7 @@ impl Walk {
             if !hard {
                 self.blocked[bucket] = true;
             } else if !self.blocked[bucket] {
-                h[bucket] = c.get() as u32 + 1;
+                h.first[bucket] = c.get() as u32 + 1;
             }
         }
     }
@@ -42,7 +44,8 @@ impl Walk {
     /// The zone bucket in which to try roomy entry `k` (NodeClaim `claim`),
     /// or `None` when it is dead, pinned to a zone the pod may not use
     /// (`zones_limited`: the pod admits only `admitted_bits`), or before
-    /// its bucket's spread hint. Learns the NodeClaim's pin on the way.
+    /// its bucket's spread hint (then dropped: the hints only grow). Learns
+    /// the NodeClaim's pin on the way.
     #[inline]
     fn bucket_to_try(
         &mut self,
@@ -61,7 +64,8 @@ impl Walk {
         let c = roomy.list[k];
         // Known pins answer the hint without touching the NodeClaim.
         if let Some(h) = &self.hints {
-            if roomy.pins[k] != 0 && c < h[ZonePin::Bit(roomy.pins[k]).bucket()] {
+            if roomy.pins[k] != 0 && c < h.first[ZonePin::Bit(roomy.pins[k]).bucket()] {
+                roomy.kill(k);
                 return None;
             }
         }
@@ -71,9 +75,31 @@ impl Walk {
         match &self.hints {
             Some(h) => {
                 let b = claim.zone_pin.bucket();
-                (c >= h[b]).then_some(b)
+                if c < h.first[b] {
+                    roomy.kill(k);
+                    return None;
+                }
+                Some(b)
             }
             None => Some(0),
+        }
+    }
+
+    /// Whether NodeClaim `claim` (roomy entry `k`) refused the walk's size
+    /// class by the cost rule at its current version (only a size class's
+    /// walk remembers: its pods share their solo price, and a refusal
+    /// stands as fewer of them wait, see `Run::may_join_memo`).
+    #[inline]
+    fn parked(&self, k: usize, claim: &Claim) -> bool {
+        let mark = claim.version.wrapping_add(1);
+        self.hints.is_some() && mark != 0 && self.roomy.parked[k] == mark
+    }
+
+    /// The cost rule refused the pod on NodeClaim `claim` (entry `k`).
+    #[inline]
+    fn park(&mut self, k: usize, claim: &Claim) {
+        if self.hints.is_some() {
+            self.roomy.parked[k] = claim.version.wrapping_add(1);
         }
     }
 }
@@ -86,7 +112,7 @@ fn first_eligible(h: &SpreadHint, any_zone: bool, admitted_bits: u64) -> ClaimId
     };
     (0..ZonePin::BUCKETS)
         .filter(|&b| eligible(b))
-        .map(|b| h[b])
+        .map(|b| h.first[b])
         .min()
         .map_or(ClaimIdx::new(0), |c| ClaimIdx::new(c as usize))
 }
@@ -110,20 +136,23 @@ impl Run<'_> {
         let first = shape.map_or(ClaimIdx::new(0), |s| self.hints.claim_hint(s));
         let admitted_bits = self.zone_bits(&t.zones_admitted);
         let cls = self.hints.req_class(p);
-        let mut roomy = self.hints.take_roomy(cls);
-        roomy.sync(self.claims.len());
         // Pods without a shape: start at the lowest hint of the buckets
         // the pod may use, skip each bucket's known refusals.
         let size = self.hints.size_class(p);
-        let hints = if shape.is_none() && *t.r == Relaxation::default() {
+        let mut hints = if shape.is_none() {
             Some(
                 self.hints
-                    .take_spread_hint(size)
-                    .unwrap_or_else(|| Box::new([0; ZonePin::BUCKETS])),
+                    .take_spread_hint(size, t.r)
+                    .unwrap_or_else(SpreadHint::new),
             )
         } else {
             None
         };
+        let mut roomy = match hints.as_mut() {
+            Some(h) => std::mem::take(&mut h.roomy),
+            None => self.hints.take_roomy(cls),
+        };
+        roomy.sync(self.claims.len());
         let first = match &hints {
             Some(h) => first_eligible(h, t.zones_admitted.is_none(), admitted_bits),
             None => first,
@@ -135,11 +164,14 @@ impl Run<'_> {
             refused_claims: Vec::new(),
         };
         let joined = self.walk_claims(t, solo, first, admitted_bits, &mut walk);
-        if let Some(h) = walk.hints {
-            self.hints.put_spread_hint(size, h);
-        }
         walk.roomy.compact();
-        self.hints.put_roomy(cls, walk.roomy);
+        match walk.hints {
+            Some(mut h) => {
+                h.roomy = walk.roomy;
+                self.hints.put_spread_hint(size, t.r, h);
+            }
+            None => self.hints.put_roomy(cls, walk.roomy),
+        }
         if let Some((c, fit)) = joined {
             self.commit(c, p, fit);
             if let Some(s) = shape {
@@ -188,7 +220,8 @@ impl Run<'_> {
                     continue;
                 }
             }
-            if !self.pack && !self.may_join_memo(c, p, pod_reqs, solo) {
+            if !self.pack && (walk.parked(k, claim) || !self.may_join_memo(c, p, pod_reqs, solo)) {
+                walk.park(k, &self.claims[c]);
                 walk.refused(bucket, c, true);
                 continue;
             }
@@ -239,5 +272,101 @@ impl Run<'_> {
                 pinned.is_some_and(|z| !ok.contains(z))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::requirements::Requirements;
+    use crate::resources::Resources;
+    use crate::scheduler::index::PoolIdx;
+
+    fn claims(n: usize, pin: ZonePin) -> Vec<Claim> {
+        (0..n)
+            .map(|i| {
+                let reqs = Requirements::default();
+                let mut c = Claim::new(
+                    PoolIdx::new(0),
+                    format!("c{i}"),
+                    reqs,
+                    Resources::new(),
+                    None,
+                    Default::default(),
+                );
+                c.zone_pin = pin;
+                c
+            })
+            .collect()
+    }
+
+    fn spread_walk(claims: usize) -> Walk {
+        let mut roomy = Roomy::default();
+        roomy.sync(claims);
+        Walk {
+            roomy,
+            hints: Some(SpreadHint::new()),
+            blocked: [false; ZonePin::BUCKETS],
+            refused_claims: Vec::new(),
+        }
+    }
+
+    /// A size class's walk drops the NodeClaims behind their bucket's hint
+    /// (the hints only grow, so they would be skipped on every later walk),
+    /// known pinned or not, and keeps those at or after it.
+    #[test]
+    fn a_spread_walk_drops_nodeclaims_behind_their_buckets_hint() {
+        let zone_a = ZonePin::Bit(1);
+        for pin in [ZonePin::Free, zone_a] {
+            let cs = claims(10, pin);
+            let mut walk = spread_walk(cs.len());
+            if let Some(h) = walk.hints.as_mut() {
+                h.first[pin.bucket()] = 6;
+            }
+            // Twice: the second pass finds the pins known.
+            for _ in 0..2 {
+                let tried: Vec<Option<usize>> = (0..cs.len())
+                    .map(|k| walk.bucket_to_try(k, &cs[k], false, 0))
+                    .collect();
+                let expected: Vec<Option<usize>> = (0..cs.len())
+                    .map(|k| (k >= 6).then_some(pin.bucket()))
+                    .collect();
+                assert_eq!(tried, expected);
+            }
+            walk.roomy.compact();
+            assert_eq!(walk.roomy.list, vec![6, 7, 8, 9]);
+        }
+        // A request class's walk (no hints) drops nothing.
+        let cs = claims(3, zone_a);
+        let mut walk = spread_walk(cs.len());
+        walk.hints = None;
+        assert!((0..3).all(|k| walk.bucket_to_try(k, &cs[k], false, 0) == Some(0)));
+        assert_eq!(walk.roomy.n_dead, 0);
+    }
+
+    /// A cost-rule refusal is remembered for the NodeClaim's version: a
+    /// pod joining it (a new version) makes the rule ask again. Only a
+    /// size class's walk remembers (a request class's pods differ in their
+    /// solo price).
+    #[test]
+    fn a_cost_refusal_stands_until_the_nodeclaim_changes() {
+        let mut cs = claims(2, ZonePin::Free);
+        let mut walk = spread_walk(cs.len());
+        assert!(!walk.parked(0, &cs[0]));
+        walk.park(0, &cs[0]);
+        assert!(walk.parked(0, &cs[0]));
+        assert!(!walk.parked(1, &cs[1]), "only the refusing NodeClaim");
+        cs[0].version = cs[0].version.wrapping_add(1);
+        assert!(!walk.parked(0, &cs[0]));
+        // The mark is the version plus one, 0 for none: at the last
+        // version the rule is asked again (never a stale refusal).
+        cs[1].version = u32::MAX;
+        walk.park(1, &cs[1]);
+        assert!(!walk.parked(1, &cs[1]));
+
+        let mut walk = spread_walk(cs.len());
+        walk.hints = None;
+        walk.park(0, &cs[0]);
+        assert!(!walk.parked(0, &cs[0]));
     }
 }

@@ -134,7 +134,7 @@ impl ZoneMask {
 impl Claim {
     /// An empty NodeClaim of pool `pi` named `name` with `requirements`
     /// (its pods join by `commit`), holding only the daemonsets' `requests`.
-    fn new(
+    pub(super) fn new(
         pi: PoolIdx,
         name: String,
         requirements: Requirements,

@@ -11,7 +11,7 @@ use super::volumes::VolumeTerms;
 use crate::model::{Pod, WhenUnsatisfiable};
 use crate::requirements::Requirements;
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Relaxation {
     /// The alternative in use: an index into the pod's required terms, or,
     /// when its volumes restrict nodes, into its `VolumeTerms`.
