@@ -386,10 +386,12 @@ impl<'a> Hints<'a> {
 pub(super) struct Roomy {
     pub(super) list: Vec<u32>,
     pub(super) dead: Vec<bool>,
-    /// The zone bit each NodeClaim is pinned to, once seen pinned (0: not
-    /// known to be pinned). A pinned NodeClaim stays pinned to its zone, so
-    /// the spread pre-check can skip it without touching it.
-    pub(super) pins: Vec<u64>,
+    /// The zone bucket (see `ZonePin::bucket`: 1 + the zone's bit) each
+    /// NodeClaim is pinned to, once seen pinned to one of the first 64
+    /// zones (0: not known to be pinned). A pinned NodeClaim stays pinned
+    /// to its zone, so the spread pre-check can skip it without touching
+    /// it.
+    pub(super) pins: Vec<u8>,
     /// Per NodeClaim, 1 + its version when the cost rule last refused
     /// the list's pods there (0: never; only a size class's list, whose
     /// pods share a solo price, remembers this: see `Run::walk_claims`).

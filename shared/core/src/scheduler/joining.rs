@@ -58,19 +58,21 @@ impl Walk {
         if roomy.dead[k] {
             return None;
         }
-        if zones_limited && roomy.pins[k] != 0 && admitted_bits & roomy.pins[k] == 0 {
+        let pin = roomy.pins[k];
+        if zones_limited && pin != 0 && admitted_bits & (1u64 << (pin - 1)) == 0 {
             return None;
         }
         let c = roomy.list[k];
         // Known pins answer the hint without touching the NodeClaim.
         if let Some(h) = &self.hints {
-            if roomy.pins[k] != 0 && c < h.first[ZonePin::Bit(roomy.pins[k]).bucket()] {
+            if pin != 0 && c < h.first[usize::from(pin)] {
                 roomy.kill(k);
                 return None;
             }
         }
-        if let ZonePin::Bit(b) = claim.zone_pin {
-            roomy.pins[k] = b;
+        if let ZonePin::Bit(_) = claim.zone_pin {
+            // A bit's bucket is 1..=64.
+            roomy.pins[k] = claim.zone_pin.bucket() as u8;
         }
         match &self.hints {
             Some(h) => {
