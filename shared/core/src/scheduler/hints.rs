@@ -50,6 +50,15 @@ impl SpreadHint {
     }
 }
 
+/// What a pod's solo price is remembered by (see `Run::solo`): its shape
+/// (at the shape's relaxation), or, for a pod without one at no
+/// relaxation, its size class.
+#[derive(Clone, Copy)]
+pub(super) enum SoloKey {
+    Shape(usize),
+    Size(usize),
+}
+
 /// Pod classes and what the run remembers about them, and caches of
 /// answers that depend only on a NodePool and requirements (see the module
 /// documentation); the size classes and their counts feed the cost rule's
@@ -71,6 +80,10 @@ pub(super) struct Hints<'a> {
     size_left: Vec<usize>,
     /// Per shape: the solo price (see `solo_price`).
     solo_cache: Vec<Option<Option<f64>>>,
+    /// Per size class, for its pods without a shape at no relaxation: the
+    /// solo price (the size class's pods share their requests, node
+    /// requirements and tolerations, all it depends on).
+    size_solo_cache: Vec<Option<Option<f64>>>,
     /// Types of a pool compatible with requirements (hostname excluded).
     compat_cache: CompatCache,
     /// See [`ReqTypeCache`]: a candidate NodeClaim's types are narrowed by
@@ -138,6 +151,7 @@ impl<'a> Hints<'a> {
             size,
             size_left,
             solo_cache: vec![None; n_shapes],
+            size_solo_cache: vec![None; n_sizes],
             compat_cache: Default::default(),
             req_type_cache,
             cand_cache: Default::default(),
@@ -183,6 +197,7 @@ impl<'a> Hints<'a> {
         self.no_type_reasons.borrow_mut().clear();
         self.slot_cache.borrow_mut().clear();
         self.solo_cache.iter_mut().for_each(|c| *c = None);
+        self.size_solo_cache.iter_mut().for_each(|c| *c = None);
         self.spread_hint.iter_mut().for_each(|h| *h = None);
         self.relaxed_hint.clear();
         self.epoch = self.epoch.wrapping_add(1);
@@ -246,16 +261,22 @@ impl<'a> Hints<'a> {
         self.claim_hint[s] = c;
     }
 
-    /// Shape `s`'s solo price, if remembered (see `Run::solo`).
+    /// The solo price remembered under `key`, if any (see `Run::solo`).
     #[inline]
-    pub(super) fn solo_price_cached(&self, s: usize) -> Option<Option<f64>> {
-        self.solo_cache[s]
+    pub(super) fn solo_price_cached(&self, key: SoloKey) -> Option<Option<f64>> {
+        match key {
+            SoloKey::Shape(s) => self.solo_cache[s],
+            SoloKey::Size(s) => self.size_solo_cache[s],
+        }
     }
 
-    /// Remembers shape `s`'s solo price.
+    /// Remembers the solo price of the pods of `key`.
     #[inline]
-    pub(super) fn remember_solo_price(&mut self, s: usize, price: Option<f64>) {
-        self.solo_cache[s] = Some(price);
+    pub(super) fn remember_solo_price(&mut self, key: SoloKey, price: Option<f64>) {
+        match key {
+            SoloKey::Shape(s) => self.solo_cache[s] = Some(price),
+            SoloKey::Size(s) => self.size_solo_cache[s] = Some(price),
+        }
     }
 
     /// Takes request class `class`'s roomy list out for a walk (give it
