@@ -28,8 +28,8 @@ use super::{Pool, Relaxation, Run};
 /// The largest allocatable and the largest capacity of a set of types.
 pub(super) type TypeMaxima = (Resources, Resources);
 
-/// What the walks of one size class's pods without a shape (at no
-/// relaxation) learned (see `Hints::spread_hint`).
+/// What the walks of one size class's pods without a shape, at one
+/// relaxation, learned (see `Hints::spread_hint`).
 pub(super) struct SpreadHint {
     /// Per zone bucket (see `ZonePin::bucket`), the first NodeClaim worth
     /// trying.

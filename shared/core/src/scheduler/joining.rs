@@ -11,13 +11,13 @@ use super::nodeclaim::{Claim, Fit, ZonePin};
 use super::{Run, Trial};
 
 /// The walk over the NodeClaims that may have room for one pod (its
-/// request class's [`Roomy`] list, or its size class's for a pod without
-/// a shape at no relaxation), and what it learns on the way.
+/// request class's [`Roomy`] list, or its size class's at its relaxation
+/// for a pod without a shape), and what it learns on the way.
 struct Walk {
     roomy: Roomy,
-    /// The size class's spread hints (see `Hints::spread_hint`), for a pod
-    /// without a shape at no relaxation (their `roomy` is out, in the
-    /// walk's).
+    /// The size class's spread hints at the pod's relaxation (see
+    /// `Hints::spread_hint`), for a pod without a shape (their `roomy` is
+    /// out, in the walk's).
     hints: Option<Box<SpreadHint>>,
     /// Buckets where a claim refused for a reason that may pass later.
     blocked: [bool; ZonePin::BUCKETS],
