@@ -109,15 +109,14 @@ pub(super) struct Hints<'a> {
     /// NodeClaims that may still have room for such a pod (see `Roomy`).
     req_class: Vec<usize>,
     roomy: Vec<Roomy>,
-    /// Per size class, for pods without a shape (spread, pod affinity) at
-    /// no relaxation: per zone bucket (see `ZonePin::bucket`), the first
-    /// NodeClaim not known to refuse such a pod for reasons that only
-    /// harden (no room, the cost rule), and the NodeClaims after it such
-    /// a pod may join. Topology refusals do not count.
-    spread_hint: Vec<Option<Box<SpreadHint>>>,
-    /// The same per (size class, relaxation) for such pods relaxed (a
-    /// size class's pods share their requirements at each relaxation).
-    relaxed_hint: HashMap<(usize, Relaxation), Box<SpreadHint>>,
+    /// Per size class, for pods without a shape (spread, pod affinity),
+    /// per relaxation (a size class's pods share their requirements at
+    /// each): per zone bucket (see `ZonePin::bucket`), the first NodeClaim
+    /// not known to refuse such a pod for reasons that only harden (no
+    /// room, the cost rule), and the NodeClaims after it such a pod may
+    /// join. Topology refusals do not count. Dropped once the size class
+    /// has no pod left to place (each holds a list of NodeClaims).
+    spread_hint: Vec<Vec<(Relaxation, Box<SpreadHint>)>>,
     /// Every zone mask a NodeClaim of the run has had (see `commit`): a
     /// pod topology refuses on all of them fits no NodeClaim.
     zone_masks: Vec<ZoneMask>,
@@ -161,8 +160,7 @@ impl<'a> Hints<'a> {
             fit_cache: Default::default(),
             req_class,
             roomy: (0..n_req_classes).map(|_| Roomy::default()).collect(),
-            spread_hint: (0..n_sizes).map(|_| None).collect(),
-            relaxed_hint: HashMap::default(),
+            spread_hint: (0..n_sizes).map(|_| Vec::new()).collect(),
             zone_masks: Vec::new(),
             epoch: 0,
             shared_compat: Some(shared_compat),
@@ -187,6 +185,9 @@ impl<'a> Hints<'a> {
     pub(super) fn placed(&mut self, p: PodIdx) {
         let size = self.size[p];
         self.size_left[size] = self.size_left[size].saturating_sub(1);
+        if self.size_left[size] == 0 {
+            self.spread_hint[size] = Vec::new();
+        }
     }
 
     /// Offerings were switched off (a reservation ran out): the caches
@@ -198,8 +199,7 @@ impl<'a> Hints<'a> {
         self.slot_cache.borrow_mut().clear();
         self.solo_cache.iter_mut().for_each(|c| *c = None);
         self.size_solo_cache.iter_mut().for_each(|c| *c = None);
-        self.spread_hint.iter_mut().for_each(|h| *h = None);
-        self.relaxed_hint.clear();
+        self.spread_hint.iter_mut().for_each(Vec::clear);
         self.epoch = self.epoch.wrapping_add(1);
         self.shared_compat = None;
     }
@@ -300,21 +300,14 @@ impl<'a> Hints<'a> {
         size: usize,
         r: &Relaxation,
     ) -> Option<Box<SpreadHint>> {
-        if *r == Relaxation::default() {
-            self.spread_hint[size].take()
-        } else {
-            self.relaxed_hint.remove(&(size, r.clone()))
-        }
+        let at = self.spread_hint[size].iter().position(|(at, _)| at == r)?;
+        Some(self.spread_hint[size].swap_remove(at).1)
     }
 
     /// Gives back size class `size`'s spread hints at relaxation `r`.
     #[inline]
     pub(super) fn put_spread_hint(&mut self, size: usize, r: &Relaxation, hint: Box<SpreadHint>) {
-        if *r == Relaxation::default() {
-            self.spread_hint[size] = Some(hint);
-        } else {
-            self.relaxed_hint.insert((size, r.clone()), hint);
-        }
+        self.spread_hint[size].push((r.clone(), hint));
     }
 
     /// Every zone mask a NodeClaim of the run has had.
