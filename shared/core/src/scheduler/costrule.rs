@@ -4,11 +4,10 @@
 use crate::model::{untolerated, Pod};
 use crate::requirements::Requirements;
 
-use super::hints::SoloKey;
 use super::index::{ClaimIdx, PodIdx, PoolIdx};
 use super::nodeclaim::{Fit, JoinAnswer, JoinMemo};
 use super::pools::Pool;
-use super::{Relaxation, Run};
+use super::Run;
 
 /// Relative slack of the cost rule (see `Run::growth_pays`).
 pub(super) const COST_TOLERANCE: f64 = 1.02;
@@ -28,28 +27,23 @@ pub(super) fn slot_price(pool: &Pool, t: usize, pod: &Pod) -> Option<(f64, usize
 }
 
 impl Run<'_> {
-    /// The solo price of pod `p` at relaxation `r` (see `solo_price`),
-    /// remembered per shape, or per size class for pods without a shape
-    /// at no relaxation.
+    /// The solo price of pod `p` (see `solo_price`), remembered per shape.
     pub(super) fn solo(
         &mut self,
         p: PodIdx,
         shape: Option<usize>,
-        r: &Relaxation,
         pod_reqs: &Requirements,
     ) -> Option<f64> {
-        let key = match shape {
-            Some(s) => Some(SoloKey::Shape(s)),
-            None => (*r == Relaxation::default()).then(|| SoloKey::Size(self.hints.size_class(p))),
-        };
-        if let Some(cached) = key.and_then(|k| self.hints.solo_price_cached(k)) {
-            return cached;
+        match shape.and_then(|s| self.hints.solo_price_cached(s)) {
+            Some(cached) => cached,
+            None => {
+                let v = self.solo_price(p, pod_reqs);
+                if let Some(s) = shape {
+                    self.hints.remember_solo_price(s, v);
+                }
+                v
+            }
         }
-        let v = self.solo_price(p, pod_reqs);
-        if let Some(k) = key {
-            self.hints.remember_solo_price(k, v);
-        }
-        v
     }
 
     /// The price of the cheapest node that could run pod `p` alone (with its

@@ -39,6 +39,10 @@ pub(super) struct SpreadHint {
     /// for good (`first` only grows); `parked` remembers cost-rule
     /// refusals.
     pub(super) roomy: Roomy,
+    /// The solo price of such a pod (see `Run::solo_price`), once known:
+    /// the size class's pods share their requests, node requirements and
+    /// tolerations at a relaxation, all it depends on.
+    pub(super) solo: Option<Option<f64>>,
 }
 
 impl SpreadHint {
@@ -46,17 +50,9 @@ impl SpreadHint {
         Box::new(SpreadHint {
             first: [0; ZonePin::BUCKETS],
             roomy: Roomy::default(),
+            solo: None,
         })
     }
-}
-
-/// What a pod's solo price is remembered by (see `Run::solo`): its shape
-/// (at the shape's relaxation), or, for a pod without one at no
-/// relaxation, its size class.
-#[derive(Clone, Copy)]
-pub(super) enum SoloKey {
-    Shape(usize),
-    Size(usize),
 }
 
 /// Pod classes and what the run remembers about them, and caches of
@@ -80,10 +76,6 @@ pub(super) struct Hints<'a> {
     size_left: Vec<usize>,
     /// Per shape: the solo price (see `solo_price`).
     solo_cache: Vec<Option<Option<f64>>>,
-    /// Per size class, for its pods without a shape at no relaxation: the
-    /// solo price (the size class's pods share their requests, node
-    /// requirements and tolerations, all it depends on).
-    size_solo_cache: Vec<Option<Option<f64>>>,
     /// Types of a pool compatible with requirements (hostname excluded).
     compat_cache: CompatCache,
     /// See [`ReqTypeCache`]: a candidate NodeClaim's types are narrowed by
@@ -150,7 +142,6 @@ impl<'a> Hints<'a> {
             size,
             size_left,
             solo_cache: vec![None; n_shapes],
-            size_solo_cache: vec![None; n_sizes],
             compat_cache: Default::default(),
             req_type_cache,
             cand_cache: Default::default(),
@@ -198,7 +189,6 @@ impl<'a> Hints<'a> {
         self.no_type_reasons.borrow_mut().clear();
         self.slot_cache.borrow_mut().clear();
         self.solo_cache.iter_mut().for_each(|c| *c = None);
-        self.size_solo_cache.iter_mut().for_each(|c| *c = None);
         self.spread_hint.iter_mut().for_each(Vec::clear);
         self.epoch = self.epoch.wrapping_add(1);
         self.shared_compat = None;
@@ -261,22 +251,16 @@ impl<'a> Hints<'a> {
         self.claim_hint[s] = c;
     }
 
-    /// The solo price remembered under `key`, if any (see `Run::solo`).
+    /// Shape `s`'s solo price, if remembered (see `Run::solo`).
     #[inline]
-    pub(super) fn solo_price_cached(&self, key: SoloKey) -> Option<Option<f64>> {
-        match key {
-            SoloKey::Shape(s) => self.solo_cache[s],
-            SoloKey::Size(s) => self.size_solo_cache[s],
-        }
+    pub(super) fn solo_price_cached(&self, s: usize) -> Option<Option<f64>> {
+        self.solo_cache[s]
     }
 
-    /// Remembers the solo price of the pods of `key`.
+    /// Remembers shape `s`'s solo price.
     #[inline]
-    pub(super) fn remember_solo_price(&mut self, key: SoloKey, price: Option<f64>) {
-        match key {
-            SoloKey::Shape(s) => self.solo_cache[s] = Some(price),
-            SoloKey::Size(s) => self.size_solo_cache[s] = Some(price),
-        }
+    pub(super) fn remember_solo_price(&mut self, s: usize, price: Option<f64>) {
+        self.solo_cache[s] = Some(price);
     }
 
     /// Takes request class `class`'s roomy list out for a walk (give it

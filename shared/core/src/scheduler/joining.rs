@@ -121,10 +121,11 @@ fn first_eligible(h: &SpreadHint, any_zone: bool, admitted_bits: u64) -> ClaimId
 
 impl Run<'_> {
     /// Step 2 of `add`: join a NodeClaim planned in this run if that costs
-    /// no more than a node of its own would (`solo`, see `joins_cheaply`).
-    /// Otherwise returns the NodeClaims whose trial refused the pod
-    /// (ascending): step 4 would refuse it again.
-    pub(super) fn join_planned(&mut self, t: &Trial, solo: Option<f64>) -> Result<(), Vec<u32>> {
+    /// no more than a node of its own would (its solo price, remembered
+    /// per shape or per size class; see `joins_cheaply`). Otherwise
+    /// returns the NodeClaims whose trial refused the pod (ascending):
+    /// step 4 would refuse it again.
+    pub(super) fn join_planned(&mut self, t: &Trial) -> Result<(), Vec<u32>> {
         let (p, shape) = (t.p, t.shape);
         // No walk when topology refuses the pod on every NodeClaim's zone:
         // its refusals would teach the hints nothing that holds.
@@ -150,9 +151,12 @@ impl Run<'_> {
         } else {
             None
         };
-        let mut roomy = match hints.as_mut() {
-            Some(h) => std::mem::take(&mut h.roomy),
-            None => self.hints.take_roomy(cls),
+        let (solo, mut roomy) = match hints.as_mut() {
+            Some(h) => (
+                *(h.solo).get_or_insert_with(|| self.solo_price(p, &t.pod_reqs)),
+                std::mem::take(&mut h.roomy),
+            ),
+            None => (self.solo(p, shape, &t.pod_reqs), self.hints.take_roomy(cls)),
         };
         roomy.sync(self.claims.len());
         let first = match &hints {

@@ -520,8 +520,7 @@ impl<'a> Run<'a> {
 
         // 2. NodeClaims planned in this run, if joining one costs no more
         //    than a node of its own would (see `joins_cheaply`).
-        let solo = self.solo(p, shape, r, &t.pod_reqs);
-        let refused_claims = match self.join_planned(&t, solo) {
+        let refused_claims = match self.join_planned(&t) {
             Ok(()) => return Ok(()),
             Err(refused) => refused,
         };
