@@ -66,17 +66,36 @@ impl ActiveTopology {
 /// values its requirements and labels name; with the taints its nodes carry.
 pub(super) fn pool_domains(pool: &Pool, region: &str) -> DomainSource {
     let mut domains: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut add = |k: &str, v: &str| {
-        domains
-            .entry(k.to_string())
-            .or_default()
-            .insert(v.to_string());
-    };
-    for t in pool.types.iter() {
-        for o in &t.offerings {
-            add(labels::ZONE, &o.zone);
-            add(labels::CAPACITY_TYPE, o.capacity_type.as_str());
+    // Most calls name a key and value already there: look them up before
+    // allocating either.
+    let mut add = |k: &str, v: &str| match domains.get_mut(k) {
+        Some(values) if values.contains(v) => {}
+        Some(values) => {
+            values.insert(v.to_string());
         }
+        None => {
+            domains.insert(k.to_string(), BTreeSet::from([v.to_string()]));
+        }
+    };
+    // Zones and capacity types repeat over every type's offerings: they
+    // are gathered as bits first (by name past the 64th zone).
+    let (mut zone_bits, mut capacity_types) = (0u64, BTreeSet::new());
+    for o in pool.types.iter().flat_map(|t| &t.offerings) {
+        if o.zone_bit == 0 {
+            add(labels::ZONE, &o.zone);
+        }
+        zone_bits |= o.zone_bit;
+        capacity_types.insert(o.capacity_type);
+    }
+    for (i, zone) in pool.zones.iter().enumerate().take(64) {
+        if zone_bits & (1u64 << i) != 0 {
+            add(labels::ZONE, zone);
+        }
+    }
+    for c in capacity_types {
+        add(labels::CAPACITY_TYPE, c.as_str());
+    }
+    for t in pool.types.iter() {
         for key in [labels::ARCH, labels::OS, labels::INSTANCE_TYPE] {
             if let Some(r) = t.requirements.get(key).filter(|r| !r.is_complement()) {
                 for v in r.values() {

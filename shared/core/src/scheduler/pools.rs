@@ -44,7 +44,7 @@ pub struct PoolOffering {
 pub struct PoolType {
     pub name: String,
     /// Static type labels plus `zone In` / `capacity-type In` over its offerings.
-    pub requirements: Requirements,
+    pub requirements: TypeRequirements,
     pub capacity: Resources,
     pub allocatable: Resources,
     pub offerings: Vec<PoolOffering>,
@@ -63,6 +63,48 @@ pub struct PoolType {
     /// The zone bits of its spot and of its on-demand offerings (see
     /// [`PlainZones`]).
     pub plain_zones: PlainZones,
+}
+
+/// A pool type's requirements: the catalog type's static labels, built
+/// once per plan and shared by every NodePool that may launch the type,
+/// and `zone In` / `capacity-type In` over the offerings this NodePool
+/// allows (the static labels never name those two keys, so the two parts
+/// hold disjoint keys and each key is answered by one of them).
+#[derive(Debug, Clone, Default)]
+pub struct TypeRequirements {
+    fixed: Arc<Requirements>,
+    offered: Requirements,
+}
+
+impl TypeRequirements {
+    /// `fixed` (the type's static labels, without zone and capacity type)
+    /// with `zone In` and `capacity-type In` over `offerings`.
+    pub fn new(fixed: Arc<Requirements>, offerings: &[PoolOffering]) -> Self {
+        debug_assert!(!fixed.has_key(labels::ZONE) && !fixed.has_key(labels::CAPACITY_TYPE));
+        let mut offered = Requirements::new();
+        offered.add(Requirement::in_values(
+            labels::ZONE,
+            offerings.iter().map(|o| o.zone.clone()),
+        ));
+        offered.add(Requirement::in_values(
+            labels::CAPACITY_TYPE,
+            offerings
+                .iter()
+                .map(|o| o.capacity_type.as_str().to_string()),
+        ));
+        TypeRequirements { fixed, offered }
+    }
+
+    /// The requirement on `key`.
+    pub fn get(&self, key: &str) -> Option<&Requirement> {
+        self.offered.get(key).or_else(|| self.fixed.get(key))
+    }
+
+    /// [`Requirements::intersects_ok`] of the whole set (key by key, so
+    /// part by part).
+    pub fn intersects_ok(&self, incoming: &Requirements) -> bool {
+        self.fixed.intersects_ok(incoming) && self.offered.intersects_ok(incoming)
+    }
 }
 
 /// A type's spot and on-demand offerings as zone bits, for the offering
@@ -368,7 +410,7 @@ fn daemon_runs_on(
     ds: &DaemonSet,
     taints: &[Taint],
     requirements: &Requirements,
-    type_reqs: Option<&Requirements>,
+    type_reqs: Option<&TypeRequirements>,
 ) -> bool {
     if untolerated(taints, &ds.pod.tolerations).is_some() {
         return false;
@@ -543,6 +585,7 @@ pub fn prepare(
         available,
         overlays,
         price_overlays,
+        statics: vec![std::cell::OnceCell::new(); catalog.entries.len()],
     };
     nps.into_iter()
         .map(|(np_index, np)| prep.template(np_index, np))
@@ -573,6 +616,10 @@ struct Preparation<'a> {
     overlays: Vec<&'a NodeOverlay>,
     /// Whether any NodeOverlay sets a price.
     price_overlays: bool,
+    /// Per catalog entry, its static requirements
+    /// ([`InstanceTypeInfo::requirements`]), built when a NodePool first
+    /// looks at it and shared by every NodePool's type.
+    statics: Vec<std::cell::OnceCell<Arc<Requirements>>>,
 }
 
 /// One NodePool as its instance types are looked at.
@@ -598,8 +645,8 @@ impl<'a> Preparation<'a> {
         let pool = self.scope(np);
         let pool_filter = OfferingFilter::new(&pool.requirements, &self.catalog.zones);
         let mut types = Vec::new();
-        for entry in &self.catalog.entries {
-            if let Some(t) = self.pool_type(&pool, &pool_filter, entry) {
+        for (i, entry) in self.catalog.entries.iter().enumerate() {
+            if let Some(t) = self.pool_type(&pool, &pool_filter, i, entry) {
                 types.push(t);
             }
         }
@@ -682,19 +729,21 @@ impl<'a> Preparation<'a> {
         }
     }
 
-    /// Catalog type `entry` as `pool` may launch it: the offerings its
-    /// filter (`pool_filter`) allows, priced by the NodeOverlays, and its
-    /// capacity and allocatable under the NodePool's kubelet configuration;
-    /// `None` when the requirements rule it out or no offering is left.
+    /// Catalog type `entry` (the `index`th) as `pool` may launch it: the
+    /// offerings its filter (`pool_filter`) allows, priced by the
+    /// NodeOverlays, and its capacity and allocatable under the NodePool's
+    /// kubelet configuration; `None` when the requirements rule it out or
+    /// no offering is left.
     fn pool_type(
         &self,
         pool: &NodePoolScope,
         pool_filter: &OfferingFilter,
+        index: usize,
         entry: &CatalogEntry,
     ) -> Option<PoolType> {
         let info = &entry.info;
-        let static_reqs = info.requirements();
-        if !pool.requirements.intersects_ok(&static_reqs) {
+        let static_reqs = self.statics[index].get_or_init(|| Arc::new(info.requirements()));
+        if !pool.requirements.intersects_ok(static_reqs) {
             return None;
         }
         let type_labels = self.overlay_labels(info, &pool.labels);
@@ -710,7 +759,7 @@ impl<'a> Preparation<'a> {
         );
         let (mut capacity, mut alloc) = (nr.capacity, nr.allocatable);
         self.overlay_capacity(&type_labels, &mut capacity, &mut alloc);
-        let reqs = offering_requirements(static_reqs, &offerings);
+        let reqs = TypeRequirements::new(static_reqs.clone(), &offerings);
         let has_reserved = offerings
             .iter()
             .any(|o| o.capacity_type == CapacityType::Reserved);
@@ -776,11 +825,15 @@ impl<'a> Preparation<'a> {
             .iter()
             .map(|o| (NO_RESERVATION, o))
             .chain(reserved.iter().map(|(i, o)| (*i, o)));
+        // The ICE cache is usually empty: no key is built to ask it then.
+        let ice = !self.opts.unavailable.is_empty();
         for (res_index, o) in all {
-            if self
-                .opts
-                .unavailable
-                .contains(&(info.name.clone(), o.zone.clone(), o.capacity_type))
+            if ice
+                && self.opts.unavailable.contains(&(
+                    info.name.clone(),
+                    o.zone.clone(),
+                    o.capacity_type,
+                ))
             {
                 continue;
             }
@@ -850,22 +903,6 @@ fn pool_offering(o: &Offering, res_index: u32, zones: &[String]) -> PoolOffering
             .filter(|i| *i < 64)
             .map_or(0, |i| 1u64 << i),
     }
-}
-
-/// A type's static requirements plus `zone In` and `capacity-type In` over
-/// its `offerings`.
-fn offering_requirements(mut reqs: Requirements, offerings: &[PoolOffering]) -> Requirements {
-    reqs.add(Requirement::in_values(
-        labels::ZONE,
-        offerings.iter().map(|o| o.zone.clone()),
-    ));
-    reqs.add(Requirement::in_values(
-        labels::CAPACITY_TYPE,
-        offerings
-            .iter()
-            .map(|o| o.capacity_type.as_str().to_string()),
-    ));
-    reqs
 }
 
 /// The price of the offering a fleet would prefer (see [`PoolType::price`]):
@@ -1013,7 +1050,7 @@ mod tests {
             let offerings: Vec<PoolOffering> = offers.into_iter().map(offering).collect();
             let ty = PoolType {
                 name: "t".into(),
-                requirements: Requirements::default(),
+                requirements: super::TypeRequirements::default(),
                 capacity: Resources::new(),
                 allocatable: Resources::new(),
                 plain_zones: PlainZones::of(&offerings),
