@@ -200,31 +200,6 @@ impl Resources {
         r
     }
 
-    /// Whether any non-zero quantity here equals the one in `max` (this list
-    /// attains a component of a component-wise maximum).
-    pub fn touches(&self, max: &Resources) -> bool {
-        self.iter().any(|(k, q)| max.get(k) == q)
-    }
-
-    /// Bit set of the components where this list attains the non-zero
-    /// value of `max` (bit `i` for `KNOWN[i]`, one more bit for any other
-    /// resource): a component-wise maximum over lists is unchanged by
-    /// dropping some of them as long as every bit stays attained.
-    pub fn attains(&self, max: &Resources) -> u32 {
-        let mut bits = 0u32;
-        for (i, (a, m)) in self.known.iter().zip(&max.known).enumerate() {
-            if !m.is_zero() && a == m {
-                bits |= 1 << i;
-            }
-        }
-        if let Some(om) = &self.other {
-            if om.iter().any(|(k, q)| !q.is_zero() && max.get(k) == *q) {
-                bits |= 1 << N;
-            }
-        }
-        bits
-    }
-
     /// `self.plus(extra).fits_in(capacity)` without building the sum.
     #[inline]
     pub fn fits_in_with(&self, extra: &Resources, capacity: &Resources) -> bool {

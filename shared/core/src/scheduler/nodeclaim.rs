@@ -903,13 +903,14 @@ impl<'a> Run<'a> {
         claim.zone_mask = ZoneMask::of(&claim.requirements, &pool.zones);
         self.hints.remember_zone_mask(claim.zone_mask);
         let types_changed = fit.types.len() != claim.types.len();
-        let old_types = std::mem::replace(&mut claim.types, fit.types);
+        claim.types = fit.types;
         claim.requests.add_assign(&pod.requests);
         claim.pods.push(p);
         claim.host_ports.extend(pod.host_ports.iter().cloned());
-        if types_changed && maxima_to_recompute(claim, pool, &old_types) {
-            // A new NodeClaim's maxima are remembered per type set: those
-            // opened for pods of one kind start from the same types.
+        if types_changed {
+            // The maxima are remembered per type set: NodeClaims of pods of
+            // one kind start from, and narrow through, the same sets, so
+            // this is a lookup far more often than a pass over the types.
             (claim.max_allocatable, claim.max_capacity) =
                 self.hints.type_maxima(claim.pool, pool, &claim.types);
         }
@@ -918,40 +919,6 @@ impl<'a> Run<'a> {
         self.topology
             .record(pod, &self.groups[p].inverse, &claim.requirements, taints);
     }
-}
-
-/// Whether to recompute `claim`'s largest allocatable and capacity now
-/// that its types shrank from `old_types`: when they changed, or when no
-/// more types are kept than dropped (recomputing over the kept ones then
-/// costs no more than finding out). The type list only ever shrinks, so
-/// the maxima only change when every type attaining one of their
-/// components was dropped.
-fn maxima_to_recompute(claim: &Claim, pool: &pools::Pool, old_types: &TypeSet) -> bool {
-    if claim.max_allocatable.is_zero() {
-        return true;
-    }
-    let kept = claim.types.len();
-    if kept <= old_types.len().saturating_sub(kept) {
-        return true;
-    }
-    let (mut lost_a, mut lost_c) = (0u32, 0u32);
-    for t in old_types.iter().filter(|&t| !claim.types.contains(t)) {
-        lost_a |= pool.types[t].allocatable.attains(&claim.max_allocatable);
-        lost_c |= pool.types[t].capacity.attains(&claim.max_capacity);
-    }
-    // Another other-resource component may tie: recompute then.
-    let other = 1u32 << crate::resources::KNOWN.len();
-    if (lost_a | lost_c) & other != 0 {
-        return true;
-    }
-    for t in claim.types.iter() {
-        if lost_a == 0 && lost_c == 0 {
-            break;
-        }
-        lost_a &= !pool.types[t].allocatable.attains(&claim.max_allocatable);
-        lost_c &= !pool.types[t].capacity.attains(&claim.max_capacity);
-    }
-    lost_a != 0 || lost_c != 0
 }
 
 /// Whether `claim` may still land in a zone the pod's required pod

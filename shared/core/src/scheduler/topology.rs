@@ -12,7 +12,12 @@
 //! Domains are iterated in sorted order, so ties break deterministically
 //! (Karpenter iterates a Go map and breaks ties at random).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+// Hashed with foldhash, as the scheduler's other caches (seeded per
+// process, as std's SipHash is: nothing iterates these maps in an order
+// that reaches the plan).
+use foldhash::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -373,7 +378,7 @@ const FEW_GROUPS: usize = 8;
 /// Indexes `groups` by one `matchLabels` pair of their selector; the groups
 /// without one come second.
 fn index_by_label(groups: &[Group]) -> (LabelIndex, Vec<usize>) {
-    let mut by_label = LabelIndex::new();
+    let mut by_label = LabelIndex::default();
     let mut unindexed = Vec::new();
     for (gi, g) in groups.iter().enumerate() {
         match g.id.selector.match_labels.iter().next() {
@@ -426,7 +431,7 @@ impl NodeTally {
             on_node: vec![0; groups],
             touched: Vec::new(),
             scratch: Vec::new(),
-            selecting: HashMap::new(),
+            selecting: HashMap::default(),
         }
     }
 
