@@ -1604,9 +1604,10 @@ fn pack(
     let mut room: Vec<i64> = Vec::new();
     // The classes with pods left, ascending: the fills skip the others.
     let mut live: Vec<usize> = (0..left.len()).filter(|&k| left[k] > 0).collect();
+    let sparse = sparse_needs(need);
     let mut fill = |cap: &[i64], left: &[usize], out: &mut Vec<usize>| -> f64 {
         live.retain(|&k| left[k] > 0);
-        fill_node(cap, need, per_node, value, left, &live, &mut room, out)
+        fill_node(cap, &sparse, per_node, value, left, &live, &mut room, out)
     };
     let mut bins: Vec<Bin> = Vec::new();
     let mut scratch = Vec::with_capacity(need.len());
@@ -1718,7 +1719,7 @@ fn repeat_fill(
 #[allow(clippy::too_many_arguments)]
 fn fill_node(
     cap: &[i64],
-    need: &[Vec<i64>],
+    need: &[Vec<(usize, i64)>],
     per_node: &[usize],
     value: &[f64],
     left: &[usize],
@@ -1734,16 +1735,45 @@ fn fill_node(
     for &k in live {
         let n = &need[k];
         let limit = i64::try_from(left[k].min(per_node[k])).unwrap_or(i64::MAX);
-        let take = copies_up_to(room, n, limit) as usize;
+        let take = sparse_copies_up_to(room, n, limit) as usize;
         if take > 0 {
             out[k] = take;
-            for (r, q) in room.iter_mut().zip(n) {
-                *r -= q * take as i64;
+            for &(d, q) in n {
+                room[d] -= q * take as i64;
             }
             val += take as f64 * value[k];
         }
     }
     val
+}
+
+/// Each class's non-zero needs as (dimension, need): a family's classes
+/// need one of its requirement-set dimensions each, so a node's fill
+/// skips the others.
+fn sparse_needs(need: &[Vec<i64>]) -> Vec<Vec<(usize, i64)>> {
+    (need.iter())
+        .map(|n| {
+            (n.iter().enumerate())
+                .filter(|&(_, &q)| q != 0)
+                .map(|(d, &q)| (d, q))
+                .collect()
+        })
+        .collect()
+}
+
+/// [`copies_up_to`] over a class's non-zero needs (see `sparse_needs`).
+fn sparse_copies_up_to(cap: &[i64], need: &[(usize, i64)], limit: i64) -> i64 {
+    let mut most = limit.max(0);
+    for &(d, n) in need {
+        let c = cap[d];
+        if n > 0 && n.saturating_mul(most) > c {
+            if c < n {
+                return 0;
+            }
+            most = c / n;
+        }
+    }
+    most
 }
 
 /// A type's fill in `pack`: its value and pods per class.
@@ -2141,10 +2171,17 @@ mod tests {
                 1 => next(50),
                 _ => next(5) - 2,
             };
+            let expected = fits(&cap, &need).min(limit).max(0);
             assert_eq!(
                 copies_up_to(&cap, &need, limit),
-                fits(&cap, &need).min(limit).max(0),
+                expected,
                 "case {case}: {cap:?} {need:?} {limit}"
+            );
+            let sparse = &super::sparse_needs(std::slice::from_ref(&need))[0];
+            assert_eq!(
+                super::sparse_copies_up_to(&cap, sparse, limit),
+                expected,
+                "case {case} (sparse): {cap:?} {need:?} {limit}"
             );
         }
     }
@@ -2158,10 +2195,13 @@ mod tests {
         value: &[f64],
         mut left: Vec<usize>,
     ) -> Option<Vec<Vec<(usize, usize)>>> {
+        let sparse = sparse_needs(need);
         let fill = |cap: &[i64], left: &[usize]| -> (f64, Vec<usize>) {
             let (mut room, mut out) = (vec![], vec![]);
             let live: Vec<usize> = (0..left.len()).filter(|&k| left[k] > 0).collect();
-            let val = fill_node(cap, need, per_node, value, left, &live, &mut room, &mut out);
+            let val = fill_node(
+                cap, &sparse, per_node, value, left, &live, &mut room, &mut out,
+            );
             (val, out)
         };
         let mut bins = vec![];
