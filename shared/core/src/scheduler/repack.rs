@@ -1173,12 +1173,24 @@ fn sort_classes(classes: &mut [PodClass]) {
 /// what a dropped one dominates, the one that dropped it dominates too.
 fn undominated(cands: Vec<PackType>) -> Vec<PackType> {
     let size = |c: &PackType| c.room.iter().map(|&r| r as f64).sum::<f64>();
+    // Two necessary conditions for `b` to dominate `a`, cheap to test
+    // first: room wherever `a` has room (in the first 64 dimensions; a
+    // family's requirement-set dimensions make most pairs fail here), and
+    // no smaller a sum of rooms.
+    let sizes: Vec<f64> = cands.iter().map(size).collect();
+    let has_room: Vec<u64> = (cands.iter())
+        .map(|c| {
+            (c.room.iter().take(64).enumerate())
+                .filter(|&(_, &r)| r > 0)
+                .fold(0u64, |m, (d, _)| m | 1 << d)
+        })
+        .collect();
     let mut order: Vec<usize> = (0..cands.len()).collect();
     order.sort_by(|&a, &b| {
         let (ca, cb) = (&cands[a], &cands[b]);
         ca.price
             .total_cmp(&cb.price)
-            .then(size(cb).total_cmp(&size(ca)))
+            .then(sizes[b].total_cmp(&sizes[a]))
             .then(a.cmp(&b))
     });
     let mut kept: Vec<usize> = Vec::new();
@@ -1186,7 +1198,10 @@ fn undominated(cands: Vec<PackType>) -> Vec<PackType> {
         let a = &cands[i];
         let beaten = kept.iter().any(|&j| {
             let b = &cands[j];
-            b.price <= a.price && b.room.iter().zip(&a.room).all(|(x, y)| x >= y)
+            has_room[i] & !has_room[j] == 0
+                && sizes[j] >= sizes[i]
+                && b.price <= a.price
+                && b.room.iter().zip(&a.room).all(|(x, y)| x >= y)
         });
         if !beaten {
             kept.push(i);
