@@ -2168,6 +2168,48 @@ mod tests {
         assert_eq!(placed, [12, 35, 32]);
     }
 
+    /// `undominated` keeps exactly the candidates no candidate before them
+    /// (by price, then larger rooms first, then index) is at least as
+    /// cheap and as roomy as in every dimension, on random candidates with
+    /// many zero rooms (as a family's requirement-set dimensions have).
+    #[test]
+    fn undominated_keeps_exactly_the_undominated_candidates() {
+        let mut seed = 11u64;
+        let mut next = |m: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % m
+        };
+        for case in 0..300 {
+            let dims = 1 + next(8) as usize;
+            let n = 1 + next(40) as usize;
+            let cands: Vec<PackType> = (0..n)
+                .map(|i| {
+                    let room: Vec<i64> = (0..dims)
+                        .map(|_| if next(3) == 0 { 0 } else { next(5) as i64 })
+                        .collect();
+                    pt(i, next(4) as f64, &room)
+                })
+                .collect();
+            let size = |c: &PackType| c.room.iter().sum::<i64>();
+            let before =
+                |b: &PackType, a: &PackType| (b.price, -size(b), b.ty) < (a.price, -size(a), a.ty);
+            let expected: Vec<usize> = (cands.iter())
+                .filter(|a| {
+                    !cands.iter().any(|b| {
+                        before(b, a)
+                            && b.price <= a.price
+                            && b.room.iter().zip(&a.room).all(|(x, y)| x >= y)
+                    })
+                })
+                .map(|c| c.ty)
+                .collect();
+            let kept: Vec<usize> = undominated(cands.clone()).iter().map(|c| c.ty).collect();
+            assert_eq!(kept, expected, "case {case}");
+        }
+    }
+
     #[test]
     fn copies_up_to_is_copies_capped_at_the_limit() {
         let mut seed = 7u64;
