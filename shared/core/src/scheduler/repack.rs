@@ -2174,13 +2174,7 @@ mod tests {
     /// many zero rooms (as a family's requirement-set dimensions have).
     #[test]
     fn undominated_keeps_exactly_the_undominated_candidates() {
-        let mut seed = 11u64;
-        let mut next = |m: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % m
-        };
+        let mut next = crate::scheduler::test_draws(11);
         for case in 0..300 {
             let dims = 1 + next(8) as usize;
             let n = 1 + next(40) as usize;
