@@ -1065,5 +1065,47 @@ mod tests {
             let plain = ty.offerings.iter().any(|o| f.allows(o));
             prop_assert_eq!(ty.has_offering(&f), plain);
         }
+
+        /// A type's requirements split into its shared labels and its
+        /// offerings' zone and capacity type answer as the one merged set.
+        #[test]
+        fn type_requirements_answer_as_the_merged_set(
+            offers in proptest::collection::vec((0usize..5, 0u8..3, any::<bool>(), any::<bool>()), 0..8),
+            zones in 0u8..32, cts in 0u8..8, by_id in 0u8..3, arch in 0u8..3, gpu in any::<bool>(),
+        ) {
+            let offerings: Vec<PoolOffering> = offers.into_iter().map(offering).collect();
+            let fixed = Requirements::from_iter_reqs([
+                Requirement::in_values(labels::ARCH, ["arm64"]),
+                Requirement::in_values(labels::INSTANCE_TYPE, ["m6g.large"]),
+                Requirement::does_not_exist(labels::INSTANCE_GPU_COUNT),
+            ]);
+            let split = super::TypeRequirements::new(std::sync::Arc::new(fixed.clone()), &offerings);
+            let mut merged = fixed;
+            merged.add(Requirement::in_values(labels::ZONE, offerings.iter().map(|o| o.zone.clone())));
+            merged.add(Requirement::in_values(
+                labels::CAPACITY_TYPE,
+                offerings.iter().map(|o| o.capacity_type.as_str().to_string()),
+            ));
+            let mut incoming = requirements(zones, cts, by_id);
+            match arch {
+                1 => incoming.add(Requirement::in_values(labels::ARCH, ["arm64"])),
+                2 => incoming.add(Requirement::in_values(labels::ARCH, ["amd64"])),
+                _ => {}
+            }
+            if gpu {
+                incoming.add(Requirement::exists(labels::INSTANCE_GPU_COUNT));
+            }
+            prop_assert_eq!(split.intersects_ok(&incoming), merged.intersects_ok(&incoming));
+            for key in [
+                labels::ZONE,
+                labels::CAPACITY_TYPE,
+                labels::ARCH,
+                labels::INSTANCE_TYPE,
+                labels::INSTANCE_GPU_COUNT,
+                labels::CAPACITY_RESERVATION_ID,
+            ] {
+                prop_assert_eq!(split.get(key), merged.get(key));
+            }
+        }
     }
 }

@@ -104,8 +104,19 @@ fn copies(cap: &[i64], need: &[i64]) -> i64 {
 /// dimensions where `limit` copies do not fit (the greedy asks this for
 /// every type and class it weighs, and the pods left usually bind first).
 fn copies_up_to(cap: &[i64], need: &[i64], limit: i64) -> i64 {
+    copies_of_pairs(cap.iter().copied().zip(need.iter().copied()), limit)
+}
+
+/// [`copies_up_to`] over a class's non-zero needs (see `sparse_needs`).
+fn sparse_copies_up_to(cap: &[i64], need: &[(usize, i64)], limit: i64) -> i64 {
+    copies_of_pairs(need.iter().map(|&(d, n)| (cap[d], n)), limit)
+}
+
+/// [`copies_up_to`] over (room, need) pairs, one per dimension looked at.
+#[inline]
+fn copies_of_pairs(pairs: impl Iterator<Item = (i64, i64)>, limit: i64) -> i64 {
     let mut most = limit.max(0);
-    for (&c, &n) in cap.iter().zip(need) {
+    for (c, n) in pairs {
         if n > 0 && n.saturating_mul(most) > c {
             if c < n {
                 return 0;
@@ -1774,21 +1785,6 @@ fn sparse_needs(need: &[Vec<i64>]) -> Vec<Vec<(usize, i64)>> {
                 .collect()
         })
         .collect()
-}
-
-/// [`copies_up_to`] over a class's non-zero needs (see `sparse_needs`).
-fn sparse_copies_up_to(cap: &[i64], need: &[(usize, i64)], limit: i64) -> i64 {
-    let mut most = limit.max(0);
-    for &(d, n) in need {
-        let c = cap[d];
-        if n > 0 && n.saturating_mul(most) > c {
-            if c < n {
-                return 0;
-            }
-            most = c / n;
-        }
-    }
-    most
 }
 
 /// A type's fill in `pack`: its value and pods per class.
