@@ -23,6 +23,12 @@ use flotilla_core::model::ClusterState;
 use flotilla_core::plan::Plan;
 use flotilla_core::scheduler::{self, SchedulerOptions};
 
+/// mimalloc, not glibc's malloc: a plan allocates and frees small
+/// requirement sets and vectors millions of times at 10,000 pods (see
+/// `shared/bench/README.md`, "The allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "flotilla",

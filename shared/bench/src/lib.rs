@@ -6,6 +6,12 @@
 //! (`disruption_baseline`) and both run to a fixed point
 //! (`disruption_rounds`).
 
+/// The allocator the `flotilla` CLI ships with, so that every runner and
+/// bench of this crate measures what ships (see the README, "The
+/// allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 pub mod agent_posts;
 pub mod baseline;
 pub mod cluster_docs;
