@@ -962,7 +962,8 @@ impl Run<'_> {
         // Each candidate is priced as the fleet would take its nodes (the
         // estimate prices fills by the cheapest type alone).
         let mut best: Option<Packing> = None;
-        for mut candidate in candidate_packings(&cands, &demand, &mut prices)? {
+        let work_per_pod = patterns::work_per_pod(self.pods.len());
+        for mut candidate in candidate_packings(&cands, &demand, &mut prices, work_per_pod)? {
             merge_tail(&mut candidate.bins, &demand.per_node, &mut prices);
             let priced = self.priced_packing(pi, reqs, classes.clone(), candidate.bins);
             if let Some(p) = priced {
@@ -1500,13 +1501,14 @@ fn candidate_packings(
     cands: &[PackType],
     demand: &Demand,
     prices: &mut FillPrices,
+    work_per_pod: usize,
 ) -> Option<Vec<PricedBins>> {
     let greedy = greedy_packing(cands, demand, prices)?;
     let mut out = Vec::with_capacity(2);
     // Classes of different cpu:memory ratios: the LP over node patterns
     // mixes them where the greedy's fills waste room; it starts from the
     // greedy's nodes, so its LP costs no more than they do.
-    if let Some(lp) = patterns::pattern_packing(cands, demand, prices, &greedy.bins) {
+    if let Some(lp) = patterns::pattern_packing(cands, demand, prices, &greedy.bins, work_per_pod) {
         if lp.cost < greedy.cost - 1e-12 {
             out.push(lp);
         }
@@ -2150,7 +2152,7 @@ mod tests {
         };
         let mut prices = FillPrices::new(&cands, &demand);
         let greedy = greedy_packing(&cands, &demand, &mut prices).unwrap();
-        let packings = candidate_packings(&cands, &demand, &mut prices).unwrap();
+        let packings = candidate_packings(&cands, &demand, &mut prices, 1_000).unwrap();
         let best = &packings[0];
         assert!(greedy.cost > 96.0 + 1e-9, "premise: greedy {}", greedy.cost);
         assert!(best.cost <= 96.0 + 1e-9, "{} nodes", best.bins.len());

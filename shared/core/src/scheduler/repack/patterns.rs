@@ -51,10 +51,27 @@ const PASSES: usize = 6;
 
 /// Work units per pod packed, at least `MIN_WORK`: a greedy fill costs
 /// the classes times the fills tried, a pivot the rows squared plus the
-/// columns, an exact search its nodes times the classes. About 15 ns
-/// each: the LP adds at most ~15 µs per pod to a plan.
+/// columns, an exact search its nodes times the classes. About 15-40 ns
+/// each: the LP adds at most ~15-40 µs per pod to a plan.
 const WORK_PER_POD: usize = 1_000;
 const MIN_WORK: usize = 200_000;
+
+/// A small plan's LP may spend up to `SMALL_PLAN_WORK` units in all, at
+/// most `SMALL_PLAN_FACTOR` times `WORK_PER_POD` per pod (see
+/// [`work_per_pod`]): the column generation tails off (each full pricing
+/// round finds one to three columns), and at 2,000 pods of random shapes
+/// `WORK_PER_POD` left its LP 1.4% above the bound where four times that
+/// reaches 0.3%, for about 10 ms more.
+const SMALL_PLAN_WORK: usize = 8_000_000;
+const SMALL_PLAN_FACTOR: usize = 4;
+
+/// The LP's work units per pod in a plan of `plan_pods` pending pods:
+/// `WORK_PER_POD`, or more in a small plan, so that the plan's LPs spend
+/// at most the larger of `SMALL_PLAN_WORK` and `WORK_PER_POD` per pod.
+pub(super) fn work_per_pod(plan_pods: usize) -> usize {
+    let small = SMALL_PLAN_WORK / plan_pods.max(1);
+    small.clamp(WORK_PER_POD, SMALL_PLAN_FACTOR * WORK_PER_POD)
+}
 
 /// New columns per pricing round, the most negative reduced costs.
 const NEW_COLUMNS: usize = 24;
@@ -132,13 +149,14 @@ pub(super) fn pattern_packing(
     demand: &Demand,
     prices: &mut FillPrices,
     seed: &[Bin],
+    work_per_pod: usize,
 ) -> Option<PricedBins> {
     let classes = demand.counts.len();
     if !(2..=MAX_CLASSES).contains(&classes) {
         return None;
     }
     let pods: usize = demand.counts.iter().sum();
-    let work = pods.saturating_mul(WORK_PER_POD).max(MIN_WORK);
+    let work = pods.saturating_mul(work_per_pod).max(MIN_WORK);
     packing_within(cands, demand, prices, seed, work)
 }
 
@@ -1188,9 +1206,36 @@ mod tests {
                 .collect();
             let d = demand(need, counts);
             let mut prices = FillPrices::new(&cands, &d);
-            let p = pattern_packing(&cands, &d, &mut prices, &[]).unwrap();
+            let p = pattern_packing(&cands, &d, &mut prices, &[], WORK_PER_POD).unwrap();
             assert_eq!(placed(&p.bins, counts.len()), counts.to_vec(), "case {i}");
             assert!(p.cost <= best + 1e-9, "case {i}: {} > {best}", p.cost);
+        }
+    }
+
+    /// A plan's LP work per pod: four times `WORK_PER_POD` up to 2,000
+    /// pods, then `SMALL_PLAN_WORK` shared, then `WORK_PER_POD`; the plan's
+    /// LPs never spend more than the larger of `SMALL_PLAN_WORK` and
+    /// `WORK_PER_POD` per pod.
+    #[test]
+    fn small_plans_get_more_lp_work_per_pod_within_a_cap() {
+        let cases = [
+            (0, 4_000),
+            (1, 4_000),
+            (1_000, 4_000),
+            (2_000, 4_000),
+            (4_000, 2_000),
+            (5_000, 1_600),
+            (8_000, 1_000),
+            (10_000, 1_000),
+            (1_000_000, 1_000),
+        ];
+        for (pods, per_pod) in cases {
+            assert_eq!(work_per_pod(pods), per_pod, "{pods} pods");
+        }
+        for pods in (0..20_000).step_by(37) {
+            let total = pods * work_per_pod(pods);
+            assert!(total <= SMALL_PLAN_WORK.max(pods * WORK_PER_POD), "{pods}");
+            assert!(work_per_pod(pods) >= WORK_PER_POD, "{pods}");
         }
     }
 
