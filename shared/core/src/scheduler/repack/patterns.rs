@@ -61,7 +61,7 @@ const MIN_WORK: usize = 200_000;
 /// [`work_per_pod`]): the column generation tails off (each full pricing
 /// round finds one to three columns), and at 2,000 pods of random shapes
 /// `WORK_PER_POD` left its LP 1.4% above the bound where four times that
-/// reaches 0.3%, for about 10 ms more.
+/// reaches 0.3%, for 0.05-0.13 s more per plan.
 const SMALL_PLAN_WORK: usize = 8_000_000;
 const SMALL_PLAN_FACTOR: usize = 4;
 
