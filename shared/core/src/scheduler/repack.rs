@@ -2152,7 +2152,8 @@ mod tests {
         };
         let mut prices = FillPrices::new(&cands, &demand);
         let greedy = greedy_packing(&cands, &demand, &mut prices).unwrap();
-        let packings = candidate_packings(&cands, &demand, &mut prices, 1_000).unwrap();
+        let packings =
+            candidate_packings(&cands, &demand, &mut prices, patterns::WORK_PER_POD).unwrap();
         let best = &packings[0];
         assert!(greedy.cost > 96.0 + 1e-9, "premise: greedy {}", greedy.cost);
         assert!(best.cost <= 96.0 + 1e-9, "{} nodes", best.bins.len());

@@ -53,11 +53,11 @@ const PASSES: usize = 6;
 /// the classes times the fills tried, a pivot the rows squared plus the
 /// columns, an exact search its nodes times the classes. About 15-40 ns
 /// each: the LP adds at most ~15-40 µs per pod to a plan.
-const WORK_PER_POD: usize = 1_000;
+pub(super) const WORK_PER_POD: usize = 1_000;
 const MIN_WORK: usize = 200_000;
 
-/// A small plan's LP may spend up to `SMALL_PLAN_WORK` units in all, at
-/// most `SMALL_PLAN_FACTOR` times `WORK_PER_POD` per pod (see
+/// A small plan's LPs may share up to `SMALL_PLAN_WORK` units per packing,
+/// at most `SMALL_PLAN_FACTOR` times `WORK_PER_POD` per pod (see
 /// [`work_per_pod`]): the column generation tails off (each full pricing
 /// round finds one to three columns), and at 2,000 pods of random shapes
 /// `WORK_PER_POD` left its LP 1.4% above the bound where four times that
@@ -66,8 +66,11 @@ const SMALL_PLAN_WORK: usize = 8_000_000;
 const SMALL_PLAN_FACTOR: usize = 4;
 
 /// The LP's work units per pod in a plan of `plan_pods` pending pods:
-/// `WORK_PER_POD`, or more in a small plan, so that the plan's LPs spend
-/// at most the larger of `SMALL_PLAN_WORK` and `WORK_PER_POD` per pod.
+/// `WORK_PER_POD`, or more in a small plan, so that one packing of the
+/// plan's pods (its families' LPs together) spends at most the larger of
+/// `SMALL_PLAN_WORK` and `WORK_PER_POD` per pod, beside each LP's
+/// `MIN_WORK` floor. (The repack packs with and without families, so a
+/// plan's LPs may spend up to twice that.)
 pub(super) fn work_per_pod(plan_pods: usize) -> usize {
     let small = SMALL_PLAN_WORK / plan_pods.max(1);
     small.clamp(WORK_PER_POD, SMALL_PLAN_FACTOR * WORK_PER_POD)
