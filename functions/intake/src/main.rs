@@ -8,6 +8,12 @@
 use aws_lambda_events::event::lambda_function_urls::LambdaFunctionUrlRequest;
 use lambda_runtime::{service_fn, LambdaEvent};
 
+/// mimalloc, as the `flotilla` CLI: the stage's plans and decisions
+/// allocate small requirement sets millions of times (see
+/// `shared/bench/README.md`, "The allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_runtime::Error> {
     flotilla_lambda::init_tracing();
