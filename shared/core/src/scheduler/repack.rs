@@ -1811,25 +1811,32 @@ impl Filled {
 /// `pack`): per dimension every class left needs, the node's room times
 /// the most value a unit of it carries (the LP relaxation of the fill).
 struct ValueBound {
-    /// Per dimension: the most value per unit over the classes left, or
-    /// `None` when one of them needs none of it (it bounds nothing).
-    per_unit: Vec<Option<f64>>,
+    /// The dimensions that bound: each with the most value per unit over
+    /// the classes left (a dimension one of them needs none of bounds
+    /// nothing and is left out), ascending.
+    per_unit: Vec<UnitValue>,
+}
+
+/// The most value per unit of one dimension (see [`ValueBound`]).
+struct UnitValue {
+    dim: usize,
+    most: f64,
 }
 
 impl ValueBound {
     fn new(need: &[Vec<i64>], value: &[f64], left: &[usize]) -> ValueBound {
         let dims = need.first().map_or(0, Vec::len);
         let per_unit = (0..dims)
-            .map(|d| {
+            .filter_map(|dim| {
                 let mut most = 0.0f64;
                 for (k, n) in need.iter().enumerate().filter(|(k, _)| left[*k] > 0) {
-                    let q = n.get(d).copied().unwrap_or(0);
+                    let q = n.get(dim).copied().unwrap_or(0);
                     if q <= 0 {
                         return None;
                     }
                     most = most.max(value[k] / q as f64);
                 }
-                Some(most)
+                Some(UnitValue { dim, most })
             })
             .collect();
         ValueBound { per_unit }
@@ -1838,8 +1845,8 @@ impl ValueBound {
     /// The bound for a node of `room`, with a little slack for rounding
     /// (infinite: no bound).
     fn of(&self, room: &[i64]) -> f64 {
-        let bound = (self.per_unit.iter().zip(room))
-            .filter_map(|(u, &r)| u.map(|u| r.max(0) as f64 * u))
+        let bound = (self.per_unit.iter())
+            .filter_map(|u| room.get(u.dim).map(|&r| r.max(0) as f64 * u.most))
             .fold(f64::INFINITY, f64::min);
         bound * (1.0 + 1e-9)
     }

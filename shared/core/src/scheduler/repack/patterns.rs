@@ -517,10 +517,12 @@ struct Relaxed {
 /// sets, one per node) limit what fits but weigh nothing in a size.
 struct Knapsack<'a> {
     need: &'a [Vec<i64>],
-    /// `need` in the resource dimensions as floats, a row of `dims` per
-    /// class, 0 where a class needs none (or less) of a dimension: what
-    /// `size` multiplies.
+    /// `need` in the resource dimensions as floats, a row of `stride` per
+    /// class, 0 where a class needs none (or less) of a dimension and in
+    /// the padding past `dims`: what `size` multiplies.
     need_f: Vec<f64>,
+    /// `dims` rounded up to whole `LANES`.
+    stride: usize,
     /// The resource dimensions (the first of `need`'s), the only ones a
     /// class's size weighs.
     dims: usize,
@@ -569,8 +571,14 @@ impl<'a> Knapsack<'a> {
                 weightings.push(w);
             }
         }
+        let stride = dims.div_ceil(LANES) * LANES;
         let need_f = (demand.need.iter())
-            .flat_map(|n| (0..dims).map(move |d| n.get(d).map_or(0.0, |&q| q.max(0) as f64)))
+            .flat_map(|n| {
+                (0..stride).map(move |d| match n.get(d) {
+                    Some(&q) if d < dims => q.max(0) as f64,
+                    _ => 0.0,
+                })
+            })
             .collect();
         let constraint_needs = (demand.need.iter())
             .map(|n| {
@@ -583,6 +591,7 @@ impl<'a> Knapsack<'a> {
         Knapsack {
             need: &demand.need,
             need_f,
+            stride,
             dims,
             constraint_needs,
             value,
@@ -712,7 +721,8 @@ impl<'a> Knapsack<'a> {
 
     /// Per dimension, what a need in it is multiplied by to size it
     /// relative to `room` under `weighing` (`f64::MAX` where the room has
-    /// none: any need there sizes at least that, see `size`), in `out`.
+    /// none: any need there sizes at least that, see `size`), in `out`;
+    /// 0 in the padding up to `stride`.
     fn factors(&self, room: &[i64], weighing: Weighing, out: &mut Vec<f64>) {
         out.clear();
         out.extend(room[..self.dims].iter().enumerate().map(|(d, &r)| {
@@ -725,6 +735,7 @@ impl<'a> Knapsack<'a> {
             };
             w / r as f64
         }));
+        out.resize(self.stride, 0.0);
     }
 
     /// Size of class `k` at `factors` (see `factors`): the largest of its
@@ -736,13 +747,24 @@ impl<'a> Knapsack<'a> {
     /// adds at least `f64::MAX` (a need of one or more times the factor),
     /// which no real size reaches (needs are millis, factors at most 1).
     fn size(&self, k: usize, factors: &[f64], largest: bool) -> f64 {
-        let row = &self.need_f[k * self.dims..(k + 1) * self.dims];
-        let pairs = row.iter().zip(factors);
-        let total = if largest {
-            pairs.fold(0.0f64, |t, (&q, &f)| t.max(q * f))
+        let row = &self.need_f[k * self.stride..(k + 1) * self.stride];
+        // A lane group at a time; the padding adds 0 (needs and factors
+        // are 0 there), which changes neither a sum nor a largest.
+        let lanes = row.chunks_exact(LANES).zip(factors.chunks_exact(LANES));
+        let mut total = 0.0f64;
+        if largest {
+            for (q, f) in lanes {
+                for l in 0..LANES {
+                    total = total.max(q[l] * f[l]);
+                }
+            }
         } else {
-            pairs.fold(0.0f64, |t, (&q, &f)| t + q * f)
-        };
+            for (q, f) in lanes {
+                for l in 0..LANES {
+                    total += q[l] * f[l];
+                }
+            }
+        }
         if total >= f64::MAX {
             f64::INFINITY
         } else {
@@ -807,41 +829,43 @@ impl<'a> Knapsack<'a> {
         let mut alive = std::mem::take(&mut self.alive);
         alive.clear();
         alive.extend((0..self.most.len()).filter(|&k| self.most[k] > 0));
-        let dims = self.dims;
+        let (dims, stride) = (self.dims, self.stride);
         let mut rem_f = std::mem::take(&mut self.rem_f);
         rem_f.clear();
         rem_f.extend(rem[..dims].iter().map(|&r| r as f64));
+        rem_f.resize(stride, 0.0);
         loop {
             self.factors(&rem, Weighing::Even, &mut factors);
             let mut best: Option<(f64, usize)> = None;
-            alive.retain(|&k| {
+            let mut kept = 0;
+            for i in 0..alive.len() {
+                let k = alive[i];
                 if self.most[k] <= take[k] as i64 {
-                    return false;
+                    continue;
                 }
-                // The fit check and the size (as `size`'s) in one pass.
-                let row = &self.need_f[k * dims..(k + 1) * dims];
-                let (mut fits, mut size) = (true, 0.0f64);
-                for ((&q, &r), &f) in row.iter().zip(&rem_f).zip(&factors) {
-                    fits &= q <= r;
-                    size += q * f;
-                }
+                // The fit check and the size (as `size`'s) in one pass,
+                // a lane group at a time (the padding needs nothing).
+                let row = &self.need_f[k * stride..(k + 1) * stride];
+                let (fits, size) = fits_and_size(row, &rem_f, &factors);
                 let constraints = &self.constraint_needs[k];
                 if !fits || constraints.iter().any(|&(d, q)| q > rem[d]) {
-                    return false;
+                    continue;
                 }
                 let score = self.value[k] / size;
                 if best.is_none_or(|(s, _)| score > s) {
                     best = Some((score, k));
                 }
-                true
-            });
+                alive[kept] = k;
+                kept += 1;
+            }
+            alive.truncate(kept);
             let Some((_, k)) = best else { break };
             let fit = copies_up_to(&rem, &self.need[k], self.most[k] - take[k] as i64);
             let n = (fit + 1) / 2;
             for (r, q) in rem.iter_mut().zip(&self.need[k]) {
                 *r -= q * n;
             }
-            for (rf, &r) in rem_f.iter_mut().zip(&rem) {
+            for (rf, &r) in rem_f.iter_mut().zip(&rem[..dims]) {
                 *rf = r as f64;
             }
             take[k] += n as usize;
@@ -914,6 +938,27 @@ impl<'a> Knapsack<'a> {
             })
             .collect()
     }
+}
+
+/// Resource dimensions handled together in the knapsack's fills.
+const LANES: usize = 4;
+
+/// Whether a class's `need` fits the room `rem` in every dimension, and
+/// its size at `factors` (the sum of need × factor, in dimension order);
+/// all three rows of whole `LANES`.
+#[inline]
+fn fits_and_size(need: &[f64], rem: &[f64], factors: &[f64]) -> (bool, f64) {
+    let (mut fits, mut size) = (true, 0.0f64);
+    let lanes = (need.chunks_exact(LANES))
+        .zip(rem.chunks_exact(LANES))
+        .zip(factors.chunks_exact(LANES));
+    for ((q, r), f) in lanes {
+        for l in 0..LANES {
+            fits &= q[l] <= r[l];
+            size += q[l] * f[l];
+        }
+    }
+    (fits, size)
 }
 
 /// A key whose ascending order is `x`'s descending `total_cmp` order.
@@ -1062,6 +1107,67 @@ mod tests {
                     b.total_cmp(&a),
                     "{a} vs {b}"
                 );
+            }
+        }
+    }
+
+    /// Sizes and fit checks over whole `LANES` (the rows padded with
+    /// zeros) are the per-dimension sums, largests and comparisons, for
+    /// one to nine resource dimensions, with rooms that lack a dimension
+    /// and classes that need none of one.
+    #[test]
+    fn lane_padding_changes_no_size_or_fit() {
+        let mut draw = crate::scheduler::test_draws(0x1a9e5);
+        for case in 0..400 {
+            let dims = 1 + case % 9;
+            let classes = 1 + draw(6) as usize;
+            let need: Vec<Vec<i64>> = (0..classes)
+                .map(|_| (0..dims).map(|_| draw(5) as i64 * 250).collect())
+                .collect();
+            let demand = Demand {
+                dims: (0..dims).map(|d| format!("r{d}")).collect(),
+                resources: dims,
+                need,
+                per_node: vec![usize::MAX; classes],
+                counts: vec![3; classes],
+            };
+            let value: Vec<f64> = (0..classes).map(|_| 1.0 + draw(9) as f64).collect();
+            let knap = Knapsack::new(&demand, &value, &demand.counts);
+            let room: Vec<i64> = (0..dims).map(|_| draw(4) as i64 * 400).collect();
+            let rem: Vec<f64> = (room.iter().chain(std::iter::repeat(&0)))
+                .take(knap.stride)
+                .map(|&r| r as f64)
+                .collect();
+            for weighing in [Weighing::Even, Weighing::Largest] {
+                let mut factors = Vec::new();
+                knap.factors(&room, weighing, &mut factors);
+                assert_eq!(factors.len() % LANES, 0);
+                let largest = matches!(weighing, Weighing::Largest);
+                for (k, n) in demand.need.iter().enumerate() {
+                    let terms = n.iter().zip(&factors).map(|(&q, &f)| q as f64 * f);
+                    let naive = if largest {
+                        terms.fold(0.0f64, f64::max)
+                    } else {
+                        terms.sum::<f64>()
+                    };
+                    let naive = if naive >= f64::MAX {
+                        f64::INFINITY
+                    } else {
+                        naive
+                    };
+                    assert_eq!(
+                        knap.size(k, &factors, largest),
+                        naive,
+                        "case {case} class {k}"
+                    );
+                    let row = &knap.need_f[k * knap.stride..(k + 1) * knap.stride];
+                    let (fits, size) = fits_and_size(row, &rem, &factors);
+                    let naive_fits = n.iter().zip(&room).all(|(q, r)| q <= r);
+                    assert_eq!(fits, naive_fits, "case {case} class {k}");
+                    if !largest && fits {
+                        assert_eq!(size, naive, "case {case} class {k}");
+                    }
+                }
             }
         }
     }
