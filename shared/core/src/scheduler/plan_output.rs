@@ -37,7 +37,7 @@ pub(super) struct OfferSummary {
 pub(super) type OfferKey = (PoolIdx, Option<u32>, Requirements, TypeSet);
 
 #[derive(Default)]
-pub(super) struct TypeLists(std::collections::HashMap<OfferKey, std::rc::Rc<OfferSummary>>);
+pub(super) struct TypeLists(foldhash::HashMap<OfferKey, std::rc::Rc<OfferSummary>>);
 
 /// The order in which a fleet prefers offerings: reserved, then spot, then
 /// on-demand; cheapest adjusted price within a capacity type; then real

@@ -488,8 +488,7 @@ impl Run<'_> {
     /// Groups of repackable NodeClaims by (NodePool, requirements without
     /// hostname), in creation order, with their pods and planned price.
     fn repack_groups(&self, scope: Scope) -> Vec<Group> {
-        let mut index: std::collections::HashMap<(PoolIdx, Requirements), usize> =
-            Default::default();
+        let mut index: foldhash::HashMap<(PoolIdx, Requirements), usize> = Default::default();
         let mut groups: Vec<Group> = Vec::new();
         for (c, claim) in ClaimIdx::enumerate(&self.claims) {
             if !self.repackable(claim, scope) {
@@ -617,8 +616,7 @@ impl Run<'_> {
     /// it; the repack packs such groups each on its own. Their zones may
     /// differ: anchors pinned to a zone take pods of none.
     fn families(&self, groups: &[Group], moved: &[bool]) -> Vec<Vec<usize>> {
-        let mut index: std::collections::HashMap<(PoolIdx, Requirements), usize> =
-            Default::default();
+        let mut index: foldhash::HashMap<(PoolIdx, Requirements), usize> = Default::default();
         let mut families: Vec<Vec<usize>> = Vec::new();
         for (gi, g) in groups.iter().enumerate() {
             if moved[gi] {
@@ -854,8 +852,8 @@ impl Run<'_> {
     /// a term selects a pod of another class: the packing cannot express
     /// that, so the group is left as planned.
     fn anti_classes(&self, pods: &[PodIdx]) -> Option<(Vec<usize>, Vec<bool>)> {
-        use std::collections::HashMap;
-        let mut ids: HashMap<(&str, &[crate::model::PodAffinityTerm]), usize> = HashMap::new();
+        use foldhash::HashMap;
+        let mut ids: HashMap<(&str, &[crate::model::PodAffinityTerm]), usize> = HashMap::default();
         let mut anti = Vec::with_capacity(pods.len());
         for &p in pods {
             let pod = &self.pods[p];
@@ -878,7 +876,7 @@ impl Run<'_> {
         }
         // Distinct (namespace, labels) of the group's pods, with their
         // classes; every term must select only pods of its own class.
-        let mut sigs: HashMap<(&str, &BTreeMap<String, String>), Vec<usize>> = HashMap::new();
+        let mut sigs: HashMap<(&str, &BTreeMap<String, String>), Vec<usize>> = HashMap::default();
         for (i, &p) in pods.iter().enumerate() {
             let pod = &self.pods[p];
             let e = sigs
@@ -1017,7 +1015,7 @@ impl Run<'_> {
         bins: Vec<Bin>,
     ) -> Option<Packing> {
         // Bins of one fill share their requests, types and maxima.
-        let mut by_fill: std::collections::HashMap<&[(usize, usize)], Sized> = Default::default();
+        let mut by_fill: foldhash::HashMap<&[(usize, usize)], Sized> = Default::default();
         let mut sized: Vec<Sized> = Vec::with_capacity(bins.len());
         let mut cost = 0.0;
         for b in &bins {
@@ -1406,7 +1404,7 @@ struct FillPrices<'a> {
     cands: &'a [PackType],
     need: &'a [Vec<i64>],
     dims: usize,
-    known: std::collections::HashMap<Vec<(usize, usize)>, f64>,
+    known: foldhash::HashMap<Vec<(usize, usize)>, f64>,
 }
 
 impl<'a> FillPrices<'a> {

@@ -23,7 +23,7 @@
 //! movable pod, or one of a movable pod selects them (a movable pod must
 //! be free to join it).
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use crate::labels;
 use crate::model::PodAffinityTerm;
@@ -40,7 +40,7 @@ impl<'a> Run<'a> {
     /// each NodePool, those of the `ANCHOR_CLASSES` kinds (requirements
     /// and requests) that save most by shedding their movable pods.
     pub(super) fn anchors(&self, relax: &[Relaxation]) -> Vec<Anchor> {
-        let mut kinds: HashMap<AnchorKind, KindShed> = HashMap::new();
+        let mut kinds: HashMap<AnchorKind, KindShed> = HashMap::default();
         for c in self.anchor_candidates() {
             let pool = self.claims[c].pool;
             let reqs = self.anchor_requirements(c, relax);
@@ -68,7 +68,7 @@ impl<'a> Run<'a> {
                 .then(a.claims[0].cmp(&b.claims[0]))
         });
         let mut out = Vec::new();
-        let mut taken: HashMap<PoolIdx, usize> = HashMap::new();
+        let mut taken: HashMap<PoolIdx, usize> = HashMap::default();
         for (kind, shed) in kinds {
             let n = taken.entry(kind.pool).or_default();
             if *n < ANCHOR_CLASSES {

@@ -30,7 +30,7 @@
 //! pods left are packed by the greedy. The packing competes with the
 //! greedy's: the cheaper one is kept.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use super::knapsack_lp::{surrogate_weights, DualBound};
 use super::{
