@@ -748,6 +748,7 @@ impl<'a> Knapsack<'a> {
     /// which no real size reaches (needs are millis, factors at most 1).
     fn size(&self, k: usize, factors: &[f64], largest: bool) -> f64 {
         let row = &self.need_f[k * self.stride..(k + 1) * self.stride];
+        debug_assert_eq!(factors.len(), self.stride);
         // A lane group at a time; the padding adds 0 (needs and factors
         // are 0 there), which changes neither a sum nor a largest.
         let lanes = row.chunks_exact(LANES).zip(factors.chunks_exact(LANES));
@@ -948,6 +949,9 @@ const LANES: usize = 4;
 /// all three rows of whole `LANES`.
 #[inline]
 fn fits_and_size(need: &[f64], rem: &[f64], factors: &[f64]) -> (bool, f64) {
+    // A shorter row would end the lanes early and skip dimensions.
+    debug_assert!(need.len() == rem.len() && rem.len() == factors.len());
+    debug_assert_eq!(need.len() % LANES, 0);
     let (mut fits, mut size) = (true, 0.0f64);
     let lanes = (need.chunks_exact(LANES))
         .zip(rem.chunks_exact(LANES))
