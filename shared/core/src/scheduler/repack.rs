@@ -1463,6 +1463,7 @@ fn revalued_greedy(
     prices: &mut FillPrices,
 ) -> Option<PricedBins> {
     let mut best: Option<PricedBins> = None;
+    let mut initial = InitialFills::new(cands.len());
     for start in starts {
         let mut value = start;
         for _ in 0..ROUNDS {
@@ -1474,7 +1475,7 @@ fn revalued_greedy(
             }
             let need = &demand.need;
             let left = demand.counts.clone();
-            let Some(bins) = pack(cands, need, &demand.per_node, &value, left) else {
+            let Some(bins) = pack(cands, need, &demand.per_node, &value, left, &mut initial) else {
                 break;
             };
             let paid = Paid::of(&bins, &value, &demand.counts, prices);
@@ -1626,6 +1627,7 @@ fn pack(
     per_node: &[usize],
     value: &[f64],
     mut left: Vec<usize>,
+    initial: &mut InitialFills,
 ) -> Option<Vec<Bin>> {
     let mut room: Vec<i64> = Vec::new();
     // The classes with pods left, ascending: the fills skip the others.
@@ -1638,7 +1640,11 @@ fn pack(
     let mut bins: Vec<Bin> = Vec::new();
     let mut scratch = Vec::with_capacity(need.len());
     let mut chosen = Vec::with_capacity(need.len());
-    let mut filled: Vec<Option<Filled>> = vec![None; cands.len()];
+    let mut filled = Fills {
+        last: vec![None; cands.len()],
+        initial,
+        at_start: true,
+    };
     while left.iter().any(|&n| n > 0) {
         let bound = ValueBound::new(need, value, &left);
         let caps: Vec<usize> = (left.iter().zip(per_node))
@@ -1648,12 +1654,13 @@ fn pack(
             cands,
             &bound,
             &caps,
-            &left,
+            (&left, value),
             &mut filled,
             &mut scratch,
             &mut chosen,
             &mut fill,
         )?;
+        filled.at_start = false;
         repeat_fill(
             &cands[ti].room,
             &chosen,
@@ -1666,16 +1673,17 @@ fn pack(
     Some(bins)
 }
 
-/// The candidate type whose fill of the pods `left` costs least per value
-/// packed (then the cheaper type), its fill in `chosen`; `None` if no type
-/// holds a pod. Fills still holding under `caps` are kept in `filled`.
+/// The candidate type whose fill of the pods `left` (valued at `value`)
+/// costs least per value packed (then the cheaper type), its fill in
+/// `chosen`; `None` if no type holds a pod. Fills still holding under
+/// `caps` are kept in `filled`.
 #[allow(clippy::too_many_arguments)]
 fn cheapest_fill(
     cands: &[PackType],
     bound: &ValueBound,
     caps: &[usize],
-    left: &[usize],
-    filled: &mut [Option<Filled>],
+    (left, value): (&[usize], &[f64]),
+    filled: &mut Fills,
     scratch: &mut Vec<usize>,
     chosen: &mut Vec<usize>,
     fill: &mut impl FnMut(&[i64], &[usize], &mut Vec<usize>) -> f64,
@@ -1687,9 +1695,25 @@ fn cheapest_fill(
         if best.is_some_and(|(br, _, _)| c.price / bound.of(&c.room) > br) {
             continue;
         }
-        let slot = &mut filled[ti];
+        let slot = &mut filled.last[ti];
         if !slot.as_ref().is_some_and(|f| f.holds(caps)) {
-            let val = fill(&c.room, left, scratch);
+            // Never filled in this packing: another packing's fill at the
+            // full counts, while it holds.
+            let shared = (filled.initial.take[ti].as_ref())
+                .filter(|take| slot.is_none() && holds(take, caps));
+            let val = match shared {
+                Some(take) => {
+                    scratch.clone_from(take);
+                    fill_value(take, value)
+                }
+                None => {
+                    let val = fill(&c.room, left, scratch);
+                    if filled.at_start {
+                        filled.initial.take[ti] = Some(scratch.clone());
+                    }
+                    val
+                }
+            };
             match slot {
                 Some(f) => {
                     f.val = val;
@@ -1795,13 +1819,55 @@ struct Filled {
 }
 
 impl Filled {
-    /// Whether the fill under `caps` (per class, the pods left up to
-    /// `per_node`; caps only fall within a packing) is this one. A class
-    /// takes its cap or what fits in the room the classes before it left:
-    /// while those takes stand, the same under any cap still at least its
-    /// take (one that took its old cap keeps it only if the cap stands).
+    /// Whether the fill under `caps` is this one (see [`holds`]).
     fn holds(&self, caps: &[usize]) -> bool {
-        self.take.iter().zip(caps).all(|(&t, &cap)| t <= cap)
+        holds(&self.take, caps)
+    }
+}
+
+/// Whether fill `take` is the fill under `caps` (per class, the pods left
+/// up to `per_node`), when it was the fill under caps at least as large
+/// (caps only fall within a packing). A class takes its cap or what fits
+/// in the room the classes before it left: while those takes stand, the
+/// same under any cap still at least its take (one that took its old cap
+/// keeps it only if the cap stands).
+fn holds(take: &[usize], caps: &[usize]) -> bool {
+    take.iter().zip(caps).all(|(&t, &cap)| t <= cap)
+}
+
+/// The value of fill `take`, summed as `fill_node` sums it.
+fn fill_value(take: &[usize], value: &[f64]) -> f64 {
+    let mut val = 0.0;
+    for (&t, &v) in take.iter().zip(value) {
+        if t > 0 {
+            val += t as f64 * v;
+        }
+    }
+    val
+}
+
+/// Each candidate's fill in one `pack`: the last it computed (`Filled`,
+/// kept while it holds), the packing's first step, and the fills at the
+/// full counts that every packing of the same pods shares.
+struct Fills<'a> {
+    last: Vec<Option<Filled>>,
+    initial: &'a mut InitialFills,
+    at_start: bool,
+}
+
+/// Per candidate, its fill of the full counts, once some packing of
+/// `revalued_greedy` computed it: the packings differ in their values
+/// only, and a fill does not depend on them (`fill_node` takes classes in
+/// a fixed order), only its value does (`fill_value`).
+struct InitialFills {
+    take: Vec<Option<Vec<usize>>>,
+}
+
+impl InitialFills {
+    fn new(cands: usize) -> InitialFills {
+        InitialFills {
+            take: vec![None; cands],
+        }
     }
 }
 
@@ -2292,8 +2358,10 @@ mod tests {
         Some(bins)
     }
 
-    /// Remembered fills and the value bound change no packing: seeded
-    /// random types, classes, caps and values against `pack_afresh`.
+    /// Remembered fills, the fills at the full counts shared by packings
+    /// of other values, and the value bound change no packing: seeded
+    /// random types, classes, caps and three value vectors per case
+    /// against `pack_afresh`.
     #[test]
     fn pack_remembers_fills_exactly() {
         let mut seed = 5u64;
@@ -2316,12 +2384,15 @@ mod tests {
                 .map(|_| (0..dims).map(|_| next(6)).collect())
                 .collect();
             let per_node: Vec<usize> = (0..classes).map(|_| 1 + next(8) as usize).collect();
-            let value: Vec<f64> = (0..classes).map(|_| 0.1 + next(50) as f64 / 7.0).collect();
             let left: Vec<usize> = (0..classes).map(|_| next(30) as usize).collect();
-            let got = pack(&cands, &need, &per_node, &value, left.clone())
-                .map(|bins| bins.into_iter().map(|b| b.fill).collect::<Vec<_>>());
-            let want = pack_afresh(&cands, &need, &per_node, &value, left);
-            assert_eq!(got, want, "case {case}");
+            let mut initial = InitialFills::new(cands.len());
+            for round in 0..3 {
+                let value: Vec<f64> = (0..classes).map(|_| 0.1 + next(50) as f64 / 7.0).collect();
+                let got = pack(&cands, &need, &per_node, &value, left.clone(), &mut initial)
+                    .map(|bins| bins.into_iter().map(|b| b.fill).collect::<Vec<_>>());
+                let want = pack_afresh(&cands, &need, &per_node, &value, left.clone());
+                assert_eq!(got, want, "case {case} round {round}");
+            }
         }
     }
 
@@ -2340,6 +2411,7 @@ mod tests {
             &[usize::MAX],
             &[1.0],
             vec![12],
+            &mut InitialFills::new(3),
         )
         .unwrap_or_default();
         let counts: Vec<usize> = greedy.iter().map(|b| b.fill[0].1).collect();
@@ -2412,7 +2484,16 @@ mod tests {
             few_classes(&cands, &need, &[2, 2], &[1, 1]).unwrap_or_default();
         assert!((cost - 2.4).abs() < 1e-9, "{cost}");
         assert!(bins.iter().all(|b| b.fill.iter().all(|&(_, n)| n <= 1)));
-        let greedy = pack(&cands, &need, &[1, 1], &[1.0, 1.0], vec![2, 2]).unwrap_or_default();
+        let mut initial = InitialFills::new(cands.len());
+        let greedy = pack(
+            &cands,
+            &need,
+            &[1, 1],
+            &[1.0, 1.0],
+            vec![2, 2],
+            &mut initial,
+        )
+        .unwrap_or_default();
         assert_eq!(greedy.len(), 2);
         assert!(greedy.iter().all(|b| b.fill == vec![(0, 1), (1, 1)]));
     }
