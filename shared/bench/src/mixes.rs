@@ -18,6 +18,7 @@ pub const MIXES: &[&str] = &[
     "existing-nodes",
     "independent",
     "random",
+    "assorted",
     "fragmented-shapes",
     "random-shapes",
 ];
@@ -508,9 +509,132 @@ pub fn build(name: &str, n: usize, seed: u64) -> Option<ClusterState> {
             }
             s.pending_pods = pods;
         }
+        "assorted" => assorted(&mut s, n, seed),
         _ => return None,
     }
     Some(s)
+}
+
+/// Deployments of 1-80 replicas of continuous random shapes (25m-7 cpu,
+/// 64 MiB-56 GiB) in four namespaces, each with up to three constraints
+/// of a wider menu than `random`'s, the way Karpenter's tests and users
+/// write them: required node affinity of two OR'd terms, `NotIn` and `Gt`
+/// on instance labels, instance families, required pod affinity to
+/// another Deployment's zone, hostname and zone spreads (`minDomains`),
+/// preferred hostname anti-affinity, host ports, on-demand only; a
+/// tainted memory NodePool (`r` types) and a weighted on-demand NodePool
+/// with a CPU limit.
+fn assorted(s: &mut ClusterState, n: usize, seed: u64) {
+    let mut memory = node_pool(
+        "memory",
+        vec![in_req(labels::INSTANCE_CATEGORY, &["r", "x"])],
+    );
+    memory.taints = vec![Taint {
+        key: "memory".into(),
+        value: "true".into(),
+        effect: TaintEffect::NoSchedule,
+    }];
+    let mut reserved = node_pool(
+        "steady",
+        vec![in_req(labels::CAPACITY_TYPE, &["on-demand"])],
+    );
+    reserved.weight = 50;
+    reserved.limits = Some(ResourceLimits([("cpu".to_string(), q("400"))].into()));
+    s.node_pools.extend([memory, reserved]);
+    let namespaces = ["web", "batch", "data", "platform"];
+    let mut rng = Rng::new(seed);
+    let mut pods = Vec::with_capacity(n);
+    // Each Deployment's namespace, for affinity to an earlier one.
+    let mut ns_of: Vec<&str> = Vec::new();
+    let mut d = 0;
+    while pods.len() < n {
+        let ns = namespaces[rng.below(namespaces.len())];
+        ns_of.push(ns);
+        let app = format!("svc-{d:04}");
+        let replicas = (1 + rng.below(80)).min(n - pods.len());
+        let cpu = 25 * (1 + rng.below(280)) as i64 / (1 + rng.below(4)) as i64;
+        let mem = (cpu * (128 + rng.below(8_000)) as i64 / 1000).clamp(64, 57_344);
+        let mut t = pod(
+            ns,
+            String::new(),
+            &app,
+            &format!("{cpu}m"),
+            &format!("{mem}Mi"),
+        );
+        for _ in 0..rng.below(4) {
+            assorted_constraint(&mut t, &mut rng, &ns_of);
+        }
+        for i in 0..replicas {
+            let mut p = t.clone();
+            p.name = format!("{app}-{i}");
+            pods.push(p);
+        }
+        d += 1;
+    }
+    s.pending_pods = pods;
+}
+
+/// One constraint of [`assorted`]'s menu on template `t` of the last of
+/// the Deployments whose namespaces are `ns_of`.
+fn assorted_constraint(t: &mut Pod, rng: &mut Rng, ns_of: &[&str]) {
+    let d = ns_of.len().saturating_sub(1);
+    let app = t.labels.get("app").cloned().unwrap_or_default();
+    match rng.below(11) {
+        0 if t.required_terms.is_empty() => {
+            t.required_terms = vec![
+                Requirements::from_iter_reqs([in_req(labels::ZONE, &["us-west-2a"])]),
+                Requirements::from_iter_reqs([in_req(labels::INSTANCE_CATEGORY, &["m", "c"])]),
+            ]
+        }
+        1 => {
+            t.node_selector.add(Requirement::not_in(
+                labels::INSTANCE_SIZE,
+                ["metal", "nano", "micro"],
+            ));
+            if let Ok(gt) = Requirement::new(labels::INSTANCE_CPU, Operator::Gt, &["3"]) {
+                t.node_selector.add(gt);
+            }
+        }
+        2 if !t.node_selector.has_key(labels::INSTANCE_FAMILY) => t.node_selector.add(in_req(
+            labels::INSTANCE_FAMILY,
+            [
+                &["m5", "m6i", "m7i"][..],
+                &["m6g", "m7g"],
+                &["c6i", "c7i", "c6a"],
+            ][rng.below(3)],
+        )),
+        3 if d > 0 => {
+            // An earlier Deployment, named by its namespace when it is
+            // another one (a term without namespaces selects only its own).
+            let target = rng.below(d);
+            let mut term = term_on(labels::ZONE, "app", &format!("svc-{target:04}"));
+            if ns_of[target] != t.namespace {
+                term.namespaces = vec![ns_of[target].to_string()];
+            }
+            t.pod_affinity.push(term);
+        }
+        4 => t.topology_spread.push(spread(labels::HOSTNAME, &app, true)),
+        5 => {
+            let mut zone = spread(labels::ZONE, &app, true);
+            zone.min_domains = Some(3);
+            t.topology_spread.push(zone);
+        }
+        6 => t.preferred_pod_anti_affinity.push(WeightedPodAffinityTerm {
+            weight: 1 + rng.below(100) as i32,
+            term: term_on(labels::HOSTNAME, "app", &app),
+        }),
+        7 if t.host_ports.is_empty() => t.host_ports.push(("TCP".into(), 8080)),
+        8 if !t.node_selector.has_key(labels::CAPACITY_TYPE) => t
+            .node_selector
+            .add(in_req(labels::CAPACITY_TYPE, &["on-demand"])),
+        9 => t.tolerations.push(Toleration {
+            key: "memory".into(),
+            operator: TolerationOperator::Exists,
+            value: String::new(),
+            effect: Some(TaintEffect::NoSchedule),
+        }),
+        _ => {}
+    }
 }
 
 #[cfg(test)]
@@ -723,6 +847,78 @@ mod tests {
                     plan.unschedulable.first()
                 );
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod probe {
+    #[test]
+    fn assorted_reasons() {
+        let catalog = flotilla_core::catalog::Catalog::embedded("us-west-2").unwrap();
+        let n: usize = std::env::var("PROBE_N")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1000);
+        let s = super::build("assorted", n, 1).unwrap();
+        let plan = flotilla_core::scheduler::schedule(&s, &catalog, &Default::default());
+        let mut by: std::collections::BTreeMap<String, (usize, String)> = Default::default();
+        for u in &plan.unschedulable {
+            let e = by.entry(u.reason.clone()).or_insert((0, u.pod.clone()));
+            e.0 += 1;
+        }
+        for (r, (c, p)) in by {
+            println!("{c:5} {p} {r}");
+        }
+        let unsched: std::collections::BTreeSet<&str> =
+            plan.unschedulable.iter().map(|u| u.pod.as_str()).collect();
+        let mut seen = std::collections::BTreeSet::new();
+        for p in &s.pending_pods {
+            let key = format!("{}/{}", p.namespace, p.name);
+            if !unsched.contains(key.as_str()) {
+                continue;
+            }
+            let app = p.labels.get("app").cloned().unwrap_or_default();
+            if !seen.insert(app.clone()) {
+                continue;
+            }
+            for t in &p.pod_affinity {
+                let target = t
+                    .label_selector
+                    .match_labels
+                    .get("app")
+                    .cloned()
+                    .unwrap_or_default();
+                let tp: Vec<String> = s
+                    .pending_pods
+                    .iter()
+                    .filter(|q| q.labels.get("app") == Some(&target))
+                    .take(1)
+                    .map(|q| {
+                        format!(
+                            "{}/{} sched={}",
+                            q.namespace,
+                            q.name,
+                            !unsched.contains(format!("{}/{}", q.namespace, q.name).as_str())
+                        )
+                    })
+                    .collect();
+                println!("{key} ns={} -> {target} {:?}", p.namespace, tp);
+                let mut zones: std::collections::BTreeMap<String, usize> = Default::default();
+                for c in &plan.node_claims {
+                    for pn in c.pods.iter() {
+                        if pn.contains(&format!("/{target}-")) { *zones.entry(format!("{:?}", c.zones)).or_default() += 1; }
+                    }
+                }
+                println!("   target zones {zones:?}");
+            }
+            let mut own: std::collections::BTreeMap<String, usize> = Default::default();
+            for c in &plan.node_claims {
+                for pn in c.pods.iter() {
+                    if pn.contains(&format!("/{app}-")) { *own.entry(format!("{:?}", c.zones)).or_default() += 1; }
+                }
+            }
+            println!("   own zones {own:?} sel {:?} terms {:?} spread {:?} affinity {:?}", p.node_selector, p.required_terms, p.topology_spread.iter().map(|t| (&t.topology_key, t.min_domains)).collect::<Vec<_>>(), p.pod_affinity.iter().map(|t| (&t.topology_key, &t.namespaces, &t.label_selector.match_labels)).collect::<Vec<_>>());
         }
     }
 }

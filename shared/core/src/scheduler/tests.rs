@@ -530,6 +530,52 @@ fn pod_affinity_follows_the_target_even_when_scheduled_first() {
     assert_eq!(claim_of(&p, "cache").zones, vec!["test-1b"]);
 }
 
+/// A term naming another namespace selects the pods there (and only
+/// there): the follower joins the target's zone whichever is tried first.
+#[test]
+fn pod_affinity_to_another_namespace_follows_the_target() {
+    for follower_first in [true, false] {
+        let mut target = labeled(pod("db", "100m", "128Mi"), "app", "db");
+        target.namespace = "batch".into();
+        target.node_selector = reqs(vec![req(labels::ZONE, Operator::In, &["test-1b"])]);
+        let size = if follower_first { "1" } else { "50m" };
+        let mut follower = pod("cache", size, "64Mi");
+        let mut t = term(labels::ZONE, selector("app", "db"));
+        t.namespaces = vec!["batch".into()];
+        follower.pod_affinity = vec![t];
+        let p = plan(&state(vec![follower, target], vec![default_pool()]));
+        assert_eq!(p.summary.scheduled, 2, "{p:#?}");
+        assert_eq!(claim_of(&p, "cache").zones, vec!["test-1b"]);
+    }
+}
+
+/// Targets whose zone nothing decides (no selector, no spread) are pinned
+/// to one when placed, so the pods following them are placed in the same
+/// run: one term (the target's zone), two terms (one zone holding both
+/// targets), whichever is tried first.
+#[test]
+fn pod_affinity_to_unconstrained_targets_is_placed_at_once() {
+    for follower_first in [true, false] {
+        let size = if follower_first { "2" } else { "50m" };
+        let db = labeled(pod("db", "100m", "128Mi"), "app", "db");
+        let web = labeled(pod("web", "100m", "128Mi"), "app", "web");
+        let mut one = pod("one", size, "64Mi");
+        one.pod_affinity = vec![term(labels::ZONE, selector("app", "db"))];
+        let mut both = pod("both", size, "64Mi");
+        both.pod_affinity = vec![
+            term(labels::ZONE, selector("app", "db")),
+            term(labels::ZONE, selector("app", "web")),
+        ];
+        let p = plan(&state(vec![one, both, db, web], vec![default_pool()]));
+        assert_eq!(p.summary.scheduled, 4, "{:?}", p.unschedulable);
+        let zone = |name| claim_of(&p, name).zones.clone();
+        assert_eq!(zone("db").len(), 1);
+        assert_eq!(zone("one"), zone("db"));
+        assert_eq!(zone("both"), zone("db"));
+        assert_eq!(zone("both"), zone("web"));
+    }
+}
+
 #[test]
 fn pod_affinity_without_target_is_unschedulable() {
     let mut follower = pod("cache", "1", "1Gi");

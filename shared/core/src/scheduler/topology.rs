@@ -30,6 +30,14 @@ use crate::requirements::{Requirement, Requirements};
 
 use super::index::PoolIdx;
 
+/// Which domain [`Topology::pin_domain`] takes: the least or the most
+/// loaded (ties by name either way).
+#[derive(Debug, Clone, Copy)]
+enum Load {
+    Fewest,
+    Most,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
     Spread,
@@ -160,6 +168,10 @@ struct Group {
     /// Matching pods per domain (spread, affinity: pods the selector matches;
     /// inverse anti-affinity: the owners' domains).
     counts: BTreeMap<String, u32>,
+    /// A pending pod's required affinity term on a key other than
+    /// hostname: the pods it selects are pinned to one domain of the key
+    /// when placed, so that they count (see [`Topology::record`]).
+    pins_targets: bool,
 }
 
 impl Group {
@@ -222,7 +234,7 @@ impl std::fmt::Display for TopologyConflict {
             } => write!(
                 f,
                 "topology spread on {key} (maxSkew {max_skew}) cannot be satisfied in {}",
-                domain_list(domains)
+                domain_list(domains, "any domain")
             ),
             TopologyConflict::Term {
                 kind: Kind::Affinity,
@@ -232,7 +244,7 @@ impl std::fmt::Display for TopologyConflict {
             } => write!(
                 f,
                 "pod affinity on {key}: no pod matching the selector runs in {}",
-                domain_list(domains)
+                domain_list(domains, "any domain")
             ),
             TopologyConflict::Term {
                 kind: Kind::AntiAffinity,
@@ -242,17 +254,21 @@ impl std::fmt::Display for TopologyConflict {
             } => write!(
                 f,
                 "pod anti-affinity on {key}: a matching pod already runs in {}",
-                domain_list(domains)
+                domain_list(domains, "every domain")
             ),
             TopologyConflict::Inverse { key, domains } => write!(
                 f,
                 "another pod's required anti-affinity on {key} excludes {}",
-                domain_list(domains)
+                domain_list(domains, "every domain")
+            ),
+            TopologyConflict::NoPin { key, domains } if domains.is_complement() => write!(
+                f,
+                "required pod anti-affinity on {key}: no known domain to pin the node to"
             ),
             TopologyConflict::NoPin { key, domains } => write!(
                 f,
                 "required pod anti-affinity on {key}: no known domain in {} to pin the node to",
-                domain_list(domains)
+                domain_list(domains, "any domain")
             ),
         }
     }
@@ -272,9 +288,10 @@ pub struct Topology {
     nodes: Vec<Rc<NodeDomains>>,
     /// Whether any group or inverse group exists (fast path).
     active: bool,
-    /// Whether any required anti-affinity group is on a key other than
-    /// hostname (then pods it concerns are pinned to one domain).
-    domain_anti_affinity: bool,
+    /// Whether any required anti-affinity group, or any required affinity
+    /// group, is on a key other than hostname (then pods it concerns are
+    /// pinned to one domain; see [`Topology::pins_domains`]).
+    domain_pins: bool,
     /// Groups by one `matchLabels` pair of their selector (a pod can only be
     /// selected by the groups under its own labels), and the groups whose
     /// selector has no `matchLabels`: `record` looks at these only.
@@ -573,10 +590,15 @@ impl Topology {
         t.count_existing_pods(nodes, kept);
         (t.inverse_by_label, t.inverse_unindexed) = index_by_label(&t.inverse);
         t.active = !t.groups.is_empty() || !t.inverse.is_empty();
-        t.domain_anti_affinity = t
-            .groups
-            .iter()
-            .any(|g| g.id.kind == Kind::AntiAffinity && g.id.key != labels::HOSTNAME);
+        for own in &owned {
+            for &gi in &own.affinity {
+                let g = &mut t.groups[gi];
+                g.pins_targets = g.id.key != labels::HOSTNAME;
+            }
+        }
+        t.domain_pins = t.groups.iter().any(|g| {
+            g.pins_targets || (g.id.kind == Kind::AntiAffinity && g.id.key != labels::HOSTNAME)
+        });
         (t, owned)
     }
 
@@ -719,6 +741,7 @@ impl Topology {
         self.groups.push(Group {
             id: id.clone(),
             counts,
+            pins_targets: false,
         });
         self.index.insert(id, self.groups.len() - 1);
         self.groups.len() - 1
@@ -753,6 +776,7 @@ impl Topology {
         self.inverse.push(Group {
             id: id.clone(),
             counts: BTreeMap::new(),
+            pins_targets: false,
         });
         self.inverse_index.insert(id, self.inverse.len() - 1);
         self.inverse.len() - 1
@@ -791,8 +815,8 @@ impl Topology {
         for r in added {
             out.add(r);
         }
-        if self.domain_anti_affinity {
-            self.pin_anti_affinity_domains(pod, groups, &mut out)?;
+        if self.domain_pins {
+            self.pin_domains(pod, groups, &mut out)?;
         }
         Ok(out)
     }
@@ -844,11 +868,14 @@ impl Topology {
         candidates
     }
 
-    /// Whether placing a pod may pin a node to an anti-affinity domain
-    /// beyond what [`Self::added_over`] returns (some required
-    /// anti-affinity group is on a key other than hostname).
+    /// Whether placing a pod may pin a node to a domain beyond what
+    /// [`Self::added_over`] returns: some required anti-affinity group is
+    /// on a key other than hostname (both sides are pinned), or some
+    /// pending pod's required affinity term is (its targets are pinned:
+    /// a target on a NodeClaim whose zone is still open counts in no
+    /// zone, and the pods following it would wait for the next round).
     pub fn pins_domains(&self) -> bool {
-        self.domain_anti_affinity
+        self.domain_pins
     }
 
     /// The requirements topology adds to a node whose requirement on a key
@@ -998,7 +1025,7 @@ impl Topology {
     /// other domain would be safe for the pods that must avoid it. Pins
     /// the key to the allowed domain with the fewest pods of those groups
     /// (then by name).
-    fn pin_anti_affinity_domains(
+    fn pin_domains(
         &self,
         pod: &Pod,
         owned: &[(usize, Kind)],
@@ -1010,9 +1037,37 @@ impl Topology {
             .map(|&gi| self.groups[gi].id.key.as_str())
             .collect();
         for key in keys {
-            self.pin_domain(&relevant, key, out)?;
+            self.pin_domain(&relevant, key, Load::Fewest, out)?;
+        }
+        let targets = self.affinity_targets_of(pod);
+        let keys: BTreeSet<&str> = targets
+            .iter()
+            .map(|&gi| self.groups[gi].id.key.as_str())
+            .collect();
+        for key in keys {
+            self.pin_domain(&targets, key, Load::Most, out)?;
         }
         Ok(())
+    }
+
+    /// The groups of required affinity terms on keys other than hostname
+    /// that select `pod` (it is their target), ascending.
+    fn affinity_targets_of(&self, pod: &Pod) -> Vec<usize> {
+        let mut targets: Vec<usize> = (self.unindexed.iter().copied())
+            .chain(
+                (pod.labels.iter())
+                    .filter_map(|(k, v)| self.by_label.get(k).and_then(|m| m.get(v)))
+                    .flatten()
+                    .copied(),
+            )
+            .filter(|&gi| {
+                let g = &self.groups[gi];
+                g.pins_targets && g.selects(&pod.namespace, &pod.labels)
+            })
+            .collect();
+        targets.sort_unstable();
+        targets.dedup();
+        targets
     }
 
     /// The required anti-affinity groups on keys other than hostname that
@@ -1047,12 +1102,14 @@ impl Topology {
     }
 
     /// Pins `key` in `out`, unless it is pinned already, to the allowed
-    /// domain with the fewest pods of the `relevant` groups on `key` (then
-    /// by name).
+    /// domain with the fewest (anti-affinity: apart) or the most
+    /// (affinity: together) pods of the `relevant` groups on `key`, then
+    /// by name.
     fn pin_domain(
         &self,
         relevant: &[usize],
         key: &str,
+        by: Load,
         out: &mut Requirements,
     ) -> Result<(), TopologyConflict> {
         let current = match out.get(key) {
@@ -1077,7 +1134,10 @@ impl Topology {
             .into_iter()
             .flatten()
             .filter(|d| current.has(d))
-            .min_by_key(|d| load(d));
+            .min_by_key(|d| match by {
+                Load::Fewest => load(d),
+                Load::Most => u64::MAX - load(d),
+            });
         match best {
             Some(d) => out.add(Requirement::in_values(key, [d.clone()])),
             None => {
@@ -1451,10 +1511,68 @@ fn node_requirements(n: &Node) -> Requirements {
     reqs
 }
 
-fn domain_list(r: &Requirement) -> String {
+/// The domains of `r`, or `open` ("any domain", "every domain": what
+/// reads true in the sentence) when `r` is not a list of values.
+fn domain_list(r: &Requirement, open: &str) -> String {
     if r.is_complement() {
-        "every domain".to_string()
+        open.to_string()
     } else {
         r.values().iter().cloned().collect::<Vec<_>>().join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sentences of a conflict over no listed domains read true: the
+    /// pod's own term is satisfied in no domain ("any"), another's rule
+    /// holds in all of them ("every"); a list names its domains.
+    #[test]
+    fn conflicts_name_their_domains() {
+        let open = Requirement::not_in(labels::ZONE, ["us-west-2d"]);
+        let listed = Requirement::in_values(labels::ZONE, ["us-west-2a", "us-west-2b"]);
+        let term = |kind, domains: &Requirement| TopologyConflict::Term {
+            kind,
+            key: labels::ZONE.into(),
+            max_skew: 1,
+            domains: domains.clone(),
+        };
+        let zone = labels::ZONE;
+        let cases = [
+            (
+                term(Kind::Spread, &open),
+                format!("topology spread on {zone} (maxSkew 1) cannot be satisfied in any domain"),
+            ),
+            (
+                term(Kind::Affinity, &open),
+                format!("pod affinity on {zone}: no pod matching the selector runs in any domain"),
+            ),
+            (
+                term(Kind::AntiAffinity, &open),
+                format!("pod anti-affinity on {zone}: a matching pod already runs in every domain"),
+            ),
+            (
+                TopologyConflict::Inverse {
+                    key: zone.into(),
+                    domains: open.clone(),
+                },
+                format!("another pod's required anti-affinity on {zone} excludes every domain"),
+            ),
+            (
+                TopologyConflict::NoPin {
+                    key: zone.into(),
+                    domains: open.clone(),
+                },
+                format!("required pod anti-affinity on {zone}: no known domain to pin the node to"),
+            ),
+            (
+                term(Kind::Affinity, &listed),
+                format!("pod affinity on {zone}: no pod matching the selector runs in us-west-2a, us-west-2b"),
+            ),
+        ];
+        for (conflict, want) in cases {
+            assert_eq!(conflict.to_string(), want);
+        }
     }
 }
