@@ -448,10 +448,14 @@ pub(super) type CompatCache =
     std::cell::RefCell<HashMap<(PoolIdx, Requirements), std::rc::Rc<Vec<usize>>>>;
 
 /// What the price of a node slot for a pod depends on (see
-/// [`size_classes`]), borrowed from the pod.
+/// [`size_classes`]), borrowed from the pod. Host ports are part of it: a
+/// node holds one pod per port, and a type whose DaemonSets use the port
+/// holds none; so a size class's pods are refused by the same NodeClaims
+/// for their ports (see `Run::walk_claims`).
 #[derive(PartialEq, Eq, Hash)]
 struct SizeKey<'p> {
     requests: &'p Resources,
+    host_ports: &'p [(String, i32)],
     node_selector: &'p Requirements,
     required_terms: &'p [Requirements],
     preferred_terms: &'p [PreferredNodeTerm],
@@ -463,6 +467,7 @@ impl<'p> SizeKey<'p> {
     fn of(p: &'p Pod, volume: &'p volumes::VolumeTerms) -> Self {
         SizeKey {
             requests: &p.requests,
+            host_ports: &p.host_ports,
             node_selector: &p.node_selector,
             required_terms: &p.required_terms,
             preferred_terms: &p.preferred_terms,
@@ -473,11 +478,10 @@ impl<'p> SizeKey<'p> {
 }
 
 /// Everything a monotonic pod's placements depend on (see [`shapes`]):
-/// its size key, host ports, and what anti-affinity reads of it.
+/// its size key (host ports included), and what anti-affinity reads of it.
 #[derive(PartialEq, Eq, Hash)]
 struct ShapeKey<'p> {
     size: SizeKey<'p>,
-    host_ports: &'p [(String, i32)],
     namespace: &'p str,
     labels: &'p BTreeMap<String, String>,
     pod_anti_affinity: &'p [PodAffinityTerm],
@@ -534,7 +538,6 @@ pub(super) fn shapes(pods: &[Pod], volume: &[volumes::VolumeTerms]) -> (Vec<Opti
             monotonic.then(|| {
                 ids.of(ShapeKey {
                     size: SizeKey::of(p, v),
-                    host_ports: &p.host_ports,
                     namespace: &p.namespace,
                     labels: &p.labels,
                     pod_anti_affinity: &p.pod_anti_affinity,

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 
+use super::explain::ClaimRefusal;
 use super::hints::{Roomy, SpreadHint};
 use super::index::ClaimIdx;
 use crate::labels;
@@ -237,6 +238,13 @@ impl Run<'_> {
                         return Some((c, fit));
                     }
                     walk.refused(bucket, c, true);
+                }
+                Err(ClaimRefusal::HostPort) if walk.hints.is_some() => {
+                    // A port taken stays taken, and a size class's pods
+                    // share their ports: none of them can join `c`.
+                    walk.roomy.kill(k);
+                    walk.refused(bucket, c, true);
+                    walk.refused_claims.push(c.get() as u32);
                 }
                 Err(_) => {
                     walk.refused(bucket, c, false);

@@ -1254,6 +1254,45 @@ fn host_ports_conflict_on_a_node() {
     assert_eq!(p.node_claims.len(), 2);
 }
 
+/// Pods of one size with a zone spread (no shape: they walk their size
+/// class's NodeClaims), half with host port 8080, half with 9090: the
+/// NodeClaims one port refused stay open to the other port's pods (host
+/// ports are part of the size class), and no node holds a port twice.
+#[test]
+fn host_port_refusals_hold_only_for_the_same_ports() {
+    let mk = |n: usize| {
+        let mut p = labeled(pod(&format!("p{n}"), "100m", "128Mi"), "app", "web");
+        p.host_ports = vec![("TCP".into(), if n % 2 == 0 { 8080 } else { 9090 })];
+        p.topology_spread = vec![spread(
+            labels::ZONE,
+            1,
+            WhenUnsatisfiable::DoNotSchedule,
+            selector("app", "web"),
+        )];
+        p
+    };
+    let pods: Vec<Pod> = (0..24).map(mk).collect();
+    let ports: BTreeMap<String, i32> = pods
+        .iter()
+        .map(|p| (format!("default/{}", p.name), p.host_ports[0].1))
+        .collect();
+    let p = plan(&state(pods, vec![default_pool()]));
+    assert_eq!(p.summary.scheduled, 24, "{:?}", p.unschedulable);
+    for c in &p.node_claims {
+        let mut seen = BTreeSet::new();
+        for pod in c.pods.iter() {
+            assert!(
+                seen.insert(ports[pod]),
+                "{} holds port {} twice",
+                c.name,
+                ports[pod]
+            );
+        }
+    }
+    // Each node holds one pod of each port.
+    assert_eq!(p.node_claims.len(), 12, "{:#?}", p.node_claims);
+}
+
 #[test]
 fn overlay_price_adjustment_reorders_types() {
     let mut s = state(vec![pod("a", "100m", "128Mi")], vec![default_pool()]);
