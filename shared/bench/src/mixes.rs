@@ -811,6 +811,7 @@ mod tests {
         for mix in [
             "random",
             "independent",
+            "assorted",
             "zone-spread",
             "hostname-anti-affinity",
         ] {
@@ -837,7 +838,7 @@ mod tests {
             Ok(c) => c,
             Err(e) => panic!("embedded catalog: {e}"),
         };
-        for mix in ["independent", "random"] {
+        for mix in ["independent", "random", "assorted"] {
             for seed in [1, 2, 3] {
                 let s = build(mix, 400, seed).unwrap();
                 let plan = flotilla_core::scheduler::schedule(&s, &catalog, &Default::default());

@@ -147,6 +147,10 @@ struct Run<'a> {
     /// Whether step 3 of `add` joins heavier limited NodePools' NodeClaims
     /// (see [`schedule`]).
     join_heavier: bool,
+    /// The NodeClaims of NodePools with limits, in creation order (step
+    /// 3's joining walks these, not every NodeClaim; kept while the queue
+    /// runs, which only appends NodeClaims).
+    limited_claims: Vec<index::ClaimIdx>,
     /// NodePools that launch nothing now, with why (named in reasons).
     unavailable_pools: Vec<Refusal<'a>>,
     /// Per key a pending pod spreads over (but hostname), the values the
@@ -431,6 +435,7 @@ impl<'a> Run<'a> {
             rebalance: opts.rebalance_zones,
             hints,
             join_heavier,
+            limited_claims: Vec::new(),
             existing_domains,
             unavailable_pools: unavailable_pools(&state.node_pools),
         }

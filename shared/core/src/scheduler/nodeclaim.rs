@@ -331,6 +331,9 @@ impl<'a> Run<'a> {
                 Ok((claim, fit)) => {
                     let reservation = claim.reservation;
                     let c = ClaimIdx::new(self.claims.len());
+                    if self.pools[pi].remaining.is_some() {
+                        self.limited_claims.push(c);
+                    }
                     self.claims.push(claim);
                     self.commit(c, p, fit);
                     if let Some(r) = reservation {
@@ -401,7 +404,8 @@ impl<'a> Run<'a> {
         }
         let requests = &self.pods[p].requests;
         for h in heavier {
-            for (c, claim) in ClaimIdx::enumerate(&self.claims) {
+            for &c in &self.limited_claims {
+                let claim = &self.claims[c];
                 if claim.pool != h
                     || !claim
                         .requests
