@@ -500,11 +500,7 @@ pub fn build(name: &str, n: usize, seed: u64) -> Option<ClusterState> {
                         }
                     }
                 }
-                for i in 0..replicas {
-                    let mut p = t.clone();
-                    p.name = format!("{app}-{i}");
-                    pods.push(p);
-                }
+                replicate(&t, &app, replicas, &mut pods);
                 d += 1;
             }
             s.pending_pods = pods;
@@ -564,14 +560,19 @@ fn assorted(s: &mut ClusterState, n: usize, seed: u64) {
         for _ in 0..rng.below(4) {
             assorted_constraint(&mut t, &mut rng, &ns_of);
         }
-        for i in 0..replicas {
-            let mut p = t.clone();
-            p.name = format!("{app}-{i}");
-            pods.push(p);
-        }
+        replicate(&t, &app, replicas, &mut pods);
         d += 1;
     }
     s.pending_pods = pods;
+}
+
+/// `replicas` pods of template `t`, named `{app}-{i}`, onto `pods`.
+fn replicate(t: &Pod, app: &str, replicas: usize, pods: &mut Vec<Pod>) {
+    for i in 0..replicas {
+        let mut p = t.clone();
+        p.name = format!("{app}-{i}");
+        pods.push(p);
+    }
 }
 
 /// One constraint of [`assorted`]'s menu on template `t` of the last of

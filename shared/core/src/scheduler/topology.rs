@@ -1024,50 +1024,39 @@ impl Topology {
     /// left open over several zones could launch in any of them, so no
     /// other domain would be safe for the pods that must avoid it. Pins
     /// the key to the allowed domain with the fewest pods of those groups
-    /// (then by name).
+    /// (then by name). A pod that a pending pod's required affinity term
+    /// selects on such a key is pinned too, to the domain with the most
+    /// pods of those groups: its followers need it counted in one.
     fn pin_domains(
         &self,
         pod: &Pod,
         owned: &[(usize, Kind)],
         out: &mut Requirements,
     ) -> Result<(), TopologyConflict> {
-        let relevant = self.domain_anti_affinity_of(pod, owned);
-        let keys: BTreeSet<&str> = relevant
-            .iter()
-            .map(|&gi| self.groups[gi].id.key.as_str())
-            .collect();
-        for key in keys {
-            self.pin_domain(&relevant, key, Load::Fewest, out)?;
-        }
-        let targets = self.affinity_targets_of(pod);
-        let keys: BTreeSet<&str> = targets
-            .iter()
-            .map(|&gi| self.groups[gi].id.key.as_str())
-            .collect();
-        for key in keys {
-            self.pin_domain(&targets, key, Load::Most, out)?;
-        }
-        Ok(())
+        let apart = self.domain_anti_affinity_of(pod, owned);
+        self.pin_keys(&apart, Load::Fewest, out)?;
+        let mut together = self.selecting(pod);
+        together.retain(|&gi| self.groups[gi].pins_targets);
+        together.sort_unstable();
+        together.dedup();
+        self.pin_keys(&together, Load::Most, out)
     }
 
-    /// The groups of required affinity terms on keys other than hostname
-    /// that select `pod` (it is their target), ascending.
-    fn affinity_targets_of(&self, pod: &Pod) -> Vec<usize> {
-        let mut targets: Vec<usize> = (self.unindexed.iter().copied())
-            .chain(
-                (pod.labels.iter())
-                    .filter_map(|(k, v)| self.by_label.get(k).and_then(|m| m.get(v)))
-                    .flatten()
-                    .copied(),
-            )
-            .filter(|&gi| {
-                let g = &self.groups[gi];
-                g.pins_targets && g.selects(&pod.namespace, &pod.labels)
-            })
+    /// Pins each key of `groups` (see [`Self::pin_domain`]).
+    fn pin_keys(
+        &self,
+        groups: &[usize],
+        by: Load,
+        out: &mut Requirements,
+    ) -> Result<(), TopologyConflict> {
+        let keys: BTreeSet<&str> = groups
+            .iter()
+            .map(|&gi| self.groups[gi].id.key.as_str())
             .collect();
-        targets.sort_unstable();
-        targets.dedup();
-        targets
+        for key in keys {
+            self.pin_domain(groups, key, by, out)?;
+        }
+        Ok(())
     }
 
     /// The required anti-affinity groups on keys other than hostname that
