@@ -85,10 +85,10 @@ impl Run<'_> {
             .is_none_or(|after| self.growth_pays(c, p, pod_reqs, after, solo))
     }
 
-    /// Whether pod `p` (solo price `solo`) may join NodeClaim `c`: a cheap
-    /// necessary condition for [`Self::joins_cheaply`] using resources
-    /// only, from [`Self::join_answer`] remembered per NodeClaim (see
-    /// `JoinMemo`). The answer depends on the pod's requirements (and so
+    /// Whether pod `p` may join NodeClaim `c`, as a threshold on its solo
+    /// price (see `JoinAnswer::admits`): a cheap necessary condition for
+    /// [`Self::joins_cheaply`] using resources only, from
+    /// [`Self::join_answer`] remembered per NodeClaim (see `JoinMemo`). The answer depends on the pod's requirements (and so
     /// on its relaxation) only through the solo price, which it takes as a
     /// threshold, and the best price per slot, cached per NodePool and size
     /// class: pods of one size and different requirements share it.
@@ -97,15 +97,14 @@ impl Run<'_> {
         c: ClaimIdx,
         p: PodIdx,
         pod_reqs: &Requirements,
-        solo: Option<f64>,
-    ) -> bool {
+    ) -> JoinAnswer {
         let size = self.hints.size_class(p);
         let claim = &self.claims[c];
         let look_ahead = claim.size == Some(size);
         let key = JoinMemo {
             requests: self.hints.req_class(p),
             look_ahead: look_ahead.then_some(size),
-            version: claim.version,
+            version: self.hints.version(c),
             size_left: if look_ahead {
                 self.hints.size_left(size)
             } else {
@@ -123,13 +122,13 @@ impl Run<'_> {
             let stands = memo.size_left == key.size_left
                 || (answer != JoinAnswer::Always && key.size_left < memo.size_left);
             if same && stands {
-                return answer.admits(solo);
+                return answer;
             }
         }
         let answer = self.join_answer(c, p, pod_reqs);
         self.claims[c].memo = Some(key);
         self.claims[c].memo_answer = answer;
-        answer.admits(solo)
+        answer
     }
 
     /// The cost rule on resources alone, for any solo price: the grown

@@ -19,6 +19,7 @@ use crate::resources::Resources;
 
 use super::explain::Refusal;
 use super::index::{ClaimIdx, PodIdx, PoolIdx};
+use super::nodeclaim::JoinAnswer;
 use super::nodeclaim::{ZoneMask, ZonePin};
 use super::repack::PackType;
 use super::typeset::TypeSet;
@@ -114,6 +115,12 @@ pub(super) struct Hints<'a> {
     zone_masks: Vec<ZoneMask>,
     /// Bumped when a reservation runs out (see `JoinMemo`).
     epoch: u32,
+    /// Per NodeClaim of the queue (by index), bumped by every pod that
+    /// joins it: what the roomy lists' cost-rule marks hold for (see
+    /// `Refused`). Here rather than on the NodeClaim, so a walk passes
+    /// NodeClaims the cost rule refused without touching them. The repack,
+    /// which replaces NodeClaims, walks none.
+    versions: Vec<u32>,
     /// [`Self::compat_cache`] shared by the runs of one
     /// [`super::Prepared`], used while no reservation ran out in this run
     /// (the NodePools' offerings are still the prepared ones).
@@ -154,6 +161,7 @@ impl<'a> Hints<'a> {
             spread_hint: (0..n_sizes).map(|_| Vec::new()).collect(),
             zone_masks: Vec::new(),
             epoch: 0,
+            versions: Vec::new(),
             shared_compat: Some(shared_compat),
         }
     }
@@ -210,6 +218,21 @@ impl<'a> Hints<'a> {
     #[inline]
     pub(super) fn req_class(&self, p: PodIdx) -> usize {
         self.req_class[p]
+    }
+
+    /// NodeClaim `c`'s version (see `Hints::versions`).
+    #[inline]
+    pub(super) fn version(&self, c: ClaimIdx) -> u32 {
+        self.versions.get(c.get()).copied().unwrap_or(0)
+    }
+
+    /// A pod joined NodeClaim `c`: its version moves on.
+    pub(super) fn claim_changed(&mut self, c: ClaimIdx) {
+        let i = c.get();
+        if self.versions.len() <= i {
+            self.versions.resize(i + 1, 0);
+        }
+        self.versions[i] = self.versions[i].wrapping_add(1);
     }
 
     /// Pods of size class `size` not placed yet.
@@ -390,10 +413,9 @@ pub(super) struct Roomy {
     /// to its zone, so the spread pre-check can skip it without touching
     /// it.
     pub(super) pins: Vec<u8>,
-    /// Per NodeClaim, 1 + its version when the cost rule last refused
-    /// the list's pods there (0: never; only a size class's list, whose
-    /// pods share a solo price, remembers this: see `Run::walk_claims`).
-    pub(super) parked: Vec<u32>,
+    /// Per NodeClaim, the cost rule's last refusal of the list's pods
+    /// there (see `Refused`).
+    pub(super) parked: Vec<Refused>,
     pub(super) n_dead: usize,
     /// NodeClaims `0..synced` are in `list` (or were dropped as full).
     pub(super) synced: usize,
@@ -405,7 +427,7 @@ impl Roomy {
             self.list.push(c as u32);
             self.dead.push(false);
             self.pins.push(0);
-            self.parked.push(0);
+            self.parked.push(Refused::default());
         }
         self.synced = self.synced.max(claims);
     }
@@ -427,6 +449,86 @@ impl Roomy {
         self.parked.retain(|_| dead.next() == Some(&false));
         self.dead = vec![false; self.list.len()];
         self.n_dead = 0;
+    }
+}
+
+/// A cost-rule refusal a roomy list remembers for one NodeClaim, so its
+/// walks pass that NodeClaim without touching it while nothing the
+/// refusal depends on changed (see `Run::walk_claims`).
+///
+/// A size class's list (its pods share their solo price) needs only the
+/// NodeClaim's version. A request class's pods differ in their solo price
+/// and size class, so its list also keeps the run's offering epoch, the
+/// size class of every pod on the NodeClaim (a pod of that size class
+/// asks the look-ahead question instead), and the solo prices refused: a
+/// refusal names them `below` a bound a little under the price step the
+/// cost rule asks for (its f32 rounding, then a margin of 1e-5 that any
+/// rounding of the pod's price stays inside), and the bound-line cases
+/// ask the rule again.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Refused {
+    /// 1 + the NodeClaim's version (0: no refusal).
+    pub(super) mark: u32,
+    pub(super) epoch: u32,
+    /// The size class of every pod on the NodeClaim (`u32::MAX`: none).
+    pub(super) claim_size: u32,
+    /// Solo prices under this are refused.
+    pub(super) below: f32,
+}
+
+impl Refused {
+    /// A refusal at `version` (see `Hints::version`).
+    pub(super) fn at(version: u32) -> Refused {
+        Refused {
+            mark: version.wrapping_add(1),
+            ..Refused::default()
+        }
+    }
+
+    /// Whether it holds at `version` (never at the last version, whose
+    /// mark would be the 0 of no refusal).
+    #[inline]
+    pub(super) fn holds_at(&self, version: u32) -> bool {
+        let mark = version.wrapping_add(1);
+        mark != 0 && self.mark == mark
+    }
+
+    /// A request class's refusal at `version` and `epoch`, for a NodeClaim
+    /// whose pods all have size class `claim_size` (if one), of the solo
+    /// prices `answer` refuses; `None` when it refuses none.
+    pub(super) fn of_answer(
+        version: u32,
+        epoch: u32,
+        claim_size: Option<usize>,
+        answer: JoinAnswer,
+    ) -> Option<Refused> {
+        let below = match answer {
+            JoinAnswer::Never => f32::INFINITY,
+            JoinAnswer::Always => return None,
+            JoinAnswer::Step { step, slack } => {
+                let bound = step / slack * (1.0 - 1e-5);
+                if bound.is_nan() || bound <= 0.0 {
+                    return None;
+                }
+                bound as f32
+            }
+        };
+        Some(Refused {
+            epoch,
+            claim_size: claim_size.map_or(u32::MAX, |s| u32::try_from(s).unwrap_or(u32::MAX - 1)),
+            below,
+            ..Refused::at(version)
+        })
+    }
+
+    /// Whether it refuses a pod of size class `size` and solo price `solo`
+    /// at `version` and `epoch`.
+    #[inline]
+    pub(super) fn refuses(&self, version: u32, epoch: u32, size: usize, solo: Option<f64>) -> bool {
+        self.holds_at(version)
+            && self.epoch == epoch
+            && usize::try_from(self.claim_size).ok() != Some(size)
+            && solo.is_some_and(|s| (s as f32) < self.below)
     }
 }
 

@@ -4,9 +4,10 @@
 use std::collections::BTreeSet;
 
 use super::explain::ClaimRefusal;
-use super::hints::{Roomy, SpreadHint};
-use super::index::ClaimIdx;
+use super::hints::{Refused, Roomy, SpreadHint};
+use super::index::{ClaimIdx, PodIdx};
 use crate::labels;
+use crate::requirements::Requirements;
 
 use super::nodeclaim::{Claim, Fit, ZonePin};
 use super::{Run, Trial};
@@ -88,21 +89,23 @@ impl Walk {
         }
     }
 
-    /// Whether NodeClaim `claim` (roomy entry `k`) refused the walk's size
-    /// class by the cost rule at its current version (only a size class's
+    /// Whether the NodeClaim of roomy entry `k` refused the walk's size
+    /// class by the cost rule at its current `version` (only a size class's
     /// walk remembers: its pods share their solo price, and a refusal
     /// stands as fewer of them wait, see `Run::may_join_memo`).
     #[inline]
-    fn parked(&self, k: usize, claim: &Claim) -> bool {
-        let mark = claim.version.wrapping_add(1);
-        self.hints.is_some() && mark != 0 && self.roomy.parked[k] == mark
+    fn parked(&self, k: usize, version: u32) -> bool {
+        self.hints.is_some() && self.roomy.parked[k].holds_at(version)
     }
 
-    /// The cost rule refused the pod on NodeClaim `claim` (entry `k`).
+    /// The cost rule refused the pod on the NodeClaim of entry `k` at its
+    /// `version`; a request class's walk keeps `refused` (see `Refused`).
     #[inline]
-    fn park(&mut self, k: usize, claim: &Claim) {
+    fn park(&mut self, k: usize, version: u32, refused: Option<Refused>) {
         if self.hints.is_some() {
-            self.roomy.parked[k] = claim.version.wrapping_add(1);
+            self.roomy.parked[k] = Refused::at(version);
+        } else if let Some(r) = refused {
+            self.roomy.parked[k] = r;
         }
     }
 }
@@ -208,8 +211,18 @@ impl Run<'_> {
         let pod = &self.pods[p];
         let compact = pod.requests.compact_request();
         let start = (walk.roomy.list).partition_point(|&c| (c as usize) < first.get());
+        let (epoch, size) = (self.hints.epoch(), self.hints.size_class(p));
         for k in start..walk.roomy.list.len() {
             let c = ClaimIdx::new(walk.roomy.list[k] as usize);
+            // A request class's walk passes a NodeClaim the cost rule
+            // refused this pod's kind at its version without touching it
+            // (every check below would pass it on alike, learning nothing).
+            if walk.hints.is_none()
+                && !walk.roomy.dead[k]
+                && (walk.roomy.parked[k]).refuses(self.hints.version(c), epoch, size, solo)
+            {
+                continue;
+            }
             let claim = &self.claims[c];
             let Some(bucket) =
                 walk.bucket_to_try(k, claim, zones_admitted.is_some(), admitted_bits)
@@ -227,8 +240,7 @@ impl Run<'_> {
                     continue;
                 }
             }
-            if !self.pack && (walk.parked(k, claim) || !self.may_join_memo(c, p, pod_reqs, solo)) {
-                walk.park(k, &self.claims[c]);
+            if !self.pack && self.cost_rule_refuses(walk, k, c, p, pod_reqs, solo) {
                 walk.refused(bucket, c, true);
                 continue;
             }
@@ -253,6 +265,32 @@ impl Run<'_> {
             }
         }
         None
+    }
+
+    /// Whether the cost rule refuses pod `p` (solo price `solo`) on
+    /// NodeClaim `c` (the walk's roomy entry `k`): known from the walk's
+    /// mark, or asked and then marked (see `Refused`).
+    fn cost_rule_refuses(
+        &mut self,
+        walk: &mut Walk,
+        k: usize,
+        c: ClaimIdx,
+        p: PodIdx,
+        pod_reqs: &Requirements,
+        solo: Option<f64>,
+    ) -> bool {
+        let version = self.hints.version(c);
+        if walk.parked(k, version) {
+            return true;
+        }
+        let answer = self.may_join_memo(c, p, pod_reqs);
+        if answer.admits(solo) {
+            return false;
+        }
+        let size = self.claims[c].size;
+        let refused = Refused::of_answer(version, self.hints.epoch(), size, answer);
+        walk.park(k, version, refused);
+        true
     }
 
     /// The zones of `zones_admitted` among the first 64 of the catalog's
@@ -295,6 +333,7 @@ mod tests {
     use crate::requirements::Requirements;
     use crate::resources::Resources;
     use crate::scheduler::index::PoolIdx;
+    use crate::scheduler::nodeclaim::JoinAnswer;
 
     fn claims(n: usize, pin: ZonePin) -> Vec<Claim> {
         (0..n)
@@ -364,23 +403,99 @@ mod tests {
     /// solo price).
     #[test]
     fn a_cost_refusal_stands_until_the_nodeclaim_changes() {
-        let mut cs = claims(2, ZonePin::Free);
-        let mut walk = spread_walk(cs.len());
-        assert!(!walk.parked(0, &cs[0]));
-        walk.park(0, &cs[0]);
-        assert!(walk.parked(0, &cs[0]));
-        assert!(!walk.parked(1, &cs[1]), "only the refusing NodeClaim");
-        cs[0].version = cs[0].version.wrapping_add(1);
-        assert!(!walk.parked(0, &cs[0]));
+        let mut walk = spread_walk(2);
+        assert!(!walk.parked(0, 0));
+        walk.park(0, 0, None);
+        assert!(walk.parked(0, 0));
+        assert!(!walk.parked(1, 0), "only the refusing NodeClaim");
+        assert!(!walk.parked(0, 1), "a pod joined: ask again");
         // The mark is the version plus one, 0 for none: at the last
         // version the rule is asked again (never a stale refusal).
-        cs[1].version = u32::MAX;
-        walk.park(1, &cs[1]);
-        assert!(!walk.parked(1, &cs[1]));
+        walk.park(1, u32::MAX, None);
+        assert!(!walk.parked(1, u32::MAX));
 
-        let mut walk = spread_walk(cs.len());
+        // A request class's walk keeps the refusal it is given, with
+        // what it depends on, and parks nothing.
+        let mut walk = spread_walk(2);
         walk.hints = None;
-        walk.park(0, &cs[0]);
-        assert!(!walk.parked(0, &cs[0]));
+        walk.park(0, 0, None);
+        assert!(!walk.parked(0, 0));
+        let never = Refused::of_answer(3, 0, None, JoinAnswer::Never);
+        walk.park(1, 3, never);
+        assert!(!walk.parked(1, 3));
+        assert!(walk.roomy.parked[1].refuses(3, 0, 7, Some(1.0)));
+        assert!(!walk.roomy.parked[1].refuses(4, 0, 7, Some(1.0)));
+    }
+
+    /// A request class's refusal holds for a pod only while nothing it
+    /// depends on changed: the NodeClaim's version, the offering epoch,
+    /// the look-ahead (a pod of the size class every pod on the NodeClaim
+    /// has asks another question); and only for the solo prices the
+    /// answer refuses, never one it admits, however close to the step.
+    #[test]
+    fn a_request_class_refusal_holds_only_where_the_rule_would_refuse() {
+        let step = JoinAnswer::Step {
+            step: 0.0416,
+            slack: 1.02,
+        };
+        let r = Refused::of_answer(5, 2, Some(9), step).expect("a step refuses");
+        struct Case {
+            what: &'static str,
+            version: u32,
+            epoch: u32,
+            size: usize,
+            solo: Option<f64>,
+            refuses: bool,
+        }
+        let case = |what, version, epoch, size, solo, refuses| Case {
+            what,
+            version,
+            epoch,
+            size,
+            solo,
+            refuses,
+        };
+        let cases = [
+            case("as refused", 5, 2, 3, Some(0.01), true),
+            case("a pod joined since", 6, 2, 3, Some(0.01), false),
+            case("a reservation ran out since", 5, 3, 3, Some(0.01), false),
+            case(
+                "its pods' size class looks ahead",
+                5,
+                2,
+                9,
+                Some(0.01),
+                false,
+            ),
+            case("a solo price the step admits", 5, 2, 3, Some(0.05), false),
+            case("no solo price: the rule admits", 5, 2, 3, None, false),
+        ];
+        for c in cases {
+            let got = r.refuses(c.version, c.epoch, c.size, c.solo);
+            assert_eq!(got, c.refuses, "{}", c.what);
+        }
+        assert!(Refused::of_answer(5, 2, None, JoinAnswer::Always).is_none());
+        let never = Refused::of_answer(5, 2, None, JoinAnswer::Never).expect("refuses all");
+        assert!(never.refuses(5, 2, 9, Some(1e30)));
+
+        // Around the bound, a refusal is never one the rule would admit.
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for _ in 0..20_000 {
+            let (step, slack) = (10.0 * next(), 1.0 + 0.1 * next());
+            let answer = JoinAnswer::Step { step, slack };
+            let Some(r) = Refused::of_answer(0, 0, None, answer) else {
+                continue;
+            };
+            let solo = step / slack * (1.0 + 2e-5 * (next() - 0.5));
+            if r.refuses(0, 0, 0, Some(solo)) {
+                assert!(!answer.admits(Some(solo)), "{step} {slack} {solo}");
+            }
+        }
     }
 }

@@ -42,8 +42,6 @@ pub(super) struct Claim {
     /// reserved offering (the RFC's rule); one that is not in a
     /// reservation never takes a reserved offering.
     pub(super) reservation: Option<u32>,
-    /// Bumped by every pod that joins (see `JoinMemo`).
-    pub(super) version: u32,
     /// The last `join_answer` question for this NodeClaim, and its
     /// answer.
     pub(super) memo: Option<JoinMemo>,
@@ -156,7 +154,6 @@ impl Claim {
             size: None,
             used: false,
             reservation,
-            version: 0,
             memo: None,
             memo_answer: JoinAnswer::Never,
             zone_pin: ZonePin::Free,
@@ -193,7 +190,8 @@ impl Claim {
 /// A `Run::join_answer` question and everything its answer depends on:
 /// the pod's request class; its size class (requests, NodePools and
 /// types) when every pod on the NodeClaim has it, the look-ahead case, and
-/// then the pods of the size class still waiting; the NodeClaim's version;
+/// then the pods of the size class still waiting; the NodeClaim's version
+/// (see `Hints::version`);
 /// and the run's offering epoch (reservations running out change prices).
 /// The answer holds for any solo price (see `JoinAnswer`), so pods of one
 /// size and different requirements share it. Consecutive pods mostly have
@@ -890,6 +888,7 @@ impl<'a> Run<'a> {
         let pod = &self.pods[p];
         let size = self.hints.size_class(p);
         self.hints.placed(p);
+        self.hints.claim_changed(c);
         let claim = &mut self.claims[c];
         claim.size = if claim.used && claim.size != Some(size) {
             None
@@ -897,7 +896,6 @@ impl<'a> Run<'a> {
             Some(size)
         };
         claim.used = true;
-        claim.version = claim.version.wrapping_add(1);
         let pool = &self.pools[claim.pool];
         if claim.pods.is_empty() {
             *self.claim_counter.entry(claim.pool).or_default() += 1;

@@ -207,7 +207,6 @@ impl Claim {
             size: None,
             used: true,
             reservation: None,
-            version: 0,
             memo: None,
             memo_answer: super::nodeclaim::JoinAnswer::Never,
             min_values: Default::default(),
