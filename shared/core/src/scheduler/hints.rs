@@ -457,7 +457,9 @@ impl Roomy {
 /// refusal depends on changed (see `Run::walk_claims`).
 ///
 /// A size class's list (its pods share their solo price) needs only the
-/// NodeClaim's version. A request class's pods differ in their solo price
+/// NodeClaim's version, and keeps the NodeClaim's zone bucket then (the
+/// zone pin changes only with the version), so its walks pass the
+/// NodeClaim knowing its bucket without touching it. A request class's pods differ in their solo price
 /// and size class, so its list also keeps the run's offering epoch, the
 /// size class of every pod on the NodeClaim (a pod of that size class
 /// asks the look-ahead question instead), and the solo prices refused: a
@@ -474,13 +476,18 @@ pub(super) struct Refused {
     pub(super) claim_size: u32,
     /// Solo prices under this are refused.
     pub(super) below: f32,
+    /// A size class's refusal: the NodeClaim's zone bucket (see
+    /// `ZonePin::bucket`).
+    pub(super) bucket: u8,
 }
 
 impl Refused {
-    /// A refusal at `version` (see `Hints::version`).
-    pub(super) fn at(version: u32) -> Refused {
+    /// A refusal at `version` (see `Hints::version`), of a NodeClaim in
+    /// zone bucket `bucket`.
+    pub(super) fn at(version: u32, bucket: usize) -> Refused {
         Refused {
             mark: version.wrapping_add(1),
+            bucket: u8::try_from(bucket).unwrap_or(u8::MAX),
             ..Refused::default()
         }
     }
@@ -517,7 +524,7 @@ impl Refused {
             epoch,
             claim_size: claim_size.map_or(u32::MAX, |s| u32::try_from(s).unwrap_or(u32::MAX - 1)),
             below,
-            ..Refused::at(version)
+            ..Refused::at(version, 0)
         })
     }
 

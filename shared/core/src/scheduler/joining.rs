@@ -98,12 +98,50 @@ impl Walk {
         self.hints.is_some() && self.roomy.parked[k].holds_at(version)
     }
 
-    /// The cost rule refused the pod on the NodeClaim of entry `k` at its
-    /// `version`; a request class's walk keeps `refused` (see `Refused`).
+    /// Whether a size class's walk passes roomy entry `k`, parked at the
+    /// NodeClaim's `version`, doing what `Run::walk_claims`'s checks would
+    /// from the bucket the refusal kept, without touching the NodeClaim:
+    /// at the same version it still holds the pod's requests, and its pin,
+    /// if a zone bit, is in `Roomy::pins` (learnt on the way to the
+    /// refusal), so a pod whose zones it is not in passes it on, a
+    /// NodeClaim behind its bucket's hint is dropped, and the others
+    /// refuse the pod in their bucket. A NodeClaim pinned to a zone past
+    /// the first 64 is left to those checks.
     #[inline]
-    fn park(&mut self, k: usize, version: u32, refused: Option<Refused>) {
+    fn pass_parked(
+        &mut self,
+        k: usize,
+        version: u32,
+        zones_limited: bool,
+        admitted_bits: u64,
+    ) -> bool {
+        let Some(h) = self.hints.as_ref() else {
+            return false;
+        };
+        let r = self.roomy.parked[k];
+        let b = usize::from(r.bucket);
+        if self.roomy.dead[k] || !r.holds_at(version) || b >= ZonePin::BUCKETS - 1 {
+            return false;
+        }
+        if zones_limited && b != 0 && admitted_bits & (1u64 << (b - 1)) == 0 {
+            return true;
+        }
+        if self.roomy.list[k] < h.first[b] {
+            self.roomy.kill(k);
+            return true;
+        }
+        let c = ClaimIdx::new(self.roomy.list[k] as usize);
+        self.refused(b, c, true);
+        true
+    }
+
+    /// The cost rule refused the pod on the NodeClaim of entry `k` (in
+    /// zone bucket `bucket`) at its `version`; a request class's walk
+    /// keeps `refused` (see `Refused`).
+    #[inline]
+    fn park(&mut self, k: usize, version: u32, bucket: usize, refused: Option<Refused>) {
         if self.hints.is_some() {
-            self.roomy.parked[k] = Refused::at(version);
+            self.roomy.parked[k] = Refused::at(version, bucket);
         } else if let Some(r) = refused {
             self.roomy.parked[k] = r;
         }
@@ -223,6 +261,10 @@ impl Run<'_> {
             {
                 continue;
             }
+            let version = self.hints.version(c);
+            if walk.pass_parked(k, version, zones_admitted.is_some(), admitted_bits) {
+                continue;
+            }
             let claim = &self.claims[c];
             let Some(bucket) =
                 walk.bucket_to_try(k, claim, zones_admitted.is_some(), admitted_bits)
@@ -240,7 +282,7 @@ impl Run<'_> {
                     continue;
                 }
             }
-            if !self.pack && self.cost_rule_refuses(walk, k, c, p, pod_reqs, solo) {
+            if !self.pack && self.cost_rule_refuses(walk, (k, bucket), c, p, pod_reqs, solo) {
                 walk.refused(bucket, c, true);
                 continue;
             }
@@ -268,12 +310,13 @@ impl Run<'_> {
     }
 
     /// Whether the cost rule refuses pod `p` (solo price `solo`) on
-    /// NodeClaim `c` (the walk's roomy entry `k`): known from the walk's
-    /// mark, or asked and then marked (see `Refused`).
+    /// NodeClaim `c` (the walk's roomy entry `k`, in zone bucket
+    /// `bucket`): known from the walk's mark, or asked and then marked
+    /// (see `Refused`).
     fn cost_rule_refuses(
         &mut self,
         walk: &mut Walk,
-        k: usize,
+        (k, bucket): (usize, usize),
         c: ClaimIdx,
         p: PodIdx,
         pod_reqs: &Requirements,
@@ -289,7 +332,7 @@ impl Run<'_> {
         }
         let size = self.claims[c].size;
         let refused = Refused::of_answer(version, self.hints.epoch(), size, answer);
-        walk.park(k, version, refused);
+        walk.park(k, version, bucket, refused);
         true
     }
 
@@ -405,26 +448,65 @@ mod tests {
     fn a_cost_refusal_stands_until_the_nodeclaim_changes() {
         let mut walk = spread_walk(2);
         assert!(!walk.parked(0, 0));
-        walk.park(0, 0, None);
+        walk.park(0, 0, 0, None);
         assert!(walk.parked(0, 0));
         assert!(!walk.parked(1, 0), "only the refusing NodeClaim");
         assert!(!walk.parked(0, 1), "a pod joined: ask again");
         // The mark is the version plus one, 0 for none: at the last
         // version the rule is asked again (never a stale refusal).
-        walk.park(1, u32::MAX, None);
+        walk.park(1, u32::MAX, 0, None);
         assert!(!walk.parked(1, u32::MAX));
 
         // A request class's walk keeps the refusal it is given, with
         // what it depends on, and parks nothing.
         let mut walk = spread_walk(2);
         walk.hints = None;
-        walk.park(0, 0, None);
+        walk.park(0, 0, 0, None);
         assert!(!walk.parked(0, 0));
         let never = Refused::of_answer(3, 0, None, JoinAnswer::Never);
-        walk.park(1, 3, never);
+        walk.park(1, 3, 0, never);
         assert!(!walk.parked(1, 3));
         assert!(walk.roomy.parked[1].refuses(3, 0, 7, Some(1.0)));
         assert!(!walk.roomy.parked[1].refuses(4, 0, 7, Some(1.0)));
+    }
+
+    /// A size class's walk passes a parked NodeClaim from the refusal's
+    /// bucket alone: not for a pod whose zones it is not in, dropped when
+    /// behind its bucket's hint, else refused in its bucket (the hint
+    /// moves past it); at another version, or pinned past the first 64
+    /// zones, the checks ask the NodeClaim.
+    #[test]
+    fn a_parked_nodeclaim_is_passed_from_its_bucket() {
+        let mut walk = spread_walk(4);
+        let zone_b = ZonePin::Bit(1 << 1).bucket();
+        walk.park(0, 7, zone_b, None);
+        walk.park(1, 7, zone_b, None);
+        walk.park(2, 7, 0, None);
+        walk.park(3, 7, ZonePin::Other.bucket(), None);
+        let only_zone_a = 1u64;
+        assert!(
+            walk.pass_parked(0, 7, true, only_zone_a),
+            "not the pod's zone"
+        );
+        assert!(!walk.roomy.dead[0]);
+        assert_eq!(walk.hints.as_ref().map(|h| h.first[zone_b]), Some(0));
+        assert!(!walk.pass_parked(0, 8, false, 0), "a pod joined since");
+        assert!(walk.pass_parked(0, 7, false, 0));
+        assert_eq!(walk.hints.as_ref().map(|h| h.first[zone_b]), Some(1));
+        assert!(walk.pass_parked(2, 7, false, 0));
+        assert_eq!(walk.hints.as_ref().map(|h| h.first[0]), Some(3));
+        assert!(!walk.pass_parked(3, 7, false, 0), "the checks ask it");
+        // A hint past an entry drops it for good.
+        if let Some(h) = walk.hints.as_mut() {
+            h.first[zone_b] = 2;
+        }
+        assert!(walk.pass_parked(1, 7, false, 0));
+        assert!(walk.roomy.dead[1]);
+        // A request class's walk passes nothing this way.
+        let mut walk = spread_walk(1);
+        walk.hints = None;
+        walk.park(0, 7, 0, None);
+        assert!(!walk.pass_parked(0, 7, false, 0));
     }
 
     /// A request class's refusal holds for a pod only while nothing it
