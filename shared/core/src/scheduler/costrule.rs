@@ -88,8 +88,9 @@ impl Run<'_> {
     /// Whether pod `p` may join NodeClaim `c`, as a threshold on its solo
     /// price (see `JoinAnswer::admits`): a cheap necessary condition for
     /// [`Self::joins_cheaply`] using resources only, from
-    /// [`Self::join_answer`] remembered per NodeClaim (see `JoinMemo`). The answer depends on the pod's requirements (and so
-    /// on its relaxation) only through the solo price, which it takes as a
+    /// [`Self::join_answer`] remembered per NodeClaim (see `JoinMemo`).
+    /// The answer depends on the pod's requirements (and so on its
+    /// relaxation) only through the solo price, which it takes as a
     /// threshold, and the best price per slot, cached per NodePool and size
     /// class: pods of one size and different requirements share it.
     pub(super) fn may_join_memo(
