@@ -459,14 +459,14 @@ impl Roomy {
 /// A size class's list (its pods share their solo price) needs only the
 /// NodeClaim's version, and keeps the NodeClaim's zone bucket then (the
 /// zone pin changes only with the version), so its walks pass the
-/// NodeClaim knowing its bucket without touching it. A request class's pods differ in their solo price
-/// and size class, so its list also keeps the run's offering epoch, the
-/// size class of every pod on the NodeClaim (a pod of that size class
-/// asks the look-ahead question instead), and the solo prices refused: a
-/// refusal names them `below` a bound a little under the price step the
-/// cost rule asks for (its f32 rounding, then a margin of 1e-5 that any
-/// rounding of the pod's price stays inside), and the bound-line cases
-/// ask the rule again.
+/// NodeClaim knowing its bucket without touching it. A request class's
+/// pods differ in their solo price and size class, so its list also
+/// keeps the run's offering epoch, the size class of every pod on the
+/// NodeClaim (a pod of that size class asks the look-ahead question
+/// instead), and the solo prices refused: a refusal names them `below` a
+/// bound a little under the price step the cost rule asks for (its f32
+/// rounding, then a margin of 1e-5 that any rounding of the pod's price
+/// stays inside), and the bound-line cases ask the rule again.
 #[derive(Clone, Copy, Default)]
 pub(super) struct Refused {
     /// 1 + the NodeClaim's version (0: no refusal).
@@ -502,7 +502,8 @@ impl Refused {
 
     /// A request class's refusal at `version` and `epoch`, for a NodeClaim
     /// whose pods all have size class `claim_size` (if one), of the solo
-    /// prices `answer` refuses; `None` when it refuses none.
+    /// prices `answer` refuses; `None` when it refuses none (or the size
+    /// class is past what the record holds: the rule is asked again).
     pub(super) fn of_answer(
         version: u32,
         epoch: u32,
@@ -520,9 +521,13 @@ impl Refused {
                 bound as f32
             }
         };
+        let claim_size = match claim_size {
+            None => u32::MAX,
+            Some(s) => u32::try_from(s).ok().filter(|&s| s != u32::MAX)?,
+        };
         Some(Refused {
             epoch,
-            claim_size: claim_size.map_or(u32::MAX, |s| u32::try_from(s).unwrap_or(u32::MAX - 1)),
+            claim_size,
             below,
             ..Refused::at(version, 0)
         })

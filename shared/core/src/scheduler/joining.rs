@@ -252,16 +252,16 @@ impl Run<'_> {
         let (epoch, size) = (self.hints.epoch(), self.hints.size_class(p));
         for k in start..walk.roomy.list.len() {
             let c = ClaimIdx::new(walk.roomy.list[k] as usize);
+            let version = self.hints.version(c);
             // A request class's walk passes a NodeClaim the cost rule
             // refused this pod's kind at its version without touching it
             // (every check below would pass it on alike, learning nothing).
             if walk.hints.is_none()
                 && !walk.roomy.dead[k]
-                && (walk.roomy.parked[k]).refuses(self.hints.version(c), epoch, size, solo)
+                && (walk.roomy.parked[k]).refuses(version, epoch, size, solo)
             {
                 continue;
             }
-            let version = self.hints.version(c);
             if walk.pass_parked(k, version, zones_admitted.is_some(), admitted_bits) {
                 continue;
             }
@@ -559,6 +559,9 @@ mod tests {
         assert!(Refused::of_answer(5, 2, None, JoinAnswer::Always).is_none());
         let never = Refused::of_answer(5, 2, None, JoinAnswer::Never).expect("refuses all");
         assert!(never.refuses(5, 2, 9, Some(1e30)));
+        // A size class the record cannot hold records nothing.
+        let huge = Some(u32::MAX as usize);
+        assert!(Refused::of_answer(5, 2, huge, JoinAnswer::Never).is_none());
 
         // Around the bound, a refusal is never one the rule would admit.
         let mut x = 0x9e37_79b9_7f4a_7c15_u64;
