@@ -59,6 +59,11 @@ pub const COMPACT: usize = 4;
 pub struct Compact([i64; COMPACT]);
 
 impl Compact {
+    /// Its quantities (millis), in [`KNOWN`]'s order.
+    pub fn quantities(&self) -> &[i64; COMPACT] {
+        &self.0
+    }
+
     /// Whether a request of these quantities fits in `capacity`.
     #[inline]
     pub fn fits_in(&self, capacity: &Compact) -> bool {
@@ -171,6 +176,23 @@ impl Resources {
     }
 
     /// Component-wise maximum, in place.
+    /// Its quantities of the [`KNOWN`] resources, in that order.
+    pub fn known(&self) -> &[Quantity; KNOWN.len()] {
+        &self.known
+    }
+
+    /// Raises its quantity of `KNOWN[i]` to `q` where that is more.
+    pub fn raise_known(&mut self, i: usize, q: Quantity) {
+        if let Some(k) = self.known.get_mut(i) {
+            *k = (*k).max(q);
+        }
+    }
+
+    /// Whether it has a resource beyond the [`KNOWN`] ones.
+    pub fn has_other(&self) -> bool {
+        self.other.as_ref().is_some_and(|m| !m.is_empty())
+    }
+
     pub fn max_assign(&mut self, o: &Resources) {
         for (a, b) in self.known.iter_mut().zip(&o.known) {
             *a = (*a).max(*b);

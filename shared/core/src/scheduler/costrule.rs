@@ -155,8 +155,7 @@ impl Run<'_> {
         let pool = &self.pools[claim.pool];
         let slack = COST_TOLERANCE + pool.tolerance();
         let compact = requests.compact_request();
-        let Some(after) = (claim.types.iter()).find(|&t| pool.type_holds(t, &requests, compact))
-        else {
+        let Some(after) = pool.first_holding(&claim.types, &requests, compact) else {
             return JoinAnswer::Step {
                 step: f64::INFINITY,
                 slack,

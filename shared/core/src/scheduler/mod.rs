@@ -38,6 +38,7 @@ mod repack;
 mod reservationmanager;
 mod simplex;
 mod topology;
+mod typefit;
 mod typeset;
 mod volumes;
 

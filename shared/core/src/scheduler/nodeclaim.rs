@@ -236,8 +236,31 @@ impl JoinAnswer {
 
 /// The outcome of trying one placement: the new requirements and types.
 pub(super) struct Fit {
-    pub(super) requirements: Requirements,
+    pub(super) requirements: FitRequirements,
     pub(super) types: TypeSet,
+}
+
+/// A fit's requirements: whole when they had to be built (a new NodeClaim,
+/// or topology pinned a domain), else only what the pod narrows, applied
+/// to the NodeClaim's own at commit: a trial the cost rule then refuses
+/// copies nothing.
+pub(super) enum FitRequirements {
+    Whole(Requirements),
+    Narrowed(Requirements),
+}
+
+impl FitRequirements {
+    /// Requirements `base` (the NodeClaim's) become on commit.
+    fn apply_to(self, base: &mut Requirements) {
+        match self {
+            FitRequirements::Whole(r) => *base = r,
+            FitRequirements::Narrowed(changed) => {
+                for r in changed.iter() {
+                    base.replace(r.clone());
+                }
+            }
+        }
+    }
 }
 
 /// Keys that decide which offerings of a type a NodeClaim may take.
@@ -437,13 +460,10 @@ impl<'a> Run<'a> {
         // The NodeClaim's merged requirements are built only for a fit.
         let (changed, merged) = self.claim_narrowing(c, p, pod_reqs, groups)?;
         let types = self.types_fitting(claim, &self.pods[p], &changed)?;
-        let requirements = merged.unwrap_or_else(|| {
-            let mut m = claim.requirements.clone();
-            for r in changed.iter() {
-                m.replace(r.clone());
-            }
-            m
-        });
+        let requirements = match merged {
+            Some(m) => FitRequirements::Whole(m),
+            None => FitRequirements::Narrowed(changed),
+        };
         Ok(Fit {
             requirements,
             types,
@@ -530,13 +550,15 @@ impl<'a> Run<'a> {
             }
         }
         let compact = requests.compact_request();
+        let mut types = pool.holding(&candidates, &requests, compact);
         // The type itself is looked at only when the pod asks for host
-        // ports or the offerings change: most trials stay in the table.
-        let types = candidates.filter(|t| {
-            pool.type_holds(t, &requests, compact)
-                && (pod.host_ports.is_empty() || !daemon_port_conflict(pod, &pool.types[t]))
-                && (!offerings_change || pool.types[t].has_offering(&filter))
-        });
+        // ports or the offerings change: most trials stay in the bit sets.
+        if !pod.host_ports.is_empty() || offerings_change {
+            types = types.filter(|t| {
+                (pod.host_ports.is_empty() || !daemon_port_conflict(pod, &pool.types[t]))
+                    && (!offerings_change || pool.types[t].has_offering(&filter))
+            });
+        }
         if types.is_empty() {
             return Err(ClaimRefusal::NoInstanceType);
         }
@@ -632,7 +654,7 @@ impl<'a> Run<'a> {
             return Ok((narrowed(base, pod_reqs, &[]), None));
         }
         let (g, domains) = (&groups.groups, &groups.domains);
-        if self.topology.pins_domains() {
+        if groups.pins {
             let merged = self
                 .topology
                 .add_requirements_over(pod, g, domains, base, pod_reqs)
@@ -691,7 +713,7 @@ impl<'a> Run<'a> {
         Ok((
             claim,
             Fit {
-                requirements: merged,
+                requirements: FitRequirements::Whole(merged),
                 types: TypeSet::from_indices(types, pool.types.len()),
             },
         ))
@@ -900,7 +922,7 @@ impl<'a> Run<'a> {
         if claim.pods.is_empty() {
             *self.claim_counter.entry(claim.pool).or_default() += 1;
         }
-        claim.requirements = fit.requirements;
+        fit.requirements.apply_to(&mut claim.requirements);
         claim.zone_pin = ZonePin::of(&claim.requirements, &pool.zones);
         claim.zone_mask = ZoneMask::of(&claim.requirements, &pool.zones);
         self.hints.remember_zone_mask(claim.zone_mask);

@@ -36,6 +36,9 @@ pub(super) struct ActiveTopology {
     /// Per NodeClaim zone mask met in this trial, whether topology admits
     /// it on the zone key (see `Run::zone_topology_admits`).
     pub(super) zone_verdicts: std::cell::RefCell<Vec<(ZoneMask, bool)>>,
+    /// Topology may pin a domain for the pod ([`Topology::may_pin`]): a
+    /// trial builds the NodeClaim's merged requirements to pin it.
+    pub(super) pins: bool,
 }
 
 impl ActiveTopology {
@@ -184,7 +187,9 @@ impl Run<'_> {
             affinity_zones: None,
             affinity_zone_bits: 0,
             zone_verdicts: Default::default(),
+            pins: false,
         };
+        groups.pins = self.topology.may_pin(pod, &groups.groups);
         groups.pool_blocked = (self.pools.iter())
             .map(|pool| groups.blocking_taint(&pool.taints, pod).is_some())
             .collect();

@@ -18,6 +18,9 @@ use crate::quantity::Quantity;
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::{Compact, Resources};
 
+use super::typefit::{TypeFitIndex, TypeMaximaIndex};
+use super::typeset::TypeSet;
+
 use super::SchedulerOptions;
 
 /// `PoolOffering::res_index` of offerings outside reservations.
@@ -281,6 +284,11 @@ pub struct Pool<'a> {
     /// Per type, its allocatable as a [`Compact`] list (see
     /// [`Pool::type_holds`]); `None` where that would not decide a fit.
     pub compact_allocatable: Arc<Vec<Option<Compact>>>,
+    /// The types holding a request, by resource (see [`TypeFitIndex`]).
+    pub fit_index: Arc<TypeFitIndex>,
+    /// A type set's largest allocatable and capacity (see
+    /// [`TypeMaximaIndex`]).
+    pub maxima_index: Arc<TypeMaximaIndex>,
     pub daemon_overhead: Resources,
     /// `limits - existing usage` per limited resource, if the pool has limits.
     pub remaining: Option<Limits>,
@@ -308,6 +316,36 @@ impl Pool<'_> {
         match (compact, self.compact_allocatable.get(t).copied().flatten()) {
             (Some(r), Some(a)) => r.fits_in(&a),
             _ => requests.fits_in(&self.types[t].allocatable),
+        }
+    }
+
+    /// The first (cheapest) of `types` that holds `requests` (`compact` as
+    /// in [`Self::type_holds`]).
+    pub fn first_holding(
+        &self,
+        types: &TypeSet,
+        requests: &Resources,
+        compact: Option<Compact>,
+    ) -> Option<usize> {
+        let holds = |t| self.type_holds(t, requests, compact);
+        match compact {
+            Some(c) => self.fit_index.first_holding(types, &c, holds),
+            None => types.iter().find(|&t| holds(t)),
+        }
+    }
+
+    /// The types of `types` that hold `requests` (`compact` as in
+    /// [`Self::type_holds`]).
+    pub fn holding(
+        &self,
+        types: &TypeSet,
+        requests: &Resources,
+        compact: Option<Compact>,
+    ) -> TypeSet {
+        let holds = |t| self.type_holds(t, requests, compact);
+        match compact {
+            Some(c) => self.fit_index.holding(types, &c, holds),
+            None => types.filter(holds),
         }
     }
 
@@ -487,6 +525,8 @@ pub struct PoolTemplate {
     requirements: Requirements,
     types: Arc<Vec<PoolType>>,
     compact_allocatable: Arc<Vec<Option<Compact>>>,
+    fit_index: Arc<TypeFitIndex>,
+    maxima_index: Arc<TypeMaximaIndex>,
     daemon_overhead: Resources,
     zones: Vec<String>,
     reservations: Vec<u32>,
@@ -535,6 +575,8 @@ pub fn build<'a>(state: &'a ClusterState, templates: &[PoolTemplate]) -> Vec<Poo
                 taints: np.taints.clone(),
                 types: t.types.clone(),
                 compact_allocatable: t.compact_allocatable.clone(),
+                fit_index: t.fit_index.clone(),
+                maxima_index: t.maxima_index.clone(),
                 daemon_overhead: t.daemon_overhead.clone(),
                 remaining: remaining(state, np),
             })
@@ -664,6 +706,9 @@ impl<'a> Preparation<'a> {
             &self.state.daemon_sets,
         );
 
+        let compact_allocatable: Vec<Option<Compact>> = (types.iter())
+            .map(|t| t.allocatable.compact_capacity())
+            .collect();
         PoolTemplate {
             np: np_index,
             name: np.name.clone(),
@@ -671,11 +716,9 @@ impl<'a> Preparation<'a> {
             reservations: pool.reservations,
             zones: self.catalog.zones.clone(),
             requirements: pool.requirements,
-            compact_allocatable: Arc::new(
-                (types.iter())
-                    .map(|t| t.allocatable.compact_capacity())
-                    .collect(),
-            ),
+            fit_index: Arc::new(TypeFitIndex::new(&compact_allocatable)),
+            maxima_index: Arc::new(TypeMaximaIndex::new(&types)),
+            compact_allocatable: Arc::new(compact_allocatable),
             types: Arc::new(types),
             daemon_overhead,
         }
@@ -1106,6 +1149,66 @@ mod tests {
             ] {
                 prop_assert_eq!(split.get(key), merged.get(key));
             }
+        }
+    }
+
+    /// The bit-set indexes of a NodePool's types answer as asking each type
+    /// does: on the regional catalog (GPU, Neuron and EFA types included),
+    /// random type sets and requests (with GPUs, which no compact list
+    /// holds) get the same holding types, cheapest holding type and
+    /// component-wise maxima.
+    #[test]
+    fn type_indexes_answer_as_each_type_does() {
+        use super::{build, prepare, TypeSet};
+        use crate::catalog::Catalog;
+        use crate::model::{ClusterState, NodePool};
+        use crate::quantity::Quantity;
+        use crate::scheduler::SchedulerOptions;
+
+        let catalog = Catalog::embedded("us-west-2").expect("embedded catalog");
+        let state = ClusterState {
+            node_pools: vec![NodePool::new("default", Requirements::default())],
+            ..Default::default()
+        };
+        let templates = prepare(&state, &catalog, &SchedulerOptions::default(), &[]);
+        let pools = build(&state, &templates);
+        let pool = pools.first().expect("a pool");
+        let n = pool.types.len();
+        assert!(n > 300, "{n} types");
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        for round in 0..300 {
+            let keep = 1 + next(8);
+            let set = TypeSet::from_indices((0..n).filter(|_| next(keep) == 0), n);
+            let mut want = Resources::new()
+                .with("cpu", Quantity::from_millis(next(64_000) as i64))
+                .with("memory", Quantity::from_mib(next(256 * 1024) as i64))
+                .with("pods", Quantity::from_units(next(40) as i64));
+            if round % 5 == 0 {
+                want.set("nvidia.com/gpu", Quantity::from_units(next(3) as i64));
+            }
+            let compact = want.compact_request();
+            let expected: Vec<usize> = set
+                .iter()
+                .filter(|&t| want.fits_in(&pool.types[t].allocatable))
+                .collect();
+            let got = pool.holding(&set, &want, compact);
+            assert_eq!(got.iter().collect::<Vec<_>>(), expected, "round {round}");
+            assert_eq!(got.len(), expected.len(), "round {round}");
+            let first = pool.first_holding(&set, &want, compact);
+            assert_eq!(first, expected.first().copied(), "round {round}");
+            let (mut allocatable, mut capacity) = (Resources::new(), Resources::new());
+            for t in set.iter() {
+                allocatable.max_assign(&pool.types[t].allocatable);
+                capacity.max_assign(&pool.types[t].capacity);
+            }
+            let maxima = pool.maxima_index.maxima(&pool.types, &set);
+            assert!(maxima == (allocatable, capacity), "round {round}");
         }
     }
 }

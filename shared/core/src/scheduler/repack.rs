@@ -159,13 +159,7 @@ impl Bin {
 
 /// Component-wise maxima of allocatable and capacity over `types`.
 pub(super) fn type_maxima(pool: &super::Pool, types: &TypeSet) -> (Resources, Resources) {
-    let mut max_allocatable = Resources::new();
-    let mut max_capacity = Resources::new();
-    for t in types.iter() {
-        max_allocatable.max_assign(&pool.types[t].allocatable);
-        max_capacity.max_assign(&pool.types[t].capacity);
-    }
-    (max_allocatable, max_capacity)
+    pool.maxima_index.maxima(&pool.types, types)
 }
 
 /// What a NodeClaim of a new packing holds (see [`Claim::packed`]).

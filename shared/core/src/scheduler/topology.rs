@@ -290,7 +290,7 @@ pub struct Topology {
     active: bool,
     /// Whether any required anti-affinity group, or any required affinity
     /// group, is on a key other than hostname (then pods it concerns are
-    /// pinned to one domain; see [`Topology::pins_domains`]).
+    /// pinned to one domain; see [`Topology::may_pin`]).
     domain_pins: bool,
     /// Groups by one `matchLabels` pair of their selector (a pod can only be
     /// selected by the groups under its own labels), and the groups whose
@@ -823,7 +823,7 @@ impl Topology {
 
     /// What [`Self::add_requirements_over`] adds to `base ∩ extra`, in the
     /// order [`Requirements::add`] is to apply it, but for the anti-affinity
-    /// domains it pins (none unless [`Self::pins_domains`]): nothing is
+    /// domains it pins (none unless [`Self::may_pin`]): nothing is
     /// built but the added requirements.
     pub fn added_over(
         &self,
@@ -866,16 +866,6 @@ impl Topology {
         }
         candidates.sort_unstable();
         candidates
-    }
-
-    /// Whether placing a pod may pin a node to a domain beyond what
-    /// [`Self::added_over`] returns: some required anti-affinity group is
-    /// on a key other than hostname (both sides are pinned), or some
-    /// pending pod's required affinity term is (its targets are pinned:
-    /// a target on a NodeClaim whose zone is still open counts in no
-    /// zone, and the pods following it would wait for the next round).
-    pub fn pins_domains(&self) -> bool {
-        self.domain_pins
     }
 
     /// The requirements topology adds to a node whose requirement on a key
@@ -1040,6 +1030,24 @@ impl Topology {
         together.sort_unstable();
         together.dedup();
         self.pin_keys(&together, Load::Most, out)
+    }
+
+    /// Whether placing `pod` (owning the groups `owned`) may pin a node to
+    /// a domain beyond what [`Self::added_over`] returns: a required
+    /// anti-affinity group on a key other than hostname concerns it (both
+    /// sides are pinned), or a pending pod's required affinity term off
+    /// the hostname selects it (its targets are pinned: a target on a
+    /// NodeClaim whose zone is still open counts in no zone, and the pods
+    /// following it would wait for the next round). When not,
+    /// [`Self::add_requirements_over`] adds to `base ∩ extra` exactly what
+    /// [`Self::added_over`] returns, and a trial need not build it.
+    pub fn may_pin(&self, pod: &Pod, owned: &[(usize, Kind)]) -> bool {
+        self.domain_pins
+            && (!self.domain_anti_affinity_of(pod, owned).is_empty()
+                || self
+                    .selecting(pod)
+                    .iter()
+                    .any(|&gi| self.groups[gi].pins_targets))
     }
 
     /// Pins each key of `groups` (see [`Self::pin_domain`]).

@@ -105,6 +105,60 @@ impl TypeSet {
         TypeSet::of_words(words, len)
     }
 
+    /// Whether it shares a member with the bit set `mask` (a word per 64
+    /// types), nothing built.
+    pub fn meets(&self, mask: &[u64]) -> bool {
+        self.words.iter().zip(mask).any(|(a, b)| a & b != 0)
+    }
+
+    /// The empty set over as many types as this one's.
+    pub fn empty_like(&self) -> TypeSet {
+        TypeSet::of_words(vec![0; self.words.len()].into_boxed_slice(), 0)
+    }
+
+    /// Adds type `t` (below the set's type count).
+    pub fn insert(&mut self, t: usize) {
+        let (w, b) = (t / 64, 1u64 << (t % 64));
+        if let Some(word) = self.words.get_mut(w) {
+            if *word & b == 0 {
+                *word |= b;
+                self.len += 1;
+                self.summary |= 1 << (w % 64);
+                self.first = Some(self.first.map_or(t as u32, |f| f.min(t as u32)));
+            }
+        }
+    }
+
+    /// The first member also in every one of `masks` (bit sets over the
+    /// same types, a word per 64), nothing built.
+    pub fn first_in_all(&self, masks: &[&[u64]]) -> Option<usize> {
+        let start = self.first? / 64;
+        for (i, &w) in self.words.iter().enumerate().skip(start as usize) {
+            let w = masks
+                .iter()
+                .fold(w, |acc, m| acc & m.get(i).copied().unwrap_or(0));
+            if w != 0 {
+                return Some(i * 64 + w.trailing_zeros() as usize);
+            }
+        }
+        None
+    }
+
+    /// The members also in every one of `masks` (see [`Self::first_in_all`]).
+    pub fn in_all(&self, masks: &[&[u64]]) -> TypeSet {
+        let mut len = 0;
+        let words: Box<[u64]> = (self.words.iter().enumerate())
+            .map(|(i, &w)| {
+                let w = masks
+                    .iter()
+                    .fold(w, |acc, m| acc & m.get(i).copied().unwrap_or(0));
+                len += w.count_ones();
+                w
+            })
+            .collect();
+        TypeSet::of_words(words, len)
+    }
+
     /// The members for which `keep` holds.
     pub fn filter(&self, mut keep: impl FnMut(usize) -> bool) -> TypeSet {
         let mut words = vec![0u64; self.words.len()].into_boxed_slice();
