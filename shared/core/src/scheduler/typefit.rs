@@ -10,6 +10,9 @@ use crate::Quantity;
 use super::pools::PoolType;
 use super::typeset::TypeSet;
 
+// `TypeSet::first_in_all` and `in_all` take one mask per compact resource.
+const _: () = assert!(COMPACT == 4);
+
 /// Per resource of a [`Compact`] list, the types (with a compact
 /// allocatable) whose allocatable reaches each value; the types without
 /// one are asked one by one.

@@ -131,21 +131,29 @@ impl TypeSet {
 
     /// The first member also in every one of `masks` (bit sets over the
     /// same types, a word per 64), nothing built.
-    pub fn first_in_all(&self, masks: &[&[u64]]) -> Option<usize> {
-        let start = self.first? / 64;
-        for (i, &w) in self.words.iter().enumerate().skip(start as usize) {
-            let w = masks
-                .iter()
-                .fold(w, |acc, m| acc & m.get(i).copied().unwrap_or(0));
+    pub fn first_in_all(&self, masks: &[&[u64]; 4]) -> Option<usize> {
+        let s = (self.first? / 64) as usize;
+        // Word by word from the set's first, no bounds checks in the loop
+        // (a mask shorter than the set lacks the types past its end).
+        fn tail(m: &[u64], s: usize) -> &[u64] {
+            m.get(s..).unwrap_or(&[])
+        }
+        let words = (self.words.get(s..)?.iter())
+            .zip(tail(masks[0], s))
+            .zip(tail(masks[1], s))
+            .zip(tail(masks[2], s))
+            .zip(tail(masks[3], s));
+        for (i, ((((a, b), c), d), e)) in words.enumerate() {
+            let w = a & b & c & d & e;
             if w != 0 {
-                return Some(i * 64 + w.trailing_zeros() as usize);
+                return Some((s + i) * 64 + w.trailing_zeros() as usize);
             }
         }
         None
     }
 
     /// The members also in every one of `masks` (see [`Self::first_in_all`]).
-    pub fn in_all(&self, masks: &[&[u64]]) -> TypeSet {
+    pub fn in_all(&self, masks: &[&[u64]; 4]) -> TypeSet {
         let mut len = 0;
         let words: Box<[u64]> = (self.words.iter().enumerate())
             .map(|(i, &w)| {
