@@ -537,7 +537,9 @@ struct Knapsack<'a> {
     /// Scratch: per dimension its factor (see `factors`), the classes
     /// keyed by density, and the classes `adaptive` may still take.
     factors: Vec<f64>,
-    keyed: Vec<(i64, usize)>,
+    keyed: Vec<u128>,
+    /// Per slot of `order_by_density`, the order it last left.
+    last_orders: Vec<Vec<usize>>,
     alive: Vec<usize>,
     /// Scratch of the fills: the room left, and a static fill's pods per
     /// class.
@@ -600,6 +602,7 @@ impl<'a> Knapsack<'a> {
             order: Vec::new(),
             factors: Vec::new(),
             keyed: Vec::new(),
+            last_orders: Vec::new(),
             alive: Vec::new(),
             rem: Vec::new(),
             fill: Vec::new(),
@@ -622,11 +625,11 @@ impl<'a> Knapsack<'a> {
         let work = (weightings + 2).saturating_mul(self.most.len());
         *budget = budget.checked_sub(work)?;
         let mut best = self.adaptive(room, take);
-        let val = self.static_fill(room, Weighing::Largest);
+        let val = self.static_fill(room, Weighing::Largest, Some(0));
         self.keep_fill_if_better(val, &mut best, take);
         for i in 0..weightings {
             let w = std::mem::take(&mut self.weightings[i]);
-            let val = self.static_fill(room, Weighing::Weights(&w));
+            let val = self.static_fill(room, Weighing::Weights(&w), Some(2 + i));
             self.weightings[i] = w;
             self.keep_fill_if_better(val, &mut best, take);
         }
@@ -649,7 +652,7 @@ impl<'a> Knapsack<'a> {
         mut val: f64,
         budget: &mut usize,
     ) -> f64 {
-        self.order_by_density(room, Weighing::Even);
+        self.order_by_density(room, Weighing::Even, Some(1));
         let mut rem = room.to_vec();
         for (k, &t) in take.iter().enumerate() {
             let t = t as i64;
@@ -774,28 +777,49 @@ impl<'a> Knapsack<'a> {
     }
 
     /// Puts the classes that may be taken in `order`, by value per size
-    /// relative to `room` (most first, then the first class).
-    fn order_by_density(&mut self, room: &[i64], weighing: Weighing) {
+    /// relative to `room` (most first, then the first class). With a
+    /// `slot`, from the order the last call with that slot left: one
+    /// weighing orders a round's types much alike (their rooms differ
+    /// mostly in scale), so sorting by insertion from it is nearly a pass.
+    fn order_by_density(&mut self, room: &[i64], weighing: Weighing, slot: Option<usize>) {
         let mut factors = std::mem::take(&mut self.factors);
         self.factors(room, weighing, &mut factors);
         let largest = matches!(weighing, Weighing::Largest);
         let mut keyed = std::mem::take(&mut self.keyed);
         keyed.clear();
+        keyed.resize(self.most.len(), 0);
         for k in (0..self.most.len()).filter(|&k| self.most[k] > 0) {
             let score = self.value[k] / self.size(k, &factors, largest);
-            keyed.push((descending_key(score), k));
+            keyed[k] = order_key(descending_key(score), k);
         }
-        keyed.sort_unstable();
-        self.order.clear();
-        self.order.extend(keyed.iter().map(|&(_, k)| k));
+        let last = slot.and_then(|i| self.last_orders.get_mut(i));
+        match last {
+            Some(last) if !last.is_empty() => {
+                self.order.clone_from(last);
+                insertion_sort_by_key(&mut self.order, &keyed);
+                last.clone_from(&self.order);
+            }
+            _ => {
+                self.order.clear();
+                self.order
+                    .extend((0..self.most.len()).filter(|&k| self.most[k] > 0));
+                self.order.sort_unstable_by_key(|&k| keyed[k]);
+                if let Some(i) = slot {
+                    if self.last_orders.len() <= i {
+                        self.last_orders.resize(i + 1, Vec::new());
+                    }
+                    self.last_orders[i].clone_from(&self.order);
+                }
+            }
+        }
         self.factors = factors;
         self.keyed = keyed;
     }
 
     /// Classes by value per size, each as many as fit in the room left:
     /// the value, and the pods per class in `self.fill`.
-    fn static_fill(&mut self, room: &[i64], weighing: Weighing) -> f64 {
-        self.order_by_density(room, weighing);
+    fn static_fill(&mut self, room: &[i64], weighing: Weighing, slot: Option<usize>) -> f64 {
+        self.order_by_density(room, weighing, slot);
         self.rem.clear();
         self.rem.extend_from_slice(room);
         self.fill.clear();
@@ -893,7 +917,7 @@ impl<'a> Knapsack<'a> {
         floor: f64,
         budget: usize,
     ) -> (Option<(f64, Vec<usize>)>, usize) {
-        self.order_by_density(room, Weighing::Weights(weights));
+        self.order_by_density(room, Weighing::Weights(weights), None);
         let mut search = Search {
             dual: DualBound::new(self.need, self.value, weights, room),
             by_dim: self.by_density(room.len()),
@@ -963,6 +987,27 @@ fn fits_and_size(need: &[f64], rem: &[f64], factors: &[f64]) -> (bool, f64) {
         }
     }
     (fits, size)
+}
+
+/// Sorts `order` (classes) ascending by `key` (per class, distinct), by
+/// insertion: about one comparison per class when it is nearly sorted.
+fn insertion_sort_by_key(order: &mut [usize], key: &[u128]) {
+    for i in 1..order.len() {
+        let k = order[i];
+        let mut j = i;
+        while j > 0 && key[order[j - 1]] > key[k] {
+            order[j] = order[j - 1];
+            j -= 1;
+        }
+        order[j] = k;
+    }
+}
+
+/// `(key, k)` as one integer of the same order (a primitive sorts faster
+/// than a pair): the key's bits, sign flipped, above the class.
+fn order_key(key: i64, k: usize) -> u128 {
+    let high = (key as u64) ^ (1 << 63);
+    (u128::from(high) << 64) | k as u128
 }
 
 /// A key whose ascending order is `x`'s descending `total_cmp` order.
@@ -1241,7 +1286,7 @@ mod tests {
         let value = [6.5, 5.5];
         let mut knap = Knapsack::new(&d, &value, &d.counts);
         let room = [10, 10];
-        let greedy = knap.static_fill(&room, Weighing::Even);
+        let greedy = knap.static_fill(&room, Weighing::Even, None);
         assert_eq!((greedy, knap.fill.clone()), (6.5, vec![1, 0]));
         let mut take = knap.fill.clone();
         let mut budget = 1_000;
@@ -1266,7 +1311,7 @@ mod tests {
             } = RandomKnapsack::draw(&mut draw, 6);
             let d = demand(&need, &counts);
             let mut knap = Knapsack::new(&d, &value, &counts);
-            let greedy = knap.static_fill(&room, Weighing::Even);
+            let greedy = knap.static_fill(&room, Weighing::Even, None);
             let mut take = knap.fill.clone();
             let mut none = 0;
             let unchanged = knap.polish(&room, &mut take, greedy, &mut none);
