@@ -176,6 +176,11 @@ impl Resources {
     }
 
     /// Component-wise maximum, in place.
+    /// The position of resource `name` in [`KNOWN`], if it is one.
+    pub fn known_position(name: &str) -> Option<usize> {
+        known_index(name)
+    }
+
     /// Its quantities of the [`KNOWN`] resources, in that order.
     pub fn known(&self) -> &[Quantity; KNOWN.len()] {
         &self.known

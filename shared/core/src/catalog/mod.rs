@@ -37,6 +37,13 @@ pub enum CapacityType {
 }
 
 impl CapacityType {
+    /// Every capacity type, in order; `ALL[c as usize] == c`.
+    pub const ALL: [CapacityType; 3] = [
+        CapacityType::Reserved,
+        CapacityType::Spot,
+        CapacityType::OnDemand,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             CapacityType::Reserved => labels::CAPACITY_TYPE_RESERVED,
@@ -341,6 +348,22 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_capacity_type_is_listed_at_its_discriminant() {
+        for (i, c) in CapacityType::ALL.into_iter().enumerate() {
+            assert_eq!(c as usize, i, "{c:?}");
+            assert_eq!(CapacityType::parse(c.as_str()), Some(c));
+        }
+        // A variant added to the enum must be added to `ALL` (the
+        // discriminant check above then places it).
+        let listed = |c: CapacityType| match c {
+            CapacityType::Reserved | CapacityType::Spot | CapacityType::OnDemand => {
+                CapacityType::ALL.contains(&c)
+            }
+        };
+        assert!(CapacityType::ALL.into_iter().all(listed));
+    }
 
     fn info(name: &str) -> InstanceTypeInfo {
         InstanceTypeInfo::synthetic(name, "amd64", 2, 8192, 0)

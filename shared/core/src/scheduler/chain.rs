@@ -267,9 +267,10 @@ impl Run<'_> {
         let mut slots = Vec::new();
         let mut charged = Resources::new();
         for _ in 0..most {
+            let after = lim.after(&charged);
             let admitted: Vec<PackType> = compatible
                 .iter()
-                .filter(|&&t| lim.admits(&pool.types[t].capacity, &charged))
+                .filter(|&&t| after.admits(&pool.types[t].capacity))
                 .filter_map(|&t| self.candidate(pi, &filter, t, dims))
                 .collect();
             if admitted.is_empty() {

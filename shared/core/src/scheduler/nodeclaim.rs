@@ -852,10 +852,11 @@ impl<'a> Run<'a> {
             return Ok(fitting);
         };
         let charged = self.charged(pi);
+        let after = lim.after(&charged);
         let admitted: Vec<usize> = fitting
             .iter()
             .copied()
-            .filter(|&i| lim.admits(&pool.types[i].capacity, &charged))
+            .filter(|&i| after.admits(&pool.types[i].capacity))
             .collect();
         if admitted.is_empty() {
             let exceeded = lim

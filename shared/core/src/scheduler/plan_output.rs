@@ -81,7 +81,8 @@ fn summarize_offerings(pool: &Pool, types: &TypeSet, filter: &OfferingFilter) ->
     let mut ranked: Vec<(f64, &str, usize)> = Vec::with_capacity(types.len());
     let mut zone_bits = 0u64;
     let mut odd_zones: BTreeSet<&str> = BTreeSet::new();
-    let mut capacity_types = BTreeSet::new();
+    // Bit `c as usize` per capacity type offered (three variants).
+    let mut capacity_types = 0u8;
     let mut preferred: Option<(usize, usize)> = None;
     for t in types.iter() {
         let ty = &pool.types[t];
@@ -91,7 +92,7 @@ fn summarize_offerings(pool: &Pool, types: &TypeSet, filter: &OfferingFilter) ->
                 continue;
             }
             cheapest = cheapest.min(o.adjusted);
-            capacity_types.insert(o.capacity_type);
+            capacity_types |= 1 << o.capacity_type as u8;
             if o.zone_bit != 0 {
                 zone_bits |= o.zone_bit;
             } else {
@@ -107,10 +108,18 @@ fn summarize_offerings(pool: &Pool, types: &TypeSet, filter: &OfferingFilter) ->
             ranked.push((cheapest, ty.name.as_str(), t));
         }
     }
-    ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+    let order = |a: &(f64, &str, usize), b: &(f64, &str, usize)| {
+        a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1))
+    };
+    // Types are in price order: the ranking usually is already.
+    if !ranked.is_sorted_by(|a, b| order(a, b).is_le()) {
+        ranked.sort_by(order);
+    }
     OfferSummary {
         instance_types: std::sync::Arc::new(ranked.iter().map(|r| r.1.to_string()).collect()),
-        capacity_types: capacity_types.into_iter().collect(),
+        capacity_types: (CapacityType::ALL.into_iter())
+            .filter(|&c| capacity_types & (1 << c as u8) != 0)
+            .collect(),
         zones: offered_zones(pool, zone_bits, odd_zones),
         preferred,
     }

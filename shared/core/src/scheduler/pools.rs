@@ -970,6 +970,32 @@ fn preferred_price(offerings: &[PoolOffering], has_reserved: bool) -> f64 {
         .unwrap_or(f64::INFINITY)
 }
 
+/// [`Limits`] with what is charged already (see [`Limits::after`]): per
+/// limited resource, where a capacity holds it, the charge and the limit.
+pub struct LimitsAfter<'l>(Vec<(LimitKey<'l>, Quantity, Quantity)>);
+
+/// Where a node's charge against one limit is read.
+enum LimitKey<'l> {
+    Nodes,
+    Known(usize),
+    Other(&'l str),
+}
+
+impl LimitsAfter<'_> {
+    /// Whether a node of `capacity` fits: for every limit, what is charged
+    /// plus what the node charges (its capacity, or one node) is within it.
+    pub fn admits(&self, capacity: &Resources) -> bool {
+        self.0.iter().all(|(key, charged, q)| {
+            let charge = match key {
+                LimitKey::Nodes => Quantity::from_units(1),
+                LimitKey::Known(i) => capacity.known().get(*i).copied().unwrap_or(Quantity::ZERO),
+                LimitKey::Other(k) => capacity.get(k),
+            };
+            *charged + charge <= *q
+        })
+    }
+}
+
 /// Remaining room under a NodePool's limits, per limited resource (zero
 /// entries are kept: a used-up limit still limits).
 #[derive(Debug, Clone, PartialEq)]
@@ -993,11 +1019,23 @@ impl Limits {
         }
     }
 
-    /// Whether a node of `capacity` fits after `charged` is already used.
-    pub fn admits(&self, capacity: &Resources, charged: &Resources) -> bool {
-        self.0
-            .iter()
-            .all(|(k, q)| charged.get(k) + Self::charge(k, capacity) <= *q)
+    /// These limits after `charged` is already used: whether a node fits
+    /// (see [`LimitsAfter::admits`]), `charged` looked up once for the
+    /// many capacities (instance types) asked.
+    pub fn after(&self, charged: &Resources) -> LimitsAfter<'_> {
+        LimitsAfter(
+            (self.0.iter())
+                .map(|(k, q)| {
+                    let key = match k.as_str() {
+                        Self::NODES => LimitKey::Nodes,
+                        k => {
+                            Resources::known_position(k).map_or(LimitKey::Other(k), LimitKey::Known)
+                        }
+                    };
+                    (key, charged.get(k), *q)
+                })
+                .collect(),
+        )
     }
 
     /// The first limited resource `capacity` would exceed.
@@ -1210,5 +1248,60 @@ mod tests {
             let maxima = pool.maxima_index.maxima(&pool.types, &set);
             assert!(maxima == (allocatable, capacity), "round {round}");
         }
+    }
+
+    /// Limits with what is charged resolved once answer as asked each
+    /// time: known resources, nodes and an extended resource, over and
+    /// under their limits, near the saturating end too.
+    #[test]
+    fn limits_after_a_charge_admit_as_limits_do() {
+        use super::Limits;
+        use crate::quantity::Quantity;
+        let keys = [
+            "cpu",
+            "memory",
+            Limits::NODES,
+            "nvidia.com/gpu",
+            "example.com/widget",
+        ];
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        // Some of `keys`, each at a small quantity or near the saturating end.
+        let mut draw = move || -> Vec<(String, Quantity)> {
+            let mut out = Vec::new();
+            for k in keys {
+                if next(2) == 0 {
+                    let q = match next(8) {
+                        0 => Quantity::from_millis(i64::MAX - next(3) as i64),
+                        _ => Quantity::from_units(next(6) as i64),
+                    };
+                    out.push((k.to_string(), q));
+                }
+            }
+            out
+        };
+        let mut admitted = [0usize; 2];
+        for _ in 0..3000 {
+            let limits = Limits(draw());
+            let mut resources = || {
+                let mut r = Resources::new();
+                for (k, q) in draw() {
+                    r.set(&k, q);
+                }
+                r
+            };
+            let (charged, capacity) = (resources(), resources());
+            let want =
+                (limits.0.iter()).all(|(k, q)| charged.get(k) + Limits::charge(k, &capacity) <= *q);
+            let got = limits.after(&charged).admits(&capacity);
+            assert_eq!(got, want, "{limits:?} {charged:?} {capacity:?}");
+            admitted[usize::from(want)] += 1;
+        }
+        assert!(admitted.iter().all(|&n| n > 100), "{admitted:?}");
     }
 }
