@@ -113,6 +113,9 @@ pub(super) struct Hints<'a> {
     /// Every zone mask a NodeClaim of the run has had (see `commit`): a
     /// pod topology refuses on all of them fits no NodeClaim.
     zone_masks: Vec<ZoneMask>,
+    /// Per zone bits met, their zone requirement (see
+    /// [`Hints::with_zone_requirement`]).
+    zone_requirements: std::cell::RefCell<Vec<(u64, Requirement)>>,
     /// Bumped when a reservation runs out (see `JoinMemo`).
     epoch: u32,
     /// Per NodeClaim of the queue (by index), bumped by every pod that
@@ -160,6 +163,7 @@ impl<'a> Hints<'a> {
             roomy: (0..n_req_classes).map(|_| Roomy::default()).collect(),
             spread_hint: (0..n_sizes).map(|_| Vec::new()).collect(),
             zone_masks: Vec::new(),
+            zone_requirements: Default::default(),
             epoch: 0,
             versions: Vec::new(),
             shared_compat: Some(shared_compat),
@@ -325,6 +329,30 @@ impl<'a> Hints<'a> {
 
     /// A NodeClaim of the run has zone mask `mask`.
     #[inline]
+    /// `f` of the zone requirement of the zone bits `bits` (of the
+    /// catalog's first 64 `zones`), built once per bits.
+    pub(super) fn with_zone_requirement<R>(
+        &self,
+        bits: u64,
+        zones: &[String],
+        f: impl FnOnce(&Requirement) -> R,
+    ) -> R {
+        let known = (self.zone_requirements.borrow().iter()).position(|(b, _)| *b == bits);
+        let i = known.unwrap_or_else(|| {
+            let r = Requirement::in_values(
+                labels::ZONE,
+                (zones.iter().take(64).enumerate())
+                    .filter(|(i, _)| bits & (1 << i) != 0)
+                    .map(|(_, z)| z.as_str()),
+            );
+            let mut all = self.zone_requirements.borrow_mut();
+            all.push((bits, r));
+            all.len() - 1
+        });
+        let all = self.zone_requirements.borrow();
+        f(&all[i].1)
+    }
+
     pub(super) fn remember_zone_mask(&mut self, mask: ZoneMask) {
         if !self.zone_masks.contains(&mask) {
             self.zone_masks.push(mask);

@@ -602,18 +602,17 @@ impl<'a> Run<'a> {
         if let Some(ok) = known {
             return ok;
         }
-        // The NodeClaim's zone requirement, rebuilt from its bits.
-        let zones = match (mask, self.pools.first()) {
-            (ZoneMask::Bits(m), Some(pool)) => Some(Requirement::in_values(
-                labels::ZONE,
-                (pool.zones.iter().take(64).enumerate())
-                    .filter(|(i, _)| m & (1 << i) != 0)
-                    .map(|(_, z)| z.as_str()),
-            )),
+        // The NodeClaim's zone requirement, from its bits.
+        let pod_zones = pod_reqs.get(labels::ZONE);
+        let node = match (mask, self.pools.first()) {
+            (ZoneMask::Bits(m), Some(pool)) => {
+                (self.hints).with_zone_requirement(m, &pool.zones, |zones| {
+                    Requirement::meet(Some(zones), pod_zones)
+                })
+            }
             (ZoneMask::Bits(_), None) => return true,
-            _ => None,
+            _ => Requirement::meet(None, pod_zones),
         };
-        let node = Requirement::meet(zones.as_ref(), pod_reqs.get(labels::ZONE));
         let ok = self.topology.admits_on_key(
             &self.pods[p],
             &groups.groups,
