@@ -1213,13 +1213,7 @@ mod tests {
         let pool = pools.first().expect("a pool");
         let n = pool.types.len();
         assert!(n > 300, "{n} types");
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |m: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % m
-        };
+        let mut next = crate::scheduler::test_draws(0x2545_f491_4f6c_dd1du64);
         for round in 0..300 {
             let keep = 1 + next(8);
             let set = TypeSet::from_indices((0..n).filter(|_| next(keep) == 0), n);
@@ -1264,13 +1258,7 @@ mod tests {
             "nvidia.com/gpu",
             "example.com/widget",
         ];
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move |m: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % m
-        };
+        let mut next = crate::scheduler::test_draws(0x9e37_79b9_7f4a_7c15u64);
         // Some of `keys`, each at a small quantity or near the saturating end.
         let mut draw = move || -> Vec<(String, Quantity)> {
             let mut out = Vec::new();

@@ -248,13 +248,7 @@ mod tests {
     /// negatives and types without a compact form) and random requests.
     #[test]
     fn holding_is_what_asking_each_type_gives() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = crate::scheduler::test_draws(0x9e37_79b9_7f4a_7c15u64);
         for round in 0..200 {
             let n = 1 + next(200) as usize;
             let types: Vec<Option<Compact>> = (0..n)
