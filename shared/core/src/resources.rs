@@ -175,7 +175,6 @@ impl Resources {
         r
     }
 
-    /// Component-wise maximum, in place.
     /// The position of resource `name` in [`KNOWN`], if it is one.
     pub fn known_position(name: &str) -> Option<usize> {
         known_index(name)
@@ -198,6 +197,7 @@ impl Resources {
         self.other.as_ref().is_some_and(|m| !m.is_empty())
     }
 
+    /// Component-wise maximum, in place.
     pub fn max_assign(&mut self, o: &Resources) {
         for (a, b) in self.known.iter_mut().zip(&o.known) {
             *a = (*a).max(*b);

@@ -327,8 +327,6 @@ impl<'a> Hints<'a> {
         &self.zone_masks
     }
 
-    /// A NodeClaim of the run has zone mask `mask`.
-    #[inline]
     /// `f` of the zone requirement of the zone bits `bits` (of the
     /// catalog's first 64 `zones`), built once per bits.
     pub(super) fn with_zone_requirement<R>(
@@ -353,6 +351,8 @@ impl<'a> Hints<'a> {
         f(&all[i].1)
     }
 
+    /// A NodeClaim of the run has zone mask `mask`.
+    #[inline]
     pub(super) fn remember_zone_mask(&mut self, mask: ZoneMask) {
         if !self.zone_masks.contains(&mask) {
             self.zone_masks.push(mask);
