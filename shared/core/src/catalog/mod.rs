@@ -44,6 +44,15 @@ impl CapacityType {
         CapacityType::OnDemand,
     ];
 
+    /// Its bit in a set of capacity types held as a `u8`.
+    pub fn bit(self) -> u8 {
+        match self {
+            CapacityType::Reserved => 1,
+            CapacityType::Spot => 2,
+            CapacityType::OnDemand => 4,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             CapacityType::Reserved => labels::CAPACITY_TYPE_RESERVED,
@@ -351,9 +360,12 @@ mod tests {
 
     #[test]
     fn every_capacity_type_is_listed_at_its_discriminant() {
+        let mut bits = 0u8;
         for (i, c) in CapacityType::ALL.into_iter().enumerate() {
             assert_eq!(c as usize, i, "{c:?}");
             assert_eq!(CapacityType::parse(c.as_str()), Some(c));
+            assert_eq!(bits & c.bit(), 0, "{c:?}: a bit of its own");
+            bits |= c.bit();
         }
         // A variant added to the enum must be added to `ALL` (the
         // discriminant check above then places it).

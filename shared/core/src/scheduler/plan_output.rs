@@ -81,7 +81,7 @@ fn summarize_offerings(pool: &Pool, types: &TypeSet, filter: &OfferingFilter) ->
     let mut ranked: Vec<(f64, &str, usize)> = Vec::with_capacity(types.len());
     let mut zone_bits = 0u64;
     let mut odd_zones: BTreeSet<&str> = BTreeSet::new();
-    // Bit `c as usize` per capacity type offered (three variants).
+    // The capacity types offered, as bits (`CapacityType::bit`).
     let mut capacity_types = 0u8;
     let mut preferred: Option<(usize, usize)> = None;
     for t in types.iter() {
@@ -92,7 +92,7 @@ fn summarize_offerings(pool: &Pool, types: &TypeSet, filter: &OfferingFilter) ->
                 continue;
             }
             cheapest = cheapest.min(o.adjusted);
-            capacity_types |= 1 << o.capacity_type as u8;
+            capacity_types |= o.capacity_type.bit();
             if o.zone_bit != 0 {
                 zone_bits |= o.zone_bit;
             } else {
@@ -118,7 +118,7 @@ fn summarize_offerings(pool: &Pool, types: &TypeSet, filter: &OfferingFilter) ->
     OfferSummary {
         instance_types: std::sync::Arc::new(ranked.iter().map(|r| r.1.to_string()).collect()),
         capacity_types: (CapacityType::ALL.into_iter())
-            .filter(|&c| capacity_types & (1 << c as u8) != 0)
+            .filter(|&c| capacity_types & c.bit() != 0)
             .collect(),
         zones: offered_zones(pool, zone_bits, odd_zones),
         preferred,

@@ -152,22 +152,14 @@ impl PoolType {
         // requirements allow offerings outside reservations.
         if f.plain_ok {
             let [spot, on_demand] = self.plain_zones.bits;
-            if (f.capacity_types & ct_bit(CapacityType::Spot) != 0 && spot & f.zones != 0)
-                || (f.capacity_types & ct_bit(CapacityType::OnDemand) != 0
+            if (f.capacity_types & CapacityType::Spot.bit() != 0 && spot & f.zones != 0)
+                || (f.capacity_types & CapacityType::OnDemand.bit() != 0
                     && on_demand & f.zones != 0)
             {
                 return true;
             }
         }
         !self.plain_zones.complete && self.offerings.iter().any(|o| f.allows(o))
-    }
-}
-
-fn ct_bit(ct: CapacityType) -> u8 {
-    match ct {
-        CapacityType::Reserved => 1,
-        CapacityType::Spot => 2,
-        CapacityType::OnDemand => 4,
     }
 }
 
@@ -203,13 +195,9 @@ impl<'r> OfferingFilter<'r> {
             }
         }
         let mut capacity_types = 0u8;
-        for ct in [
-            CapacityType::Reserved,
-            CapacityType::Spot,
-            CapacityType::OnDemand,
-        ] {
+        for ct in CapacityType::ALL {
             if reqs.allows(labels::CAPACITY_TYPE, ct.as_str()) {
-                capacity_types |= ct_bit(ct);
+                capacity_types |= ct.bit();
             }
         }
         let reservation_id = reqs.get(labels::CAPACITY_RESERVATION_ID);
@@ -236,7 +224,7 @@ impl<'r> OfferingFilter<'r> {
     /// Whether only reserved offerings can pass (the requirements rule out
     /// spot and on-demand, or ask for a reservation id or type).
     pub fn reserved_only(&self) -> bool {
-        !self.plain_ok || self.capacity_types & !ct_bit(CapacityType::Reserved) == 0
+        !self.plain_ok || self.capacity_types & !CapacityType::Reserved.bit() == 0
     }
 
     /// The filter for a NodeClaim holding reservation `held`.
@@ -248,7 +236,7 @@ impl<'r> OfferingFilter<'r> {
     #[inline]
     pub fn allows(&self, o: &PoolOffering) -> bool {
         if (o.available == 0 && (o.res_index != self.held || self.held == NO_RESERVATION))
-            || self.capacity_types & ct_bit(o.capacity_type) == 0
+            || self.capacity_types & o.capacity_type.bit() == 0
         {
             return false;
         }

@@ -189,14 +189,8 @@ impl Thresholds {
         }
         // Ascending values, their rows in the same order.
         values.reverse();
-        let mut ascending = Vec::with_capacity(rows.len());
-        for chunk in rows.chunks(words.max(1)).rev() {
-            ascending.extend_from_slice(chunk);
-        }
-        Thresholds {
-            values,
-            rows: if words == 0 { Vec::new() } else { ascending },
-        }
+        let rows = rows.chunks(words.max(1)).rev().flatten().copied().collect();
+        Thresholds { values, rows }
     }
 
     /// The largest value of a type in `set`; `None` when no type of `set`

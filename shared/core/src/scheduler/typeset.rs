@@ -85,12 +85,7 @@ impl TypeSet {
 
     /// Whether the sets share a member (nothing built).
     pub fn intersects(&self, o: &TypeSet) -> bool {
-        self.summary & o.summary != 0
-            && self
-                .words
-                .iter()
-                .zip(o.words.iter())
-                .any(|(a, b)| a & b != 0)
+        self.summary & o.summary != 0 && self.meets(&o.words)
     }
 
     /// The members of both sets.
