@@ -1445,21 +1445,24 @@ impl PricedBins {
     }
 }
 
-/// The cheapest of the greedy's packings: from each starting value, a few
-/// rounds where every class is valued at what its pods paid in the last
-/// packing (each node's price shared by value): classes that ended on poor
-/// nodes gain weight and are placed earlier and better.
+/// The cheapest of the greedy's packings: from each starting value, up
+/// to `rounds` rounds where every class is valued at what its pods paid in
+/// the last packing (each node's price shared by value): classes that
+/// ended on poor nodes gain weight and are placed earlier and better.
+/// With `seeds`, every packing's nodes are added to it.
 fn revalued_greedy(
     cands: &[PackType],
     demand: &Demand,
     starts: [Vec<f64>; 2],
     prices: &mut FillPrices,
+    rounds: usize,
+    mut seeds: Option<&mut Vec<Bin>>,
 ) -> Option<PricedBins> {
     let mut best: Option<PricedBins> = None;
     let mut initial = InitialFills::new(cands.len());
     for start in starts {
         let mut value = start;
-        for _ in 0..ROUNDS {
+        for _ in 0..rounds {
             if value
                 .iter()
                 .any(|v| v.is_nan() || *v <= 0.0 || v.is_infinite())
@@ -1472,6 +1475,9 @@ fn revalued_greedy(
                 break;
             };
             let paid = Paid::of(&bins, &value, &demand.counts, prices);
+            if let Some(seeds) = seeds.as_deref_mut() {
+                seeds.extend(bins.iter().cloned());
+            }
             PricedBins {
                 cost: paid.cost,
                 bins,
@@ -1486,6 +1492,17 @@ fn revalued_greedy(
     best
 }
 
+/// The greedy's revaluation rounds before the pattern LP of a plan whose
+/// LP may spend `work_per_pod` (see `patterns::work_per_pod`): all
+/// `ROUNDS` in a small plan, one in a large one. The LP beats the greedy on
+/// every group of several classes the bench's large plans hold, so there
+/// the greedy's packings matter as its first columns (each one's nodes,
+/// see `candidate_packings`), and three more rounds cost the plan a fifth
+/// of its time (`independent`, 10,000 pods).
+fn rounds_before_lp(work_per_pod: usize) -> usize {
+    (work_per_pod / patterns::WORK_PER_POD).clamp(1, ROUNDS)
+}
+
 /// The packings of `demand` worth pricing, the cheapest estimate first:
 /// the pattern LP's when it is estimated cheaper, then the cheaper of the
 /// greedy's and the exact ones. `None` if some pod fits no candidate.
@@ -1495,12 +1512,30 @@ fn candidate_packings(
     prices: &mut FillPrices,
     work_per_pod: usize,
 ) -> Option<Vec<PricedBins>> {
-    let greedy = greedy_packing(cands, demand, prices)?;
-    let mut out = Vec::with_capacity(2);
+    if !patterns::applies(demand) {
+        return Some(vec![greedy_packing(cands, demand, prices)?]);
+    }
     // Classes of different cpu:memory ratios: the LP over node patterns
     // mixes them where the greedy's fills waste room; it starts from the
-    // greedy's nodes, so its LP costs no more than they do.
-    if let Some(lp) = patterns::pattern_packing(cands, demand, prices, &greedy.bins, work_per_pod) {
+    // greedy's nodes (of its cheapest packing, or of every packing when
+    // it ran fewer rounds), so its LP costs no more than they do.
+    let rounds = rounds_before_lp(work_per_pod);
+    let mut seeds = Vec::new();
+    let starts = starting_values(cands, demand)?;
+    let greedy = if rounds < ROUNDS {
+        let mut greedy = revalued_greedy(cands, demand, starts, prices, rounds, Some(&mut seeds));
+        if let Some(exact) = exact_packing(cands, demand) {
+            seeds.extend(exact.bins.iter().cloned());
+            exact.keep_if_cheaper(&mut greedy);
+        }
+        greedy?
+    } else {
+        let greedy = exact_or_revalued(cands, demand, starts, prices)?;
+        seeds.clone_from(&greedy.bins);
+        greedy
+    };
+    let mut out = Vec::with_capacity(2);
+    if let Some(lp) = patterns::pattern_packing(cands, demand, prices, &seeds, work_per_pod) {
         if lp.cost < greedy.cost - 1e-12 {
             out.push(lp);
         }
@@ -1519,7 +1554,17 @@ fn greedy_packing(
     prices: &mut FillPrices,
 ) -> Option<PricedBins> {
     let starts = starting_values(cands, demand)?;
-    let mut best = revalued_greedy(cands, demand, starts, prices);
+    exact_or_revalued(cands, demand, starts, prices)
+}
+
+/// [`greedy_packing`] from `starts`, every round.
+fn exact_or_revalued(
+    cands: &[PackType],
+    demand: &Demand,
+    starts: [Vec<f64>; 2],
+    prices: &mut FillPrices,
+) -> Option<PricedBins> {
+    let mut best = revalued_greedy(cands, demand, starts, prices, ROUNDS, None);
     if let Some(exact) = exact_packing(cands, demand) {
         exact.keep_if_cheaper(&mut best);
     }
@@ -2264,6 +2309,59 @@ mod tests {
                 .collect();
             let kept: Vec<usize> = undominated(cands.clone()).iter().map(|c| c.ty).collect();
             assert_eq!(kept, expected, "case {case}");
+        }
+    }
+
+    #[test]
+    fn the_greedy_runs_fewer_rounds_before_the_lp_as_plans_grow() {
+        // (pending pods in the plan, greedy rounds before the LP)
+        for (plan_pods, rounds) in [
+            (1, ROUNDS),
+            (500, ROUNDS),
+            (2_000, ROUNDS),
+            (2_700, 2),
+            (5_000, 1),
+            (10_000, 1),
+            (1_000_000, 1),
+        ] {
+            let work = patterns::work_per_pod(plan_pods);
+            assert_eq!(rounds_before_lp(work), rounds, "{plan_pods} pods");
+        }
+    }
+
+    #[test]
+    fn a_large_plans_packings_place_every_pod_cheapest_first() {
+        // Three shapes no one type suits: the LP mixes them.
+        let cands = vec![
+            pt(0, 1.0, &[2000, 4096]),
+            pt(1, 1.7, &[4000, 8192]),
+            pt(2, 1.2, &[2000, 16384]),
+        ];
+        let demand = Demand {
+            dims: vec!["cpu".into(), "memory".into()],
+            resources: 2,
+            need: vec![vec![1500, 1024], vec![250, 6144], vec![500, 512]],
+            per_node: vec![usize::MAX; 3],
+            counts: vec![40, 25, 60],
+        };
+        let mut prices = FillPrices::new(&cands, &demand);
+        let packings =
+            candidate_packings(&cands, &demand, &mut prices, patterns::WORK_PER_POD).unwrap();
+        assert!(
+            packings.windows(2).all(|w| w[0].cost < w[1].cost),
+            "cheapest first"
+        );
+        for p in &packings {
+            let mut placed = [0; 3];
+            let mut cost = 0.0;
+            for b in &p.bins {
+                for &(k, c) in &b.fill {
+                    placed[k] += c;
+                }
+                cost += prices.of(&b.fill);
+            }
+            assert_eq!(placed, [40, 25, 60]);
+            assert!((cost - p.cost).abs() < 1e-9, "{cost} vs {}", p.cost);
         }
     }
 

@@ -154,13 +154,18 @@ pub(super) fn pattern_packing(
     seed: &[Bin],
     work_per_pod: usize,
 ) -> Option<PricedBins> {
-    let classes = demand.counts.len();
-    if !(2..=MAX_CLASSES).contains(&classes) {
+    if !applies(demand) {
         return None;
     }
     let pods: usize = demand.counts.iter().sum();
     let work = pods.saturating_mul(work_per_pod).max(MIN_WORK);
     packing_within(cands, demand, prices, seed, work)
+}
+
+/// Whether [`pattern_packing`] packs `demand`: two classes or more, at
+/// most `MAX_CLASSES`.
+pub(super) fn applies(demand: &Demand) -> bool {
+    (2..=MAX_CLASSES).contains(&demand.counts.len())
 }
 
 /// [`pattern_packing`] within `given` work units: the LP, its rounding and
