@@ -56,14 +56,18 @@ pub(super) fn offering_order(
 }
 
 /// The offer summary of `claim`, computed once per NodePool, requirements
-/// (hostname aside), reservation and types and shared through `lists`.
+/// the offering filter reads (`OfferingFilter::READS`), reservation and
+/// types and shared through `lists`.
 pub(super) fn offer_summary(
     claim: &Claim,
     pool: &Pool,
     lists: &mut TypeLists,
 ) -> std::rc::Rc<OfferSummary> {
-    let mut key_reqs = claim.requirements.clone();
-    key_reqs.remove(labels::HOSTNAME);
+    let key_reqs = Requirements::from_iter_reqs(
+        (OfferingFilter::READS.iter())
+            .filter_map(|k| claim.requirements.get(k))
+            .cloned(),
+    );
     let key = (claim.pool, claim.reservation, key_reqs, claim.types.clone());
     if let Some(hit) = lists.0.get(&key) {
         return hit.clone();

@@ -186,6 +186,15 @@ pub struct OfferingFilter<'r> {
 }
 
 impl<'r> OfferingFilter<'r> {
+    /// The requirement keys a filter reads (see `new`): requirements that
+    /// agree on these filter the same.
+    pub const READS: [&'static str; 4] = [
+        labels::ZONE,
+        labels::CAPACITY_TYPE,
+        labels::CAPACITY_RESERVATION_ID,
+        labels::CAPACITY_RESERVATION_TYPE,
+    ];
+
     pub fn new(reqs: &'r Requirements, zones: &[String]) -> Self {
         let zone_req = reqs.get(labels::ZONE);
         let mut mask = 0u64;
@@ -1174,6 +1183,62 @@ mod tests {
                 labels::CAPACITY_RESERVATION_ID,
             ] {
                 prop_assert_eq!(split.get(key), merged.get(key));
+            }
+        }
+    }
+
+    /// A filter built from only the requirement keys it reads allows what
+    /// one built from all of them does (the offer summaries are shared by
+    /// those keys).
+    #[test]
+    fn an_offering_filter_reads_only_its_keys() {
+        use super::{build, prepare};
+        use crate::catalog::Catalog;
+        use crate::model::{ClusterState, NodePool};
+        use crate::requirements::{Operator, Requirement};
+        use crate::scheduler::SchedulerOptions;
+
+        let catalog = Catalog::embedded("us-west-2").expect("embedded catalog");
+        let state = ClusterState {
+            node_pools: vec![NodePool::new("default", Requirements::default())],
+            ..Default::default()
+        };
+        let templates = prepare(&state, &catalog, &SchedulerOptions::default(), &[]);
+        let pools = build(&state, &templates);
+        let pool = pools.first().expect("a pool");
+        let req = |key: &str, op: Operator, values: &[&str]| {
+            Requirement::new(key, op, values).expect("a requirement")
+        };
+        let cases = [
+            vec![req(
+                labels::ZONE,
+                Operator::In,
+                &["us-west-2a", "us-west-2c"],
+            )],
+            vec![
+                req(labels::CAPACITY_TYPE, Operator::NotIn, &["spot"]),
+                req(labels::ARCH, Operator::In, &["arm64"]),
+                req(labels::INSTANCE_FAMILY, Operator::In, &["m6g"]),
+            ],
+            vec![
+                req(labels::CAPACITY_TYPE, Operator::In, &["reserved"]),
+                req(labels::ZONE, Operator::NotIn, &["us-west-2b"]),
+                req(labels::CAPACITY_RESERVATION_TYPE, Operator::Exists, &[]),
+                req(labels::HOSTNAME, Operator::In, &["a"]),
+            ],
+        ];
+        for reqs in cases {
+            let full = Requirements::from_iter_reqs(reqs.iter().cloned());
+            let read = Requirements::from_iter_reqs(
+                (OfferingFilter::READS.iter())
+                    .filter_map(|k| full.get(k))
+                    .cloned(),
+            );
+            let (a, b) = (pool.filter(&full), pool.filter(&read));
+            for ty in pool.types.iter() {
+                for o in &ty.offerings {
+                    assert_eq!(a.allows(o), b.allows(o), "{} {:?}", ty.name, reqs);
+                }
             }
         }
     }
