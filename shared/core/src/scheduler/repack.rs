@@ -1500,7 +1500,7 @@ fn revalued_greedy(
 /// see `candidate_packings`), and three more rounds cost the plan a fifth
 /// of its time (`independent`, 10,000 pods).
 fn rounds_before_lp(work_per_pod: usize) -> usize {
-    (work_per_pod / patterns::WORK_PER_POD).clamp(1, ROUNDS)
+    (work_per_pod.saturating_mul(ROUNDS) / patterns::SMALL_PLAN_MOST).clamp(1, ROUNDS)
 }
 
 /// The packings of `demand` worth pricing, the cheapest estimate first:

@@ -51,19 +51,21 @@ const PASSES: usize = 6;
 
 /// Work units per pod packed, at least `MIN_WORK`: a greedy fill costs
 /// the classes times the fills tried, a pivot the rows squared plus the
-/// columns, an exact search its nodes times the classes. About 15-40 ns
-/// each: the LP adds at most ~15-40 µs per pod to a plan.
-pub(super) const WORK_PER_POD: usize = 1_000;
+/// columns, an exact search its nodes times the classes. About 15-30 ns
+/// each: the LP adds at most ~12-24 µs per pod to a large plan. (1,000
+/// units priced plans of 10,000 pods no more than 0.1% lower, and took
+/// a tenth of `independent`'s time there.)
+pub(super) const WORK_PER_POD: usize = 800;
 const MIN_WORK: usize = 200_000;
 
 /// A small plan's LPs may share up to `SMALL_PLAN_WORK` units per packing,
-/// at most `SMALL_PLAN_FACTOR` times `WORK_PER_POD` per pod (see
-/// [`work_per_pod`]): the column generation tails off (each full pricing
-/// round finds one to three columns), and at 2,000 pods of random shapes
-/// `WORK_PER_POD` left its LP 1.4% above the bound where four times that
-/// reaches 0.3%, for 0.05-0.13 s more per plan.
+/// at most `SMALL_PLAN_MOST` per pod (see [`work_per_pod`]): the column
+/// generation tails off (each full pricing round finds one to three
+/// columns), and at 2,000 pods of random shapes 1,000 units per pod left
+/// its LP 1.4% above the bound where four times that reaches 0.3%, for
+/// 0.05-0.13 s more per plan.
 const SMALL_PLAN_WORK: usize = 8_000_000;
-const SMALL_PLAN_FACTOR: usize = 4;
+pub(super) const SMALL_PLAN_MOST: usize = 4_000;
 
 /// The LP's work units per pod in a plan of `plan_pods` pending pods:
 /// `WORK_PER_POD`, or more in a small plan, so that one packing of the
@@ -73,7 +75,7 @@ const SMALL_PLAN_FACTOR: usize = 4;
 /// plan's LPs may spend up to twice that.)
 pub(super) fn work_per_pod(plan_pods: usize) -> usize {
     let small = SMALL_PLAN_WORK / plan_pods.max(1);
-    small.clamp(WORK_PER_POD, SMALL_PLAN_FACTOR * WORK_PER_POD)
+    small.clamp(WORK_PER_POD, SMALL_PLAN_MOST)
 }
 
 /// New columns per pricing round, the most negative reduced costs.
@@ -1375,8 +1377,8 @@ mod tests {
         }
     }
 
-    /// A plan's LP work per pod: four times `WORK_PER_POD` up to 2,000
-    /// pods, then `SMALL_PLAN_WORK` shared, then `WORK_PER_POD`; the plan's
+    /// A plan's LP work per pod: `SMALL_PLAN_MOST` up to 2,000 pods, then
+    /// `SMALL_PLAN_WORK` shared, then `WORK_PER_POD`; the plan's
     /// LPs never spend more than the larger of `SMALL_PLAN_WORK` and
     /// `WORK_PER_POD` per pod.
     #[test]
@@ -1389,8 +1391,8 @@ mod tests {
             (4_000, 2_000),
             (5_000, 1_600),
             (8_000, 1_000),
-            (10_000, 1_000),
-            (1_000_000, 1_000),
+            (10_000, 800),
+            (1_000_000, 800),
         ];
         for (pods, per_pod) in cases {
             assert_eq!(work_per_pod(pods), per_pod, "{pods} pods");
