@@ -1187,15 +1187,12 @@ mod tests {
         }
     }
 
-    /// A filter built from only the requirement keys it reads allows what
-    /// one built from all of them does (the offer summaries are shared by
-    /// those keys).
-    #[test]
-    fn an_offering_filter_reads_only_its_keys() {
+    /// The default NodePool (no requirements) over the regional catalog,
+    /// handed to `check`.
+    fn with_regional_pool(check: impl FnOnce(&super::Pool)) {
         use super::{build, prepare};
         use crate::catalog::Catalog;
         use crate::model::{ClusterState, NodePool};
-        use crate::requirements::{Operator, Requirement};
         use crate::scheduler::SchedulerOptions;
 
         let catalog = Catalog::embedded("us-west-2").expect("embedded catalog");
@@ -1205,42 +1202,52 @@ mod tests {
         };
         let templates = prepare(&state, &catalog, &SchedulerOptions::default(), &[]);
         let pools = build(&state, &templates);
-        let pool = pools.first().expect("a pool");
-        let req = |key: &str, op: Operator, values: &[&str]| {
-            Requirement::new(key, op, values).expect("a requirement")
-        };
-        let cases = [
-            vec![req(
-                labels::ZONE,
-                Operator::In,
-                &["us-west-2a", "us-west-2c"],
-            )],
-            vec![
-                req(labels::CAPACITY_TYPE, Operator::NotIn, &["spot"]),
-                req(labels::ARCH, Operator::In, &["arm64"]),
-                req(labels::INSTANCE_FAMILY, Operator::In, &["m6g"]),
-            ],
-            vec![
-                req(labels::CAPACITY_TYPE, Operator::In, &["reserved"]),
-                req(labels::ZONE, Operator::NotIn, &["us-west-2b"]),
-                req(labels::CAPACITY_RESERVATION_TYPE, Operator::Exists, &[]),
-                req(labels::HOSTNAME, Operator::In, &["a"]),
-            ],
-        ];
-        for reqs in cases {
-            let full = Requirements::from_iter_reqs(reqs.iter().cloned());
-            let read = Requirements::from_iter_reqs(
-                (OfferingFilter::READS.iter())
-                    .filter_map(|k| full.get(k))
-                    .cloned(),
-            );
-            let (a, b) = (pool.filter(&full), pool.filter(&read));
-            for ty in pool.types.iter() {
-                for o in &ty.offerings {
-                    assert_eq!(a.allows(o), b.allows(o), "{} {:?}", ty.name, reqs);
+        check(pools.first().expect("a pool"));
+    }
+
+    /// A filter built from only the requirement keys it reads allows what
+    /// one built from all of them does (the offer summaries are shared by
+    /// those keys).
+    #[test]
+    fn an_offering_filter_reads_only_its_keys() {
+        use crate::requirements::{Operator, Requirement};
+        with_regional_pool(|pool| {
+            let req = |key: &str, op: Operator, values: &[&str]| {
+                Requirement::new(key, op, values).expect("a requirement")
+            };
+            let cases = [
+                vec![req(
+                    labels::ZONE,
+                    Operator::In,
+                    &["us-west-2a", "us-west-2c"],
+                )],
+                vec![
+                    req(labels::CAPACITY_TYPE, Operator::NotIn, &["spot"]),
+                    req(labels::ARCH, Operator::In, &["arm64"]),
+                    req(labels::INSTANCE_FAMILY, Operator::In, &["m6g"]),
+                ],
+                vec![
+                    req(labels::CAPACITY_TYPE, Operator::In, &["reserved"]),
+                    req(labels::ZONE, Operator::NotIn, &["us-west-2b"]),
+                    req(labels::CAPACITY_RESERVATION_TYPE, Operator::Exists, &[]),
+                    req(labels::HOSTNAME, Operator::In, &["a"]),
+                ],
+            ];
+            for reqs in cases {
+                let full = Requirements::from_iter_reqs(reqs.iter().cloned());
+                let read = Requirements::from_iter_reqs(
+                    (OfferingFilter::READS.iter())
+                        .filter_map(|k| full.get(k))
+                        .cloned(),
+                );
+                let (a, b) = (pool.filter(&full), pool.filter(&read));
+                for ty in pool.types.iter() {
+                    for o in &ty.offerings {
+                        assert_eq!(a.allows(o), b.allows(o), "{} {:?}", ty.name, reqs);
+                    }
                 }
             }
-        }
+        });
     }
 
     /// The bit-set indexes of a NodePool's types answer as asking each type
@@ -1250,51 +1257,41 @@ mod tests {
     /// component-wise maxima.
     #[test]
     fn type_indexes_answer_as_each_type_does() {
-        use super::{build, prepare, TypeSet};
-        use crate::catalog::Catalog;
-        use crate::model::{ClusterState, NodePool};
+        use super::TypeSet;
         use crate::quantity::Quantity;
-        use crate::scheduler::SchedulerOptions;
-
-        let catalog = Catalog::embedded("us-west-2").expect("embedded catalog");
-        let state = ClusterState {
-            node_pools: vec![NodePool::new("default", Requirements::default())],
-            ..Default::default()
-        };
-        let templates = prepare(&state, &catalog, &SchedulerOptions::default(), &[]);
-        let pools = build(&state, &templates);
-        let pool = pools.first().expect("a pool");
-        let n = pool.types.len();
-        assert!(n > 300, "{n} types");
-        let mut next = crate::scheduler::test_draws(0x2545_f491_4f6c_dd1du64);
-        for round in 0..300 {
-            let keep = 1 + next(8);
-            let set = TypeSet::from_indices((0..n).filter(|_| next(keep) == 0), n);
-            let mut want = Resources::new()
-                .with("cpu", Quantity::from_millis(next(64_000) as i64))
-                .with("memory", Quantity::from_mib(next(256 * 1024) as i64))
-                .with("pods", Quantity::from_units(next(40) as i64));
-            if round % 5 == 0 {
-                want.set("nvidia.com/gpu", Quantity::from_units(next(3) as i64));
+        with_regional_pool(|pool| {
+            let n = pool.types.len();
+            assert!(n > 300, "{n} types");
+            let mut next = crate::scheduler::test_draws(0x2545_f491_4f6c_dd1du64);
+            for round in 0..300 {
+                let keep = 1 + next(8);
+                let set = TypeSet::from_indices((0..n).filter(|_| next(keep) == 0), n);
+                let mut want = Resources::new()
+                    .with("cpu", Quantity::from_millis(next(64_000) as i64))
+                    .with("memory", Quantity::from_mib(next(256 * 1024) as i64))
+                    .with("pods", Quantity::from_units(next(40) as i64));
+                if round % 5 == 0 {
+                    want.set("nvidia.com/gpu", Quantity::from_units(next(3) as i64));
+                }
+                let compact = want.compact_request();
+                let expected: Vec<usize> = set
+                    .iter()
+                    .filter(|&t| want.fits_in(&pool.types[t].allocatable))
+                    .collect();
+                let got = pool.holding(&set, &want, compact);
+                assert_eq!(got.iter().collect::<Vec<_>>(), expected, "round {round}");
+                assert_eq!(got.len(), expected.len(), "round {round}");
+                let first = pool.first_holding(&set, &want, compact);
+                assert_eq!(first, expected.first().copied(), "round {round}");
+                let (mut allocatable, mut capacity) = (Resources::new(), Resources::new());
+                for t in set.iter() {
+                    allocatable.max_assign(&pool.types[t].allocatable);
+                    capacity.max_assign(&pool.types[t].capacity);
+                }
+                let maxima = pool.maxima_index.maxima(&pool.types, &set);
+                assert!(maxima == (allocatable, capacity), "round {round}");
             }
-            let compact = want.compact_request();
-            let expected: Vec<usize> = set
-                .iter()
-                .filter(|&t| want.fits_in(&pool.types[t].allocatable))
-                .collect();
-            let got = pool.holding(&set, &want, compact);
-            assert_eq!(got.iter().collect::<Vec<_>>(), expected, "round {round}");
-            assert_eq!(got.len(), expected.len(), "round {round}");
-            let first = pool.first_holding(&set, &want, compact);
-            assert_eq!(first, expected.first().copied(), "round {round}");
-            let (mut allocatable, mut capacity) = (Resources::new(), Resources::new());
-            for t in set.iter() {
-                allocatable.max_assign(&pool.types[t].allocatable);
-                capacity.max_assign(&pool.types[t].capacity);
-            }
-            let maxima = pool.maxima_index.maxima(&pool.types, &set);
-            assert!(maxima == (allocatable, capacity), "round {round}");
-        }
+        });
     }
 
     /// Limits with what is charged resolved once answer as asked each
