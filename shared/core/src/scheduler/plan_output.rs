@@ -63,11 +63,7 @@ pub(super) fn offer_summary(
     pool: &Pool,
     lists: &mut TypeLists,
 ) -> std::rc::Rc<OfferSummary> {
-    let key_reqs = Requirements::from_iter_reqs(
-        (OfferingFilter::READS.iter())
-            .filter_map(|k| claim.requirements.get(k))
-            .cloned(),
-    );
+    let key_reqs = OfferingFilter::read_requirements(&claim.requirements);
     let key = (claim.pool, claim.reservation, key_reqs, claim.types.clone());
     if let Some(hit) = lists.0.get(&key) {
         return hit.clone();

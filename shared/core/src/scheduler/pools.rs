@@ -195,6 +195,12 @@ impl<'r> OfferingFilter<'r> {
         labels::CAPACITY_RESERVATION_TYPE,
     ];
 
+    /// The requirements of `reqs` on the keys a filter reads
+    /// (`Self::READS`): a filter of them allows what one of `reqs` does.
+    pub fn read_requirements(reqs: &Requirements) -> Requirements {
+        Requirements::from_iter_reqs((Self::READS.iter()).filter_map(|k| reqs.get(k)).cloned())
+    }
+
     pub fn new(reqs: &'r Requirements, zones: &[String]) -> Self {
         let zone_req = reqs.get(labels::ZONE);
         let mut mask = 0u64;
@@ -1235,11 +1241,7 @@ mod tests {
             ];
             for reqs in cases {
                 let full = Requirements::from_iter_reqs(reqs.iter().cloned());
-                let read = Requirements::from_iter_reqs(
-                    (OfferingFilter::READS.iter())
-                        .filter_map(|k| full.get(k))
-                        .cloned(),
-                );
+                let read = OfferingFilter::read_requirements(&full);
                 let (a, b) = (pool.filter(&full), pool.filter(&read));
                 for ty in pool.types.iter() {
                     for o in &ty.offerings {

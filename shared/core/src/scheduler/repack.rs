@@ -1523,14 +1523,9 @@ fn candidate_packings(
     let mut seeds = Vec::new();
     let starts = starting_values(cands, demand)?;
     let greedy = if rounds < ROUNDS {
-        let mut greedy = revalued_greedy(cands, demand, starts, prices, rounds, Some(&mut seeds));
-        if let Some(exact) = exact_packing(cands, demand) {
-            seeds.extend(exact.bins.iter().cloned());
-            exact.keep_if_cheaper(&mut greedy);
-        }
-        greedy?
+        exact_or_revalued(cands, demand, starts, prices, rounds, Some(&mut seeds))?
     } else {
-        let greedy = exact_or_revalued(cands, demand, starts, prices)?;
+        let greedy = exact_or_revalued(cands, demand, starts, prices, ROUNDS, None)?;
         seeds.clone_from(&greedy.bins);
         greedy
     };
@@ -1554,18 +1549,25 @@ fn greedy_packing(
     prices: &mut FillPrices,
 ) -> Option<PricedBins> {
     let starts = starting_values(cands, demand)?;
-    exact_or_revalued(cands, demand, starts, prices)
+    exact_or_revalued(cands, demand, starts, prices, ROUNDS, None)
 }
 
-/// [`greedy_packing`] from `starts`, every round.
+/// [`greedy_packing`] from `starts` in up to `rounds` rounds; with
+/// `seeds`, the nodes of every packing it made (the exact one's too) are
+/// added to it.
 fn exact_or_revalued(
     cands: &[PackType],
     demand: &Demand,
     starts: [Vec<f64>; 2],
     prices: &mut FillPrices,
+    rounds: usize,
+    mut seeds: Option<&mut Vec<Bin>>,
 ) -> Option<PricedBins> {
-    let mut best = revalued_greedy(cands, demand, starts, prices, ROUNDS, None);
+    let mut best = revalued_greedy(cands, demand, starts, prices, rounds, seeds.as_deref_mut());
     if let Some(exact) = exact_packing(cands, demand) {
+        if let Some(seeds) = seeds {
+            seeds.extend(exact.bins.iter().cloned());
+        }
         exact.keep_if_cheaper(&mut best);
     }
     best
