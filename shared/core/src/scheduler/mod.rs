@@ -148,6 +148,11 @@ struct Run<'a> {
     /// Whether step 3 of `add` joins heavier limited NodePools' NodeClaims
     /// (see [`schedule`]).
     join_heavier: bool,
+    /// With `join_heavier` off: whether step 3 would have joined a heavier
+    /// limited NodePool's NodeClaim at some pod had it been on. Until it
+    /// would, both runs take the same steps; if it never would, the
+    /// weights-first run would plan the same and is not made.
+    heavier_would_join: bool,
     /// The NodeClaims of NodePools with limits, in creation order (step
     /// 3's joining walks these, not every NodeClaim; kept while the queue
     /// runs, which only appends NodeClaims).
@@ -289,8 +294,8 @@ pub fn schedule_prepared(
         &fresh
     };
     let pods = pods_to_place(state);
-    let (plan, limited_heavier) = schedule_with(state, &pods, opts, prepared, false);
-    if !limited_heavier {
+    let (plan, weights_differ) = schedule_with(state, &pods, opts, prepared, false);
+    if !weights_differ {
         return plan;
     }
     let (weights_first, _) = schedule_with(state, &pods, opts, prepared, true);
@@ -340,7 +345,8 @@ pub fn reschedulable(p: &Pod) -> bool {
 
 /// One planning run; `join_heavier` turns on step 3's joining of heavier
 /// limited NodePools' NodeClaims (see [`schedule`]). Also returns whether
-/// that could change anything: some NodePool with limits is heavier than
+/// that could change anything: step 3 would have joined such a NodeClaim
+/// (`Run::heavier_would_join`), so some NodePool with limits is heavier than
 /// another.
 fn schedule_with<'a>(
     state: &'a ClusterState,
@@ -382,9 +388,10 @@ fn schedule_with<'a>(
         reserved_gate_off(&left, pods, &state.node_pools, &mut errors);
     }
     left.extend(waiting_for_volumes);
+    let differs = limited_heavier && run.heavier_would_join;
     (
         run.into_plan(left.into_iter().collect(), errors, warnings),
-        limited_heavier,
+        differs,
     )
 }
 
@@ -436,6 +443,7 @@ impl<'a> Run<'a> {
             rebalance: opts.rebalance_zones,
             hints,
             join_heavier,
+            heavier_would_join: false,
             limited_claims: Vec::new(),
             existing_domains,
             unavailable_pools: unavailable_pools(&state.node_pools),

@@ -339,13 +339,19 @@ impl<'a> Run<'a> {
             // the pod on a NodeClaim it already has, whatever the cost rule
             // says: weights rank NodePools before price, and those claims
             // are charged against the limits already (their largest type).
-            if self.join_heavier
+            // Off, it is only noted that it would have (see
+            // `Run::heavier_would_join`).
+            if (self.join_heavier || !self.heavier_would_join)
                 && pi.get() > 0
                 && self.pools[pi].np.weight < self.pools[0].np.weight
             {
                 if let Some((c, fit)) = self.join_heavier_limited(pi, p, pod_reqs, groups) {
-                    self.commit(c, p, fit);
-                    return Ok(());
+                    if !self.join_heavier {
+                        self.heavier_would_join = true;
+                    } else {
+                        self.commit(c, p, fit);
+                        return Ok(());
+                    }
                 }
             }
             match self.try_new(pi, p, pod_reqs, groups) {

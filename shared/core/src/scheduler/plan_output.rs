@@ -34,10 +34,39 @@ pub(super) struct OfferSummary {
     pub(super) preferred: Option<(usize, usize)>,
 }
 
-pub(super) type OfferKey = (PoolIdx, Option<u32>, Requirements, TypeSet);
+/// The NodePool, reservation and requirements an offering filter reads
+/// (see `OfferingFilter::read_requirements`).
+pub(super) type FilterKey = (PoolIdx, Option<u32>, Requirements);
 
+/// Offer summaries, per offering filter and then per type set.
 #[derive(Default)]
-pub(super) struct TypeLists(foldhash::HashMap<OfferKey, std::rc::Rc<OfferSummary>>);
+pub(super) struct TypeLists(foldhash::HashMap<FilterKey, FilterOffers>);
+
+/// What the offerings one filter allows come to, per type of a NodePool,
+/// and the summaries of type sets made from them: a NodePool's types are
+/// walked once per filter, not once per type set.
+pub(super) struct FilterOffers {
+    /// Indexed like `Pool::types`.
+    types: Vec<TypeOffers>,
+    /// The types with an allowed offering: cheapest adjusted price first,
+    /// then by name.
+    ranked: Vec<usize>,
+    summaries: foldhash::HashMap<TypeSet, std::rc::Rc<OfferSummary>>,
+}
+
+/// One type's offerings that a filter allows.
+#[derive(Clone)]
+struct TypeOffers {
+    /// The cheapest adjusted price (infinite: none allowed).
+    cheapest: f64,
+    /// `CapacityType::bit`s.
+    capacity_types: u8,
+    zone_bits: u64,
+    /// The allowed offerings in zones past the NodePool's first 64.
+    odd_zones: Vec<usize>,
+    /// The offering a fleet would prefer (`offering_order`).
+    preferred: Option<usize>,
+}
 
 /// The order in which a fleet prefers offerings: reserved, then spot, then
 /// on-demand; cheapest adjusted price within a capacity type; then real
@@ -63,66 +92,125 @@ pub(super) fn offer_summary(
     pool: &Pool,
     lists: &mut TypeLists,
 ) -> std::rc::Rc<OfferSummary> {
+    offer_summary_of(claim, &claim.types, pool, lists)
+}
+
+/// The offer summary of types `types` under `claim`'s NodePool,
+/// requirements and reservation.
+fn offer_summary_of(
+    claim: &Claim,
+    types: &TypeSet,
+    pool: &Pool,
+    lists: &mut TypeLists,
+) -> std::rc::Rc<OfferSummary> {
     let key_reqs = OfferingFilter::read_requirements(&claim.requirements);
-    let key = (claim.pool, claim.reservation, key_reqs, claim.types.clone());
-    if let Some(hit) = lists.0.get(&key) {
+    let offers = (lists.0)
+        .entry((claim.pool, claim.reservation, key_reqs))
+        .or_insert_with_key(|(_, reservation, reqs)| {
+            FilterOffers::new(pool, &pool.filter(reqs).holding(*reservation))
+        });
+    if let Some(hit) = offers.summaries.get(types) {
         return hit.clone();
     }
-    let filter = pool.filter(&key.2).holding(claim.reservation);
-    let summary = std::rc::Rc::new(summarize_offerings(pool, &claim.types, &filter));
-    lists.0.insert(key, summary.clone());
+    let summary = std::rc::Rc::new(offers.summarize(pool, types));
+    offers.summaries.insert(types.clone(), summary.clone());
     summary
 }
 
-/// One pass over the offerings `filter` allows of every type of `types`:
-/// each type's cheapest adjusted price (for the ranking), the zones and
-/// capacity types (as bit sets), and the offering a fleet would prefer.
-fn summarize_offerings(pool: &Pool, types: &TypeSet, filter: &OfferingFilter) -> OfferSummary {
-    let mut ranked: Vec<(f64, &str, usize)> = Vec::with_capacity(types.len());
-    let mut zone_bits = 0u64;
-    let mut odd_zones: BTreeSet<&str> = BTreeSet::new();
-    // The capacity types offered, as bits (`CapacityType::bit`).
-    let mut capacity_types = 0u8;
-    let mut preferred: Option<(usize, usize)> = None;
-    for t in types.iter() {
-        let ty = &pool.types[t];
-        let mut cheapest = f64::INFINITY;
-        for (oi, o) in ty.offerings.iter().enumerate() {
-            if !filter.allows(o) {
-                continue;
-            }
-            cheapest = cheapest.min(o.adjusted);
-            capacity_types |= o.capacity_type.bit();
-            if o.zone_bit != 0 {
-                zone_bits |= o.zone_bit;
-            } else {
-                odd_zones.insert(&o.zone);
-            }
+impl FilterOffers {
+    /// One pass over the offerings `filter` allows of every type of `pool`.
+    fn new(pool: &Pool, filter: &OfferingFilter) -> FilterOffers {
+        let types: Vec<TypeOffers> = (pool.types.iter().enumerate())
+            .map(|(t, ty)| type_offers(pool, t, &ty.offerings, filter))
+            .collect();
+        let mut ranked: Vec<usize> = (0..types.len())
+            .filter(|&t| types[t].cheapest.is_finite())
+            .collect();
+        let order = |&a: &usize, &b: &usize| {
+            (types[a].cheapest.total_cmp(&types[b].cheapest))
+                .then_with(|| pool.types[a].name.cmp(&pool.types[b].name))
+        };
+        // Types are in price order: the ranking usually is already.
+        if !ranked.is_sorted_by(|a, b| order(a, b).is_le()) {
+            ranked.sort_by(order);
+        }
+        FilterOffers {
+            types,
+            ranked,
+            summaries: Default::default(),
+        }
+    }
+
+    /// The summary of the types of `set`: ranked types, capacity types,
+    /// zones and the offering a fleet would prefer.
+    fn summarize(&self, pool: &Pool, set: &TypeSet) -> OfferSummary {
+        let mut names = Vec::new();
+        let (mut zone_bits, mut capacity_types) = (0u64, 0u8);
+        let mut odd_zones: BTreeSet<&str> = BTreeSet::new();
+        let mut preferred: Option<(usize, usize)> = None;
+        for &t in self.ranked.iter().filter(|&&t| set.contains(t)) {
+            let offers = &self.types[t];
+            names.push(pool.types[t].name.clone());
+            zone_bits |= offers.zone_bits;
+            capacity_types |= offers.capacity_types;
+            let offerings = &pool.types[t].offerings;
+            odd_zones.extend(
+                offers
+                    .odd_zones
+                    .iter()
+                    .map(|&oi| offerings[oi].zone.as_str()),
+            );
+            let Some(oi) = offers.preferred else { continue };
+            let o = &pool.types[t].offerings[oi];
             if preferred.is_none_or(|(pt, po)| {
                 offering_order(pool, (t, o), (pt, &pool.types[pt].offerings[po])).is_lt()
             }) {
                 preferred = Some((t, oi));
             }
         }
-        if cheapest.is_finite() {
-            ranked.push((cheapest, ty.name.as_str(), t));
+        OfferSummary {
+            instance_types: std::sync::Arc::new(names),
+            capacity_types: (CapacityType::ALL.into_iter())
+                .filter(|&c| capacity_types & c.bit() != 0)
+                .collect(),
+            zones: offered_zones(pool, zone_bits, odd_zones),
+            preferred,
         }
     }
-    let order = |a: &(f64, &str, usize), b: &(f64, &str, usize)| {
-        a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1))
+}
+
+/// Type `t`'s offerings that `filter` allows (see [`TypeOffers`]).
+fn type_offers(
+    pool: &Pool,
+    t: usize,
+    offerings: &[PoolOffering],
+    filter: &OfferingFilter,
+) -> TypeOffers {
+    let mut out = TypeOffers {
+        cheapest: f64::INFINITY,
+        capacity_types: 0,
+        zone_bits: 0,
+        odd_zones: Vec::new(),
+        preferred: None,
     };
-    // Types are in price order: the ranking usually is already.
-    if !ranked.is_sorted_by(|a, b| order(a, b).is_le()) {
-        ranked.sort_by(order);
+    for (oi, o) in offerings.iter().enumerate() {
+        if !filter.allows(o) {
+            continue;
+        }
+        out.cheapest = out.cheapest.min(o.adjusted);
+        out.capacity_types |= o.capacity_type.bit();
+        out.zone_bits |= o.zone_bit;
+        if o.zone_bit == 0 {
+            out.odd_zones.push(oi);
+        }
+        if out
+            .preferred
+            .is_none_or(|po| offering_order(pool, (t, o), (t, &offerings[po])).is_lt())
+        {
+            out.preferred = Some(oi);
+        }
     }
-    OfferSummary {
-        instance_types: std::sync::Arc::new(ranked.iter().map(|r| r.1.to_string()).collect()),
-        capacity_types: (CapacityType::ALL.into_iter())
-            .filter(|&c| capacity_types & c.bit() != 0)
-            .collect(),
-        zones: offered_zones(pool, zone_bits, odd_zones),
-        preferred,
-    }
+    out
 }
 
 /// The zones of a NodePool's offerings, sorted: those in `zone_bits` (the
@@ -314,8 +402,9 @@ impl Run<'_> {
             let pool = &self.pools[claim.pool];
             let mut plan = claim_plan(&claim, pool, pods, &mut lists);
             if let Some(all) = self.types_beyond_price_limit(&claim) {
-                let filter = pool.filter(&claim.requirements).holding(claim.reservation);
-                plan.instance_types = summarize_offerings(pool, &all, &filter).instance_types;
+                plan.instance_types = offer_summary_of(&claim, &all, pool, &mut lists)
+                    .instance_types
+                    .clone();
             }
             hourly += plan.price.min;
             volumes += plan.volume_price;

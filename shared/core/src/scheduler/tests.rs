@@ -2178,6 +2178,42 @@ fn a_full_limited_pool_keeps_pods_on_its_node_claims_when_that_is_cheaper() {
 }
 
 #[test]
+fn the_weights_first_plan_is_made_only_when_step_three_would_join_a_heavier_pool() {
+    // (heavy pool's CPU limit, whether the first run saw step 3 about to
+    // join a heavier limited NodePool's NodeClaim, so the weights-first
+    // run could differ and is made too).
+    let cases = [
+        // Room for every pod on new heavy NodeClaims: step 3 never
+        // reaches the light pool, the weights-first run would be the same.
+        ("1000", false),
+        // Full after one NodeClaim: pods past the cost rule could join it.
+        ("8", true),
+    ];
+    let heavy = pool(
+        "heavy",
+        vec![
+            req(labels::INSTANCE_FAMILY, Operator::In, &["m5"]),
+            req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]),
+        ],
+    );
+    for (limit, differs) in cases {
+        let s = heavy_and_light(heavy.clone(), limit);
+        let opts = SchedulerOptions::default();
+        let prepared = Prepared::new(&s, &catalog(), &opts);
+        let (cost_rule, could) = schedule_with(&s, &s.pending_pods, &opts, &prepared, false);
+        assert_eq!(could, differs, "limit {limit}");
+        if !differs {
+            let (weights_first, _) = schedule_with(&s, &s.pending_pods, &opts, &prepared, true);
+            assert_eq!(
+                serde_json::to_value(&weights_first).ok(),
+                serde_json::to_value(&cost_rule).ok(),
+                "limit {limit}"
+            );
+        }
+    }
+}
+
+#[test]
 fn a_full_limited_pool_lets_pods_spill_when_that_is_cheaper() {
     // The same shape, but the heavy pool's only way to grow is a type far
     // dearer than the light pool's nodes: the cost rule's plan is returned.
