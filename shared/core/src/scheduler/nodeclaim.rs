@@ -791,8 +791,8 @@ impl<'a> Run<'a> {
         if fitting.is_empty() {
             return Err(self.explain_no_fit(pi, &compatible, &requests));
         }
-        let fitting: Vec<usize> = if pod.host_ports.is_empty() {
-            fitting.to_vec()
+        let fitting: std::borrow::Cow<[usize]> = if pod.host_ports.is_empty() {
+            std::borrow::Cow::Borrowed(&fitting)
         } else {
             let free: Vec<usize> = fitting
                 .iter()
@@ -805,7 +805,7 @@ impl<'a> Run<'a> {
                     ports: pod.host_ports.clone(),
                 });
             }
-            free
+            std::borrow::Cow::Owned(free)
         };
         let fitting = self.under_price_limit(pi, fitting)?;
         self.within_limits(pi, fitting)
@@ -814,17 +814,16 @@ impl<'a> Run<'a> {
     /// `fitting` without the types at or above the run's new-node price
     /// limit ([`super::SchedulerOptions::new_node_price_limit`]); prices
     /// within 1e-6 of it (the plan's rounding) count as at it.
-    fn under_price_limit(
+    fn under_price_limit<'f>(
         &self,
         pi: PoolIdx,
-        fitting: Vec<usize>,
-    ) -> Result<Vec<usize>, Refusal<'a>> {
+        fitting: std::borrow::Cow<'f, [usize]>,
+    ) -> Result<std::borrow::Cow<'f, [usize]>, Refusal<'a>> {
         let Some(limit) = self.price_limit else {
             return Ok(fitting);
         };
         let pool = &self.pools[pi];
-        let under: Vec<usize> = fitting
-            .into_iter()
+        let under: Vec<usize> = (fitting.iter().copied())
             .filter(|&i| pool.node_price(pool.types[i].price) < limit - 1e-6)
             .collect();
         if under.is_empty() {
@@ -833,7 +832,7 @@ impl<'a> Run<'a> {
                 limit,
             });
         }
-        Ok(under)
+        Ok(std::borrow::Cow::Owned(under))
     }
 
     /// Why pool `pi` has no instance type for `merged`, remembered per
@@ -851,18 +850,25 @@ impl<'a> Run<'a> {
 
     /// The types of `fitting` a new NodeClaim of pool `pi` may take within
     /// the NodePool's remaining limits, or the limit it would exceed.
-    fn within_limits(&self, pi: PoolIdx, fitting: Vec<usize>) -> Result<Vec<usize>, Refusal<'a>> {
+    fn within_limits(
+        &self,
+        pi: PoolIdx,
+        fitting: std::borrow::Cow<[usize]>,
+    ) -> Result<Vec<usize>, Refusal<'a>> {
         let pool = &self.pools[pi];
         let Some(lim) = &pool.remaining else {
-            return Ok(fitting);
+            return Ok(fitting.into_owned());
         };
         let charged = self.charged(pi);
         let after = lim.after(&charged);
-        let admitted: Vec<usize> = fitting
-            .iter()
-            .copied()
-            .filter(|&i| after.admits(&pool.types[i].capacity))
-            .collect();
+        // A NodePool at its limits admits no type: no need to ask each.
+        let admitted: Vec<usize> = if after.admits(&pool.capacity_floor) {
+            (fitting.iter().copied())
+                .filter(|&i| after.admits(&pool.types[i].capacity))
+                .collect()
+        } else {
+            Vec::new()
+        };
         if admitted.is_empty() {
             let exceeded = lim
                 .exceeded(&pool.types[fitting[0]].capacity, &charged)

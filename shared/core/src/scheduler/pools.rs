@@ -293,6 +293,9 @@ pub struct Pool<'a> {
     /// [`TypeMaximaIndex`]).
     pub maxima_index: Arc<TypeMaximaIndex>,
     pub daemon_overhead: Resources,
+    /// The least capacity of its types, resource by resource: a node
+    /// charges at least this much against limits.
+    pub capacity_floor: Resources,
     /// `limits - existing usage` per limited resource, if the pool has limits.
     pub remaining: Option<Limits>,
     /// The catalog's zones (bit positions of `PoolOffering::zone_bit`).
@@ -531,6 +534,7 @@ pub struct PoolTemplate {
     fit_index: Arc<TypeFitIndex>,
     maxima_index: Arc<TypeMaximaIndex>,
     daemon_overhead: Resources,
+    capacity_floor: Resources,
     zones: Vec<String>,
     reservations: Vec<u32>,
     volume_price: f64,
@@ -581,6 +585,7 @@ pub fn build<'a>(state: &'a ClusterState, templates: &[PoolTemplate]) -> Vec<Poo
                 fit_index: t.fit_index.clone(),
                 maxima_index: t.maxima_index.clone(),
                 daemon_overhead: t.daemon_overhead.clone(),
+                capacity_floor: t.capacity_floor.clone(),
                 remaining: remaining(state, np),
             })
         })
@@ -721,6 +726,7 @@ impl<'a> Preparation<'a> {
             requirements: pool.requirements,
             fit_index: Arc::new(TypeFitIndex::new(&compact_allocatable)),
             maxima_index: Arc::new(TypeMaximaIndex::new(&types)),
+            capacity_floor: capacity_floor(&types),
             compact_allocatable: Arc::new(compact_allocatable),
             types: Arc::new(types),
             daemon_overhead,
@@ -997,6 +1003,14 @@ impl LimitsAfter<'_> {
             *charged + charge <= *q
         })
     }
+}
+
+/// The least capacity of `types`, resource by resource (zero when there
+/// are none).
+fn capacity_floor(types: &[PoolType]) -> Resources {
+    let mut it = types.iter().map(|t| &t.capacity);
+    let first = it.next().cloned().unwrap_or_default();
+    it.fold(first, |floor, c| floor.min_each(c))
 }
 
 /// Remaining room under a NodePool's limits, per limited resource (zero
