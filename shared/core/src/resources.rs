@@ -158,6 +158,21 @@ impl Resources {
         r
     }
 
+    /// How many copies of `each` fit in `self` less `reserved`: the least,
+    /// over the resources `each` asks (see [`Self::iter`]), of room over
+    /// request (a zero request counts as one milli); 0 when it asks none.
+    /// Same as `self.minus(reserved)` asked per resource, without building it.
+    pub fn copies_of(&self, reserved: &Resources, each: &Resources) -> i64 {
+        let per = |room: Quantity, q: Quantity| room.millis() / q.millis().max(1);
+        let known = (0..N)
+            .filter(|&i| !each.known[i].is_zero())
+            .map(|i| per(self.known[i] - reserved.known[i], each.known[i]));
+        let other = (each.other.iter())
+            .flat_map(|m| m.iter())
+            .map(|(k, q)| per(self.get(k) - reserved.get(k), *q));
+        known.chain(other).min().unwrap_or(0)
+    }
+
     /// Component-wise minimum (a resource absent on either side is zero).
     pub fn min_each(&self, o: &Resources) -> Resources {
         let mut r = Resources::new();
@@ -476,6 +491,40 @@ mod tests {
             }
         }
         assert!(compared > 500 && fell_back > 100, "{compared} {fell_back}");
+    }
+
+    /// `copies_of` counts what `minus`, then room over request per
+    /// requested resource, counts; extended resources and negative room
+    /// included.
+    #[test]
+    fn copies_of_agrees_with_room_over_request() {
+        let mut draw = crate::scheduler::test_draws(17);
+        let mut next = |m: i64| draw(m as u64) as i64;
+        let mut positive = 0;
+        for _ in 0..5000 {
+            let (mut alloc, mut reserved, mut each) =
+                (Resources::new(), Resources::new(), Resources::new());
+            for name in TEST_NAMES {
+                if next(4) > 0 {
+                    alloc.set(name, Quantity::from_millis(next(64)));
+                }
+                if next(3) == 0 {
+                    reserved.set(name, Quantity::from_millis(next(16)));
+                }
+                if next(3) == 0 {
+                    each.set(name, Quantity::from_millis(next(8)));
+                }
+            }
+            let room = alloc.minus(&reserved);
+            let want = (each.iter())
+                .map(|(name, q)| room.get(name).millis() / q.millis().max(1))
+                .min()
+                .unwrap_or(0);
+            let got = alloc.copies_of(&reserved, &each);
+            assert_eq!(got, want, "{each:?} in {alloc:?} less {reserved:?}");
+            positive += usize::from(got > 0);
+        }
+        assert!(positive > 500, "{positive}");
     }
 
     fn r(pairs: &[(&str, &str)]) -> Resources {

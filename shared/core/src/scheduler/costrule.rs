@@ -16,13 +16,7 @@ pub(super) const COST_TOLERANCE: f64 = 1.02;
 /// over how many copies fit next to the daemonset overhead), and the copies.
 pub(super) fn slot_price(pool: &Pool, t: usize, pod: &Pod) -> Option<(f64, usize)> {
     let ty = &pool.types[t];
-    let room = ty.allocatable.minus(&pool.daemon_overhead);
-    let copies = pod
-        .requests
-        .iter()
-        .map(|(name, q)| room.get(name).millis() / q.millis().max(1))
-        .min()
-        .unwrap_or(0);
+    let copies = (ty.allocatable).copies_of(&pool.daemon_overhead, &pod.requests);
     (copies > 0).then(|| (pool.node_price(ty.price) / copies as f64, copies as usize))
 }
 

@@ -791,22 +791,22 @@ impl<'a> Run<'a> {
         if fitting.is_empty() {
             return Err(self.explain_no_fit(pi, &compatible, &requests));
         }
-        let fitting: std::borrow::Cow<[usize]> = if pod.host_ports.is_empty() {
-            std::borrow::Cow::Borrowed(&fitting)
-        } else {
-            let free: Vec<usize> = fitting
-                .iter()
-                .copied()
-                .filter(|&i| !daemon_port_conflict(pod, &pool.types[i]))
-                .collect();
-            if free.is_empty() {
-                return Err(Refusal::DaemonSetHostPort {
-                    pool: name,
-                    ports: pod.host_ports.clone(),
-                });
-            }
-            std::borrow::Cow::Owned(free)
-        };
+        // Types whose DaemonSets hold none of the pod's host ports (the
+        // usual case: no DaemonSet binds a host port) leave it as it is.
+        let conflict = |&i: &usize| daemon_port_conflict(pod, &pool.types[i]);
+        let fitting: std::borrow::Cow<[usize]> =
+            if pod.host_ports.is_empty() || !fitting.iter().any(conflict) {
+                std::borrow::Cow::Borrowed(&fitting)
+            } else {
+                let free: Vec<usize> = fitting.iter().copied().filter(|i| !conflict(i)).collect();
+                if free.is_empty() {
+                    return Err(Refusal::DaemonSetHostPort {
+                        pool: name,
+                        ports: pod.host_ports.clone(),
+                    });
+                }
+                std::borrow::Cow::Owned(free)
+            };
         let fitting = self.under_price_limit(pi, fitting)?;
         self.within_limits(pi, fitting)
     }
