@@ -794,19 +794,21 @@ impl<'a> Run<'a> {
         // Types whose DaemonSets hold none of the pod's host ports (the
         // usual case: no DaemonSet binds a host port) leave it as it is.
         let conflict = |&i: &usize| daemon_port_conflict(pod, &pool.types[i]);
-        let fitting: std::borrow::Cow<[usize]> =
-            if pod.host_ports.is_empty() || !fitting.iter().any(conflict) {
-                std::borrow::Cow::Borrowed(&fitting)
-            } else {
-                let free: Vec<usize> = fitting.iter().copied().filter(|i| !conflict(i)).collect();
-                if free.is_empty() {
-                    return Err(Refusal::DaemonSetHostPort {
-                        pool: name,
-                        ports: pod.host_ports.clone(),
-                    });
-                }
-                std::borrow::Cow::Owned(free)
-            };
+        let fitting: std::borrow::Cow<[usize]> = if pod.host_ports.is_empty()
+            || !pool.daemon_host_ports
+            || !fitting.iter().any(conflict)
+        {
+            std::borrow::Cow::Borrowed(&fitting)
+        } else {
+            let free: Vec<usize> = fitting.iter().copied().filter(|i| !conflict(i)).collect();
+            if free.is_empty() {
+                return Err(Refusal::DaemonSetHostPort {
+                    pool: name,
+                    ports: pod.host_ports.clone(),
+                });
+            }
+            std::borrow::Cow::Owned(free)
+        };
         let fitting = self.under_price_limit(pi, fitting)?;
         self.within_limits(pi, fitting)
     }
@@ -908,10 +910,20 @@ impl<'a> Run<'a> {
         Ok((floor, true))
     }
 
-    /// Resources charged against pool `pi`'s limits by this run's NodeClaims.
+    /// Resources charged against pool `pi`'s limits (it has some) by this
+    /// run's NodeClaims: those of `limited_claims`, which while the queue
+    /// runs (the only time new NodeClaims are opened) are every NodeClaim
+    /// of a NodePool with limits.
     pub(super) fn charged(&self, pi: PoolIdx) -> Resources {
+        debug_assert_eq!(
+            self.limited_claims.len(),
+            (self.claims.iter())
+                .filter(|c| self.pools[c.pool].remaining.is_some())
+                .count()
+        );
         let mut r = Resources::new();
-        for c in self.claims.iter().filter(|c| c.pool == pi) {
+        let of_pool = self.limited_claims.iter().map(|&c| &self.claims[c]);
+        for c in of_pool.filter(|c| c.pool == pi) {
             r.add_assign(&c.max_capacity);
             r.add_assign(&pools::Limits::one_node());
         }

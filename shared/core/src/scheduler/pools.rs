@@ -296,6 +296,9 @@ pub struct Pool<'a> {
     /// The least capacity of its types, resource by resource: a node
     /// charges at least this much against limits.
     pub capacity_floor: Resources,
+    /// Whether a DaemonSet holds a host port on some of its types (see
+    /// `PoolType::daemon_ports`).
+    pub daemon_host_ports: bool,
     /// `limits - existing usage` per limited resource, if the pool has limits.
     pub remaining: Option<Limits>,
     /// The catalog's zones (bit positions of `PoolOffering::zone_bit`).
@@ -535,6 +538,7 @@ pub struct PoolTemplate {
     maxima_index: Arc<TypeMaximaIndex>,
     daemon_overhead: Resources,
     capacity_floor: Resources,
+    daemon_host_ports: bool,
     zones: Vec<String>,
     reservations: Vec<u32>,
     volume_price: f64,
@@ -586,6 +590,7 @@ pub fn build<'a>(state: &'a ClusterState, templates: &[PoolTemplate]) -> Vec<Poo
                 maxima_index: t.maxima_index.clone(),
                 daemon_overhead: t.daemon_overhead.clone(),
                 capacity_floor: t.capacity_floor.clone(),
+                daemon_host_ports: t.daemon_host_ports,
                 remaining: remaining(state, np),
             })
         })
@@ -727,6 +732,7 @@ impl<'a> Preparation<'a> {
             fit_index: Arc::new(TypeFitIndex::new(&compact_allocatable)),
             maxima_index: Arc::new(TypeMaximaIndex::new(&types)),
             capacity_floor: capacity_floor(&types),
+            daemon_host_ports: types.iter().any(|t| !t.daemon_ports.is_empty()),
             compact_allocatable: Arc::new(compact_allocatable),
             types: Arc::new(types),
             daemon_overhead,
