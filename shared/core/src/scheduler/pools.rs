@@ -731,7 +731,7 @@ impl<'a> Preparation<'a> {
             requirements: pool.requirements,
             fit_index: Arc::new(TypeFitIndex::new(&compact_allocatable)),
             maxima_index: Arc::new(TypeMaximaIndex::new(&types)),
-            capacity_floor: capacity_floor(&types),
+            capacity_floor: capacity_floor(types.iter().map(|t| &t.capacity)),
             daemon_host_ports: types.iter().any(|t| !t.daemon_ports.is_empty()),
             compact_allocatable: Arc::new(compact_allocatable),
             types: Arc::new(types),
@@ -1011,10 +1011,10 @@ impl LimitsAfter<'_> {
     }
 }
 
-/// The least capacity of `types`, resource by resource (zero when there
-/// are none).
-fn capacity_floor(types: &[PoolType]) -> Resources {
-    let mut it = types.iter().map(|t| &t.capacity);
+/// The least of `capacities`, resource by resource (zero when there are
+/// none): what any of them charges against a limit at least.
+fn capacity_floor<'r>(capacities: impl IntoIterator<Item = &'r Resources>) -> Resources {
+    let mut it = capacities.into_iter();
     let first = it.next().cloned().unwrap_or_default();
     it.fold(first, |floor, c| floor.min_each(c))
 }
@@ -1080,6 +1080,52 @@ mod tests {
     use crate::model::ReservationType;
     use crate::requirements::{Requirement, Requirements};
     use crate::resources::Resources;
+
+    /// Limits that do not admit the least capacity admit none of the
+    /// capacities (what lets a NodePool at its limits skip its types);
+    /// drawn capacities, charges and limits, `nodes` and extended ones too.
+    #[test]
+    fn limits_over_the_capacity_floor_admit_no_capacity() {
+        use super::{capacity_floor, Limits};
+        use crate::quantity::Quantity;
+        let mut draw = crate::scheduler::test_draws(23);
+        let mut next = |m: u64| draw(m) as i64;
+        let names = ["cpu", "memory", "nvidia.com/gpu", "example.com/dongle"];
+        let (mut refused, mut admitted) = (0, 0);
+        for _ in 0..3000 {
+            let caps: Vec<Resources> = (0..1 + next(6))
+                .map(|_| {
+                    let mut r = Resources::new();
+                    for n in names {
+                        if next(3) > 0 {
+                            r.set(n, Quantity::from_millis(1 + next(16)));
+                        }
+                    }
+                    r
+                })
+                .collect();
+            let mut limits = vec![];
+            let mut charged = Resources::new();
+            for n in names.iter().chain([&Limits::NODES]) {
+                if next(3) == 0 {
+                    limits.push((n.to_string(), Quantity::from_millis(next(24))));
+                    charged.set(n, Quantity::from_millis(next(16)));
+                }
+            }
+            let limits = Limits(limits);
+            let after = limits.after(&charged);
+            if after.admits(&capacity_floor(&caps)) {
+                admitted += 1;
+            } else {
+                refused += 1;
+                assert!(
+                    caps.iter().all(|c| !after.admits(c)),
+                    "{caps:?} {limits:?} {charged:?}"
+                );
+            }
+        }
+        assert!(refused > 300 && admitted > 300, "{refused} {admitted}");
+    }
 
     const ZONES: [&str; 4] = ["us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d"];
 
