@@ -173,6 +173,14 @@ impl Resources {
         known.chain(other).min().unwrap_or(0)
     }
 
+    /// The component-wise minimum of `all` (see [`Self::min_each`]; zero
+    /// when there are none).
+    pub fn min_of<'r>(all: impl IntoIterator<Item = &'r Resources>) -> Resources {
+        let mut it = all.into_iter();
+        let first = it.next().cloned().unwrap_or_default();
+        it.fold(first, |min, r| min.min_each(r))
+    }
+
     /// Component-wise minimum (a resource absent on either side is zero).
     pub fn min_each(&self, o: &Resources) -> Resources {
         let mut r = Resources::new();

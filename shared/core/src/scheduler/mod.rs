@@ -346,8 +346,8 @@ pub fn reschedulable(p: &Pod) -> bool {
 /// One planning run; `join_heavier` turns on step 3's joining of heavier
 /// limited NodePools' NodeClaims (see [`schedule`]). Also returns whether
 /// that could change anything: step 3 would have joined such a NodeClaim
-/// (`Run::heavier_would_join`), so some NodePool with limits is heavier than
-/// another.
+/// (`Run::heavier_would_join`; only a NodePool with limits heavier than
+/// another has one to join).
 fn schedule_with<'a>(
     state: &'a ClusterState,
     pods: &'a [Pod],
@@ -371,7 +371,6 @@ fn schedule_with<'a>(
         prepared,
         join_heavier,
     );
-    let limited_heavier = limited_heavier(&run.pools);
     let warnings = Vec::new();
     let order = queue::largest_first(pods, &errors);
     let QueueEnd {
@@ -388,7 +387,7 @@ fn schedule_with<'a>(
         reserved_gate_off(&left, pods, &state.node_pools, &mut errors);
     }
     left.extend(waiting_for_volumes);
-    let differs = limited_heavier && run.heavier_would_join;
+    let differs = run.heavier_would_join;
     (
         run.into_plan(left.into_iter().collect(), errors, warnings),
         differs,
@@ -478,14 +477,6 @@ fn all_nodes(state: &ClusterState) -> std::borrow::Cow<'_, [Node]> {
     } else {
         std::borrow::Cow::Owned(state.nodes.iter().cloned().chain(in_flight).collect())
     }
-}
-
-/// Whether some NodePool with limits is heavier than another (then step
-/// 3 of `add` may join its NodeClaims first, see [`schedule`]).
-fn limited_heavier(pools: &[Pool]) -> bool {
-    pools
-        .iter()
-        .any(|h| h.remaining.is_some() && pools.iter().any(|o| o.np.weight < h.np.weight))
 }
 
 /// One pod's placement attempt at its relaxation (see `Run::add`): what

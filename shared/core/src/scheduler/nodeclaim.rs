@@ -346,12 +346,11 @@ impl<'a> Run<'a> {
                 && self.pools[pi].np.weight < self.pools[0].np.weight
             {
                 if let Some((c, fit)) = self.join_heavier_limited(pi, p, pod_reqs, groups) {
-                    if !self.join_heavier {
-                        self.heavier_would_join = true;
-                    } else {
+                    if self.join_heavier {
                         self.commit(c, p, fit);
                         return Ok(());
                     }
+                    self.heavier_would_join = true;
                 }
             }
             match self.try_new(pi, p, pod_reqs, groups) {

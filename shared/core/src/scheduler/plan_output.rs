@@ -55,7 +55,6 @@ pub(super) struct FilterOffers {
 }
 
 /// One type's offerings that a filter allows.
-#[derive(Clone)]
 struct TypeOffers {
     /// The cheapest adjusted price (infinite: none allowed).
     cheapest: f64,
@@ -120,8 +119,8 @@ fn offer_summary_of(
 impl FilterOffers {
     /// One pass over the offerings `filter` allows of every type of `pool`.
     fn new(pool: &Pool, filter: &OfferingFilter) -> FilterOffers {
-        let types: Vec<TypeOffers> = (pool.types.iter().enumerate())
-            .map(|(t, ty)| type_offers(pool, t, &ty.offerings, filter))
+        let types: Vec<TypeOffers> = (0..pool.types.len())
+            .map(|t| type_offers(pool, t, filter))
             .collect();
         let mut ranked: Vec<usize> = (0..types.len())
             .filter(|&t| types[t].cheapest.is_finite())
@@ -161,7 +160,7 @@ impl FilterOffers {
                     .map(|&oi| offerings[oi].zone.as_str()),
             );
             let Some(oi) = offers.preferred else { continue };
-            let o = &pool.types[t].offerings[oi];
+            let o = &offerings[oi];
             if preferred.is_none_or(|(pt, po)| {
                 offering_order(pool, (t, o), (pt, &pool.types[pt].offerings[po])).is_lt()
             }) {
@@ -180,12 +179,8 @@ impl FilterOffers {
 }
 
 /// Type `t`'s offerings that `filter` allows (see [`TypeOffers`]).
-fn type_offers(
-    pool: &Pool,
-    t: usize,
-    offerings: &[PoolOffering],
-    filter: &OfferingFilter,
-) -> TypeOffers {
+fn type_offers(pool: &Pool, t: usize, filter: &OfferingFilter) -> TypeOffers {
+    let offerings = &pool.types[t].offerings;
     let mut out = TypeOffers {
         cheapest: f64::INFINITY,
         capacity_types: 0,

@@ -506,13 +506,7 @@ fn apply_daemon_sets(
         }
         per_type.push(overhead);
     }
-    let Some(first) = per_type.first() else {
-        return Resources::new();
-    };
-    let mut min = first.clone();
-    for o in &per_type[1..] {
-        min = min.min_each(o);
-    }
+    let min = Resources::min_of(&per_type);
     for (t, o) in types.iter_mut().zip(&per_type) {
         let extra = o.minus(&min);
         if !extra.is_zero() {
@@ -731,7 +725,7 @@ impl<'a> Preparation<'a> {
             requirements: pool.requirements,
             fit_index: Arc::new(TypeFitIndex::new(&compact_allocatable)),
             maxima_index: Arc::new(TypeMaximaIndex::new(&types)),
-            capacity_floor: capacity_floor(types.iter().map(|t| &t.capacity)),
+            capacity_floor: Resources::min_of(types.iter().map(|t| &t.capacity)),
             daemon_host_ports: types.iter().any(|t| !t.daemon_ports.is_empty()),
             compact_allocatable: Arc::new(compact_allocatable),
             types: Arc::new(types),
@@ -1011,14 +1005,6 @@ impl LimitsAfter<'_> {
     }
 }
 
-/// The least of `capacities`, resource by resource (zero when there are
-/// none): what any of them charges against a limit at least.
-fn capacity_floor<'r>(capacities: impl IntoIterator<Item = &'r Resources>) -> Resources {
-    let mut it = capacities.into_iter();
-    let first = it.next().cloned().unwrap_or_default();
-    it.fold(first, |floor, c| floor.min_each(c))
-}
-
 /// Remaining room under a NodePool's limits, per limited resource (zero
 /// entries are kept: a used-up limit still limits).
 #[derive(Debug, Clone, PartialEq)]
@@ -1086,7 +1072,7 @@ mod tests {
     /// drawn capacities, charges and limits, `nodes` and extended ones too.
     #[test]
     fn limits_over_the_capacity_floor_admit_no_capacity() {
-        use super::{capacity_floor, Limits};
+        use super::Limits;
         use crate::quantity::Quantity;
         let mut draw = crate::scheduler::test_draws(23);
         let mut next = |m: u64| draw(m) as i64;
@@ -1114,7 +1100,7 @@ mod tests {
             }
             let limits = Limits(limits);
             let after = limits.after(&charged);
-            if after.admits(&capacity_floor(&caps)) {
+            if after.admits(&Resources::min_of(&caps)) {
                 admitted += 1;
             } else {
                 refused += 1;

@@ -1494,7 +1494,8 @@ fn revalued_greedy(
 
 /// The greedy's revaluation rounds before the pattern LP of a plan whose
 /// LP may spend `work_per_pod` (see `patterns::work_per_pod`): all
-/// `ROUNDS` in a small plan, one in a large one. The LP beats the greedy on
+/// `ROUNDS` in a small plan, one in a large one, fewer as the LP's work
+/// per pod shrinks in between. The LP beats the greedy on
 /// every group of several classes the bench's large plans hold, so there
 /// the greedy's packings matter as its first columns (each one's nodes,
 /// see `candidate_packings`), and three more rounds cost the plan a fifth
