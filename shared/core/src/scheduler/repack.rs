@@ -2246,6 +2246,18 @@ mod tests {
 
     use super::copies as fits;
 
+    /// Pod classes asking cpu and memory (millis, MiB) only, any number
+    /// per node: `need[k]` for `counts[k]` pods.
+    fn cpu_memory_demand(need: Vec<Vec<i64>>, counts: Vec<usize>) -> Demand {
+        Demand {
+            dims: vec!["cpu".into(), "memory".into()],
+            resources: 2,
+            per_node: vec![usize::MAX; counts.len()],
+            need,
+            counts,
+        }
+    }
+
     /// Three Deployments on one node type (6 cpu, 24 GiB, $6), in the
     /// order the repack sorts them (most cpu first): 12 pods of (2, 2 GiB),
     /// 35 of (1, 0.5 GiB), 32 of (750m, 5.5 GiB). The cpu alone needs 14
@@ -2255,13 +2267,10 @@ mod tests {
     #[test]
     fn the_cheapest_packing_mixes_shapes_the_greedy_packs_apart() {
         let cands = vec![pt(0, 6.0, &[6000, 24000])];
-        let demand = Demand {
-            dims: vec!["cpu".into(), "memory".into()],
-            resources: 2,
-            need: vec![vec![2000, 2048], vec![1000, 512], vec![750, 5632]],
-            per_node: vec![usize::MAX; 3],
-            counts: vec![12, 35, 32],
-        };
+        let demand = cpu_memory_demand(
+            vec![vec![2000, 2048], vec![1000, 512], vec![750, 5632]],
+            vec![12, 35, 32],
+        );
         let mut prices = FillPrices::new(&cands, &demand);
         let greedy = greedy_packing(&cands, &demand, &mut prices).unwrap();
         let packings =
@@ -2340,13 +2349,10 @@ mod tests {
             pt(1, 1.7, &[4000, 8192]),
             pt(2, 1.2, &[2000, 16384]),
         ];
-        let demand = Demand {
-            dims: vec!["cpu".into(), "memory".into()],
-            resources: 2,
-            need: vec![vec![1500, 1024], vec![250, 6144], vec![500, 512]],
-            per_node: vec![usize::MAX; 3],
-            counts: vec![40, 25, 60],
-        };
+        let demand = cpu_memory_demand(
+            vec![vec![1500, 1024], vec![250, 6144], vec![500, 512]],
+            vec![40, 25, 60],
+        );
         let mut prices = FillPrices::new(&cands, &demand);
         let packings =
             candidate_packings(&cands, &demand, &mut prices, patterns::WORK_PER_POD).unwrap();
