@@ -28,6 +28,7 @@ use super::podtopology::ActiveTopology;
 use super::{labels_satisfy, Run, Trial};
 
 /// An existing node and what this run has placed on it.
+#[derive(Clone)]
 pub(super) struct ExistingNode<'a> {
     pub node: &'a Node,
     /// The taints that keep pods off it (see `effective_taints`).
@@ -124,6 +125,7 @@ impl<'a> ExistingNode<'a> {
 struct NodeClassId(u32);
 
 /// Nodes alike for every filter of [`ExistingNodes::candidates`].
+#[derive(Clone)]
 pub(super) struct NodeClass {
     /// The members' values of the keys pending pods read (hostname aside).
     pub labels: BTreeMap<String, String>,
@@ -134,6 +136,7 @@ pub(super) struct NodeClass {
 }
 
 /// The existing nodes in trial order, grouped into classes.
+#[derive(Clone)]
 pub(super) struct ExistingNodes<'a> {
     nodes: Vec<ExistingNode<'a>>,
     class_of: Vec<NodeClassId>,
@@ -345,7 +348,7 @@ fn fits(need: &Room, have: &Room) -> bool {
 /// A max-tree over a class's nodes: per subtree, the largest room in each
 /// dimension (taken separately, so a subtree that fails is skipped whole
 /// and one that passes may still hold no fitting node).
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct RoomTree {
     /// Leaves start at `leaves`; node `k` has children `2k`, `2k + 1`.
     leaves: usize,

@@ -31,6 +31,7 @@ pub(super) type TypeMaxima = (Resources, Resources);
 
 /// What the walks of one size class's pods without a shape, at one
 /// relaxation, learned (see `Hints::spread_hint`).
+#[derive(Clone)]
 pub(super) struct SpreadHint {
     /// Per zone bucket (see `ZonePin::bucket`), the first NodeClaim worth
     /// trying.
@@ -60,6 +61,7 @@ impl SpreadHint {
 /// answers that depend only on a NodePool and requirements (see the module
 /// documentation); the size classes and their counts feed the cost rule's
 /// look-ahead.
+#[derive(Clone)]
 pub(super) struct Hints<'a> {
     /// Equivalence class of each pod (identical requests and constraints),
     /// for pods whose placement outcomes only get worse as nodes fill (no
@@ -431,7 +433,7 @@ impl<'a> Hints<'a> {
 /// request vector. A NodeClaim's requests only grow and its largest
 /// allocatable only shrinks, so one found too full stays too full: it is
 /// marked dead and skipped from then on (compacted when half are dead).
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(super) struct Roomy {
     pub(super) list: Vec<u32>,
     pub(super) dead: Vec<bool>,
@@ -631,6 +633,7 @@ struct ShapeKey<'p> {
 }
 
 /// Class numbers of distinct keys, in order of first appearance.
+#[derive(Clone)]
 struct ClassIds<K>(HashMap<K, usize>);
 
 impl<K: Eq + Hash> ClassIds<K> {

@@ -133,6 +133,7 @@ impl Default for SchedulerOptions {
     }
 }
 
+#[derive(Clone)]
 struct Run<'a> {
     pools: Vec<Pool<'a>>,
     pods: &'a [Pod],
@@ -153,6 +154,11 @@ struct Run<'a> {
     /// would, both runs take the same steps; if it never would, the
     /// weights-first run would plan the same and is not made.
     heavier_would_join: bool,
+    /// The weights-first run, copied where it first takes another step
+    /// than this one (see `Run::fork`), until the queue takes it.
+    fork: Option<Box<Run<'a>>>,
+    /// The pods whose volumes are not ready: unschedulable, with why.
+    waiting_for_volumes: Vec<PodIdx>,
     /// The NodeClaims of NodePools with limits, in creation order (step
     /// 3's joining walks these, not every NodeClaim; kept while the queue
     /// runs, which only appends NodeClaims).
@@ -294,11 +300,10 @@ pub fn schedule_prepared(
         &fresh
     };
     let pods = pods_to_place(state);
-    let (plan, weights_differ) = schedule_with(state, &pods, opts, prepared, false);
-    if !weights_differ {
+    let (plan, weights_first) = schedule_with(state, &pods, opts, prepared, false);
+    let Some(weights_first) = weights_first else {
         return plan;
-    }
-    let (weights_first, _) = schedule_with(state, &pods, opts, prepared, true);
+    };
     let key = |p: &Plan| (p.unschedulable.len(), p.summary.total_hourly_price);
     let (a, b) = (key(&plan), key(&weights_first));
     if b.0 < a.0 || (b.0 == a.0 && b.1 <= a.1 + 1e-9) {
@@ -344,23 +349,21 @@ pub fn reschedulable(p: &Pod) -> bool {
 }
 
 /// One planning run; `join_heavier` turns on step 3's joining of heavier
-/// limited NodePools' NodeClaims (see [`schedule`]). Also returns whether
-/// that could change anything: step 3 would have joined such a NodeClaim
-/// (`Run::heavier_would_join`; only a NodePool with limits heavier than
-/// another has one to join).
-fn schedule_with<'a>(
-    state: &'a ClusterState,
-    pods: &'a [Pod],
+/// limited NodePools' NodeClaims (see [`schedule`]). With it off, also the
+/// weights-first run's plan if that could differ: if step 3 would have
+/// joined such a NodeClaim at some pod (`Run::heavier_would_join`; only a
+/// NodePool with limits heavier than another has one to join). That run
+/// goes on from a copy of this one at that pod (`Run::fork`).
+fn schedule_with(
+    state: &ClusterState,
+    pods: &[Pod],
     opts: &SchedulerOptions,
-    prepared: &'a Prepared,
+    prepared: &Prepared,
     join_heavier: bool,
-) -> (Plan, bool) {
+) -> (Plan, Option<Plan>) {
     // Pods whose volumes are not ready wait (unschedulable, with the reason).
     let mut errors: Vec<Option<Unplaced>> = vec![None; pods.len()];
     let volume = volume_requirements(state, pods, &mut errors);
-    let waiting_for_volumes: Vec<PodIdx> = PodIdx::all(pods.len())
-        .filter(|&p| errors[p].is_some())
-        .collect();
     let all_nodes = all_nodes(state);
     let mut run = Run::new(
         state,
@@ -371,27 +374,43 @@ fn schedule_with<'a>(
         prepared,
         join_heavier,
     );
-    let warnings = Vec::new();
+    run.waiting_for_volumes = PodIdx::all(pods.len())
+        .filter(|&p| errors[p].is_some())
+        .collect();
     let order = queue::largest_first(pods, &errors);
-    let QueueEnd {
-        mut left,
-        relax,
-        mut errors,
-        capped,
-    } = run.drain_queue(order, errors, opts.max_node_claims);
-    if !run.pack && !capped {
-        run.repack(!state.overlays.is_empty(), &relax);
-        run.repack_chain(!state.overlays.is_empty());
+    let mut end = run.drain_queue(order, errors, opts.max_node_claims);
+    let fork = end.weights_first.take();
+    let plan = run.finish(end, state, opts);
+    let weights_first = fork.map(|queue::Fork { run, draining }| {
+        let mut run = *run;
+        let end = run.drain(draining, opts.max_node_claims);
+        run.finish(end, state, opts)
+    });
+    (plan, weights_first)
+}
+
+impl<'a> Run<'a> {
+    /// The plan once the queue ended at `end`: the repack (unless packing
+    /// for fewest nodes or stopped at the cap), then the pods left, with
+    /// why.
+    fn finish(mut self, end: QueueEnd<'a>, state: &ClusterState, opts: &SchedulerOptions) -> Plan {
+        let QueueEnd {
+            mut left,
+            relax,
+            mut errors,
+            capped,
+            weights_first: _,
+        } = end;
+        if !self.pack && !capped {
+            self.repack(!state.overlays.is_empty(), &relax);
+            self.repack_chain(!state.overlays.is_empty());
+        }
+        if !opts.reserved_capacity {
+            reserved_gate_off(&left, self.pods, &state.node_pools, &mut errors);
+        }
+        left.extend(std::mem::take(&mut self.waiting_for_volumes));
+        self.into_plan(left.into_iter().collect(), errors, Vec::new())
     }
-    if !opts.reserved_capacity {
-        reserved_gate_off(&left, pods, &state.node_pools, &mut errors);
-    }
-    left.extend(waiting_for_volumes);
-    let differs = run.heavier_would_join;
-    (
-        run.into_plan(left.into_iter().collect(), errors, warnings),
-        differs,
-    )
 }
 
 impl<'a> Run<'a> {
@@ -443,6 +462,8 @@ impl<'a> Run<'a> {
             hints,
             join_heavier,
             heavier_would_join: false,
+            fork: None,
+            waiting_for_volumes: Vec::new(),
             limited_claims: Vec::new(),
             existing_domains,
             unavailable_pools: unavailable_pools(&state.node_pools),

@@ -16,6 +16,7 @@ use super::pools::{self};
 use super::typeset::TypeSet;
 use super::{min_values, MinValuesPolicy, Run, Trial};
 
+#[derive(Clone)]
 pub(super) struct Claim {
     pub(super) pool: PoolIdx,
     pub(super) name: String,
@@ -350,6 +351,7 @@ impl<'a> Run<'a> {
                         self.commit(c, p, fit);
                         return Ok(());
                     }
+                    self.fork(c, p, fit);
                     self.heavier_would_join = true;
                 }
             }
@@ -371,6 +373,20 @@ impl<'a> Run<'a> {
             }
         }
         Err(reasons)
+    }
+
+    /// Where the weights-first run first takes another step than this one
+    /// (it joins `p` to the heavier NodePool's NodeClaim `c`): a copy of
+    /// this run with `join_heavier` on that has done so, in `Run::fork`
+    /// for the queue to take (see `queue::Fork`). Until here both runs
+    /// took the same steps (with `join_heavier` off, step 3 asks the same
+    /// question and only notes the answer), so the copy is the run the
+    /// weights-first plan would have made up to here.
+    fn fork(&mut self, c: ClaimIdx, p: PodIdx, fit: Fit) {
+        let mut fork = Box::new(self.clone());
+        fork.join_heavier = true;
+        fork.commit(c, p, fit);
+        self.fork = Some(fork);
     }
 
     /// Step 4 of `add`: never lose a pod to the cost rule: join any

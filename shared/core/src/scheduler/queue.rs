@@ -20,16 +20,32 @@ pub(super) struct QueueEnd<'a> {
     pub(super) errors: Vec<Option<Unplaced<'a>>>,
     /// Planning stopped at [`super::SchedulerOptions::max_node_claims`].
     pub(super) capped: bool,
+    /// The weights-first run where it first took another step than this
+    /// one (see [`Run::fork`]): `None` if it never would have.
+    pub(super) weights_first: Option<Fork<'a>>,
 }
 
-/// One pass over the queue.
-struct Pass {
-    /// The pods it did not place, in queue order.
+/// The queue part way through a pass: what [`Run::drain`] goes on from.
+#[derive(Clone)]
+pub(super) struct Draining<'a> {
+    /// The pods this pass has not tried yet, in order.
+    queue: VecDeque<PodIdx>,
+    /// The pods this pass did not place, in queue order.
     waiting: VecDeque<PodIdx>,
-    /// Whether it placed any pod.
+    /// Whether this pass placed any pod.
     progress: bool,
-    /// Whether it stopped at the NodeClaim cap.
-    capped: bool,
+    /// Each pod's relaxation.
+    relax: Vec<Relaxation>,
+    /// Why each pod is unplaced, if it is.
+    errors: Vec<Option<Unplaced<'a>>>,
+}
+
+/// The weights-first run (`Run::join_heavier` on) taken from the run
+/// without it at the first pod where they part: the same steps until then,
+/// so it goes on from a copy instead of planning those pods again.
+pub(super) struct Fork<'a> {
+    pub(super) run: Box<Run<'a>>,
+    pub(super) draining: Draining<'a>,
 }
 
 /// The pods without a reason yet (`errors`), largest first: cpu, then
@@ -57,82 +73,99 @@ impl<'a> Run<'a> {
     /// tried before the pods it prefers to be near loses that preference.)
     pub(super) fn drain_queue(
         &mut self,
-        mut queue: VecDeque<PodIdx>,
-        mut errors: Vec<Option<Unplaced<'a>>>,
+        queue: VecDeque<PodIdx>,
+        errors: Vec<Option<Unplaced<'a>>>,
+        max_node_claims: Option<usize>,
+    ) -> QueueEnd<'a> {
+        let draining = Draining {
+            waiting: VecDeque::with_capacity(queue.len()),
+            queue,
+            progress: false,
+            relax: vec![Relaxation::default(); self.pods.len()],
+            errors,
+        };
+        self.drain(draining, max_node_claims)
+    }
+
+    /// [`Run::drain_queue`] from part way through a pass.
+    pub(super) fn drain(
+        &mut self,
+        mut d: Draining<'a>,
         max_node_claims: Option<usize>,
     ) -> QueueEnd<'a> {
         let pods = self.pods;
-        let mut relax = vec![Relaxation::default(); pods.len()];
         let prefer_no_schedule = self.prefer_no_schedule();
-        let mut capped;
-        loop {
-            let pass = self.pass(&mut queue, &relax, &mut errors, max_node_claims);
-            let (waiting, progress) = (pass.waiting, pass.progress);
-            capped = pass.capped;
-            if waiting.is_empty() || capped {
-                queue = waiting;
-                break;
+        let mut weights_first = None;
+        let capped = loop {
+            let capped = self.pass(&mut d, max_node_claims, &mut weights_first);
+            if d.waiting.is_empty() || capped {
+                break capped;
             }
-            if !progress {
+            if !d.progress {
                 let mut relaxed = false;
-                for &p in &waiting {
-                    relaxed |= relax[p]
+                for &p in &d.waiting {
+                    relaxed |= d.relax[p]
                         .relax(&pods[p], &self.volume[p], prefer_no_schedule)
                         .is_some();
                 }
                 if !relaxed {
-                    queue = waiting;
-                    break;
+                    break false;
                 }
             }
-            queue = waiting;
-        }
+            let next = VecDeque::with_capacity(d.waiting.len());
+            d.queue = std::mem::replace(&mut d.waiting, next);
+            d.progress = false;
+        };
         QueueEnd {
-            left: queue,
-            relax,
-            errors,
+            left: d.waiting,
+            relax: d.relax,
+            errors: d.errors,
             capped,
+            weights_first,
         }
     }
 
-    /// Tries every pod of `queue` once, in order.
+    /// Tries the pods of `d.queue` in order, until the NodeClaim cap
+    /// (whether it stopped there). Where the run forks (see
+    /// [`Run::fork`]), the weights-first run goes to `weights_first`.
     fn pass(
         &mut self,
-        queue: &mut VecDeque<PodIdx>,
-        relax: &[Relaxation],
-        errors: &mut [Option<Unplaced<'a>>],
+        d: &mut Draining<'a>,
         max_node_claims: Option<usize>,
-    ) -> Pass {
-        let over_cap = |run: &Run| max_node_claims.is_some_and(|m| run.claims.len() > m);
-        let mut waiting = VecDeque::with_capacity(queue.len());
-        let mut progress = false;
-        let mut capped = false;
-        while let Some(p) = queue.pop_front() {
-            match self.add(p, &relax[p]) {
-                Ok(()) => {
-                    errors[p] = None;
-                    progress = true;
-                }
-                Err(e) => {
-                    errors[p] = Some(e);
-                    waiting.push_back(p);
-                }
-            }
-            if over_cap(self) {
+        weights_first: &mut Option<Fork<'a>>,
+    ) -> bool {
+        loop {
+            if max_node_claims.is_some_and(|m| self.claims.len() > m) {
                 // One NodeClaim too many: the pods not tried yet stay
                 // unplaced; the plan only tells its caller "over the cap".
-                capped = true;
-                for q in queue.drain(..) {
-                    errors[q] = Some(Unplaced::NodeClaimCap);
-                    waiting.push_back(q);
+                for q in d.queue.drain(..) {
+                    d.errors[q] = Some(Unplaced::NodeClaimCap);
+                    d.waiting.push_back(q);
                 }
-                break;
+                return true;
             }
-        }
-        Pass {
-            waiting,
-            progress,
-            capped,
+            let Some(p) = d.queue.pop_front() else {
+                return false;
+            };
+            let placed = self.add(p, &d.relax[p]);
+            if let Some(run) = self.fork.take() {
+                // The weights-first run placed `p`; its queue goes on
+                // from here as this one's does.
+                let mut draining = d.clone();
+                draining.errors[p] = None;
+                draining.progress = true;
+                *weights_first = Some(Fork { run, draining });
+            }
+            match placed {
+                Ok(()) => {
+                    d.errors[p] = None;
+                    d.progress = true;
+                }
+                Err(e) => {
+                    d.errors[p] = Some(e);
+                    d.waiting.push_back(p);
+                }
+            }
         }
     }
 

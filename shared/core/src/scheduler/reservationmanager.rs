@@ -18,6 +18,7 @@ use super::Run;
 
 /// Reservation bookkeeping: O(1) per NodeClaim; an exhausted reservation
 /// switches its offerings off once (`Run::take_reservation`).
+#[derive(Clone)]
 pub(super) struct Reservations<'a> {
     pub(super) all: &'a [crate::model::CapacityReservation],
     /// Instances available when the run started.

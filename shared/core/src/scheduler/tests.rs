@@ -2168,7 +2168,7 @@ fn a_full_limited_pool_keeps_pods_on_its_node_claims_when_that_is_cheaper() {
         &Prepared::new(&s, &catalog(), &SchedulerOptions::default()),
         false,
     );
-    assert!(could);
+    assert!(could.is_some());
     // Returned: everything on the heavy pool's NodeClaim, an m5.2xlarge
     // ($0.384/h), within its 8-CPU limit.
     let p = plan(&s);
@@ -2200,17 +2200,94 @@ fn the_weights_first_plan_is_made_only_when_step_three_would_join_a_heavier_pool
         let s = heavy_and_light(heavy.clone(), limit);
         let opts = SchedulerOptions::default();
         let prepared = Prepared::new(&s, &catalog(), &opts);
-        let (cost_rule, could) = schedule_with(&s, &s.pending_pods, &opts, &prepared, false);
-        assert_eq!(could, differs, "limit {limit}");
-        if !differs {
-            let (weights_first, _) = schedule_with(&s, &s.pending_pods, &opts, &prepared, true);
-            assert_eq!(
-                serde_json::to_value(&weights_first).ok(),
-                serde_json::to_value(&cost_rule).ok(),
-                "limit {limit}"
-            );
-        }
+        let (cost_rule, forked) = schedule_with(&s, &s.pending_pods, &opts, &prepared, false);
+        assert_eq!(forked.is_some(), differs, "limit {limit}");
+        let (weights_first, _) = schedule_with(&s, &s.pending_pods, &opts, &prepared, true);
+        // Made from the start, the weights-first plan is the one the first
+        // run forked, or the first run's own when it never would differ.
+        assert_eq!(
+            serde_json::to_value(&weights_first).ok(),
+            serde_json::to_value(forked.as_ref().unwrap_or(&cost_rule)).ok(),
+            "limit {limit}"
+        );
     }
+}
+
+#[test]
+fn the_forked_weights_first_plan_is_the_one_made_from_the_start() {
+    // Drawn clusters: a heavy NodePool limited in CPU (one to a few
+    // NodeClaims), a middle one limited too, a light one without limits;
+    // pods of drawn sizes, some spread over zones (either mode), some kept
+    // one per node. Wherever the first run forks the weights-first run,
+    // that run's plan is the one planning it from the start gives.
+    let mut draw = crate::scheduler::test_draws(0x5eed_f0c5);
+    let mut forks = 0;
+    for case in 0..24 {
+        let mut heavy = pool(
+            "heavy",
+            vec![req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"])],
+        );
+        heavy.weight = 20;
+        let limit = (4 + 4 * draw(8)).to_string();
+        heavy.limits = Some(Resources::new().with("cpu", q(&limit)).into());
+        let mut middle = pool(
+            "middle",
+            vec![req(labels::INSTANCE_FAMILY, Operator::In, &["c5", "m5"])],
+        );
+        middle.weight = 10;
+        let limit = (8 + 8 * draw(4)).to_string();
+        middle.limits = Some(Resources::new().with("cpu", q(&limit)).into());
+        let light = default_pool();
+        let sizes = [
+            ("250m", "512Mi"),
+            ("500m", "1Gi"),
+            ("1", "2Gi"),
+            ("2", "3Gi"),
+        ];
+        let pods: Vec<Pod> = (0..10 + draw(30))
+            .map(|i| {
+                let (cpu, mem) = sizes[draw(4) as usize];
+                let app = format!("app{}", draw(4));
+                let mut p = labeled(pod(&format!("p{i}"), cpu, mem), "app", &app);
+                match draw(6) {
+                    0 => {
+                        p.topology_spread = vec![spread(
+                            labels::ZONE,
+                            1,
+                            WhenUnsatisfiable::DoNotSchedule,
+                            selector("app", &app),
+                        )]
+                    }
+                    1 => {
+                        p.topology_spread = vec![spread(
+                            labels::ZONE,
+                            1,
+                            WhenUnsatisfiable::ScheduleAnyway,
+                            selector("app", &app),
+                        )]
+                    }
+                    2 => p.pod_anti_affinity = vec![term(labels::HOSTNAME, selector("app", &app))],
+                    _ => {}
+                }
+                p
+            })
+            .collect();
+        let s = state(pods, vec![light, middle, heavy]);
+        let opts = SchedulerOptions::default();
+        let prepared = Prepared::new(&s, &catalog(), &opts);
+        let (_, forked) = schedule_with(&s, &s.pending_pods, &opts, &prepared, false);
+        let Some(forked) = forked else {
+            continue;
+        };
+        forks += 1;
+        let (from_start, _) = schedule_with(&s, &s.pending_pods, &opts, &prepared, true);
+        assert_eq!(
+            serde_json::to_value(&forked).ok(),
+            serde_json::to_value(&from_start).ok(),
+            "case {case}"
+        );
+    }
+    assert!(forks >= 6, "{forks} of 24 drawn clusters forked");
 }
 
 #[test]
