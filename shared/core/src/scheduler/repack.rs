@@ -1196,23 +1196,28 @@ fn undominated(cands: Vec<PackType>) -> Vec<PackType> {
             .then(sizes[b].total_cmp(&sizes[a]))
             .then(a.cmp(&b))
     });
-    let mut kept: Vec<usize> = Vec::new();
+    // The kept ones by where they have room: only those with room
+    // wherever `a` has it are compared, a bucket at a time.
+    let mut kept: Vec<(u64, Vec<usize>)> = Vec::new();
+    let mut keep = vec![false; cands.len()];
     for i in order {
         let a = &cands[i];
-        let beaten = kept.iter().any(|&j| {
-            let b = &cands[j];
-            has_room[i] & !has_room[j] == 0
-                && sizes[j] >= sizes[i]
-                && b.price <= a.price
-                && b.room.iter().zip(&a.room).all(|(x, y)| x >= y)
-        });
+        let beaten = (kept.iter())
+            .filter(|(room, _)| has_room[i] & !room == 0)
+            .flat_map(|(_, js)| js)
+            .any(|&j| {
+                let b = &cands[j];
+                sizes[j] >= sizes[i]
+                    && b.price <= a.price
+                    && b.room.iter().zip(&a.room).all(|(x, y)| x >= y)
+            });
         if !beaten {
-            kept.push(i);
+            keep[i] = true;
+            match kept.iter_mut().find(|(room, _)| *room == has_room[i]) {
+                Some((_, js)) => js.push(i),
+                None => kept.push((has_room[i], vec![i])),
+            }
         }
-    }
-    let mut keep = vec![false; cands.len()];
-    for i in kept {
-        keep[i] = true;
     }
     cands
         .into_iter()
