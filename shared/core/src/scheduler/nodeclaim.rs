@@ -611,7 +611,7 @@ impl<'a> Run<'a> {
         pod_reqs: &Requirements,
         groups: &ActiveTopology,
     ) -> bool {
-        if mask == ZoneMask::Unknown {
+        if mask == ZoneMask::Unknown || self.topology.key_free(&groups.groups, labels::ZONE) {
             return true;
         }
         let known = groups

@@ -3209,9 +3209,11 @@ fn packing_the_fewest_node_claims_puts_small_pods_on_one() {
 /// Topology narrows each key on its own: a node is admitted by
 /// `added_over` exactly when every key the pod's groups name admits it
 /// alone (`admits_on_key`, which trials ask per zone mask before
-/// building anything). Seeded random spreads, pod affinity and
-/// anti-affinity (own and other pods' terms) over random existing pods,
-/// and random node requirements on zone and hostname.
+/// building anything); a key that no term of the pod's and no inverse
+/// group is on (`key_free`) admits every node. Seeded random spreads, pod
+/// affinity and anti-affinity (own and other pods' terms) over random
+/// existing pods (some with required anti-affinity of their own), and
+/// random node requirements on zone and hostname.
 #[test]
 fn topology_admits_a_node_exactly_when_each_key_does() {
     use super::topology::{Kind, Topology};
@@ -3224,7 +3226,7 @@ fn topology_admits_a_node_exactly_when_each_key_does() {
     };
     let apps = ["a", "b", "c"];
     let keys = [labels::ZONE, labels::HOSTNAME];
-    let mut refused = 0;
+    let (mut refused, mut free) = (0, 0);
     for case in 0..400 {
         let mut pending = Vec::new();
         for i in 0..4 {
@@ -3250,12 +3252,13 @@ fn topology_admits_a_node_exactly_when_each_key_does() {
         }
         let nodes: Vec<Node> = (0..next(5))
             .map(|i| {
-                let mut n = existing_node(
-                    ZONES[next(3)],
-                    ["8", "32Gi", "110"],
-                    false,
-                    labeled(pod(&format!("e{i}"), "1", "1Gi"), "app", apps[next(3)]),
-                );
+                let mut bound = labeled(pod(&format!("e{i}"), "1", "1Gi"), "app", apps[next(3)]);
+                if next(3) == 0 {
+                    // Its required anti-affinity: an inverse group.
+                    let (key, sel) = (keys[next(2)], selector("app", apps[next(3)]));
+                    bound.pod_anti_affinity.push(term(key, sel));
+                }
+                let mut n = existing_node(ZONES[next(3)], ["8", "32Gi", "110"], false, bound);
                 n.name = format!("n{i}");
                 n.labels.insert(labels::HOSTNAME.into(), n.name.clone());
                 n
@@ -3287,6 +3290,13 @@ fn topology_admits_a_node_exactly_when_each_key_does() {
                     .all(|k| topo.admits_on_key(p, &groups, &pod_reqs, k, node.get(k).cloned()));
                 assert_eq!(whole.is_ok(), each, "{p:?} on {node:?}: {whole:?}");
                 refused += usize::from(whole.is_err());
+                // A key none of the pod's terms nor any inverse group is
+                // on admits any node.
+                for k in keys.into_iter().filter(|k| topo.key_free(&groups, k)) {
+                    let node = node.get(k).cloned();
+                    assert!(topo.admits_on_key(p, &groups, &pod_reqs, k, node));
+                    free += 1;
+                }
             }
         }
     }
@@ -3294,6 +3304,7 @@ fn topology_admits_a_node_exactly_when_each_key_does() {
         refused > 100,
         "the cases refuse too rarely to test: {refused}"
     );
+    assert!(free > 50, "keys free of terms too rarely: {free}");
 }
 
 /// A `Prepared` that keeps the existing pods' topology counts plans every

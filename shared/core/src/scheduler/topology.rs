@@ -300,6 +300,8 @@ pub struct Topology {
     /// The same index over the inverse groups (`add_requirements`).
     inverse_by_label: LabelIndex,
     inverse_unindexed: Vec<usize>,
+    /// The keys of the inverse groups (all made by [`Topology::build`]).
+    inverse_keys: BTreeSet<String>,
 }
 
 /// Existing pods' counts per node and group, and each node's labels and
@@ -589,6 +591,7 @@ impl Topology {
         (t.by_label, t.unindexed) = index_by_label(&t.groups);
         t.count_existing_pods(nodes, kept);
         (t.inverse_by_label, t.inverse_unindexed) = index_by_label(&t.inverse);
+        t.inverse_keys = t.inverse.iter().map(|g| g.id.key.clone()).collect();
         t.active = !t.groups.is_empty() || !t.inverse.is_empty();
         for own in &owned {
             for &gi in &own.affinity {
@@ -697,6 +700,15 @@ impl Topology {
             }
         }
         out.retain(|&gi| self.groups[gi].selects(&p.namespace, &p.labels));
+    }
+
+    /// Whether no topology term on `key` concerns a pod of `groups`: none
+    /// of its own terms is on `key`, and no pod's required anti-affinity
+    /// is (an inverse group). Then [`Self::admits_on_key`] admits any node
+    /// on `key`.
+    pub fn key_free(&self, groups: &[(usize, Kind)], key: &str) -> bool {
+        !self.inverse_keys.contains(key)
+            && groups.iter().all(|&(gi, _)| self.groups[gi].id.key != key)
     }
 
     /// Whether a topology term (spread, affinity, anti-affinity, owned or
