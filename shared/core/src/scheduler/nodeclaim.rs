@@ -573,10 +573,12 @@ impl<'a> Run<'a> {
         let compact = requests.compact_request();
         let mut types = pool.holding(&candidates, &requests, compact);
         // The type itself is looked at only when the pod asks for host
-        // ports or the offerings change: most trials stay in the bit sets.
-        if !pod.host_ports.is_empty() || offerings_change {
+        // ports some DaemonSet of the NodePool could hold, or the
+        // offerings change: most trials stay in the bit sets.
+        let ports = !pod.host_ports.is_empty() && pool.daemon_host_ports;
+        if ports || offerings_change {
             types = types.filter(|t| {
-                (pod.host_ports.is_empty() || !daemon_port_conflict(pod, &pool.types[t]))
+                (!ports || !daemon_port_conflict(pod, &pool.types[t]))
                     && (!offerings_change || pool.types[t].has_offering(&filter))
             });
         }
