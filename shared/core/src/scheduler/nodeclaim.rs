@@ -575,7 +575,7 @@ impl<'a> Run<'a> {
         // The type itself is looked at only when the pod asks for host
         // ports some DaemonSet of the NodePool could hold, or the
         // offerings change: most trials stay in the bit sets.
-        let ports = !pod.host_ports.is_empty() && pool.daemon_host_ports;
+        let ports = pool.daemons_may_hold(&pod.host_ports);
         if ports || offerings_change {
             types = types.filter(|t| {
                 (!ports || !daemon_port_conflict(pod, &pool.types[t]))
@@ -811,21 +811,19 @@ impl<'a> Run<'a> {
         // Types whose DaemonSets hold none of the pod's host ports (the
         // usual case: no DaemonSet binds a host port) leave it as it is.
         let conflict = |&i: &usize| daemon_port_conflict(pod, &pool.types[i]);
-        let fitting: std::borrow::Cow<[usize]> = if pod.host_ports.is_empty()
-            || !pool.daemon_host_ports
-            || !fitting.iter().any(conflict)
-        {
-            std::borrow::Cow::Borrowed(&fitting)
-        } else {
-            let free: Vec<usize> = fitting.iter().copied().filter(|i| !conflict(i)).collect();
-            if free.is_empty() {
-                return Err(Refusal::DaemonSetHostPort {
-                    pool: name,
-                    ports: pod.host_ports.clone(),
-                });
-            }
-            std::borrow::Cow::Owned(free)
-        };
+        let fitting: std::borrow::Cow<[usize]> =
+            if !pool.daemons_may_hold(&pod.host_ports) || !fitting.iter().any(conflict) {
+                std::borrow::Cow::Borrowed(&fitting)
+            } else {
+                let free: Vec<usize> = fitting.iter().copied().filter(|i| !conflict(i)).collect();
+                if free.is_empty() {
+                    return Err(Refusal::DaemonSetHostPort {
+                        pool: name,
+                        ports: pod.host_ports.clone(),
+                    });
+                }
+                std::borrow::Cow::Owned(free)
+            };
         let fitting = self.under_price_limit(pi, fitting)?;
         self.within_limits(pi, fitting)
     }

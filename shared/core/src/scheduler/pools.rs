@@ -317,6 +317,13 @@ impl Pool<'_> {
         OfferingFilter::new(reqs, &self.zones)
     }
 
+    /// Whether a DaemonSet on some of its types may hold one of the host
+    /// `ports` a pod asks for: only then is each type worth asking (see
+    /// `PoolType::daemon_ports`).
+    pub fn daemons_may_hold(&self, ports: &[(String, i32)]) -> bool {
+        self.daemon_host_ports && !ports.is_empty()
+    }
+
     /// Whether `requests` fit in type `t`'s allocatable; `compact` is
     /// `requests.compact_request()`, computed once by the caller for the
     /// types it tries (the hot loops over a NodeClaim's types).

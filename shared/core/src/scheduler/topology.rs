@@ -714,10 +714,7 @@ impl Topology {
     /// Whether a topology term (spread, affinity, anti-affinity, owned or
     /// inverse) is on `key`.
     pub fn uses_key(&self, key: &str) -> bool {
-        self.groups
-            .iter()
-            .chain(&self.inverse)
-            .any(|g| g.id.key == key)
+        self.inverse_keys.contains(key) || self.groups.iter().any(|g| g.id.key == key)
     }
 
     /// Whether where pod `p` runs matters to no constraint but required
