@@ -865,6 +865,36 @@ fn daemonset_overhead_can_push_to_a_larger_type() {
 }
 
 #[test]
+fn a_pod_joining_a_node_claim_drops_the_types_whose_daemonset_holds_its_port() {
+    // The DaemonSet binds host port 8080 on arm64 nodes only. The first
+    // pod's NodeClaim may be any type (the arm64 m6g.large is cheapest);
+    // the pod asking for 8080 joins it, and the NodeClaim keeps only the
+    // types where no DaemonSet holds that port.
+    let mut agent = pod("agent", "100m", "64Mi");
+    agent.host_ports = vec![("TCP".into(), 8080)];
+    agent
+        .node_selector
+        .add(req(labels::ARCH, Operator::In, &["arm64"]));
+    let mut web = pod("web", "100m", "128Mi");
+    web.host_ports = vec![("TCP".into(), 8080)];
+    let mut s = state(vec![pod("big", "1", "1Gi"), web], vec![default_pool()]);
+    s.daemon_sets = vec![DaemonSet {
+        namespace: "kube-system".into(),
+        name: "agent".into(),
+        pod: agent,
+    }];
+    let p = plan(&s);
+    assert_eq!(p.node_claims.len(), 1, "{p:#?}");
+    let c = &p.node_claims[0];
+    assert_eq!(c.pods.len(), 2);
+    assert!(
+        c.instance_types.iter().all(|t| t != "m6g.large"),
+        "{:?}",
+        c.instance_types
+    );
+}
+
+#[test]
 fn volume_topology_pins_the_zone() {
     let mut a = pod("a", "1", "1Gi");
     a.pvc_names = vec!["data".into()];
