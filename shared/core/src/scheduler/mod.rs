@@ -175,6 +175,9 @@ struct Run<'a> {
     price_limit: Option<f64>,
     /// [`SchedulerOptions::rebalance_zones`].
     rebalance: bool,
+    /// Per pod, where the repack may move it in a run with topology
+    /// beyond zone spreads (see `Run::movable`); set by the repack.
+    movability: Vec<repack::Movability>,
     /// Pod classes, speed hints and caches (see [`Hints`]).
     hints: Hints<'a>,
 }
@@ -459,6 +462,7 @@ impl<'a> Run<'a> {
             pack: opts.pack_fewest_nodes,
             price_limit: opts.new_node_price_limit,
             rebalance: opts.rebalance_zones,
+            movability: Vec::new(),
             hints,
             join_heavier,
             heavier_would_join: false,

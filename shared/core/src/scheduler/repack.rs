@@ -49,8 +49,11 @@
 //! which then go one per node) and zone topology spread (spreading pods
 //! only move between NodeClaims pinned to their zone); with other topology,
 //! pods that carry none and that no term counts (`Scope::UncountedPods`),
-//! and NodeClaims holding them beside pods that must stay are packed as
-//! anchors (`anchors`). No host ports, no capacity reservation, NodePools
+//! and, within the zone of a NodeClaim pinned to one, pods whose terms and
+//! whose counting terms are all on the zone (`Run::zone_bound`: the zones'
+//! counts stay as planned), while a NodePool's packing keeps within the
+//! pattern LP's classes; NodeClaims holding them beside pods that must
+//! stay are packed as anchors (`anchors`). No host ports, no capacity reservation, NodePools
 //! without limits (a different packing charges them differently) and no
 //! NodeOverlays (their adjusted prices order offerings differently from the
 //! prices compared here).
@@ -268,6 +271,19 @@ fn replaces(pool: &super::pools::Pool, g: &Group, packing: &Packing) -> bool {
     }
 }
 
+/// Where the repack may move a pod in a run with topology beyond zone
+/// spreads (`Scope::UncountedPods`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Movability {
+    /// Its place matters: its NodeClaim is an anchor, or stays.
+    Stays,
+    /// To another new node of its NodeClaim's zone, when that NodeClaim is
+    /// pinned to one (see `Run::zone_bound`).
+    InZone,
+    /// To any new node (see `Run::uncounted`).
+    Anywhere,
+}
+
 /// Which NodeClaims the repack may take, by the run's topology.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Scope {
@@ -353,7 +369,28 @@ impl Run<'_> {
         } else {
             Scope::UncountedPods
         };
+        if scope == Scope::UncountedPods {
+            self.movability = self.movability(true);
+        }
         let mut groups = self.repack_groups(scope);
+        let mut anchors = match scope {
+            Scope::UncountedPods => self.anchors(relax),
+            Scope::Planned { .. } => Vec::new(),
+        };
+        let mut anchored = self.with_anchors(&groups, &anchors, relax);
+        let all = if anchors.is_empty() {
+            &groups
+        } else {
+            &anchored
+        };
+        if scope == Scope::UncountedPods && self.beyond_the_lp(all) {
+            // Packed by the greedy alone, pods moved within their zones
+            // pack worse than the first pass placed them: they stay.
+            self.movability = self.movability(false);
+            groups = self.repack_groups(scope);
+            anchors = self.anchors(relax);
+            anchored = self.with_anchors(&groups, &anchors, relax);
+        }
         // Pods moved between zones where that packs cheaper: those groups
         // are replaced whatever their own price.
         let mut packed: Vec<Option<Packing>> = groups.iter().map(|_| None).collect();
@@ -363,10 +400,6 @@ impl Run<'_> {
         }
 
         let choices = self.choose(&groups, packed, &moved, false);
-        let anchors = match scope {
-            Scope::UncountedPods => self.anchors(relax),
-            Scope::Planned { .. } => Vec::new(),
-        };
         if anchors.is_empty() {
             let replaced = self.build_replacements(&groups, choices, |_| true);
             self.install_replacements(replaced);
@@ -374,8 +407,6 @@ impl Run<'_> {
         }
         // The same with the anchors and their movable pods packed too,
         // NodePool by NodePool where that costs less.
-
-        let anchored = self.with_anchors(&groups, &anchors, relax);
         let unmoved = vec![false; anchored.len()];
         let none = anchored.iter().map(|_| None).collect();
 
@@ -427,7 +458,7 @@ impl Run<'_> {
             return false;
         }
         let Scope::Planned { hostname_anti_only } = scope else {
-            return claim.pods.iter().all(|&p| self.movable(p));
+            return claim.pods.iter().all(|&p| self.movable(claim, p));
         };
         let zone_pinned = matches!(claim.zone_pin, ZonePin::Bit(_) | ZonePin::Other);
         claim.pods.iter().all(|&p| {
@@ -454,14 +485,81 @@ impl Run<'_> {
             && pool.np.min_values.is_empty()
     }
 
-    /// Whether pod `p` may move to a new node in a run whose topology
-    /// is beyond the zone-pinned spreads (`Scope::UncountedPods`).
-    fn movable(&self, p: PodIdx) -> bool {
-        let pod = &self.pods[p];
-        self.hints.shape(p).is_some()
-            && pod.host_ports.is_empty()
-            && pod.preferred_pod_anti_affinity.is_empty()
-            && self.uncounted(pod)
+    /// Whether pod `p` of NodeClaim `claim` may move to a new node in a
+    /// run whose topology is beyond the zone-pinned spreads
+    /// (`Scope::UncountedPods`), by its `Movability` (then within `claim`'s
+    /// zone only if `claim` is pinned to one).
+    fn movable(&self, claim: &Claim, p: PodIdx) -> bool {
+        match self.movability.get(p.get()) {
+            Some(Movability::Anywhere) => true,
+            Some(Movability::InZone) => matches!(claim.zone_pin, ZonePin::Bit(_) | ZonePin::Other),
+            Some(Movability::Stays) | None => false,
+        }
+    }
+
+    /// Whether pod `p`, movable (see `movable`), may move anywhere.
+    fn moves_anywhere(&self, p: PodIdx) -> bool {
+        matches!(self.movability.get(p.get()), Some(Movability::Anywhere))
+    }
+
+    /// Each pod's `Movability`; `InZone` only with `in_zone`.
+    fn movability(&self, in_zone: bool) -> Vec<Movability> {
+        PodIdx::enumerate(self.pods)
+            .map(|(p, pod)| {
+                if !pod.host_ports.is_empty() || !pod.preferred_pod_anti_affinity.is_empty() {
+                    Movability::Stays
+                } else if self.hints.shape(p).is_some() && self.uncounted(pod) {
+                    Movability::Anywhere
+                } else if in_zone && self.zone_bound(pod) {
+                    Movability::InZone
+                } else {
+                    Movability::Stays
+                }
+            })
+            .collect()
+    }
+
+    /// Whether some NodePool's groups (`anchored`: with the anchors and
+    /// their movable pods) hold more classes than the pattern LP takes
+    /// (`patterns::MAX_CLASSES`): pods of equal requests and required
+    /// anti-affinity (see `anti_classes`) in one group, anchors of equal
+    /// staying requests in one group. (Families pack several groups
+    /// together, so a NodePool's count bounds theirs.)
+    fn beyond_the_lp(&self, anchored: &[Group]) -> bool {
+        type Class<'p> = (usize, usize, &'p str, &'p [crate::model::PodAffinityTerm]);
+        let mut pods: BTreeMap<PoolIdx, foldhash::HashSet<Class>> = BTreeMap::new();
+        let mut anchors: BTreeMap<PoolIdx, foldhash::HashSet<(usize, Resources)>> = BTreeMap::new();
+        for (gi, g) in anchored.iter().enumerate() {
+            let classes = pods.entry(g.pool).or_default();
+            classes.extend(g.pods.iter().map(|&p| {
+                let pod = &self.pods[p];
+                let anti = pod.pod_anti_affinity.as_slice();
+                (gi, self.hints.req_class(p), pod.namespace.as_str(), anti)
+            }));
+            let kinds = anchors.entry(g.pool).or_default();
+            kinds.extend(g.anchors.iter().map(|&c| (gi, self.staying_requests(c))));
+        }
+        pods.iter().any(|(pi, classes)| {
+            let kinds = anchors.get(pi).map_or(0, |k| k.len());
+            classes.len() + kinds > patterns::MAX_CLASSES
+        })
+    }
+
+    /// Whether pod `pod` may move to another new node of its zone, though
+    /// terms on the zone look at it: every term it carries is on the zone
+    /// (or is required anti-affinity on the hostname, kept by
+    /// `anti_classes`), and so is every term that counts it. Its zone's
+    /// counts stay as planned, so every spread, affinity and
+    /// anti-affinity on the zone holds as it did. (`with_anchors` gives it
+    /// its NodeClaim's zone.)
+    fn zone_bound(&self, pod: &crate::model::Pod) -> bool {
+        let on_zone = |t: &crate::model::PodAffinityTerm| t.topology_key == labels::ZONE;
+        (pod.topology_spread.iter()).all(|c| c.topology_key == labels::ZONE)
+            && pod.pod_affinity.iter().all(on_zone)
+            && (pod.preferred_pod_affinity.iter()).all(|w| on_zone(&w.term))
+            && (pod.pod_anti_affinity.iter())
+                .all(|t| on_zone(t) || t.topology_key == labels::HOSTNAME)
+            && self.topology.counted_only_by_zone_or_hostname_anti(pod)
     }
 
     /// Whether pod `pod` carries no topology but required hostname
@@ -1676,16 +1774,35 @@ fn pack(
     initial: &mut InitialFills,
 ) -> Option<Vec<Bin>> {
     let mut room: Vec<i64> = Vec::new();
-    // The classes with pods left, ascending: the fills skip the others.
-    let mut live: Vec<usize> = (0..left.len()).filter(|&k| left[k] > 0).collect();
     let sparse = sparse_needs(need);
-    let mut fill = |cap: &[i64], left: &[usize], out: &mut Vec<usize>| -> f64 {
+    // Per candidate, the classes with pods left of which one pod fits its
+    // empty node, ascending: its fills skip the others (a family's types
+    // hold the classes of few of its requirement sets).
+    let mut live: Vec<Vec<usize>> = cands
+        .iter()
+        .map(|c| {
+            (0..left.len())
+                .filter(|&k| left[k] > 0 && sparse[k].iter().all(|&(d, q)| c.room[d] >= q))
+                .collect()
+        })
+        .collect();
+    let mut fill = |ti: usize, left: &[usize], out: &mut Take| -> f64 {
+        let live = &mut live[ti];
         live.retain(|&k| left[k] > 0);
-        fill_node(cap, &sparse, per_node, value, left, &live, &mut room, out)
+        fill_node(
+            &cands[ti].room,
+            &sparse,
+            per_node,
+            value,
+            left,
+            live,
+            &mut room,
+            out,
+        )
     };
     let mut bins: Vec<Bin> = Vec::new();
-    let mut scratch = Vec::with_capacity(need.len());
-    let mut chosen = Vec::with_capacity(need.len());
+    let mut scratch = Take::new(need.len());
+    let mut chosen = Take::new(need.len());
     let mut filled = Fills {
         last: vec![None; cands.len()],
         initial,
@@ -1707,14 +1824,7 @@ fn pack(
             &mut fill,
         )?;
         filled.at_start = false;
-        repeat_fill(
-            &cands[ti].room,
-            &chosen,
-            &mut left,
-            &mut bins,
-            &mut scratch,
-            &mut fill,
-        );
+        repeat_fill(ti, &chosen, &mut left, &mut bins, &mut scratch, &mut fill);
     }
     Some(bins)
 }
@@ -1730,9 +1840,9 @@ fn cheapest_fill(
     caps: &[usize],
     (left, value): (&[usize], &[f64]),
     filled: &mut Fills,
-    scratch: &mut Vec<usize>,
-    chosen: &mut Vec<usize>,
-    fill: &mut impl FnMut(&[i64], &[usize], &mut Vec<usize>) -> f64,
+    scratch: &mut Take,
+    chosen: &mut Take,
+    fill: &mut impl FnMut(usize, &[usize], &mut Take) -> f64,
 ) -> Option<usize> {
     let mut best: Option<(f64, f64, usize)> = None;
     for (ti, c) in cands.iter().enumerate() {
@@ -1742,34 +1852,33 @@ fn cheapest_fill(
             continue;
         }
         let slot = &mut filled.last[ti];
-        if !slot.as_ref().is_some_and(|f| f.holds(caps)) {
+        if !slot.as_ref().is_some_and(|f| f.take.holds(caps)) {
             // Never filled in this packing: another packing's fill at the
             // full counts, while it holds.
             let shared = (filled.initial.take[ti].as_ref())
-                .filter(|take| slot.is_none() && holds(take, caps));
-            let val = match shared {
-                Some(take) => {
-                    scratch.clone_from(take);
-                    fill_value(take, value)
+                .filter(|take| slot.is_none() && take.holds(caps));
+            if let Some(take) = shared {
+                let val = take.value(value);
+                *slot = Some(Filled {
+                    val,
+                    take: take.clone(),
+                });
+            } else {
+                let val = fill(ti, left, scratch);
+                if filled.at_start {
+                    filled.initial.take[ti] = Some(scratch.clone());
                 }
-                None => {
-                    let val = fill(&c.room, left, scratch);
-                    if filled.at_start {
-                        filled.initial.take[ti] = Some(scratch.clone());
+                match slot {
+                    Some(f) => {
+                        f.val = val;
+                        f.take.copy_from(scratch);
                     }
-                    val
-                }
-            };
-            match slot {
-                Some(f) => {
-                    f.val = val;
-                    f.take.clone_from(scratch);
-                }
-                None => {
-                    *slot = Some(Filled {
-                        val,
-                        take: scratch.clone(),
-                    })
+                    None => {
+                        *slot = Some(Filled {
+                            val,
+                            take: scratch.clone(),
+                        })
+                    }
                 }
             }
         }
@@ -1780,29 +1889,33 @@ fn cheapest_fill(
         let ratio = c.price / f.val;
         if best.is_none_or(|(br, bp, _)| ratio < br || (ratio == br && c.price < bp)) {
             best = Some((ratio, c.price, ti));
-            chosen.clone_from(&f.take);
+            chosen.copy_from(&f.take);
         }
     }
     best.map(|(_, _, ti)| ti)
 }
 
-/// Opens nodes of type `room` with the fill `chosen`, for as long as the
-/// pods `left` give the same fill again.
+/// Opens nodes of candidate `ti` with the fill `chosen`, for as long as
+/// the pods `left` give the same fill again.
 fn repeat_fill(
-    room: &[i64],
-    chosen: &[usize],
+    ti: usize,
+    chosen: &Take,
     left: &mut [usize],
     bins: &mut Vec<Bin>,
-    scratch: &mut Vec<usize>,
-    fill: &mut impl FnMut(&[i64], &[usize], &mut Vec<usize>) -> f64,
+    scratch: &mut Take,
+    fill: &mut impl FnMut(usize, &[usize], &mut Take) -> f64,
 ) {
     loop {
-        bins.push(Bin::of_counts(chosen));
-        for (k, &c) in chosen.iter().enumerate() {
-            left[k] -= c;
+        bins.push(Bin {
+            fill: (chosen.taken.iter())
+                .map(|&k| (k, chosen.per_class[k]))
+                .collect(),
+        });
+        for &k in &chosen.taken {
+            left[k] -= chosen.per_class[k];
         }
-        fill(room, left, scratch);
-        if scratch.as_slice() != chosen {
+        fill(ti, left, scratch);
+        if !scratch.same(chosen) {
             break;
         }
     }
@@ -1810,8 +1923,8 @@ fn repeat_fill(
 
 /// First-fit-decreasing fill of one node of `cap` with the pods `left` of
 /// each class (at most `per_node[k]` of class `k`; `live` lists, in
-/// order, every class with pods left): the pods per class in `out`, and
-/// their value. `room` is scratch.
+/// order, every class with pods left that may fit `cap`): the pods per
+/// class in `out`, and their value. `room` is scratch.
 #[allow(clippy::too_many_arguments)]
 fn fill_node(
     cap: &[i64],
@@ -1821,19 +1934,19 @@ fn fill_node(
     left: &[usize],
     live: &[usize],
     room: &mut Vec<i64>,
-    out: &mut Vec<usize>,
+    out: &mut Take,
 ) -> f64 {
     room.clear();
     room.extend_from_slice(cap);
     let mut val = 0.0;
     out.clear();
-    out.resize(need.len(), 0);
     for &k in live {
         let n = &need[k];
         let limit = i64::try_from(left[k].min(per_node[k])).unwrap_or(i64::MAX);
         let take = sparse_copies_up_to(room, n, limit) as usize;
         if take > 0 {
-            out[k] = take;
+            out.per_class[k] = take;
+            out.taken.push(k);
             for &(d, q) in n {
                 room[d] -= q * take as i64;
             }
@@ -1861,35 +1974,69 @@ fn sparse_needs(need: &[Vec<i64>]) -> Vec<Vec<(usize, i64)>> {
 #[derive(Clone)]
 struct Filled {
     val: f64,
-    take: Vec<usize>,
+    take: Take,
 }
 
-impl Filled {
-    /// Whether the fill under `caps` is this one (see [`holds`]).
-    fn holds(&self, caps: &[usize]) -> bool {
-        holds(&self.take, caps)
-    }
+/// A fill's pods per class, and the classes it takes any of, ascending
+/// (a node holds few of a packing's classes: the checks below read
+/// those).
+#[derive(Clone)]
+struct Take {
+    per_class: Vec<usize>,
+    taken: Vec<usize>,
 }
 
-/// Whether fill `take` is the fill under `caps` (per class, the pods left
-/// up to `per_node`), when it was the fill under caps at least as large
-/// (caps only fall within a packing). A class takes its cap or what fits
-/// in the room the classes before it left: while those takes stand, the
-/// same under any cap still at least its take (one that took its old cap
-/// keeps it only if the cap stands).
-fn holds(take: &[usize], caps: &[usize]) -> bool {
-    take.iter().zip(caps).all(|(&t, &cap)| t <= cap)
-}
-
-/// The value of fill `take`, summed as `fill_node` sums it.
-fn fill_value(take: &[usize], value: &[f64]) -> f64 {
-    let mut val = 0.0;
-    for (&t, &v) in take.iter().zip(value) {
-        if t > 0 {
-            val += t as f64 * v;
+impl Take {
+    /// No pods of any of `classes` classes.
+    fn new(classes: usize) -> Take {
+        Take {
+            per_class: vec![0; classes],
+            taken: Vec::new(),
         }
     }
-    val
+
+    /// Takes no pod.
+    fn clear(&mut self) {
+        for &k in &self.taken {
+            self.per_class[k] = 0;
+        }
+        self.taken.clear();
+    }
+
+    /// Becomes `other` (of as many classes), touching only the classes
+    /// either takes.
+    fn copy_from(&mut self, other: &Take) {
+        self.clear();
+        for &k in &other.taken {
+            self.per_class[k] = other.per_class[k];
+        }
+        self.taken.extend_from_slice(&other.taken);
+    }
+
+    /// Whether it takes what `other` takes.
+    fn same(&self, other: &Take) -> bool {
+        self.taken == other.taken
+            && (self.taken.iter()).all(|&k| self.per_class[k] == other.per_class[k])
+    }
+
+    /// Whether this fill is the fill under `caps` (per class, the pods
+    /// left up to `per_node`), when it was the fill under caps at least as
+    /// large (caps only fall within a packing). A class takes its cap or
+    /// what fits in the room the classes before it left: while those takes
+    /// stand, the same under any cap still at least its take (one that
+    /// took its old cap keeps it only if the cap stands).
+    fn holds(&self, caps: &[usize]) -> bool {
+        self.taken.iter().all(|&k| self.per_class[k] <= caps[k])
+    }
+
+    /// The fill's value, summed as `fill_node` sums it.
+    fn value(&self, value: &[f64]) -> f64 {
+        let mut val = 0.0;
+        for &k in &self.taken {
+            val += self.per_class[k] as f64 * value[k];
+        }
+        val
+    }
 }
 
 /// Each candidate's fill in one `pack`: the last it computed (`Filled`,
@@ -1906,7 +2053,7 @@ struct Fills<'a> {
 /// only, and a fill does not depend on them (`fill_node` takes classes in
 /// a fixed order), only its value does (`fill_value`).
 struct InitialFills {
-    take: Vec<Option<Vec<usize>>>,
+    take: Vec<Option<Take>>,
 }
 
 impl InitialFills {
@@ -2423,12 +2570,12 @@ mod tests {
     ) -> Option<Vec<Vec<(usize, usize)>>> {
         let sparse = sparse_needs(need);
         let fill = |cap: &[i64], left: &[usize]| -> (f64, Vec<usize>) {
-            let (mut room, mut out) = (vec![], vec![]);
+            let (mut room, mut out) = (vec![], super::Take::new(left.len()));
             let live: Vec<usize> = (0..left.len()).filter(|&k| left[k] > 0).collect();
             let val = fill_node(
                 cap, &sparse, per_node, value, left, &live, &mut room, &mut out,
             );
-            (val, out)
+            (val, out.per_class)
         };
         let mut bins = vec![];
         while left.iter().any(|&n| n > 0) {

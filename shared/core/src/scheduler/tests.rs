@@ -3523,3 +3523,188 @@ fn movable_pods_leave_their_anchors_to_share_a_node() {
         p.summary.hourly_price
     );
 }
+
+/// Pods under a zone spread move within their zone (`Run::zone_bound`):
+/// as in `movable_pods_leave_their_anchors_to_share_a_node`, but the amd64
+/// pods also spread over the zones (one zone offers the types). The first
+/// pass puts each on its own `a.large` beside one pod of a hostname spread
+/// ($0.40); the repack moves the four onto one of those NodeClaims (an
+/// `a.2xlarge` keeping its spread pod) in their zone and shrinks the other
+/// three ($0.33). Before pods under a zone spread could move, the plan
+/// stayed at $0.40.
+#[test]
+fn spreading_pods_move_within_their_zone_to_share_a_node() {
+    let types = [
+        (info("a.large", "amd64", 2, 8192, 0), 0.10),
+        (info("a.2xlarge", "amd64", 8, 32768, 0), 0.30),
+        (info("g.medium", "arm64", 1, 4096, 0), 0.01),
+        (info("g.2xlarge", "arm64", 8, 32768, 0), 0.08),
+    ];
+    let entries = (types.into_iter())
+        .map(|(info, price)| CatalogEntry {
+            info,
+            offerings: vec![Offering {
+                zone: ZONES[0].into(),
+                capacity_type: CapacityType::OnDemand,
+                price,
+                available: UNLIMITED,
+                reservation: None,
+            }],
+        })
+        .collect();
+    let cat = Catalog {
+        entries,
+        ..catalog()
+    };
+    let mut pods = Vec::new();
+    for i in 0..4 {
+        let mut p = labeled(pod(&format!("p{i}"), "1500m", "1Gi"), "app", "p");
+        p.preferred_terms = vec![PreferredNodeTerm {
+            weight: 1,
+            requirements: reqs(vec![req(labels::ARCH, Operator::In, &["amd64"])]),
+        }];
+        p.topology_spread = vec![spread(
+            labels::ZONE,
+            1,
+            WhenUnsatisfiable::DoNotSchedule,
+            selector("app", "p"),
+        )];
+        pods.push(p);
+    }
+    for i in 0..4 {
+        let mut s = labeled(pod(&format!("s{i}"), "400m", "512Mi"), "app", "s");
+        s.topology_spread = vec![spread(
+            labels::HOSTNAME,
+            1,
+            WhenUnsatisfiable::DoNotSchedule,
+            selector("app", "s"),
+        )];
+        pods.push(s);
+    }
+    let p = schedule(
+        &state(pods, vec![default_pool()]),
+        &cat,
+        &SchedulerOptions::default(),
+    );
+    assert_eq!(p.summary.scheduled, 8, "{p:#?}");
+    let amd = claim_of(&p, "p0");
+    assert_eq!(amd.price.instance_type, "a.2xlarge", "{p:#?}");
+    assert_eq!(amd.zones, vec![ZONES[0].to_string()], "{p:#?}");
+    for i in 1..4 {
+        assert_eq!(claim_of(&p, &format!("p{i}")).name, amd.name, "{p:#?}");
+    }
+    let mut spread_nodes: Vec<&str> = (0..4)
+        .map(|i| claim_of(&p, &format!("s{i}")).name.as_str())
+        .collect();
+    spread_nodes.sort_unstable();
+    spread_nodes.dedup();
+    assert_eq!(spread_nodes.len(), 4, "one spread pod per node: {p:#?}");
+    assert!(
+        (p.summary.hourly_price - 0.33).abs() < 1e-9,
+        "{}",
+        p.summary.hourly_price
+    );
+}
+
+/// Drawn clusters of Deployments under zone spreads, zone pod affinity,
+/// hostname spreads and hostname anti-affinity, some preferring amd64,
+/// beside unconstrained ones (a run whose repack moves spreading pods
+/// within their zones, `Run::zone_bound`): every pod is placed and every
+/// term holds in the plan the repack returns.
+#[test]
+fn pods_moved_within_their_zones_keep_every_term() {
+    let mut draw = crate::scheduler::test_draws(0x20e5_b0d5);
+    let sizes = [
+        ("250m", "512Mi"),
+        ("500m", "1Gi"),
+        ("1", "2Gi"),
+        ("1500m", "1Gi"),
+    ];
+    for case in 0..24 {
+        // Kind per app: 0 none, 1 zone spread, 2 hostname spread, 3 zone
+        // affinity to app0, 4 hostname anti-affinity. app0 spreads.
+        let kinds: Vec<u64> = (0..6).map(|a| if a == 0 { 1 } else { draw(5) }).collect();
+        let mut pods = Vec::new();
+        for (a, &kind) in kinds.iter().enumerate() {
+            let app = format!("app{a}");
+            let (cpu, mem) = sizes[draw(4) as usize];
+            let amd64 = draw(2) == 0;
+            for i in 0..1 + draw(8) {
+                let mut p = labeled(pod(&format!("{app}-{i}"), cpu, mem), "app", &app);
+                if amd64 {
+                    p.preferred_terms = vec![PreferredNodeTerm {
+                        weight: 1,
+                        requirements: reqs(vec![req(labels::ARCH, Operator::In, &["amd64"])]),
+                    }];
+                }
+                let sel = selector("app", &app);
+                let dns = WhenUnsatisfiable::DoNotSchedule;
+                match kind {
+                    1 => p.topology_spread = vec![spread(labels::ZONE, 1, dns, sel)],
+                    2 => p.topology_spread = vec![spread(labels::HOSTNAME, 1, dns, sel)],
+                    3 => p.pod_affinity = vec![term(labels::ZONE, selector("app", "app0"))],
+                    4 => p.pod_anti_affinity = vec![term(labels::HOSTNAME, sel)],
+                    _ => {}
+                }
+                pods.push(p);
+            }
+        }
+        let n = pods.len();
+        let p = plan(&state(pods, vec![default_pool()]));
+        assert_eq!(p.summary.scheduled, n, "case {case}: {p:#?}");
+        let app_of = |pod: &str| {
+            pod.trim_start_matches("default/")
+                .split('-')
+                .next()
+                .map(str::to_string)
+        };
+        let mut zones_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for c in &p.node_claims {
+            let mut on_node: BTreeSet<String> = BTreeSet::new();
+            for pod in &c.pods {
+                let Some(app) = app_of(pod) else { continue };
+                let a: usize = app[3..].parse().unwrap_or(0);
+                if kinds[a] == 1 {
+                    assert_eq!(
+                        c.zones.len(),
+                        1,
+                        "case {case}: {} holds {pod}: {p:#?}",
+                        c.name
+                    );
+                }
+                if matches!(kinds[a], 1 | 3) {
+                    // A zone affinity holds in every zone its NodeClaim allows.
+                    let zones = zones_of.entry(app.clone()).or_default();
+                    zones.extend(c.zones.iter().cloned());
+                }
+                if matches!(kinds[a], 2 | 4) {
+                    assert!(
+                        on_node.insert(app.clone()),
+                        "case {case}: two of {app} on {}",
+                        c.name
+                    );
+                }
+            }
+        }
+        for (app, zones) in &zones_of {
+            let a: usize = app[3..].parse().unwrap_or(0);
+            if kinds[a] == 1 {
+                let counts: Vec<usize> = ZONES
+                    .iter()
+                    .map(|z| zones.iter().filter(|x| x == z).count())
+                    .collect();
+                let (lo, hi) = (counts.iter().min(), counts.iter().max());
+                assert!(
+                    hi.zip(lo).is_some_and(|(h, l)| h - l <= 1),
+                    "case {case}: {app} {counts:?}"
+                );
+            } else {
+                let targets = &zones_of["app0"];
+                assert!(
+                    zones.iter().all(|z| targets.contains(z)),
+                    "case {case}: {app} in {zones:?}, app0 in {targets:?}"
+                );
+            }
+        }
+    }
+}

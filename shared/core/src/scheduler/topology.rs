@@ -722,12 +722,30 @@ impl Topology {
     /// or inverse, is that (moving it to another new node, never one that
     /// holds a pod whose term selects it, keeps every constraint).
     pub fn counted_only_by_hostname_anti(&self, p: &Pod) -> bool {
-        let hostname_anti =
-            |g: &Group| g.id.kind == Kind::AntiAffinity && g.id.key == labels::HOSTNAME;
-        let inverse_ok = |g: &Group| g.id.key == labels::HOSTNAME;
+        self.counted_only_by(p, None)
+    }
+
+    /// Whether where pod `p` runs within its zone matters to no constraint
+    /// but required anti-affinity on the hostname: every group selecting
+    /// it, counting or inverse, is on the zone or is that (moving it to
+    /// another new node of its zone, never one that holds a pod whose term
+    /// selects it, keeps every constraint: the zones' counts do not
+    /// change).
+    pub fn counted_only_by_zone_or_hostname_anti(&self, p: &Pod) -> bool {
+        self.counted_only_by(p, Some(labels::ZONE))
+    }
+
+    /// [`Self::counted_only_by_hostname_anti`], with every group on `key`
+    /// (whose domain a move keeps) allowed too.
+    fn counted_only_by(&self, p: &Pod, key: Option<&str>) -> bool {
+        let kept = |g: &Group| key == Some(g.id.key.as_str());
+        let counting_ok = |g: &Group| {
+            kept(g) || (g.id.kind == Kind::AntiAffinity && g.id.key == labels::HOSTNAME)
+        };
+        let inverse_ok = |g: &Group| kept(g) || g.id.key == labels::HOSTNAME;
         self.selecting(p)
             .iter()
-            .all(|&gi| hostname_anti(&self.groups[gi]))
+            .all(|&gi| counting_ok(&self.groups[gi]))
             && self
                 .inverse_candidates(p)
                 .iter()

@@ -12,7 +12,8 @@
 //! the NodePool put there, and its instance-type requirements derived
 //! again from the NodePool and those pods. The movable pods join the
 //! groups as a new NodeClaim for them would be (the NodePool's
-//! requirements and their own).
+//! requirements and their own, and the anchor's zone for a pod that moves
+//! only within its zone).
 //!
 //! The repack with anchors is kept per NodePool only when it costs less
 //! than the repack without them plus the anchors as planned.
@@ -112,7 +113,11 @@ impl<'a> Run<'a> {
         let mixed: Vec<ClaimIdx> = ClaimIdx::enumerate(&self.claims)
             .filter(|(_, claim)| self.claim_repackable(claim))
             .filter(|(_, claim)| {
-                let movable = claim.pods.iter().filter(|&&p| self.movable(p)).count();
+                let movable = claim
+                    .pods
+                    .iter()
+                    .filter(|&&p| self.movable(claim, p))
+                    .count();
                 movable > 0 && movable < claim.pods.len()
             })
             .map(|(c, _)| c)
@@ -143,18 +148,19 @@ impl<'a> Run<'a> {
 
     /// The pods of NodeClaim `c` that may not move.
     pub(super) fn staying(&self, c: ClaimIdx) -> impl Iterator<Item = PodIdx> + use<'_, 'a> {
-        self.claims[c]
+        let claim = &self.claims[c];
+        claim
             .pods
             .iter()
             .copied()
-            .filter(|&p| !self.movable(p))
+            .filter(|&p| !self.movable(claim, p))
     }
 
     /// The distinct (namespace, labels) of the run's movable pods.
     fn movable_signatures(&self) -> Vec<(&str, &std::collections::BTreeMap<String, String>)> {
         let mut seen = std::collections::BTreeSet::new();
         for claim in &self.claims {
-            for &p in claim.pods.iter().filter(|&&p| self.movable(p)) {
+            for &p in claim.pods.iter().filter(|&&p| self.movable(claim, p)) {
                 let pod = &self.pods[p];
                 seen.insert((pod.namespace.as_str(), &pod.labels));
             }
@@ -167,7 +173,7 @@ impl<'a> Run<'a> {
     fn movable_anti_terms(&self) -> Vec<(&str, &PodAffinityTerm)> {
         let mut out: Vec<(&str, &PodAffinityTerm)> = Vec::new();
         for claim in &self.claims {
-            for &p in claim.pods.iter().filter(|&&p| self.movable(p)) {
+            for &p in claim.pods.iter().filter(|&&p| self.movable(claim, p)) {
                 let pod = &self.pods[p];
                 for t in anti_terms(pod) {
                     if !out.iter().any(|(ns, o)| *ns == pod.namespace && *o == t) {
@@ -184,12 +190,16 @@ impl<'a> Run<'a> {
     /// movable pod to the group of its NodePool whose requirements are the
     /// NodePool's and its own (new groups where there are none). A group
     /// that receives either must be packed (its planned price is infinite).
+    /// None without anchors.
     pub(super) fn with_anchors(
         &self,
         groups: &[Group],
         anchors: &[Anchor],
         relax: &[Relaxation],
     ) -> Vec<Group> {
+        if anchors.is_empty() {
+            return Vec::new();
+        }
         let mut out = groups.to_vec();
         let mut index: HashMap<(PoolIdx, Requirements), usize> = out
             .iter()
@@ -216,8 +226,16 @@ impl<'a> Run<'a> {
             let pi = self.claims[c].pool;
             let gi = group_of(&mut out, pi, a.reqs.clone());
             out[gi].anchors.push(c);
-            for &p in self.claims[c].pods.iter().filter(|&&p| self.movable(p)) {
-                let gi = group_of(&mut out, pi, self.fresh_requirements(pi, p, &relax[p]));
+            let claim = &self.claims[c];
+            for &p in claim.pods.iter().filter(|&&p| self.movable(claim, p)) {
+                let mut reqs = self.fresh_requirements(pi, p, &relax[p]);
+                if !self.moves_anywhere(p) {
+                    // It moves within its zone only (see `zone_bound`).
+                    if let Some(zone) = claim.requirements.get(labels::ZONE) {
+                        reqs.add(zone.clone());
+                    }
+                }
+                let gi = group_of(&mut out, pi, reqs);
                 out[gi].pods.push(p);
             }
         }

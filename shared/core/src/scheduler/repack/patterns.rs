@@ -39,7 +39,7 @@ use super::{
 use crate::scheduler::simplex::{Column, CoverLp, LpError};
 
 /// Most classes the LP is tried for (its basis inverse is dense).
-const MAX_CLASSES: usize = 256;
+pub(super) const MAX_CLASSES: usize = 256;
 
 /// Pricing rounds of the first LP, and of each LP of the pods left after
 /// rounding (most patterns are known by then).
