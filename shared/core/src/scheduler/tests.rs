@@ -3450,15 +3450,9 @@ fn kept_existing_counts_plan_as_counted_afresh() {
     assert_eq!(grown.node_claims.len(), 1, "{grown:#?}");
 }
 
-/// Anchors (`repack/anchors.rs`): the first pass puts each pod that
-/// prefers amd64 on its own amd64 node with one pod of a hostname spread
-/// (which must stay: the spread counts it), four `a.large` at $0.10. The
-/// repack moves the amd64 pods together onto one of those NodeClaims (an
-/// anchor: it keeps its spread pod), an `a.2xlarge` at $0.30, and the
-/// other three NodeClaims, left with their spread pod, shrink to arm64
-/// nodes at $0.01. Without anchors the plan stays at $0.40 (checked).
-#[test]
-fn movable_pods_leave_their_anchors_to_share_a_node() {
+/// The anchor tests' catalog: two amd64 and two arm64 types, on demand in
+/// one zone.
+fn anchor_catalog() -> Catalog {
     let types = [
         (info("a.large", "amd64", 2, 8192, 0), 0.10),
         (info("a.2xlarge", "amd64", 8, 32768, 0), 0.30),
@@ -3477,18 +3471,23 @@ fn movable_pods_leave_their_anchors_to_share_a_node() {
             }],
         })
         .collect();
-    let cat = Catalog {
+    Catalog {
         entries,
         ..catalog()
-    };
+    }
+}
+
+/// The anchor tests' pods: four that prefer amd64 (`p0`-`p3`, 1500m,
+/// each changed by `p`) and four of a hostname spread (`s0`-`s3`, 400m).
+fn amd64_and_hostname_spread_pods(p: impl Fn(Pod) -> Pod) -> Vec<Pod> {
     let mut pods = Vec::new();
     for i in 0..4 {
-        let mut p = pod(&format!("p{i}"), "1500m", "1Gi");
-        p.preferred_terms = vec![PreferredNodeTerm {
+        let mut one = labeled(pod(&format!("p{i}"), "1500m", "1Gi"), "app", "p");
+        one.preferred_terms = vec![PreferredNodeTerm {
             weight: 1,
             requirements: reqs(vec![req(labels::ARCH, Operator::In, &["amd64"])]),
         }];
-        pods.push(p);
+        pods.push(p(one));
     }
     for i in 0..4 {
         let mut s = labeled(pod(&format!("s{i}"), "400m", "512Mi"), "app", "s");
@@ -3500,19 +3499,21 @@ fn movable_pods_leave_their_anchors_to_share_a_node() {
         )];
         pods.push(s);
     }
-    let p = schedule(
-        &state(pods, vec![default_pool()]),
-        &cat,
-        &SchedulerOptions::default(),
-    );
+    pods
+}
+
+/// The anchor tests' outcome: the four amd64 pods on one `a.2xlarge`
+/// beside one spread pod, the other spread pods one per node on arm64
+/// ($0.33 in all).
+fn assert_amd64_pods_share_one_node(p: &Plan) {
     assert_eq!(p.summary.scheduled, 8, "{p:#?}");
-    let amd = claim_of(&p, "p0");
+    let amd = claim_of(p, "p0");
     assert_eq!(amd.price.instance_type, "a.2xlarge", "{p:#?}");
     for i in 1..4 {
-        assert_eq!(claim_of(&p, &format!("p{i}")).name, amd.name, "{p:#?}");
+        assert_eq!(claim_of(p, &format!("p{i}")).name, amd.name, "{p:#?}");
     }
     let mut spread_nodes: Vec<&str> = (0..4)
-        .map(|i| claim_of(&p, &format!("s{i}")).name.as_str())
+        .map(|i| claim_of(p, &format!("s{i}")).name.as_str())
         .collect();
     spread_nodes.sort_unstable();
     spread_nodes.dedup();
@@ -3522,6 +3523,24 @@ fn movable_pods_leave_their_anchors_to_share_a_node() {
         "{}",
         p.summary.hourly_price
     );
+}
+
+/// Anchors (`repack/anchors.rs`): the first pass puts each pod that
+/// prefers amd64 on its own amd64 node with one pod of a hostname spread
+/// (which must stay: the spread counts it), four `a.large` at $0.10. The
+/// repack moves the amd64 pods together onto one of those NodeClaims (an
+/// anchor: it keeps its spread pod), an `a.2xlarge` at $0.30, and the
+/// other three NodeClaims, left with their spread pod, shrink to arm64
+/// nodes at $0.01. Without anchors the plan stays at $0.40 (checked).
+#[test]
+fn movable_pods_leave_their_anchors_to_share_a_node() {
+    let pods = amd64_and_hostname_spread_pods(|p| p);
+    let p = schedule(
+        &state(pods, vec![default_pool()]),
+        &anchor_catalog(),
+        &SchedulerOptions::default(),
+    );
+    assert_amd64_pods_share_one_node(&p);
 }
 
 /// Pods under a zone spread move within their zone (`Run::zone_bound`):
@@ -3534,75 +3553,25 @@ fn movable_pods_leave_their_anchors_to_share_a_node() {
 /// stayed at $0.40.
 #[test]
 fn spreading_pods_move_within_their_zone_to_share_a_node() {
-    let types = [
-        (info("a.large", "amd64", 2, 8192, 0), 0.10),
-        (info("a.2xlarge", "amd64", 8, 32768, 0), 0.30),
-        (info("g.medium", "arm64", 1, 4096, 0), 0.01),
-        (info("g.2xlarge", "arm64", 8, 32768, 0), 0.08),
-    ];
-    let entries = (types.into_iter())
-        .map(|(info, price)| CatalogEntry {
-            info,
-            offerings: vec![Offering {
-                zone: ZONES[0].into(),
-                capacity_type: CapacityType::OnDemand,
-                price,
-                available: UNLIMITED,
-                reservation: None,
-            }],
-        })
-        .collect();
-    let cat = Catalog {
-        entries,
-        ..catalog()
-    };
-    let mut pods = Vec::new();
-    for i in 0..4 {
-        let mut p = labeled(pod(&format!("p{i}"), "1500m", "1Gi"), "app", "p");
-        p.preferred_terms = vec![PreferredNodeTerm {
-            weight: 1,
-            requirements: reqs(vec![req(labels::ARCH, Operator::In, &["amd64"])]),
-        }];
+    let pods = amd64_and_hostname_spread_pods(|mut p| {
         p.topology_spread = vec![spread(
             labels::ZONE,
             1,
             WhenUnsatisfiable::DoNotSchedule,
             selector("app", "p"),
         )];
-        pods.push(p);
-    }
-    for i in 0..4 {
-        let mut s = labeled(pod(&format!("s{i}"), "400m", "512Mi"), "app", "s");
-        s.topology_spread = vec![spread(
-            labels::HOSTNAME,
-            1,
-            WhenUnsatisfiable::DoNotSchedule,
-            selector("app", "s"),
-        )];
-        pods.push(s);
-    }
+        p
+    });
     let p = schedule(
         &state(pods, vec![default_pool()]),
-        &cat,
+        &anchor_catalog(),
         &SchedulerOptions::default(),
     );
-    assert_eq!(p.summary.scheduled, 8, "{p:#?}");
-    let amd = claim_of(&p, "p0");
-    assert_eq!(amd.price.instance_type, "a.2xlarge", "{p:#?}");
-    assert_eq!(amd.zones, vec![ZONES[0].to_string()], "{p:#?}");
-    for i in 1..4 {
-        assert_eq!(claim_of(&p, &format!("p{i}")).name, amd.name, "{p:#?}");
-    }
-    let mut spread_nodes: Vec<&str> = (0..4)
-        .map(|i| claim_of(&p, &format!("s{i}")).name.as_str())
-        .collect();
-    spread_nodes.sort_unstable();
-    spread_nodes.dedup();
-    assert_eq!(spread_nodes.len(), 4, "one spread pod per node: {p:#?}");
-    assert!(
-        (p.summary.hourly_price - 0.33).abs() < 1e-9,
-        "{}",
-        p.summary.hourly_price
+    assert_amd64_pods_share_one_node(&p);
+    assert_eq!(
+        claim_of(&p, "p0").zones,
+        vec![ZONES[0].to_string()],
+        "{p:#?}"
     );
 }
 
