@@ -73,6 +73,11 @@ impl ZonePin {
     /// Buckets of `bucket`: free, one per zone bit, other.
     pub(super) const BUCKETS: usize = 66;
 
+    /// Whether the requirements pin one zone.
+    pub(super) fn pinned(self) -> bool {
+        !matches!(self, ZonePin::Free)
+    }
+
     pub(super) fn bucket(self) -> usize {
         match self {
             ZonePin::Free => 0,

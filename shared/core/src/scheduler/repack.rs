@@ -53,10 +53,10 @@
 //! whose counting terms are all on the zone (`Run::zone_bound`: the zones'
 //! counts stay as planned), while a NodePool's packing keeps within the
 //! pattern LP's classes; NodeClaims holding them beside pods that must
-//! stay are packed as anchors (`anchors`). No host ports, no capacity reservation, NodePools
-//! without limits (a different packing charges them differently) and no
-//! NodeOverlays (their adjusted prices order offerings differently from the
-//! prices compared here).
+//! stay are packed as anchors (`anchors`). No host ports, no capacity
+//! reservation, NodePools without limits (a different packing charges
+//! them differently) and no NodeOverlays (their adjusted prices order
+//! offerings differently from the prices compared here).
 
 mod anchors;
 mod knapsack_lp;
@@ -383,9 +383,11 @@ impl Run<'_> {
         } else {
             &anchored
         };
-        if scope == Scope::UncountedPods && self.beyond_the_lp(all) {
+        let in_zone = self.movability.contains(&Movability::InZone);
+        if in_zone && self.beyond_the_lp(all) {
             // Packed by the greedy alone, pods moved within their zones
-            // pack worse than the first pass placed them: they stay.
+            // pack worse than the first pass placed them: they stay. (With
+            // no pod `InZone`, the groups would come out the same.)
             self.movability = self.movability(false);
             groups = self.repack_groups(scope);
             anchors = self.anchors(relax);
@@ -460,7 +462,7 @@ impl Run<'_> {
         let Scope::Planned { hostname_anti_only } = scope else {
             return claim.pods.iter().all(|&p| self.movable(claim, p));
         };
-        let zone_pinned = matches!(claim.zone_pin, ZonePin::Bit(_) | ZonePin::Other);
+        let zone_pinned = claim.zone_pin.pinned();
         claim.pods.iter().all(|&p| {
             let pod = &self.pods[p];
             // Without a shape the pod spreads (on the zone, as
@@ -492,7 +494,7 @@ impl Run<'_> {
     fn movable(&self, claim: &Claim, p: PodIdx) -> bool {
         match self.movability.get(p.get()) {
             Some(Movability::Anywhere) => true,
-            Some(Movability::InZone) => matches!(claim.zone_pin, ZonePin::Bit(_) | ZonePin::Other),
+            Some(Movability::InZone) => claim.zone_pin.pinned(),
             Some(Movability::Stays) | None => false,
         }
     }
@@ -2051,7 +2053,7 @@ struct Fills<'a> {
 /// Per candidate, its fill of the full counts, once some packing of
 /// `revalued_greedy` computed it: the packings differ in their values
 /// only, and a fill does not depend on them (`fill_node` takes classes in
-/// a fixed order), only its value does (`fill_value`).
+/// a fixed order), only its value does (`Take::value`).
 struct InitialFills {
     take: Vec<Option<Take>>,
 }
