@@ -784,6 +784,9 @@ pub struct NodeClaimObject {
     pub consolidatable_since: Option<i64>,
     /// A `Drifted=True` condition.
     pub drifted: bool,
+    /// `lastTransitionTime` of the `Drifted=True` condition: drifted nodes
+    /// are replaced earliest drift first, as Karpenter orders them.
+    pub drifted_since: Option<i64>,
     /// `status.imageID`: the AMI its instance was launched with.
     pub image_id: Option<String>,
     /// `spec.expireAfter` in seconds, when set on the NodeClaim (wins over

@@ -268,6 +268,7 @@ pub(crate) fn node_claim(ctx: &Ctx, d: &Doc) -> Result<NodeClaimObject, InputErr
     };
     let mut consolidatable_since = None;
     let mut drifted = false;
+    let mut drifted_since = None;
     let status = o.status.as_ref();
     for c in status
         .and_then(|s| s.conditions.as_ref())
@@ -281,7 +282,10 @@ pub(crate) fn node_claim(ctx: &Ctx, d: &Doc) -> Result<NodeClaimObject, InputErr
             "Consolidatable" => {
                 consolidatable_since = c.last_transition_time.as_ref().map(|t| t.0.as_second())
             }
-            "Drifted" => drifted = true,
+            "Drifted" => {
+                drifted = true;
+                drifted_since = c.last_transition_time.as_ref().map(|t| t.0.as_second());
+            }
             _ => {}
         }
     }
@@ -314,6 +318,7 @@ pub(crate) fn node_claim(ctx: &Ctx, d: &Doc) -> Result<NodeClaimObject, InputErr
             .map(|t| t.0.as_second()),
         consolidatable_since,
         drifted,
+        drifted_since,
         expire_after_seconds,
         labels,
         name,

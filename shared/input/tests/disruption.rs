@@ -289,6 +289,7 @@ status:
                 created_at: Some(JAN7),
                 consolidatable_since: Some(JAN7 + 3600),
                 drifted: true,
+                drifted_since: Some(JAN7 + 7200),
                 expire_after_seconds: Some(720 * 3600),
                 ..Default::default()
             },

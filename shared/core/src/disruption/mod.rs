@@ -417,7 +417,26 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Drifted nodes, oldest first, each replaced before it is drained;
+    /// The order drifted candidates are taken in, Karpenter's
+    /// (`Drift.ComputeCommands`): empty ones first (they need no
+    /// replacement, and a non-empty node drained first could put its pods
+    /// on them, to be moved again), then earliest drift first: the
+    /// `lastTransitionTime` of a NodeClaim's `Drifted` condition, else the
+    /// node's launch (its drift is found by Flotilla, no earlier than
+    /// that); the name breaks ties.
+    fn drift_order(&self, c: usize) -> (bool, i64, &'a str) {
+        let cand = &self.cands[c];
+        let since = cand
+            .claim
+            .and_then(|i| self.state.node_claims.get(i))
+            .and_then(|cl| cl.drifted_since.filter(|_| cl.drifted))
+            .or(cand.created_at)
+            .unwrap_or(i64::MIN);
+        (!cand.movable.is_empty(), since, self.node_name(c))
+    }
+
+    /// Drifted nodes, empty ones first, then earliest drift first (see
+    /// [`Self::drift_order`]), each replaced before it is drained;
     /// within budgets, PDBs and do-not-disrupt; blocked when a pod would
     /// fit nowhere.
     fn drift(&mut self) {
@@ -427,12 +446,7 @@ impl<'a> Run<'a> {
                 drift::drifted(self.state, self.catalog, &self.cands[c]).map(|w| (c, w))
             })
             .collect();
-        drifted.sort_by_key(|(c, _)| {
-            (
-                self.cands[*c].created_at.unwrap_or(i64::MIN),
-                self.node_name(*c),
-            )
-        });
+        drifted.sort_by_key(|(c, _)| self.drift_order(*c));
         for (c, why) in drifted {
             if self.taken[c] {
                 continue; // it received an earlier decision's pods

@@ -1805,3 +1805,69 @@ fn budgets_count_not_ready_and_deleting_nodes_and_skip_uninitialized_ones() {
         assert_eq!(removed, want, "{case}: {d:#?}");
     }
 }
+
+/// Drifted nodes are taken as Karpenter's `Drift.ComputeCommands` takes
+/// them: empty ones first, then earliest drift first (the `Drifted`
+/// condition's time), whatever their age.
+#[test]
+fn drifted_nodes_go_empty_first_then_earliest_drift_first() {
+    let one_at_a_time = |s: &mut ClusterState| {
+        let d = &mut s.node_pools[0].disruption;
+        d.consolidate_after_seconds = None; // no Empty: both drift
+        d.budgets = vec![Budget {
+            nodes: IntOrPercent::Int(1),
+            ..Budget::default_budget()
+        }];
+    };
+    // Both spot in an on-demand pool; the empty one is the younger.
+    let mut s = cluster(vec![
+        node(
+            "busy",
+            "m5.xlarge",
+            "us-west-2a",
+            "spot",
+            vec![pod("web1", "1", "1Gi")],
+        ),
+        node("idle", "m5.xlarge", "us-west-2a", "spot", vec![]),
+    ]);
+    s.nodes[1].created_at = Some(NOW - DAY);
+    one_at_a_time(&mut s);
+    assert_eq!(
+        reasons(&run(&s)),
+        vec![(DisruptionReason::Drifted, vec!["idle".to_string()])]
+    );
+    // Two busy nodes drifted by their NodeClaims: b, launched later,
+    // drifted earlier.
+    let mut s = cluster(vec![
+        node(
+            "a",
+            "m5.xlarge",
+            "us-west-2a",
+            "on-demand",
+            vec![pod("web1", "1", "1Gi")],
+        ),
+        node(
+            "b",
+            "m5.xlarge",
+            "us-west-2a",
+            "on-demand",
+            vec![pod("api1", "1", "1Gi")],
+        ),
+    ]);
+    s.nodes[1].created_at = Some(NOW - DAY);
+    for (n, t) in [("a", NOW - 60), ("b", NOW - 3_600)] {
+        s.node_claims.push(NodeClaimObject {
+            name: format!("{n}-claim"),
+            node_pool: Some("default".into()),
+            node_name: Some(n.into()),
+            drifted: true,
+            drifted_since: Some(t),
+            ..NodeClaimObject::default()
+        });
+    }
+    one_at_a_time(&mut s);
+    assert_eq!(
+        reasons(&run(&s)),
+        vec![(DisruptionReason::Drifted, vec!["b".to_string()])]
+    );
+}
