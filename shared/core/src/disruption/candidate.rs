@@ -265,7 +265,12 @@ pub(crate) fn candidates(
                 c.with_volumes(ebs::node_class_hourly(&catalog.region, nc))
             }),
             created_at,
-            since: since_of(node, claim_obj, since),
+            since: since_of(
+                node,
+                claim_obj,
+                since,
+                state.node_pools[pool].disruption.consolidate_after_seconds,
+            ),
             movable,
             requests,
             utilization,
@@ -280,21 +285,26 @@ pub(crate) fn candidates(
 }
 
 /// Since when the node has been in its current state: what the pipeline
-/// knows, else a NodeClaim's `Consolidatable` time, else the latest change
-/// the documents show (the node's creation, its pods' creation and start).
+/// knows, else a NodeClaim's `Consolidatable` time less the NodePool's
+/// `consolidateAfter` (`consolidate_after`), else the latest change the
+/// documents show (the node's creation, its pods' creation and start).
 /// `None`: nothing known (taken as long ago).
 fn since_of(
     node: &Node,
     claim: Option<&NodeClaimObject>,
     known: &BTreeMap<String, i64>,
+    consolidate_after: Option<u64>,
 ) -> Option<i64> {
     if let Some(&t) = known.get(&node.name) {
         return Some(t);
     }
     if let Some(t) = claim.and_then(|c| c.consolidatable_since) {
-        // Consolidatable since `t`: its last change was at least
-        // consolidateAfter before; `t` is a safe (late) stand-in.
-        return Some(t);
+        // Karpenter's nodeclaim controller sets `Consolidatable=True` once
+        // `consolidateAfter` has passed since the last pod event: the node
+        // is consolidatable from `t` on, its last change at most `t` less
+        // `consolidateAfter`.
+        let after = consolidate_after.map_or(0, |a| i64::try_from(a).unwrap_or(i64::MAX));
+        return Some(t.saturating_sub(after));
     }
     node.pods
         .iter()

@@ -1871,3 +1871,30 @@ fn drifted_nodes_go_empty_first_then_earliest_drift_first() {
         vec![(DisruptionReason::Drifted, vec!["b".to_string()])]
     );
 }
+
+/// `Consolidatable=True` on a NodeClaim means consolidatable now:
+/// Karpenter's nodeclaim controller sets it once `consolidateAfter` has
+/// passed since the last pod event, so it is not waited for again from the
+/// condition's time.
+#[test]
+fn consolidatable_condition_is_not_waited_for_again() {
+    let mut s = cluster(vec![node(
+        "idle",
+        "m5.xlarge",
+        "us-west-2a",
+        "on-demand",
+        vec![],
+    )]);
+    s.node_pools[0].disruption.consolidate_after_seconds = Some(300);
+    s.node_claims.push(NodeClaimObject {
+        name: "idle-claim".into(),
+        node_pool: Some("default".into()),
+        node_name: Some("idle".into()),
+        consolidatable_since: Some(NOW - 60),
+        ..NodeClaimObject::default()
+    });
+    assert_eq!(
+        reasons(&run(&s)),
+        vec![(DisruptionReason::Empty, vec!["idle".to_string()])]
+    );
+}
