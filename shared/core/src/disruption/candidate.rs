@@ -42,14 +42,16 @@ pub(crate) struct Candidate {
 
 /// Whether a disruption moves this pod: DaemonSet pods stay (their
 /// DaemonSet runs them on the replacement), mirror pods belong to the
-/// kubelet, terminating pods are already going.
+/// kubelet, terminating pods are already going — except a StatefulSet's:
+/// its controller recreates the pod (same name) only once the old one is
+/// gone, so the pod still needs a place, and its node is not empty
+/// (Karpenter's `pod.IsReschedulable`).
 pub(crate) fn moves(pod: &Pod) -> bool {
-    let daemon = pod
-        .owner
-        .as_deref()
-        .is_some_and(|o| o.starts_with("DaemonSet/") || o.starts_with("Node/"));
+    let owner = pod.owner.as_deref().unwrap_or_default();
+    let daemon = owner.starts_with("DaemonSet/") || owner.starts_with("Node/");
     let mirror = pod.annotations.contains_key("kubernetes.io/config.mirror");
-    !(daemon || mirror || pod.terminating)
+    let gone = pod.terminating && !owner.starts_with("StatefulSet/");
+    !(daemon || mirror || gone)
 }
 
 /// A Go duration (`"90s"`, `"1h30m"`, `"2h"`, `"500ms"`) in whole seconds.
@@ -419,5 +421,27 @@ mod tests {
             ..Pod::default()
         };
         assert!(!moves(&t));
+    }
+
+    /// A terminating StatefulSet pod still needs a place: its controller
+    /// recreates it only once it is gone (Karpenter's
+    /// `pod.IsReschedulable`), so it moves and its node is not empty.
+    #[test]
+    fn terminating_stateful_set_pods_move() {
+        let mut ss = Pod::from(PodTemplate {
+            owner: Some("StatefulSet/default/db".into()),
+            ..PodTemplate::default()
+        });
+        assert!(moves(&ss));
+        ss.terminating = true;
+        assert!(moves(&ss));
+        let rs = Pod {
+            terminating: true,
+            ..Pod::from(PodTemplate {
+                owner: Some("ReplicaSet/default/web-5d4f".into()),
+                ..PodTemplate::default()
+            })
+        };
+        assert!(!moves(&rs));
     }
 }
