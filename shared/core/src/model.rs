@@ -481,6 +481,12 @@ pub struct NodePool {
     /// [`CONSOLIDATE_TOLERANCE_ANNOTATION`] as a fraction (0: off): fewer,
     /// larger nodes are preferred while they cost at most this much more.
     pub consolidate_tolerance: f64,
+    /// The `karpenter.sh/capacity-type In [on-demand]` requirement is the
+    /// input's default (the NodePool says nothing of capacity types: what
+    /// it launches), not the NodePool's own: drift does not hold nodes to
+    /// it, as Karpenter's requirement drift reads only the NodePool's
+    /// `spec.template.spec.requirements`.
+    pub default_capacity_type: bool,
 }
 
 impl NodePool {
@@ -507,6 +513,7 @@ impl NodePool {
             template_hash: None,
             unavailable: None,
             consolidate_tolerance: 0.0,
+            default_capacity_type: false,
         }
     }
 }

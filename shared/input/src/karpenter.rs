@@ -518,7 +518,7 @@ fn finish_requirements(
     labels: &BTreeMap<String, String>,
     name_key: &str,
     name: &str,
-) -> Result<(), InputError> {
+) -> Result<bool, InputError> {
     for (k, v) in labels {
         let r = Requirement::from_parts(k, Operator::In, vec![v.clone()])
             .map_err(|e| ctx.err(&join(labels_path, k), e))?;
@@ -527,13 +527,14 @@ fn finish_requirements(
     let r = Requirement::from_parts(name_key, Operator::In, vec![name.to_string()])
         .map_err(|e| ctx.err("metadata.name", e))?;
     reqs.add(r);
-    if reqs.get(CAPACITY_TYPE).is_none() {
+    let default_capacity_type = reqs.get(CAPACITY_TYPE).is_none();
+    if default_capacity_type {
         reqs.add(Requirement::in_values(
             CAPACITY_TYPE,
             [CAPACITY_TYPE_ON_DEMAND],
         ));
     }
-    Ok(())
+    Ok(default_capacity_type)
 }
 
 /// A NodePool (karpenter.sh/v1 or v1beta1), with the overlays of its Veneer
@@ -568,7 +569,7 @@ pub(crate) fn node_pool(
     let ts = &spec.template.spec;
     let mut reqs = reqs_from(ctx, "spec.template.spec.requirements", &ts.requirements)?;
     let min_values = min_values(ctx, "spec.template.spec.requirements", &ts.requirements)?;
-    finish_requirements(ctx, &mut reqs, lp, &tlabels, NODEPOOL, &name)?;
+    let default_capacity_type = finish_requirements(ctx, &mut reqs, lp, &tlabels, NODEPOOL, &name)?;
 
     let policy = spec
         .disruption
@@ -666,6 +667,7 @@ pub(crate) fn node_pool(
         template_hash: Some(template_hash),
         unavailable: unavailable(&m, &d.value).or(static_pool),
         consolidate_tolerance: tolerance(ctx, m.annotations.as_ref())?,
+        default_capacity_type,
     };
     let overlays = veneer_overlays(ctx, &name, NODEPOOL, m.annotations.as_ref())?;
     Ok((pool, overlays))
@@ -701,7 +703,7 @@ pub(crate) fn provisioner(ctx: &Ctx, d: &Doc) -> Result<(NodePool, Vec<NodeOverl
     check_labels(ctx, "spec.annotations", &pannotations, false)?;
     let mut reqs = reqs_from(ctx, "spec.requirements", &spec.requirements)?;
     let min_values = min_values(ctx, "spec.requirements", &spec.requirements)?;
-    finish_requirements(
+    let default_capacity_type = finish_requirements(
         ctx,
         &mut reqs,
         "spec.labels",
@@ -788,6 +790,7 @@ pub(crate) fn provisioner(ctx: &Ctx, d: &Doc) -> Result<(NodePool, Vec<NodeOverl
         name: name.clone(),
         unavailable: unavailable(&m, &d.value),
         consolidate_tolerance: tolerance(ctx, m.annotations.as_ref())?,
+        default_capacity_type,
     };
     let overlays = veneer_overlays(ctx, &name, NODEPOOL, m.annotations.as_ref())?;
     Ok((pool, overlays))

@@ -193,12 +193,24 @@ impl UnitPrices {
 }
 
 /// Whether `labels` (a node's, completed with its type's) satisfy `pool`'s
-/// requirements; the first one they do not, for drift reports.
+/// requirements; the first one they do not, for drift reports. The
+/// on-demand default of a NodePool that says nothing of capacity types
+/// ([`NodePool::default_capacity_type`]) is not held against a node:
+/// Karpenter drifts by the NodePool's own requirements only, so removing a
+/// `karpenter.sh/capacity-type In [spot]` requirement does not replace the
+/// spot nodes.
 pub fn unsatisfied_requirement(
     pool: &NodePool,
     labels: &BTreeMap<String, String>,
 ) -> Option<String> {
-    labels_satisfy(labels, &pool.requirements)
-        .err()
-        .map(|r| r.to_string())
+    let own;
+    let reqs = if pool.default_capacity_type {
+        let mut r = pool.requirements.clone();
+        r.remove(crate::labels::CAPACITY_TYPE);
+        own = r;
+        &own
+    } else {
+        &pool.requirements
+    };
+    labels_satisfy(labels, reqs).err().map(|r| r.to_string())
 }

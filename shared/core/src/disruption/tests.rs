@@ -1898,3 +1898,34 @@ fn consolidatable_condition_is_not_waited_for_again() {
         vec![(DisruptionReason::Empty, vec!["idle".to_string()])]
     );
 }
+
+/// A NodePool that says nothing of capacity types launches on-demand, but
+/// its spot nodes have not drifted (Karpenter's requirement drift reads the
+/// NodePool's own requirements): removing `capacity-type In [spot]` does
+/// not replace every spot node with on-demand.
+#[test]
+fn the_on_demand_default_does_not_drift_spot_nodes() {
+    let mut s = cluster(vec![node(
+        "spot",
+        "m5.xlarge",
+        "us-west-2a",
+        "spot",
+        vec![pod("web1", "3", "8Gi")],
+    )]);
+    // The pool's capacity-type requirement is the input's default.
+    s.node_pools[0].default_capacity_type = true;
+    let d = run(&s);
+    assert!(
+        !d.decisions
+            .iter()
+            .any(|x| x.reason == DisruptionReason::Drifted),
+        "{:?}",
+        reasons(&d)
+    );
+    // Given by the NodePool itself, it drifts them.
+    s.node_pools[0].default_capacity_type = false;
+    assert_eq!(
+        reasons(&run(&s)),
+        vec![(DisruptionReason::Drifted, vec!["spot".to_string()])]
+    );
+}
