@@ -487,6 +487,10 @@ pub struct NodePool {
     /// it, as Karpenter's requirement drift reads only the NodePool's
     /// `spec.template.spec.requirements`.
     pub default_capacity_type: bool,
+    /// `spec.replicas`: a static NodePool. Its nodes are no candidates of
+    /// emptiness, drift or underutilized consolidation (Karpenter's
+    /// `OwnedByStaticNodePool`).
+    pub replicas: Option<i64>,
 }
 
 impl NodePool {
@@ -514,6 +518,7 @@ impl NodePool {
             unavailable: None,
             consolidate_tolerance: 0.0,
             default_capacity_type: false,
+            replicas: None,
         }
     }
 }

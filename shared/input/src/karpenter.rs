@@ -668,6 +668,7 @@ pub(crate) fn node_pool(
         unavailable: unavailable(&m, &d.value).or(static_pool),
         consolidate_tolerance: tolerance(ctx, m.annotations.as_ref())?,
         default_capacity_type,
+        replicas: spec.replicas,
     };
     let overlays = veneer_overlays(ctx, &name, NODEPOOL, m.annotations.as_ref())?;
     Ok((pool, overlays))
@@ -791,6 +792,7 @@ pub(crate) fn provisioner(ctx: &Ctx, d: &Doc) -> Result<(NodePool, Vec<NodeOverl
         unavailable: unavailable(&m, &d.value),
         consolidate_tolerance: tolerance(ctx, m.annotations.as_ref())?,
         default_capacity_type,
+        replicas: None,
     };
     let overlays = veneer_overlays(ctx, &name, NODEPOOL, m.annotations.as_ref())?;
     Ok((pool, overlays))

@@ -193,10 +193,16 @@ impl<'a> Run<'a> {
     }
 
     /// Whether candidate `c` is past its NodePool's `consolidateAfter`
-    /// and the pool's policy allows `reason` (Empty / Underutilized).
+    /// and the pool's policy allows `reason` (Empty / Underutilized). A
+    /// static NodePool's nodes never are (its replica count decides how
+    /// many it has).
     fn consolidatable(&self, c: usize, reason: DisruptionReason) -> bool {
         let cand = &self.cands[c];
-        let d = &self.state.node_pools[cand.pool].disruption;
+        let pool = &self.state.node_pools[cand.pool];
+        if pool.replicas.is_some() {
+            return false;
+        }
+        let d = &pool.disruption;
         let policy_ok = match d.consolidation_policy.as_deref() {
             Some("WhenEmptyOrUnderutilized" | "WhenUnderutilized") => true,
             Some("WhenEmpty") => reason == DisruptionReason::Empty,
@@ -440,8 +446,12 @@ impl<'a> Run<'a> {
     /// within budgets, PDBs and do-not-disrupt; blocked when a pod would
     /// fit nowhere.
     fn drift(&mut self) {
+        // A static NodePool's drifted nodes are Karpenter's StaticDrift's
+        // (a replacement from the template per node), which Flotilla does
+        // not do: they are no candidates here.
         let mut drifted: Vec<(usize, String)> = (0..self.cands.len())
             .filter(|&c| !self.taken[c])
+            .filter(|&c| self.state.node_pools[self.cands[c].pool].replicas.is_none())
             .filter_map(|c| {
                 drift::drifted(self.state, self.catalog, &self.cands[c]).map(|w| (c, w))
             })

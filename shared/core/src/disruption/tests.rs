@@ -1929,3 +1929,25 @@ fn the_on_demand_default_does_not_drift_spot_nodes() {
         vec![(DisruptionReason::Drifted, vec!["spot".to_string()])]
     );
 }
+
+/// A static NodePool's nodes (`spec.replicas`) are no candidates of
+/// emptiness, drift or underutilized consolidation (Karpenter's
+/// `OwnedByStaticNodePool`).
+#[test]
+fn static_node_pools_are_not_consolidated_or_drifted() {
+    let mut s = cluster(vec![
+        node("idle", "m5.xlarge", "us-west-2a", "on-demand", vec![]),
+        node("spot", "m5.xlarge", "us-west-2a", "spot", vec![]),
+        node(
+            "light",
+            "m5.2xlarge",
+            "us-west-2a",
+            "on-demand",
+            vec![pod("web1", "100m", "128Mi")],
+        ),
+    ]);
+    assert!(!run(&s).decisions.is_empty());
+    s.node_pools[0].replicas = Some(3);
+    let d = run(&s);
+    assert!(d.decisions.is_empty(), "{:?}", reasons(&d));
+}
