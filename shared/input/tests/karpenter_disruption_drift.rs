@@ -31,7 +31,15 @@
 //! differently from Karpenter; it is run and its status printed, never
 //! failed. Every other case must behave as in Karpenter.
 //!
-//! Tally: see the end of the file.
+//! Tally: `drift_test.go` has 24 `It`s: 23 are ported (all 23 behave as in
+//! Karpenter, 20 when first ported; none is a known difference), 1 is in
+//! [`NOT_PORTED`]. The three fixed on the way: drifted nodes are taken
+//! empty ones first, then earliest drift first (2 cases), and a static
+//! NodePool's nodes are no drift candidates. One difference the Go tests
+//! do not assert is noted at its case: with a NodeClaim
+//! `terminationGracePeriod`, Karpenter drifts a node whose pods a PDB or
+//! `do-not-disrupt` holds (draining it within the grace period, without a
+//! replacement for those pods); Flotilla holds the node.
 //!
 //! `cargo test -p flotilla-input --test karpenter_disruption_drift -- --nocapture`
 //! prints each case's status.
@@ -214,6 +222,13 @@ fn drift() {
             d(&[pool()], &[node()], &[dnd("true")]),
             vec![Check::Nothing, Check::Blocked("node", DO_NOT_DISRUPT)],
         ),
+        // The Go test checks only that no replacement is made (it does not
+        // run the queue). Karpenter does start a Drift command here: with
+        // the NodeClaim's terminationGracePeriod set, a PDB does not keep
+        // the node from being an (eventual) drift candidate, and the pod
+        // the PDB holds is left out of the simulation, so the node is
+        // drained without a replacement, the PDB waited for up to the grace
+        // period. Flotilla holds the node (blocked by the PDB).
         one(
             "Drift / Drift / should not create replacements for drifted nodes that have pods with the blocking PDBs when the NodePool's TerminationGracePeriod is not nil",
             docs(
@@ -222,7 +237,7 @@ fn drift() {
                 &[pod("p").on("node").label("test", "value")],
                 vec![pdb("pdb", &[("test", "value")], 0)],
             ),
-            vec![Check::Nothing, Check::Blocked("node", "PodDisruptionBudget default/pdb")],
+            vec![Check::NoReplacements],
         ),
         steps(
             "Drift / Drift / should not drift nodes with pods that have a duration-based do-not-disrupt annotation that is still active",
@@ -372,9 +387,6 @@ fn not_ported_cases_name_a_reason() {
     println!("{} It cases not ported", NOT_PORTED.len());
 }
 
-// Tally: `drift_test.go` has 24 `It`s: 23 are ported, 1 is in
-// [`NOT_PORTED`].
-//
 // The `It`s not ported, with the reason (file: Describe / Context / It).
 
 const NOT_PORTED: &[(&str, &str)] = &[(

@@ -19,8 +19,16 @@
 //! differently from Karpenter; it is run and its status printed, never
 //! failed. Every other case must behave as in Karpenter.
 //!
-//! Tally: `emptiness_test.go` has 26 `It`s: 18 are ported (18 behave as in
-//! Karpenter, none is a known difference), 8 are in [`NOT_PORTED`].
+//! Tally: `emptiness_test.go` has 26 `It`s: 19 are ported (17 behave as in
+//! Karpenter, 11 when first ported; 2 known differences, both a NodeClaim
+//! without `Consolidatable=True`: see [`WITHOUT_CONDITION`]), 7 are in
+//! [`NOT_PORTED`] (the validator's wait, and the six "Buffer pod
+//! protection" cases: Flotilla has no virtual buffer pods). The six fixed
+//! on the way: Karpenter's requirement drift does not hold spot nodes to
+//! the on-demand default of a NodePool without a capacity-type requirement
+//! (2 cases), a `Consolidatable=True` NodeClaim is consolidatable at once
+//! (2), a terminating StatefulSet pod keeps its node from being empty, a
+//! static NodePool's nodes are no emptiness candidates.
 //!
 //! `cargo test -p flotilla-input --test karpenter_disruption_emptiness -- --nocapture`
 //! prints each case's status.
@@ -65,10 +73,18 @@ fn ten_pools(budget_nodes: &str) -> (Vec<Np>, Vec<Nc>) {
                 .when_empty()
                 .budgets(vec![budget(budget_nodes)]),
         );
-        nodes.extend(ncs(&format!("{name}-node"), 3, |n| n.cheap().consolidatable(), &name));
+        nodes.extend(ncs(
+            &format!("{name}-node"),
+            3,
+            |n| n.cheap().consolidatable(),
+            &name,
+        ));
     }
     (pools, nodes)
 }
+
+/// Both cases where the NodeClaim has no `Consolidatable=True` condition.
+const WITHOUT_CONDITION: &str = "Flotilla reads a NodeClaim's Consolidatable=True condition as the time the node became consolidatable, and without it measures consolidateAfter from the documents' times (docs/disruption.md, \"Time\"): the condition is not required, since NodeClaims written by hand, by Flotilla's pipeline, or left by a Karpenter no longer running carry none or a stale one. With consolidateAfter 0s the empty node goes";
 
 fn d(nps: &[Np], nodes: &[Nc], pods: &[P]) -> Vec<Value> {
     docs(nps, nodes, pods, vec![])
@@ -149,7 +165,8 @@ fn emptiness() {
             "Emptiness / Emptiness / should ignore nodes without the consolidatable status condition",
             d(&[pool()], &[nc("node", "default").cheap_spot()], &[]),
             vec![Check::Nothing],
-        ),
+        )
+        .differs(WITHOUT_CONDITION),
         one(
             "Emptiness / Emptiness / should ignore nodes with the karpenter.sh/do-not-disrupt annotation",
             d(&[pool()], &[node().annotate(DO_NOT_DISRUPT, "true")], &[]),
@@ -169,7 +186,8 @@ fn emptiness() {
             "Emptiness / Emptiness / should ignore nodes with the consolidatable status condition set to false",
             d(&[pool()], &[nc("node", "default").cheap_spot().consolidatable_false()], &[]),
             vec![Check::Nothing],
-        ),
+        )
+        .differs(WITHOUT_CONDITION),
         one(
             "Emptiness / can delete multiple empty nodes",
             d(&[pool()], &[node(), node2()], &[]),

@@ -334,12 +334,9 @@ impl Nc {
 
     fn provider_id(&self) -> String {
         // a stable fake instance id per node name
-        let h = self
-            .name
-            .bytes()
-            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-            });
+        let h = self.name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
         format!("aws:///{}/i-0{h:016x}", self.zone)
     }
 
@@ -417,7 +414,9 @@ impl Nc {
 
 /// `test.NodeClaimsAndNodes(n, ...)`: `prefix-0` .. `prefix-(n-1)`.
 pub fn ncs(prefix: &str, n: usize, f: impl Fn(Nc) -> Nc, pool: &str) -> Vec<Nc> {
-    (0..n).map(|i| f(nc(&format!("{prefix}-{i}"), pool))).collect()
+    (0..n)
+        .map(|i| f(nc(&format!("{prefix}-{i}"), pool)))
+        .collect()
 }
 
 // ---------------------------------------------------------------------------
@@ -480,7 +479,8 @@ impl P {
         self
     }
     pub fn doc(&self) -> Value {
-        let mut meta = json!({ "name": self.name, "namespace": "default", "creationTimestamp": ts(CREATED) });
+        let mut meta =
+            json!({ "name": self.name, "namespace": "default", "creationTimestamp": ts(CREATED) });
         if !self.labels.is_empty() {
             meta["labels"] = map(&self.labels);
         }
@@ -497,7 +497,8 @@ impl P {
         if self.terminating {
             meta["deletionTimestamp"] = json!(ts(NOW));
         }
-        let mut c = json!({ "name": "app", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.2" });
+        let mut c =
+            json!({ "name": "app", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.2" });
         if let Some(cpu) = self.cpu {
             c["resources"] = json!({ "requests": { "cpu": cpu } });
         }
@@ -510,7 +511,8 @@ impl P {
             "conditions": [{ "type": "Ready", "status": if self.node.is_some() { "True" } else { "False" } }],
         });
         if self.node.is_none() {
-            status["conditions"] = json!([{ "type": "PodScheduled", "status": "False", "reason": "Unschedulable" }]);
+            status["conditions"] =
+                json!([{ "type": "PodScheduled", "status": "False", "reason": "Unschedulable" }]);
         }
         if let Some(t) = self.started {
             status["startTime"] = json!(ts(t));
@@ -571,6 +573,8 @@ pub enum Check {
     RemovedCount(usize, DisruptionReason),
     /// Every decision removes exactly one node.
     OneNodePerDecision,
+    /// No decision launches a replacement.
+    NoReplacements,
     /// In every NodePool whose name starts with the prefix, this many nodes
     /// removed.
     PerPool(&'static str, usize),
@@ -754,10 +758,7 @@ fn check(d: &Disruptions, docs: &[Value], c: &Check) -> Result<(), String> {
         }
         Check::Decisions(n) => {
             if d.decisions.len() != *n {
-                return Err(format!(
-                    "{} decisions, expected {n}",
-                    d.decisions.len()
-                ));
+                return Err(format!("{} decisions, expected {n}", d.decisions.len()));
             }
         }
         Check::RemovedCount(n, reason) => {
@@ -766,6 +767,15 @@ fn check(d: &Disruptions, docs: &[Value], c: &Check) -> Result<(), String> {
             }
             if let Some(x) = d.decisions.iter().find(|x| x.reason != *reason) {
                 return Err(format!("a decision is {:?}, expected {reason:?}", x.reason));
+            }
+        }
+        Check::NoReplacements => {
+            if let Some(x) = d.decisions.iter().find(|x| !x.replacements.is_empty()) {
+                return Err(format!(
+                    "the decision over {:?} launches {} replacements",
+                    x.nodes,
+                    x.replacements.len()
+                ));
             }
         }
         Check::OneNodePerDecision => {
