@@ -120,9 +120,17 @@ impl<'a> Run<'a> {
         let cands = candidate::candidates(state, catalog, &overlays, &opts.since, opts.now);
         let mut out_nodes = vec![false; state.nodes.len()];
         let mut counted = vec![false; state.nodes.len()];
+        // A node whose NodeClaim is being deleted is being deleted
+        // (Karpenter's `StateNode.MarkedForDeletion`).
+        let mut claim_deleting = vec![false; state.nodes.len()];
+        for c in &cands {
+            let claim = c.claim.and_then(|i| state.node_claims.get(i));
+            claim_deleting[c.node] = claim.is_some_and(|cl| cl.deleting);
+        }
         for (i, n) in state.nodes.iter().enumerate() {
             if opts.disrupting.contains_key(&n.name)
                 || n.deleting
+                || claim_deleting[i]
                 || n.taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT)
             {
                 out_nodes[i] = true;
@@ -510,7 +518,8 @@ impl<'a> Run<'a> {
 /// Per NodePool, the nodes its budgets count and those of them counted as
 /// disrupting, Karpenter's way (`BuildDisruptionBudgetMapping`): nodes not
 /// initialized are not counted at all; of the others, those disrupting
-/// (`counted`: in flight, tainted `karpenter.sh/disrupted`, being deleted)
+/// (`counted`: in flight, tainted `karpenter.sh/disrupted`, being deleted:
+/// the node or its NodeClaim)
 /// or not Ready count against the allowance.
 fn budget_counts(
     state: &ClusterState,

@@ -1950,4 +1950,58 @@ fn static_node_pools_are_not_consolidated_or_drifted() {
     s.node_pools[0].replicas = Some(3);
     let d = run(&s);
     assert!(d.decisions.is_empty(), "{:?}", reasons(&d));
+
+/// A node whose NodeClaim is being deleted (`metadata.deletionTimestamp`)
+/// is being deleted, as Karpenter's `StateNode.MarkedForDeletion` has it:
+/// no candidate, no destination, and counted as disrupting against its
+/// NodePool's budget (suite_test.go: Candidate Filtering / should not
+/// consider candidates that are deleting).
+#[test]
+fn a_deleting_node_claim_makes_its_node_deleting() {
+    let empty = |name: &str| {
+        with_health(
+            node(name, "m5.xlarge", "us-west-2a", "on-demand", vec![]),
+            Health::Ready,
+        )
+    };
+    let claim = |node: &str, deleting: bool| NodeClaimObject {
+        name: format!("nc-{node}"),
+        node_pool: Some("default".into()),
+        node_name: Some(node.into()),
+        deleting,
+        ..NodeClaimObject::default()
+    };
+    // (case, e0's claim deleting, budget, removed, e0 removed)
+    let cases = [
+        ("no claim deleting", false, 2, 2, true),
+        (
+            "e0's claim deleting: no candidate, 1 of 2 left",
+            true,
+            2,
+            1,
+            false,
+        ),
+        ("e0's claim deleting, budget 1 used up", true, 1, 0, false),
+    ];
+    for (case, deleting, budget, want, e0) in cases {
+        let mut s = cluster(vec![empty("e0"), empty("e1"), empty("e2")]);
+        s.node_claims = vec![
+            claim("e0", deleting),
+            claim("e1", false),
+            claim("e2", false),
+        ];
+        s.node_pools[0].disruption.budgets = vec![Budget {
+            nodes: IntOrPercent::Int(budget),
+            ..Budget::default_budget()
+        }];
+        let d = run(&s);
+        let removed: Vec<&String> = d
+            .decisions
+            .iter()
+            .filter(|d| d.reason == DisruptionReason::Empty)
+            .flat_map(|d| &d.nodes)
+            .collect();
+        assert_eq!(removed.len(), want, "{case}: {d:#?}");
+        assert_eq!(removed.iter().any(|n| *n == "e0"), e0, "{case}: {d:#?}");
+    }
 }
