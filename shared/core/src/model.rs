@@ -804,6 +804,9 @@ pub struct NodeClaimObject {
     /// `spec.expireAfter` in seconds, when set on the NodeClaim (wins over
     /// the NodePool's).
     pub expire_after_seconds: Option<u64>,
+    /// `spec.terminationGracePeriod` in seconds, when set on the NodeClaim
+    /// (Karpenter copies the NodePool's at launch).
+    pub termination_grace_period_seconds: Option<u64>,
     /// `spec.requirements`.
     pub requirements: Requirements,
     /// `spec.taints` (its `startupTaints` are left out: they do not keep

@@ -241,8 +241,8 @@ struct Condition {
 
 /// A `karpenter.sh/v1` (or `v1beta1`) NodeClaim: its NodePool (the
 /// `karpenter.sh/nodepool` label), node, provider ID, when it became
-/// `Consolidatable`, whether it is `Drifted`, and its own `expireAfter`
-/// (`Never`: none).
+/// `Consolidatable`, whether it is `Drifted`, its own `expireAfter`
+/// (`Never`: none) and `terminationGracePeriod`.
 pub(crate) fn node_claim(ctx: &Ctx, d: &Doc) -> Result<NodeClaimObject, InputError> {
     let o: NodeClaimDoc = ctx.de(&d.value, "")?;
     let name = match o.metadata.name {
@@ -265,6 +265,28 @@ pub(crate) fn node_claim(ctx: &Ctx, d: &Doc) -> Result<NodeClaimObject, InputErr
             }
         },
         Some(_) => return Err(ctx.err("spec", "spec must be a mapping")),
+    };
+    let termination_grace_period_seconds = match o.spec.as_ref() {
+        Some(Value::Object(s)) => match s.get("terminationGracePeriod") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(g)) => Some(
+                duration_secs(g)
+                    .map_err(|m| ctx.err("spec.terminationGracePeriod", m))?
+                    .ok_or_else(|| {
+                        ctx.err(
+                            "spec.terminationGracePeriod",
+                            "terminationGracePeriod must be a duration such as 1h, not Never",
+                        )
+                    })?,
+            ),
+            Some(v) => {
+                return Err(ctx.err(
+                    "spec.terminationGracePeriod",
+                    format!("terminationGracePeriod must be a duration string such as 1h, got {v}"),
+                ))
+            }
+        },
+        _ => None,
     };
     let mut consolidatable_since = None;
     let mut drifted = false;
@@ -320,6 +342,7 @@ pub(crate) fn node_claim(ctx: &Ctx, d: &Doc) -> Result<NodeClaimObject, InputErr
         drifted,
         drifted_since,
         expire_after_seconds,
+        termination_grace_period_seconds,
         labels,
         name,
     })

@@ -54,8 +54,8 @@
 //! differently from Karpenter; it is run and its status printed, never
 //! failed. Every other case must behave as in Karpenter.
 //!
-//! Tally: the Go file has 58 `It`s; 48 are ported (42 behave as in
-//! Karpenter, 6 are known differences; 41 and 7 when first ported), 10 are
+//! Tally: the Go file has 58 `It`s; 48 are ported (44 behave as in
+//! Karpenter, 4 are known differences; 41 and 7 when first ported), 10 are
 //! in [`NOT_PORTED`]. See the
 //! list above [`NOT_PORTED`] for the known differences left.
 //!
@@ -1134,14 +1134,12 @@ fn candidate_filtering() {
             "should consider candidates that have do-not-disrupt pods scheduled with a terminationGracePeriod set for eventual disruption",
             one_node(nc(NODE).grace("300s").drifted(), vec![dnd_pod()]),
             vec![decided(Drifted, &[NODE], None)],
-        )
-        .differs("drift is graceful: a do-not-disrupt pod or a PDB blocks it even when the NodeClaim sets a terminationGracePeriod (Karpenter's EventualDisruptionClass ignores pod blockers then)"),
+        ),
         case(
             "should consider candidates that have PDB-blocked pods scheduled with a terminationGracePeriod set for eventual disruption",
             one_node(nc(NODE).grace("300s").drifted(), vec![pdb_pod(), pdb("pdb")]),
             vec![decided(Drifted, &[NODE], None)],
-        )
-        .differs("drift is graceful: a do-not-disrupt pod or a PDB blocks it even when the NodeClaim sets a terminationGracePeriod (Karpenter's EventualDisruptionClass ignores pod blockers then)"),
+        ),
         case(
             "should not consider candidates that have do-not-disrupt pods scheduled with a terminationGracePeriod set for graceful disruption",
             one_node(nc(NODE).grace("300s"), vec![dnd_pod()]),

@@ -36,6 +36,10 @@ pub(crate) struct Candidate {
     /// What blocks a graceful disruption (do-not-disrupt on the node or a
     /// pod), if anything. PDBs are checked as decisions use them up.
     pub blocker: Option<String>,
+    /// What of [`Self::blocker`] is on the node or its NodeClaim: it blocks
+    /// drift even where a terminationGracePeriod bounds the drain (pod
+    /// blockers do not then).
+    pub node_blocker: Option<String>,
     /// The v1alpha5 `karpenter.sh/do-not-consolidate` node annotation.
     pub do_not_consolidate: bool,
 }
@@ -248,7 +252,8 @@ pub(crate) fn candidates(
         };
         let utilization = share("cpu").max(share("memory"));
         let created_at = claim_obj.and_then(|c| c.created_at).or(node.created_at);
-        let blocker = node_blocker(node, claim_obj).or_else(|| {
+        let node_blocker = node_blocker(node, claim_obj);
+        let blocker = node_blocker.clone().or_else(|| {
             node.pods
                 .iter()
                 .filter(|p| !p.terminating)
@@ -277,6 +282,7 @@ pub(crate) fn candidates(
             requests,
             utilization,
             blocker,
+            node_blocker,
             do_not_consolidate: node
                 .annotations
                 .get(labels::DO_NOT_CONSOLIDATE)

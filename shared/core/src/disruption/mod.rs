@@ -449,10 +449,26 @@ impl<'a> Run<'a> {
         (!cand.movable.is_empty(), since, self.node_name(c))
     }
 
+    /// How long the drain of candidate `c` may be held up before it goes
+    /// anyway: its NodeClaim's `terminationGracePeriod` (Karpenter copies
+    /// the NodePool's at launch), else its NodePool's.
+    fn grace_period(&self, c: usize) -> Option<u64> {
+        let cand = &self.cands[c];
+        cand.claim
+            .and_then(|i| self.state.node_claims.get(i))
+            .and_then(|cl| cl.termination_grace_period_seconds)
+            .or(self.state.node_pools[cand.pool]
+                .disruption
+                .termination_grace_period_seconds)
+    }
+
     /// Drifted nodes, empty ones first, then earliest drift first (see
     /// [`Self::drift_order`]), each replaced before it is drained;
     /// within budgets, PDBs and do-not-disrupt; blocked when a pod would
-    /// fit nowhere.
+    /// fit nowhere. Drift is Karpenter's eventual disruption: where a
+    /// terminationGracePeriod bounds the drain, do-not-disrupt pods and
+    /// PDBs do not keep the node (the drain waits for them until that
+    /// deadline); do-not-disrupt on the node or its NodeClaim still does.
     fn drift(&mut self) {
         // A static NodePool's drifted nodes are Karpenter's StaticDrift's
         // (a replacement from the template per node), which Flotilla does
@@ -469,7 +485,12 @@ impl<'a> Run<'a> {
             if self.taken[c] {
                 continue; // it received an earlier decision's pods
             }
-            if let Some(b) = self.graceful_blocker(c) {
+            let grace = self.grace_period(c);
+            let blocker = match grace {
+                Some(_) => self.cands[c].node_blocker.clone(),
+                None => self.graceful_blocker(c),
+            };
+            if let Some(b) = blocker {
                 self.block(c, b);
                 continue;
             }
@@ -491,6 +512,7 @@ impl<'a> Run<'a> {
             self.decide(DisruptionReason::Drifted, &[c], Some(sim));
             for d in &mut self.out.decisions[decided..] {
                 d.detail = Some(why.clone());
+                d.termination_grace_period_seconds = grace;
             }
         }
     }

@@ -1950,6 +1950,7 @@ fn static_node_pools_are_not_consolidated_or_drifted() {
     s.node_pools[0].replicas = Some(3);
     let d = run(&s);
     assert!(d.decisions.is_empty(), "{:?}", reasons(&d));
+}
 
 /// A node whose NodeClaim is being deleted (`metadata.deletionTimestamp`)
 /// is being deleted, as Karpenter's `StateNode.MarkedForDeletion` has it:
@@ -2003,5 +2004,85 @@ fn a_deleting_node_claim_makes_its_node_deleting() {
             .collect();
         assert_eq!(removed.len(), want, "{case}: {d:#?}");
         assert_eq!(removed.iter().any(|n| *n == "e0"), e0, "{case}: {d:#?}");
+    }
+}
+
+/// Drift is Karpenter's eventual disruption (`EventualDisruptionClass`):
+/// where a terminationGracePeriod bounds the drain (the NodeClaim's, else
+/// the NodePool's), do-not-disrupt pods and PDBs do not keep a drifted node
+/// and the decision carries that period; without one they do, and
+/// do-not-disrupt on the node always does. Consolidation is graceful either
+/// way (suite_test.go: Candidate Filtering / should consider candidates
+/// that have do-not-disrupt (PDB-blocked) pods scheduled with a
+/// terminationGracePeriod set for eventual disruption).
+#[test]
+fn drift_with_a_grace_period_goes_past_pod_blockers() {
+    // (case, blocker, claim's grace, pool's grace, want: drifted and its grace)
+    type Case<'a> = (&'a str, &'a str, Option<u64>, Option<u64>, Option<u64>);
+    let cases: [Case; 8] = [
+        (
+            "do-not-disrupt pod, claim's grace",
+            "pod",
+            Some(300),
+            None,
+            Some(300),
+        ),
+        (
+            "do-not-disrupt pod, pool's grace",
+            "pod",
+            None,
+            Some(600),
+            Some(600),
+        ),
+        ("claim's grace wins", "pod", Some(300), Some(600), Some(300)),
+        ("do-not-disrupt pod, no grace", "pod", None, None, None),
+        ("PDB, claim's grace", "pdb", Some(300), None, Some(300)),
+        ("PDB, no grace", "pdb", None, None, None),
+        ("node annotation, grace", "node", Some(300), Some(300), None),
+        ("nothing, no grace", "", None, None, Some(0)),
+    ];
+    for (case, blocker, claim_grace, pool_grace, want) in cases {
+        let mut p = pod("api1", "500m", "1Gi");
+        if blocker == "pod" {
+            p.annotations
+                .insert(labels::DO_NOT_DISRUPT.into(), "true".into());
+        }
+        let mut n = node("n", "m5.xlarge", "us-west-2a", "on-demand", vec![p]);
+        if blocker == "node" {
+            n.annotations
+                .insert(labels::DO_NOT_DISRUPT.into(), "true".into());
+        }
+        let mut s = cluster(vec![n]);
+        if blocker == "pdb" {
+            s.pdbs.push(api_pdb(Some(0), None));
+        }
+        s.node_pools[0].disruption.termination_grace_period_seconds = pool_grace;
+        s.node_claims.push(NodeClaimObject {
+            name: "n-claim".into(),
+            node_pool: Some("default".into()),
+            node_name: Some("n".into()),
+            drifted: true,
+            termination_grace_period_seconds: claim_grace,
+            ..NodeClaimObject::default()
+        });
+        let d = run(&s);
+        let drift = d
+            .decisions
+            .iter()
+            .find(|x| x.reason == DisruptionReason::Drifted && x.nodes == ["n"]);
+        match want {
+            None => {
+                assert!(drift.is_none(), "{case}: {d:#?}");
+                assert!(d.blocked.iter().any(|b| b.node == "n"), "{case}: {d:#?}");
+            }
+            Some(g) => {
+                let drift = drift.unwrap_or_else(|| panic!("{case}: {d:#?}"));
+                assert_eq!(
+                    drift.termination_grace_period_seconds,
+                    (g > 0).then_some(g),
+                    "{case}"
+                );
+            }
+        }
     }
 }
