@@ -502,7 +502,10 @@ impl<'a> Run<'a> {
                 self.block(c, why);
                 continue;
             }
-            let sim = self.work.simulate(&[self.cands[c].node]);
+            let sim = match grace {
+                Some(_) => self.simulate_reschedulable(c),
+                None => self.work.simulate(&[self.cands[c].node]),
+            };
             if let Some(u) = sim.unschedulable.first() {
                 let why = format!("drifted, but pod {} would fit nowhere: {}", u.pod, u.reason);
                 self.block(c, why);
@@ -515,6 +518,23 @@ impl<'a> Run<'a> {
                 d.termination_grace_period_seconds = grace;
             }
         }
+    }
+
+    /// Where the pods of candidate `c` that can be evicted now would go:
+    /// those a do-not-disrupt annotation or a fully blocking PDB holds
+    /// (see [`Pdbs::fully_block`]) wait for the drain's deadline, and no
+    /// capacity is made for them, as Karpenter's simulation leaves out
+    /// pods that are not `IsCurrentlyReschedulable`.
+    fn simulate_reschedulable(&mut self, c: usize) -> Sim {
+        let now = self.opts.now;
+        let held: BTreeSet<String> = self
+            .movable_pods(c)
+            .filter(|p| candidate::pod_blocker(p, now).is_some() || self.pdbs.fully_block(p))
+            .map(|p| p.key())
+            .collect();
+        let node = self.cands[c].node;
+        self.work
+            .simulate_leaving(&[node], &|p| held.contains(&p.key()))
     }
 
     fn finish(mut self) -> Disruptions {

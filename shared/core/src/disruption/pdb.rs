@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::{ClusterState, Pod, PodDisruptionBudget};
+use crate::model::{ClusterState, IntOrPercent, Pod, PodDisruptionBudget};
 
 pub(crate) struct Pdbs<'a> {
     pdbs: &'a [PodDisruptionBudget],
@@ -118,6 +118,22 @@ impl<'a> Pdbs<'a> {
             "PodDisruptionBudget {key} allows no more disruptions{spent} (pod {})",
             pod.key()
         )
+    }
+
+    /// Whether the PDBs hold `pod` whatever their allowance (Karpenter's
+    /// "fully blocking"): more than one covers it (the Eviction API refuses
+    /// it), or one whose spec allows no disruption (`maxUnavailable: 0` or
+    /// `"0%"`, `minAvailable: "100%"`). No capacity is made for such a pod.
+    pub fn fully_block(&self, pod: &Pod) -> bool {
+        let cover = self.covering(pod);
+        cover.len() > 1
+            || cover.first().is_some_and(|&i| {
+                let p = &self.pdbs[i];
+                matches!(
+                    p.max_unavailable,
+                    Some(IntOrPercent::Int(0) | IntOrPercent::Percent(0))
+                ) || matches!(p.min_available, Some(IntOrPercent::Percent(100)))
+            })
     }
 
     /// Use up the allowances of the PDBs covering `pods` (evicted): each

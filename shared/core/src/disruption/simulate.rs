@@ -178,6 +178,13 @@ impl<'a> Work<'a> {
 
     /// Where the movable pods of `remove` (node indices) would go.
     pub fn simulate(&mut self, remove: &[usize]) -> Sim {
+        self.simulate_leaving(remove, &|_| false)
+    }
+
+    /// [`Self::simulate`], with the pods `stays` picks left out: they wait
+    /// on their node until its drain's deadline, and no capacity is made
+    /// for them (Karpenter's `IsCurrentlyReschedulable`).
+    pub fn simulate_leaving(&mut self, remove: &[usize], stays: &dyn Fn(&Pod) -> bool) -> Sim {
         self.simulations += 1;
         let mut removing = vec![false; self.state.nodes.len()];
         for &i in remove {
@@ -191,7 +198,7 @@ impl<'a> Work<'a> {
         let mut pending = Vec::new();
         for (i, n) in nodes.into_iter().enumerate() {
             if removing[i] {
-                for p in n.pods.iter().filter(|p| moves(p)) {
+                for p in n.pods.iter().filter(|p| moves(p) && !stays(p)) {
                     let mut q = p.clone();
                     q.node_name = None;
                     pending.push(q);

@@ -2082,6 +2082,15 @@ fn drift_with_a_grace_period_goes_past_pod_blockers() {
                     (g > 0).then_some(g),
                     "{case}"
                 );
+                // A pod the blocker holds waits for the deadline: no
+                // capacity is made for it (Karpenter's
+                // IsCurrentlyReschedulable; drift_test.go: should not create
+                // replacements for drifted nodes that have pods with the
+                // blocking PDBs when the NodePool's TerminationGracePeriod
+                // is not nil).
+                let moved = usize::from(blocker.is_empty());
+                assert_eq!(drift.replacements.len(), moved, "{case}: {drift:#?}");
+                assert_eq!(drift.moves.len(), moved, "{case}: {drift:#?}");
             }
         }
     }
