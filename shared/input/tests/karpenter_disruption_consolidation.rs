@@ -244,7 +244,11 @@ struct Np {
 fn np(name: &str) -> Np {
     Np {
         name: name.into(),
-        reqs: vec![req(ITYPE, "In", TYPES), req(ZONE, "In", &ZONES)],
+        reqs: vec![
+            req(ITYPE, "In", TYPES),
+            req(ZONE, "In", &ZONES),
+            req(CT, "In", &[SPOT, OD]),
+        ],
         budgets: vec![json!({ "nodes": "100%" })],
         policy: "WhenEmptyOrUnderutilized",
         consolidate_after: "0s",
@@ -253,6 +257,17 @@ fn np(name: &str) -> Np {
         replicas: None,
         weight: None,
     }
+}
+
+/// The suite's NodePool where the Go test relies on the least expensive
+/// instance having no cheaper replacement: the fake provider prices spot
+/// as on-demand, EC2 does not, so the NodePool is on-demand only.
+fn od_np() -> Np {
+    np("default").reqs(vec![
+        req(ITYPE, "In", TYPES),
+        req(ZONE, "In", &ZONES),
+        req(CT, "In", &[OD]),
+    ])
 }
 
 impl Np {
@@ -703,6 +718,22 @@ fn nothing() -> Check {
     })
 }
 
+/// `node` is in no Empty or Underutilized decision. (A node without its
+/// instance type, capacity type or zone label is also Drifted, as
+/// Karpenter's drift controller finds it — `InstanceTypeNotFound`,
+/// `RequirementsDrifted` — which the Go suite does not run.)
+fn not_consolidated(node: &'static str) -> Check {
+    Box::new(move |d| {
+        match d.decisions.iter().find(|x| {
+            matches!(x.reason, DisruptionReason::Empty | DisruptionReason::Underutilized)
+                && x.nodes.iter().any(|n| n == node)
+        }) {
+            None => Ok(()),
+            Some(x) => Err(format!("{node} consolidated: {:?}", x.reason)),
+        }
+    })
+}
+
 /// This many nodes removed, whichever.
 fn removed_count(n: usize) -> Check {
     Box::new(move |d| {
@@ -752,6 +783,55 @@ fn types_have(ty: String, want: bool) -> Check {
     })
 }
 
+/// Karpenter's `Offerings.WorstLaunchPrice`: of type `t`'s offerings in
+/// the replacement's zones and capacity types, spot first, else
+/// on-demand, the dearest.
+fn worst_launch_price(r: &flotilla_core::plan::NodeClaimPlan, t: &str) -> f64 {
+    let e = catalog().get(t).expect("type");
+    for ct in [CapacityType::Spot, CapacityType::OnDemand] {
+        if !r.capacity_types.contains(&ct) {
+            continue;
+        }
+        let worst = e
+            .offerings
+            .iter()
+            .filter(|o| o.capacity_type == ct && (r.zones.is_empty() || r.zones.contains(&o.zone)))
+            .map(|o| o.price)
+            .max_by(f64::total_cmp);
+        if let Some(p) = worst {
+            return p;
+        }
+    }
+    f64::MAX
+}
+
+/// "the new nodeclaim does not request the most expensive instance type":
+/// the Go test's fake provider prices every offering of a type alike, so
+/// its most expensive type is the one type not cheaper than the node. On
+/// EC2 prices the rule it checks (`RemoveInstanceTypeOptionsByPriceAndMinValues`)
+/// reads: every instance type of the replacement launches cheaper than the
+/// node, wherever and however it launches (its worst launch price).
+fn cheaper_than_node(node: Offer) -> Check {
+    Box::new(move |d| {
+        let rs = replacements_of(d);
+        if rs.is_empty() {
+            return Err("no replacement".into());
+        }
+        for r in rs {
+            for t in r.instance_types.iter() {
+                let w = worst_launch_price(r, t);
+                if w >= node.price {
+                    return Err(format!(
+                        "replacement {} lists {t} (worst launch price {w}), not cheaper than the node's {} ({})",
+                        r.name, node.ty, node.price
+                    ));
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
 /// Every replacement lists exactly these types (any order).
 fn types_exactly(tys: Vec<String>) -> Check {
     let want: BTreeSet<String> = tys.into_iter().collect();
@@ -760,21 +840,6 @@ fn types_exactly(tys: Vec<String>) -> Check {
             let got: BTreeSet<String> = r.instance_types.iter().cloned().collect();
             if got != want {
                 return Err(format!("replacement {} lists {got:?}, want {want:?}", r.name));
-            }
-        }
-        Ok(())
-    })
-}
-
-/// Every replacement is on this capacity type only.
-fn replacement_ct(ct: CapacityType) -> Check {
-    Box::new(move |d| {
-        for r in replacements_of(d) {
-            if r.capacity_types != vec![ct] {
-                return Err(format!(
-                    "replacement {} capacity types {:?}, want [{ct:?}]",
-                    r.name, r.capacity_types
-                ));
             }
         }
         Ok(())
@@ -1014,7 +1079,7 @@ fn events() {
                 N { ty: None, ..od_node("node") }.docs(),
                 bound("pod", &p(), &["node"]),
             ],
-            vec![nothing()],
+            vec![not_consolidated("node")],
         ),
         case(
             "should fire an event when a candidate does not have the capacity type label",
@@ -1023,7 +1088,7 @@ fn events() {
                 N { ct: None, ..od_node("node") }.docs(),
                 bound("pod", &p(), &["node"]),
             ],
-            vec![nothing()],
+            vec![not_consolidated("node")],
         ),
         case(
             "should fire an event when a candidate does not have the zone label",
@@ -1032,7 +1097,7 @@ fn events() {
                 N { zone: None, ..od_node("node") }.docs(),
                 bound("pod", &p(), &["node"]),
             ],
-            vec![nothing()],
+            vec![not_consolidated("node")],
         ),
     ];
     run_table("Events", cases);
@@ -1188,7 +1253,7 @@ fn replace() {
             vec![
                 removed(&["node"]),
                 replacements(1),
-                types_have(if spot { most_spot().ty } else { most().ty }, false),
+                cheaper_than_node(if spot { most_spot() } else { most() }),
             ],
         )
     }));
@@ -1233,7 +1298,11 @@ fn replace() {
         ("spot to spot consolidation should consider the default for truncation if minimum number of instanceTypeOptions from minValues in requirement is less than 15.", Some(10), 15),
     ] {
         let (types, cat) = eighteen_spot();
-        let mut pool = np("default").reqs(vec![req(ITYPE, "In", &types), req(ZONE, "In", &ZONES)]);
+        let mut pool = np("default").reqs(vec![
+            req(ITYPE, "In", &types),
+            req(ZONE, "In", &ZONES),
+            req(CT, "In", &[SPOT, OD]),
+        ]);
         if let Some(m) = min_values {
             pool = pool.add_req(json!({ "key": ITYPE, "operator": "Exists", "minValues": m }));
         }
@@ -1306,6 +1375,7 @@ fn replace() {
                 req(ITYPE, "In", &types),
                 json!({ "key": ITYPE, "operator": "Exists", "minValues": 16 }),
                 req(ZONE, "In", &ZONES),
+                req(CT, "In", &[SPOT, OD]),
             ]);
             case(
                 "",
@@ -1329,7 +1399,7 @@ fn replace() {
             vec![
                 removed(&["node"]),
                 replacements(1),
-                types_have(if spot { most_spot().ty } else { most().ty }, false),
+                cheaper_than_node(if spot { most_spot() } else { most() }),
             ],
         )
     }));
@@ -1380,8 +1450,8 @@ fn replace() {
                 vec![
                     vec![np("default").doc()],
                     pick(spot, "node").docs(),
-                    pick(spot, "annotated").annotate(DND, "true").docs(),
-                    bound("pod", &p().cpu("1"), &["node", "node", "annotated"]),
+                    N { cpu: "5", ..pick(spot, "annotated").annotate(DND, "true") }.docs(),
+                    bound("pod", &p().cpu("2"), &["node", "node", "annotated"]),
                 ],
                 vec![removed(&["node"]), replacements(1), blocked("annotated", DND)],
             )
@@ -1390,11 +1460,16 @@ fn replace() {
     cases.extend(entries(
         "can replace nodes, considers karpenter.sh/do-not-disrupt set to true on pods",
         |spot| {
-            let mut pods = bound("pod", &p().cpu("1"), &["node", "node"]);
-            pods.push(p().cpu("1").annotate(DND, "true").build("pod-2", Some("node2")));
+            let mut pods = bound("pod", &p().cpu("2"), &["node", "node"]);
+            pods.push(p().cpu("2").annotate(DND, "true").build("pod-2", Some("node2")));
             case(
                 "",
-                vec![vec![np("default").doc()], pick(spot, "node").docs(), pick(spot, "node2").docs(), pods],
+                vec![
+                    vec![np("default").doc()],
+                    pick(spot, "node").docs(),
+                    N { cpu: "5", ..pick(spot, "node2") }.docs(),
+                    pods,
+                ],
                 vec![removed(&["node"]), replacements(1), blocked("node2", DND)],
             )
         },
@@ -1461,7 +1536,7 @@ const SPREAD: [&str; 3] = ["node-0", "node-0", "node-1"];
 
 #[test]
 fn delete() {
-    let base = || vec![np("default").doc()];
+    let base = || vec![od_np().doc()];
     let mut cases = vec![
         case(
             "can delete nodes",
@@ -1587,7 +1662,7 @@ fn delete() {
             pods.push(p().build("pod-2", Some("node-1")));
             case(
                 "should not consolidate pods onto a destination node that is under its consolidateAfter window",
-                vec![vec![np("default").after("1m").doc()], nodes_docs(&ns), pods],
+                vec![vec![od_np().after("1m").doc()], nodes_docs(&ns), pods],
                 vec![nothing()],
             )
             .then(NOW + 120, vec![removed_count(1), replacements(0)])
@@ -1746,7 +1821,7 @@ fn other_contexts() {
         let ns: Vec<N> = (0..2)
             .map(|i| N { created: NOW - 2 + i, ..node(&format!("node-{i}"), &least(), OD) })
             .collect();
-        let mut pool = np("default").doc();
+        let mut pool = od_np().doc();
         pool["spec"]["template"]["spec"]["expireAfter"] = json!("3s");
         cases.push(case(
             "Node Lifetime Consideration / should consolidate the node with best savings ratio first",
@@ -1774,7 +1849,7 @@ fn other_contexts() {
         };
         cases.push(case(
             "Topology Consideration / can replace node maintaining zonal topology spread",
-            vec![vec![np("default").doc()], nodes_docs(&topo(false)), bound("pod", &spread, &["node-0", "node-1", "node-2"])],
+            vec![vec![od_np().doc()], nodes_docs(&topo(false)), bound("pod", &spread, &["node-0", "node-1", "node-2"])],
             vec![removed(&["node-1"]), replacements(1), replacement_zone(Z2)],
         ));
         let anti = P {
@@ -1783,7 +1858,7 @@ fn other_contexts() {
         };
         cases.push(case(
             "Topology Consideration / won't delete node if it would violate pod anti-affinity",
-            vec![vec![np("default").doc()], nodes_docs(&topo(true)), bound("pod", &anti, &["node-0", "node-1", "node-2"])],
+            vec![vec![od_np().doc()], nodes_docs(&topo(true)), bound("pod", &anti, &["node-0", "node-1", "node-2"])],
             vec![nothing()],
         ));
     }
@@ -1797,14 +1872,14 @@ fn other_contexts() {
         };
         cases.push(case(
             "Preferences / should consolidate a node through deletion when ignoring preferences",
-            vec![vec![np("default").doc()], nodes_docs(&two()), bound("pod", &anti_pref, &SPREAD)],
+            vec![vec![od_np().doc()], nodes_docs(&two()), bound("pod", &anti_pref, &SPREAD)],
             vec![removed(&["node-1"]), replacements(0)],
         ));
         let pref = P { node_prefs: vec![req(ITYPE, "In", &[&most().ty])], ..p() };
         cases.push(case(
             "Preferences / should consolidate a node through replacement when ignoring preferences",
             vec![vec![np("default").doc()], od_node("node").docs(), bound("pod", &pref, &["node"])],
-            vec![removed(&["node"]), replacements(1), types_have(most().ty, false)],
+            vec![removed(&["node"]), replacements(1), cheaper_than_node(most())],
         ));
     }
     // MinValuesPolicy: instance type In [all] minValues 3, while the
