@@ -258,10 +258,14 @@ fn sketch_allows(pod: &Pod, node: &Node) -> bool {
 /// Pass 1: remove whole nodes whose pods fit into the others' room.
 fn delete_pass(run: &mut Run, eligible: &[usize]) {
     let mut order: Vec<usize> = eligible.to_vec();
+    // Emptiest first; between equally used nodes, the one with fewer pods
+    // to move (Karpenter orders candidates by price per disruption cost,
+    // which counts the pods evicted).
     order.sort_by(|&a, &b| {
         run.cands[a]
             .utilization
             .total_cmp(&run.cands[b].utilization)
+            .then_with(|| run.cands[a].movable.len().cmp(&run.cands[b].movable.len()))
             .then_with(|| run.node_name(a).cmp(run.node_name(b)))
     });
     // Emptiest first into the budgets and PDB allowances.

@@ -2095,3 +2095,37 @@ fn drift_with_a_grace_period_goes_past_pod_blockers() {
         }
     }
 }
+
+/// Karpenter orders consolidation candidates by price per disruption cost
+/// (its pods' eviction costs): of two equally priced, equally used nodes
+/// whose pods fit on each other, the one with fewer pods goes (Karpenter
+/// `consolidation_test.go` "Delete / can delete nodes"). Before, the tie
+/// went by name and moved two pods instead of one.
+#[test]
+fn of_equally_used_nodes_the_one_with_fewer_pods_is_deleted() {
+    let s = cluster(vec![
+        node(
+            "a-two-pods",
+            "m5.xlarge",
+            "us-west-2a",
+            "on-demand",
+            vec![pod("web1", "0", "0"), pod("web2", "0", "0")],
+        ),
+        node(
+            "b-one-pod",
+            "m5.xlarge",
+            "us-west-2a",
+            "on-demand",
+            vec![pod("web3", "0", "0")],
+        ),
+    ]);
+    let d = run(&s);
+    assert_eq!(
+        reasons(&d),
+        vec![(
+            DisruptionReason::Underutilized,
+            vec!["b-one-pod".to_string()]
+        )]
+    );
+    assert!(d.decisions[0].replacements.is_empty());
+}
