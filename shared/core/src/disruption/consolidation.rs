@@ -123,6 +123,25 @@ pub(crate) fn underutilized(run: &mut Run) {
     }
     block_by_budget(run, &eligible);
     eligible.retain(|&c| !run.blocked.contains_key(run.node_name(c)));
+    // A node still under its NodePool's consolidateAfter (its pods changed
+    // recently) receives no moved pod: Karpenter's consolidation
+    // simulations (`IsConsolidationSimulation`) skip it as a destination,
+    // so consolidation does not pile pods onto a node that is settling.
+    // Replacements are new nodes and are not held back.
+    for c in 0..run.cands.len() {
+        let cand = &run.cands[c];
+        let after = run.state.node_pools[cand.pool]
+            .disruption
+            .consolidate_after_seconds
+            .filter(|&a| a > 0)
+            .map(|a| i64::try_from(a).unwrap_or(i64::MAX));
+        if let (Some(after), Some(since)) = (after, cand.since) {
+            if since.saturating_add(after) > run.opts.now {
+                let node = cand.node;
+                run.work.remove(node);
+            }
+        }
+    }
     let waste = |run: &Run, c: usize| {
         let cost = run.cands[c].cost.unwrap_or_default();
         cost.dollars + cost.reserved * 1e-3 - pods_bound(run, &units, c)

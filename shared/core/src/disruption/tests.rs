@@ -2129,3 +2129,45 @@ fn of_equally_used_nodes_the_one_with_fewer_pods_is_deleted() {
     );
     assert!(d.decisions[0].replacements.is_empty());
 }
+
+/// Karpenter's consolidation simulations place no moved pod on a node
+/// still under its NodePool's consolidateAfter (`IsUnderConsolidateAfter`:
+/// its last pod event is more recent than consolidateAfter). Before, a node
+/// whose pods had just changed still received the pods of a removed node
+/// (consolidation_test.go "Delete / should not consolidate pods onto a
+/// destination node that is under its consolidateAfter window").
+#[test]
+fn a_node_under_consolidate_after_receives_no_moved_pods() {
+    let mut settling = pod("web2", "100m", "128Mi");
+    settling.created_at = Some(NOW - 30);
+    let mut s = cluster(vec![
+        node(
+            "settling",
+            "c5.large",
+            "us-west-2a",
+            "on-demand",
+            vec![settling],
+        ),
+        node(
+            "source",
+            "c5.large",
+            "us-west-2a",
+            "on-demand",
+            vec![pod("web1", "100m", "128Mi")],
+        ),
+    ]);
+    s.node_pools[0].disruption.consolidate_after_seconds = Some(60);
+    let d = run(&s);
+    assert!(d.decisions.is_empty(), "{:?}", reasons(&d));
+    // Once the window has passed, one of them goes onto the other.
+    let later = disrupt(
+        &s,
+        &catalog(),
+        &DisruptOptions {
+            now: NOW + 120,
+            ..DisruptOptions::default()
+        },
+    );
+    assert_eq!(later.decisions.len(), 1, "{:?}", reasons(&later));
+    assert!(later.decisions[0].replacements.is_empty());
+}
