@@ -467,7 +467,9 @@ fn acceptable(run: &Run, cs: &[usize], mut sim: Sim) -> Result<Sim, Rejected> {
         } else {
             r.price.min + spare
         };
-        narrow(run, r, cap);
+        if !narrow(run, r, cap) {
+            return Err(Rejected::NoSaving);
+        }
         worst += replacement_cost(r).dollars;
     }
     if spot_candidate && spot_replacement && worst >= before.dollars - 1e-9 {
@@ -495,15 +497,12 @@ fn cheaper_types(run: &Run, r: &NodeClaimPlan, price: f64) -> usize {
 /// saves whatever EC2 launches (for one replacement that is Karpenter's
 /// rule).
 fn spot_to_spot_types(run: &Run, r: &mut NodeClaimPlan) -> Option<f64> {
-    if r.instance_types.len() < SPOT_TO_SPOT_MIN_TYPES {
+    // Karpenter keeps max(15, the types minValues needs).
+    let keep = SPOT_TO_SPOT_MIN_TYPES.max(min_values_prefix(run, r, &r.instance_types)?);
+    if r.instance_types.len() < keep {
         return None;
     }
-    let cut: Vec<String> = r
-        .instance_types
-        .iter()
-        .take(SPOT_TO_SPOT_MIN_TYPES)
-        .cloned()
-        .collect();
+    let cut: Vec<String> = r.instance_types.iter().take(keep).cloned().collect();
     let dearest = cut
         .iter()
         .filter_map(|t| offering_price(run, r, t))
@@ -627,12 +626,16 @@ fn worth_splitting(price: f64, bound: f64) -> bool {
     price - bound >= price * SPLIT_MIN_SAVING
 }
 
-/// Keep only `r`'s instance types with an allowed offering strictly below
-/// `cap` $/h (cheapest first, as plan lists them), and when its price
-/// assumes spot but on-demand is allowed too, only spot: if spot runs out
-/// the launch fails instead of replacing with dearer on-demand capacity
-/// (Karpenter's rule).
-fn narrow(run: &Run, r: &mut NodeClaimPlan, cap: f64) {
+/// Keep only `r`'s instance types that launch strictly below `cap` $/h
+/// wherever EC2 launches them ([`launch_price`]; cheapest first, as plan
+/// lists them), and when its price assumes spot but on-demand is allowed
+/// too, only spot: if spot runs out the launch fails instead of replacing
+/// with dearer on-demand capacity (Karpenter's rule). Whether the
+/// replacement still holds: the type it was priced at is kept, and the
+/// types left keep its `minValues` (Karpenter's
+/// `RemoveInstanceTypeOptionsByPriceAndMinValues` refuses the
+/// consolidation otherwise).
+fn narrow(run: &Run, r: &mut NodeClaimPlan, cap: f64) -> bool {
     if r.price.capacity_type == CapacityType::Spot && r.capacity_types.len() > 1 {
         r.capacity_types = vec![CapacityType::Spot];
         for req in &mut r.requirements {
@@ -642,18 +645,17 @@ fn narrow(run: &Run, r: &mut NodeClaimPlan, cap: f64) {
         }
     }
     if !cap.is_finite() {
-        return;
+        return true;
     }
     let keep: Vec<String> = r
         .instance_types
         .iter()
-        .filter(|t| {
-            *t == &r.price.instance_type
-                || offering_price(run, r, t).is_some_and(|p| p < cap - 1e-9)
-        })
+        .filter(|t| launch_price(run, r, t).is_some_and(|p| p < cap - 1e-9))
         .cloned()
         .collect();
+    let priced = keep.contains(&r.price.instance_type);
     r.instance_types = Arc::new(keep);
+    priced && min_values_prefix(run, r, &r.instance_types).is_some()
 }
 
 /// The cheapest offering of type `t` that replacement `r` allows
@@ -669,6 +671,74 @@ fn offering_price(run: &Run, r: &NodeClaimPlan, t: &str) -> Option<f64> {
         })
         .map(|o| o.price)
         .min_by(f64::total_cmp)
+}
+
+/// What type `t` may cost when replacement `r` launches as it (Karpenter's
+/// `Offerings.WorstLaunchPrice`): of the offerings `r` allows (capacity
+/// types, zones; reserved capacity aside), those of the capacity type
+/// launched first (spot, else on-demand), the dearest. EC2 picks the zone,
+/// so a type only launches cheaper than the nodes it replaces when it does
+/// in every zone the replacement allows.
+fn launch_price(run: &Run, r: &NodeClaimPlan, t: &str) -> Option<f64> {
+    let e = run.catalog.get(t)?;
+    [CapacityType::Spot, CapacityType::OnDemand]
+        .into_iter()
+        .filter(|ct| r.capacity_types.contains(ct))
+        .find_map(|ct| {
+            e.offerings
+                .iter()
+                .filter(|o| {
+                    o.capacity_type == ct && (r.zones.is_empty() || r.zones.contains(&o.zone))
+                })
+                .map(|o| o.price)
+                .max_by(f64::total_cmp)
+        })
+}
+
+/// How many of `types` (in their order) replacement `r` needs to keep
+/// every `minValues` of its NodePool's requirements (Karpenter's
+/// `InstanceTypes.SatisfiesMinValues`); `Some(0)` without `minValues`,
+/// `None` when all of them do not.
+fn min_values_prefix(run: &Run, r: &NodeClaimPlan, types: &[String]) -> Option<usize> {
+    let Some(pool) = run.state.node_pools.iter().find(|p| p.name == r.node_pool) else {
+        return Some(0);
+    };
+    let floors: Vec<(&str, usize)> = (pool.min_values.iter())
+        .map(|(k, &m)| (k.as_str(), m as usize))
+        .collect();
+    if floors.is_empty() {
+        return Some(0);
+    }
+    let mut seen: Vec<std::collections::BTreeSet<String>> = vec![Default::default(); floors.len()];
+    for (i, t) in types.iter().enumerate() {
+        let Some(e) = run.catalog.get(t) else {
+            continue;
+        };
+        let values = e.info.label_values();
+        for ((key, _), set) in floors.iter().zip(&mut seen) {
+            match *key {
+                labels::ZONE => set.extend(
+                    (e.offerings.iter())
+                        .filter(|o| r.zones.is_empty() || r.zones.contains(&o.zone))
+                        .map(|o| o.zone.clone()),
+                ),
+                labels::CAPACITY_TYPE => set.extend(
+                    (e.offerings.iter())
+                        .filter(|o| r.capacity_types.contains(&o.capacity_type))
+                        .map(|o| o.capacity_type.as_str().to_string()),
+                ),
+                _ => set.extend(
+                    (values.iter())
+                        .filter(|(k, _)| k == key)
+                        .map(|(_, v)| v.clone()),
+                ),
+            }
+        }
+        if floors.iter().zip(&seen).all(|((_, m), set)| set.len() >= *m) {
+            return Some(i + 1);
+        }
+    }
+    None
 }
 
 /// Pass 2: replace prefixes of the most wasteful nodes.

@@ -2171,3 +2171,98 @@ fn a_node_under_consolidate_after_receives_no_moved_pods() {
     assert_eq!(later.decisions.len(), 1, "{:?}", reasons(&later));
     assert!(later.decisions[0].replacements.is_empty());
 }
+
+/// The embedded catalog cut to `types`, each with the on-demand offerings
+/// `offers(type)` gives (zone, price).
+fn priced_catalog(types: &[&str], offers: impl Fn(&str) -> Vec<(&'static str, f64)>) -> Catalog {
+    let mut cat = catalog();
+    cat.entries.retain(|e| types.contains(&e.info.name.as_str()));
+    for e in &mut cat.entries {
+        let template = e.offerings[0].clone();
+        e.offerings = offers(&e.info.name)
+            .into_iter()
+            .map(|(zone, price)| crate::catalog::Offering {
+                zone: zone.into(),
+                capacity_type: CapacityType::OnDemand,
+                price,
+                reservation: None,
+                ..template.clone()
+            })
+            .collect();
+    }
+    cat
+}
+
+/// Karpenter keeps a replacement's instance type only when its worst
+/// launch price (`Offerings.WorstLaunchPrice`: the dearest offering it may
+/// launch as, in the zones the replacement allows) is below the nodes'
+/// price. A type cheaper in one zone and dearer in another is not taken:
+/// EC2 may launch it in the dear zone (consolidation_test.go "Replace /
+/// won't replace node if any spot replacement is more expensive"). Before,
+/// the cheapest offering was compared, and the planned type was kept
+/// whatever it cost.
+#[test]
+fn a_replacement_type_dearer_in_one_of_its_zones_is_not_cheaper() {
+    let s = cluster(vec![node(
+        "n",
+        "c5.xlarge",
+        "us-west-2a",
+        "on-demand",
+        vec![pod("web1", "100m", "128Mi")],
+    )]);
+    let opts = DisruptOptions {
+        now: NOW,
+        ..DisruptOptions::default()
+    };
+    let cat = priced_catalog(&["c5.large", "c5.xlarge"], |t| {
+        if t == "c5.xlarge" {
+            vec![("us-west-2a", 0.5)]
+        } else {
+            vec![("us-west-2a", 0.6), ("us-west-2b", 0.2)]
+        }
+    });
+    let d = disrupt(&s, &cat, &opts);
+    assert!(d.decisions.is_empty(), "{:?}", d.decisions);
+    // Cheaper in every zone: replaced.
+    let cat = priced_catalog(&["c5.large", "c5.xlarge"], |t| {
+        if t == "c5.xlarge" {
+            vec![("us-west-2a", 0.5)]
+        } else {
+            vec![("us-west-2a", 0.4), ("us-west-2b", 0.2)]
+        }
+    });
+    let d = disrupt(&s, &cat, &opts);
+    assert_eq!(d.decisions.len(), 1, "{:?}", d.blocked);
+    assert_eq!(d.decisions[0].replacements.len(), 1);
+}
+
+/// Karpenter's `RemoveInstanceTypeOptionsByPriceAndMinValues`: the
+/// instance types left once the dearer ones are dropped must still meet the
+/// NodePool's `minValues`, else there is no consolidation
+/// (consolidation_test.go "Replace / Consolidation should fail if
+/// filterByPrice breaks the minimum requirement from the NodePools").
+/// Before, the replacement was cut to the cheaper types whatever its
+/// `minValues`.
+#[test]
+fn a_replacement_cut_to_cheaper_types_keeps_min_values() {
+    // Cheaper than c5.2xlarge among m5/c5: c5.large, m5.large, c5.xlarge,
+    // m5.xlarge (4 types).
+    let mut s = cluster(vec![node(
+        "n",
+        "c5.2xlarge",
+        "us-west-2a",
+        "on-demand",
+        vec![pod("web1", "100m", "128Mi")],
+    )]);
+    s.node_pools[0]
+        .min_values
+        .insert(labels::INSTANCE_TYPE.to_string(), 5);
+    let d = run(&s);
+    assert!(d.decisions.is_empty(), "{:?}", d.decisions);
+    s.node_pools[0]
+        .min_values
+        .insert(labels::INSTANCE_TYPE.to_string(), 4);
+    let d = run(&s);
+    assert_eq!(d.decisions.len(), 1, "{:?}", d.blocked);
+    assert_eq!(d.decisions[0].replacements[0].instance_types.len(), 4);
+}
