@@ -748,9 +748,14 @@ fn replace_pass(run: &mut Run, by_waste: &[usize], units: &[UnitPrices]) -> bool
     if list.len() < 2 {
         return false;
     }
+    // Halving down to the most wasteful node alone: a set whose saving
+    // that one node already captures is not taken (the others would be
+    // replaced for nothing; Karpenter's multi-node consolidation, which
+    // may launch one NodeClaim only, would leave them to single-node
+    // consolidation of that node).
     let mut sizes = Vec::new();
     let mut k = list.len();
-    while k >= 2 {
+    while k >= 1 {
         sizes.push(k);
         k /= 2;
     }

@@ -2266,3 +2266,51 @@ fn a_replacement_cut_to_cheaper_types_keeps_min_values() {
     assert_eq!(d.decisions.len(), 1, "{:?}", d.blocked);
     assert_eq!(d.decisions[0].replacements[0].instance_types.len(), 4);
 }
+
+/// A replace set is not taken when its most wasteful node alone saves as
+/// much: the other nodes would be replaced for nothing. Karpenter's
+/// multi-node consolidation launches at most one NodeClaim, so nodes that
+/// need their own replacement (a zonal spread, or pods that do not share a
+/// node) are left to single-node consolidation of the wasteful one
+/// (consolidation_test.go "Topology Consideration / can replace node
+/// maintaining zonal topology spread"). Before, the sizes compared
+/// stopped at two nodes, and the pair was taken.
+#[test]
+fn a_replace_set_is_not_taken_when_one_node_saves_as_much() {
+    // Each pod is pinned to its node's zone: neither moves to the other
+    // node, and the pair would need a NodeClaim per zone.
+    let pinned = |name: &str, zone: &str| {
+        let mut p = pod(name, "1500m", "1Gi");
+        p.node_selector = Requirements::from_iter_reqs([Requirement::new(
+            labels::ZONE,
+            Operator::In,
+            &[zone],
+        )
+        .expect("req")]);
+        p
+    };
+    let s = cluster(vec![
+        node(
+            "big",
+            "m5.2xlarge",
+            "us-west-2a",
+            "on-demand",
+            vec![pinned("web1", "us-west-2a")],
+        ),
+        node(
+            "small",
+            "c5.large",
+            "us-west-2b",
+            "on-demand",
+            vec![pinned("api1", "us-west-2b")],
+        ),
+    ]);
+    let d = run(&s);
+    assert_eq!(
+        reasons(&d),
+        vec![(DisruptionReason::Underutilized, vec!["big".to_string()])],
+        "{:#?}",
+        d.decisions
+    );
+    assert_eq!(d.decisions[0].replacements.len(), 1);
+}
