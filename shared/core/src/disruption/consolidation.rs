@@ -734,7 +734,11 @@ fn min_values_prefix(run: &Run, r: &NodeClaimPlan, types: &[String]) -> Option<u
                 ),
             }
         }
-        if floors.iter().zip(&seen).all(|((_, m), set)| set.len() >= *m) {
+        if floors
+            .iter()
+            .zip(&seen)
+            .all(|((_, m), set)| set.len() >= *m)
+        {
             return Some(i + 1);
         }
     }

@@ -2176,7 +2176,8 @@ fn a_node_under_consolidate_after_receives_no_moved_pods() {
 /// `offers(type)` gives (zone, price).
 fn priced_catalog(types: &[&str], offers: impl Fn(&str) -> Vec<(&'static str, f64)>) -> Catalog {
     let mut cat = catalog();
-    cat.entries.retain(|e| types.contains(&e.info.name.as_str()));
+    cat.entries
+        .retain(|e| types.contains(&e.info.name.as_str()));
     for e in &mut cat.entries {
         let template = e.offerings[0].clone();
         e.offerings = offers(&e.info.name)
@@ -2281,12 +2282,10 @@ fn a_replace_set_is_not_taken_when_one_node_saves_as_much() {
     // node, and the pair would need a NodeClaim per zone.
     let pinned = |name: &str, zone: &str| {
         let mut p = pod(name, "1500m", "1Gi");
-        p.node_selector = Requirements::from_iter_reqs([Requirement::new(
-            labels::ZONE,
-            Operator::In,
-            &[zone],
-        )
-        .expect("req")]);
+        p.node_selector =
+            Requirements::from_iter_reqs([
+                Requirement::new(labels::ZONE, Operator::In, &[zone]).expect("req")
+            ]);
         p
     };
     let s = cluster(vec![
