@@ -239,6 +239,30 @@ struct Condition {
     last_transition_time: Option<meta::Time>,
 }
 
+/// The duration string at `spec.<field>` of a NodeClaim: `None` when the
+/// spec or the field is absent (or null), `Some(None)` for `Never`; an error
+/// names the field, with `example` of what it takes.
+fn spec_duration(
+    ctx: &Ctx,
+    spec: Option<&Value>,
+    field: &str,
+    example: &str,
+) -> Result<Option<Option<u64>>, InputError> {
+    let path = format!("spec.{field}");
+    match spec {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(s)) => match s.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(d)) => duration_secs(d).map(Some).map_err(|m| ctx.err(&path, m)),
+            Some(v) => Err(ctx.err(
+                &path,
+                format!("{field} must be a duration string such as {example}, got {v}"),
+            )),
+        },
+        Some(_) => Err(ctx.err("spec", "spec must be a mapping")),
+    }
+}
+
 /// A `karpenter.sh/v1` (or `v1beta1`) NodeClaim: its NodePool (the
 /// `karpenter.sh/nodepool` label), node, provider ID, when it became
 /// `Consolidatable`, whether it is `Drifted`, its own `expireAfter`
@@ -250,44 +274,18 @@ pub(crate) fn node_claim(ctx: &Ctx, d: &Doc) -> Result<NodeClaimObject, InputErr
         _ => return Err(ctx.err("metadata.name", "a NodeClaim needs a name")),
     };
     let labels = o.metadata.labels.unwrap_or_default();
-    let expire_after_seconds = match o.spec.as_ref() {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(s)) => match s.get("expireAfter") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(e)) => {
-                duration_secs(e).map_err(|m| ctx.err("spec.expireAfter", m))?
-            }
-            Some(v) => {
-                return Err(ctx.err(
-                    "spec.expireAfter",
-                    format!("expireAfter must be a duration string such as 720h or Never, got {v}"),
-                ))
-            }
-        },
-        Some(_) => return Err(ctx.err("spec", "spec must be a mapping")),
-    };
-    let termination_grace_period_seconds = match o.spec.as_ref() {
-        Some(Value::Object(s)) => match s.get("terminationGracePeriod") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(g)) => Some(
-                duration_secs(g)
-                    .map_err(|m| ctx.err("spec.terminationGracePeriod", m))?
-                    .ok_or_else(|| {
-                        ctx.err(
-                            "spec.terminationGracePeriod",
-                            "terminationGracePeriod must be a duration such as 1h, not Never",
-                        )
-                    })?,
-            ),
-            Some(v) => {
+    let expire_after_seconds =
+        spec_duration(ctx, o.spec.as_ref(), "expireAfter", "720h or Never")?.flatten();
+    let termination_grace_period_seconds =
+        match spec_duration(ctx, o.spec.as_ref(), "terminationGracePeriod", "1h")? {
+            Some(None) => {
                 return Err(ctx.err(
                     "spec.terminationGracePeriod",
-                    format!("terminationGracePeriod must be a duration string such as 1h, got {v}"),
+                    "terminationGracePeriod must be a duration such as 1h, not Never",
                 ))
             }
-        },
-        _ => None,
-    };
+            given => given.flatten(),
+        };
     let mut consolidatable_since = None;
     let mut drifted = false;
     let mut drifted_since = None;

@@ -129,17 +129,12 @@ pub(crate) fn underutilized(run: &mut Run) {
     // so consolidation does not pile pods onto a node that is settling.
     // Replacements are new nodes and are not held back.
     for c in 0..run.cands.len() {
-        let cand = &run.cands[c];
-        let after = run.state.node_pools[cand.pool]
-            .disruption
+        let after = (run.state.node_pools[run.cands[c].pool].disruption)
             .consolidate_after_seconds
-            .filter(|&a| a > 0)
-            .map(|a| i64::try_from(a).unwrap_or(i64::MAX));
-        if let (Some(after), Some(since)) = (after, cand.since) {
-            if since.saturating_add(after) > run.opts.now {
-                let node = cand.node;
-                run.work.remove(node);
-            }
+            .filter(|&a| a > 0);
+        if after.is_some_and(|a| run.settling(c, a)) {
+            let node = run.cands[c].node;
+            run.work.remove(node);
         }
     }
     let waste = |run: &Run, c: usize| {

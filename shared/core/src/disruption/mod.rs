@@ -219,11 +219,14 @@ impl<'a> Run<'a> {
         let Some(after) = d.consolidate_after_seconds else {
             return false;
         };
+        policy_ok && !self.settling(c, after)
+    }
+
+    /// Whether candidate `c`'s pods changed less than `after` seconds (its
+    /// NodePool's `consolidateAfter`) before now: it is still settling.
+    fn settling(&self, c: usize, after: u64) -> bool {
         let after = i64::try_from(after).unwrap_or(i64::MAX);
-        policy_ok
-            && cand
-                .since
-                .is_none_or(|s| s.saturating_add(after) <= self.opts.now)
+        (self.cands[c].since).is_some_and(|s| s.saturating_add(after) > self.opts.now)
     }
 
     /// What blocks a graceful disruption of candidate `c` now (the
