@@ -55,7 +55,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::catalog::CapacityType;
+use crate::catalog::{CapacityType, Offering};
 use crate::labels;
 use crate::model::{untolerated, DisruptionReason, Node, Pod};
 use crate::plan::NodeClaimPlan;
@@ -653,19 +653,24 @@ fn narrow(run: &Run, r: &mut NodeClaimPlan, cap: f64) -> bool {
     priced && min_values_prefix(run, r, &r.instance_types).is_some()
 }
 
-/// The cheapest offering of type `t` that replacement `r` allows
-/// (capacity types, zones; reserved capacity aside).
+/// The offerings of type `t` that replacement `r` allows (capacity types,
+/// zones; reserved capacity aside); none when the catalog lacks `t`.
+fn allowed_offerings<'c>(
+    run: &Run<'c>,
+    r: &'c NodeClaimPlan,
+    t: &str,
+) -> impl Iterator<Item = &'c Offering> {
+    let offerings = run.catalog.get(t).map_or(&[][..], |e| &e.offerings[..]);
+    offerings.iter().filter(|o| {
+        r.capacity_types.contains(&o.capacity_type)
+            && o.capacity_type != CapacityType::Reserved
+            && (r.zones.is_empty() || r.zones.contains(&o.zone))
+    })
+}
+
+/// The cheapest offering of type `t` that replacement `r` allows.
 fn offering_price(run: &Run, r: &NodeClaimPlan, t: &str) -> Option<f64> {
-    let e = run.catalog.get(t)?;
-    e.offerings
-        .iter()
-        .filter(|o| {
-            r.capacity_types.contains(&o.capacity_type)
-                && o.capacity_type != CapacityType::Reserved
-                && (r.zones.is_empty() || r.zones.contains(&o.zone))
-        })
-        .map(|o| o.price)
-        .min_by(f64::total_cmp)
+    (allowed_offerings(run, r, t).map(|o| o.price)).min_by(f64::total_cmp)
 }
 
 /// What type `t` may cost when replacement `r` launches as it (Karpenter's
@@ -675,16 +680,11 @@ fn offering_price(run: &Run, r: &NodeClaimPlan, t: &str) -> Option<f64> {
 /// so a type only launches cheaper than the nodes it replaces when it does
 /// in every zone the replacement allows.
 fn launch_price(run: &Run, r: &NodeClaimPlan, t: &str) -> Option<f64> {
-    let e = run.catalog.get(t)?;
     [CapacityType::Spot, CapacityType::OnDemand]
         .into_iter()
-        .filter(|ct| r.capacity_types.contains(ct))
         .find_map(|ct| {
-            e.offerings
-                .iter()
-                .filter(|o| {
-                    o.capacity_type == ct && (r.zones.is_empty() || r.zones.contains(&o.zone))
-                })
+            (allowed_offerings(run, r, t))
+                .filter(|o| o.capacity_type == ct)
                 .map(|o| o.price)
                 .max_by(f64::total_cmp)
         })
