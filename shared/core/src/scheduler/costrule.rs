@@ -1,12 +1,14 @@
 //! The cost rule: a pod joins a planned NodeClaim only when growing it costs
 //! no more than a node of the pod's own would (with a look-ahead for pods of one size).
 
+use crate::labels;
 use crate::model::{untolerated, Pod};
 use crate::requirements::Requirements;
 
 use super::index::{ClaimIdx, PodIdx, PoolIdx};
+use super::nodeclaim::{Claim, ZoneMask};
 use super::nodeclaim::{Fit, JoinAnswer, JoinMemo};
-use super::pools::Pool;
+use super::pools::{OfferingFilter, Pool, PoolOffering};
 use super::Run;
 
 /// Relative slack of the cost rule (see `Run::growth_pays`).
@@ -18,6 +20,79 @@ pub(super) fn slot_price(pool: &Pool, t: usize, pod: &Pod) -> Option<(f64, usize
     let ty = &pool.types[t];
     let copies = (ty.allocatable).copies_of(&pool.daemon_overhead, &pod.requests);
     (copies > 0).then(|| (pool.node_price(ty.price) / copies as f64, copies as usize))
+}
+
+/// The offerings a NodeClaim's price may take: zones (among the first 64
+/// of the catalog's list, `PoolOffering::zone_bit`; all bits: any zone)
+/// and capacity types, as bits.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct OfferBits {
+    zones: u64,
+    capacity_types: u8,
+}
+
+impl OfferBits {
+    /// Those `filter` allows.
+    fn of_filter(filter: &OfferingFilter) -> OfferBits {
+        OfferBits {
+            zones: filter.zone_bits(),
+            capacity_types: filter.capacity_types(),
+        }
+    }
+
+    /// Those NodeClaim `claim` of `pool` allows.
+    fn of_claim(claim: &Claim, pool: &Pool) -> OfferBits {
+        let zones = match claim.zone_mask {
+            ZoneMask::Unrestricted => u64::MAX,
+            ZoneMask::Bits(bits) => bits,
+            ZoneMask::Unknown => pool.filter(&claim.requirements).zone_bits(),
+        };
+        OfferBits {
+            zones,
+            capacity_types: claim.capacity_types,
+        }
+    }
+
+    /// These, narrowed by `reqs` where they name a zone or capacity type.
+    fn narrowed(self, reqs: &Requirements, pool: &Pool) -> OfferBits {
+        if !reqs.has_key(labels::ZONE) && !reqs.has_key(labels::CAPACITY_TYPE) {
+            return self;
+        }
+        let other = OfferBits::of_filter(&pool.filter(reqs));
+        OfferBits {
+            zones: self.zones & other.zones,
+            capacity_types: self.capacity_types & other.capacity_types,
+        }
+    }
+
+    fn allows(self, o: &PoolOffering) -> bool {
+        let zone_ok = if o.zone_bit != 0 {
+            self.zones & o.zone_bit != 0
+        } else {
+            self.zones == u64::MAX
+        };
+        zone_ok
+            && self.capacity_types & o.capacity_type.bit() != 0
+            && o.reservation.is_none()
+            && o.available > 0
+    }
+}
+
+/// What a node of pool type `t` costs (volumes included) at the offering a
+/// fleet would take among those `bits` allow: the best capacity type (spot
+/// before on-demand), then the cheapest; reserved offerings aside (a
+/// NodeClaim outside a reservation never takes one). The type's preferred
+/// price (`PoolType::price`) when none is allowed. Pool types are ordered
+/// by their preferred price, the cheapest zone's spot where they have one:
+/// a NodeClaim that its pods hold to on-demand, or to a dear zone, pays
+/// more than that order says.
+pub(super) fn offered_price(pool: &Pool, t: usize, bits: OfferBits) -> f64 {
+    let ty = &pool.types[t];
+    let best = (ty.offerings.iter())
+        .filter(|o| bits.allows(o))
+        .map(|o| (o.capacity_type, o.price))
+        .min_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    pool.node_price(best.map_or(ty.price, |(_, price)| price))
 }
 
 impl Run<'_> {
@@ -53,11 +128,21 @@ impl Run<'_> {
             }
             let reqs = pool.requirements.intersection(pod_reqs);
             let need = pool.daemon_overhead.plus(&pod.requests);
-            self.compatible_types(pi, &reqs)
-                .iter()
-                .map(|&t| &pool.types[t])
-                .find(|t| need.fits_in(&t.allocatable))
-                .map(|t| pool.node_price(t.price))
+            let bits = OfferBits::of_filter(&pool.filter(&reqs));
+            let mut best: Option<f64> = None;
+            for &t in self.compatible_types(pi, &reqs).iter() {
+                let ty = &pool.types[t];
+                // Types come by their preferred price, which no offering
+                // undercuts.
+                if best.is_some_and(|b| pool.node_price(ty.price) >= b) {
+                    break;
+                }
+                if need.fits_in(&ty.allocatable) {
+                    let price = offered_price(pool, t, bits);
+                    best = Some(best.map_or(price, |b| b.min(price)));
+                }
+            }
+            best
         })
     }
 
@@ -74,9 +159,10 @@ impl Run<'_> {
         fit: &Fit,
         solo: Option<f64>,
     ) -> bool {
-        fit.types
-            .first()
-            .is_none_or(|after| self.growth_pays(c, p, pod_reqs, after, solo))
+        fit.types.first().is_none_or(|after| {
+            let narrowed = fit.requirements.narrowing();
+            self.growth_pays(c, p, pod_reqs, (after, Some(narrowed)), solo)
+        })
     }
 
     /// Whether pod `p` may join NodeClaim `c`, as a threshold on its solo
@@ -155,15 +241,20 @@ impl Run<'_> {
                 slack,
             };
         };
-        let step = pool.types[after].price - pool.types[before].price;
+        // At the NodeClaim's own offerings: what the pod narrows only
+        // makes the step dearer (see `growth_pays`), so this bounds it.
+        let step = self.claim_step(c, before, (after, None));
         if self.slots_pay(c, p, pod_reqs, after, step, slack) {
             return JoinAnswer::Always;
         }
         JoinAnswer::Step { step, slack }
     }
 
-    /// Whether NodeClaim `c` may grow to type `after` (its new cheapest) to
-    /// take pod `p`: the price step is no more than a node of the pod's own
+    /// Whether NodeClaim `c` may grow to type `after.0` (its new cheapest,
+    /// under the NodeClaim's requirements narrowed by `after.1`, what the
+    /// pod adds) to take pod `p`: the price step, at the offerings the
+    /// NodeClaim may take before and after (a pod that holds it to
+    /// on-demand or to one zone pays for that), is no more than a node of the pod's own
     /// (`solo`, 2% slack), or, when every pod on the NodeClaim has this
     /// pod's size class, the step is no more than the pods of that size it
     /// makes room for (as many as still wait) would cost at the best price
@@ -176,7 +267,7 @@ impl Run<'_> {
         c: ClaimIdx,
         p: PodIdx,
         pod_reqs: &Requirements,
-        after: usize,
+        after: (usize, Option<&Requirements>),
         solo: Option<f64>,
     ) -> bool {
         let claim = &self.claims[c];
@@ -186,8 +277,23 @@ impl Run<'_> {
         };
         let Some(solo) = solo else { return true };
         let slack = COST_TOLERANCE + pool.tolerance();
-        let step = pool.types[after].price - pool.types[before].price;
-        step <= solo * slack || self.slots_pay(c, p, pod_reqs, after, step, slack)
+        let step = self.claim_step(c, before, after);
+        step <= solo * slack || self.slots_pay(c, p, pod_reqs, after.0, step, slack)
+    }
+
+    /// How much NodeClaim `c` grows in price from type `before` (at the
+    /// offerings its requirements allow) to type `after.0` (at those its
+    /// requirements narrowed by `after.1` allow). A NodeClaim in a capacity
+    /// reservation is priced at the types' preferred prices.
+    fn claim_step(&self, c: ClaimIdx, before: usize, after: (usize, Option<&Requirements>)) -> f64 {
+        let claim = &self.claims[c];
+        let pool = &self.pools[claim.pool];
+        if claim.reservation.is_some() {
+            return pool.types[after.0].price - pool.types[before].price;
+        }
+        let own = OfferBits::of_claim(claim, pool);
+        let grown = after.1.map_or(own, |narrowed| own.narrowed(narrowed, pool));
+        offered_price(pool, after.0, grown) - offered_price(pool, before, own)
     }
 
     /// The look-ahead of [`Self::growth_pays`]: whether a price `step` to

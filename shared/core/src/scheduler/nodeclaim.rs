@@ -51,6 +51,9 @@ pub(super) struct Claim {
     pub(super) zone_pin: ZonePin,
     /// The zones the requirements allow, as bits.
     pub(super) zone_mask: ZoneMask,
+    /// The capacity types the requirements allow, as bits
+    /// (`pools::capacity_type_bits`).
+    pub(super) capacity_types: u8,
     /// Per key, the distinct values its types must keep (the NodePool's
     /// `minValues`, lowered where the BestEffort policy relaxed them).
     pub(super) min_values: BTreeMap<String, u32>,
@@ -146,6 +149,7 @@ impl Claim {
         reservation: Option<u32>,
         (min_values, min_values_relaxed): (BTreeMap<String, u32>, bool),
     ) -> Claim {
+        let capacity_types = super::pools::capacity_type_bits(&requirements);
         let mut claim = Claim {
             pool: pi,
             name,
@@ -164,6 +168,7 @@ impl Claim {
             memo_answer: JoinAnswer::Never,
             zone_pin: ZonePin::Free,
             zone_mask: ZoneMask::Unknown,
+            capacity_types,
             min_values,
             min_values_relaxed,
         };
@@ -256,6 +261,14 @@ pub(super) enum FitRequirements {
 }
 
 impl FitRequirements {
+    /// What the fit narrows the NodeClaim's requirements to on the keys it
+    /// names (all of them when whole), as a filter reads them.
+    pub(super) fn narrowing(&self) -> &Requirements {
+        match self {
+            FitRequirements::Whole(r) | FitRequirements::Narrowed(r) => r,
+        }
+    }
+
     /// Requirements `base` (the NodeClaim's) become on commit.
     fn apply_to(self, base: &mut Requirements) {
         match self {
@@ -969,6 +982,7 @@ impl<'a> Run<'a> {
         fit.requirements.apply_to(&mut claim.requirements);
         claim.zone_pin = ZonePin::of(&claim.requirements, &pool.zones);
         claim.zone_mask = ZoneMask::of(&claim.requirements, &pool.zones);
+        claim.capacity_types = super::pools::capacity_type_bits(&claim.requirements);
         self.hints.remember_zone_mask(claim.zone_mask);
         let types_changed = fit.types.len() != claim.types.len();
         claim.types = fit.types;

@@ -167,6 +167,13 @@ fn reservation_type_str(t: crate::model::ReservationType) -> &'static str {
     crate::reservations::reservation_type_label(t)
 }
 
+/// The capacity types `reqs` allow, as bits (`CapacityType::bit`).
+pub fn capacity_type_bits(reqs: &Requirements) -> u8 {
+    (CapacityType::ALL.into_iter())
+        .filter(|ct| reqs.allows(labels::CAPACITY_TYPE, ct.as_str()))
+        .fold(0, |bits, ct| bits | ct.bit())
+}
+
 /// Requirements compiled for the offering checks of the hot loops: zones as
 /// a bitmask, capacity types as bits; the map lookups happen once.
 #[derive(Debug, Clone)]
@@ -209,12 +216,7 @@ impl<'r> OfferingFilter<'r> {
                 mask |= 1 << i;
             }
         }
-        let mut capacity_types = 0u8;
-        for ct in CapacityType::ALL {
-            if reqs.allows(labels::CAPACITY_TYPE, ct.as_str()) {
-                capacity_types |= ct.bit();
-            }
-        }
+        let capacity_types = capacity_type_bits(reqs);
         let reservation_id = reqs.get(labels::CAPACITY_RESERVATION_ID);
         let reservation_type = reqs.get(labels::CAPACITY_RESERVATION_TYPE);
         let negative = |r: Option<&Requirement>| {
@@ -234,6 +236,17 @@ impl<'r> OfferingFilter<'r> {
             plain_ok: negative(reservation_id) && negative(reservation_type),
             held: NO_RESERVATION,
         }
+    }
+
+    /// The zones it allows among the first 64 of the catalog's list, as
+    /// bits (`PoolOffering::zone_bit`).
+    pub fn zone_bits(&self) -> u64 {
+        self.zones
+    }
+
+    /// The capacity types it allows, as bits (`CapacityType::bit`).
+    pub fn capacity_types(&self) -> u8 {
+        self.capacity_types
     }
 
     /// Whether only reserved offerings can pass (the requirements rule out

@@ -192,6 +192,7 @@ impl Claim {
             pool: pi,
             zone_pin: ZonePin::of(&requirements, zones),
             zone_mask: ZoneMask::of(&requirements, zones),
+            capacity_types: super::pools::capacity_type_bits(&requirements),
             name,
             requirements,
             types: packed.types,

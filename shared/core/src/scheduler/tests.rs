@@ -192,6 +192,30 @@ fn on_demand_only_pool_uses_on_demand_price() {
     );
 }
 
+/// A pod held to on-demand that joins a NodeClaim of spot-able pods holds
+/// the whole node to on-demand: the cost rule prices that (the node's
+/// step from spot to on-demand), not the types' spot prices.
+#[test]
+fn an_on_demand_pod_does_not_hold_a_spot_node_to_on_demand() {
+    let mut small = pod("small", "100m", "128Mi");
+    small.node_selector = reqs(vec![req(
+        labels::CAPACITY_TYPE,
+        Operator::In,
+        &["on-demand"],
+    )]);
+    let p = plan(&state(
+        vec![pod("big", "3", "1Gi"), small],
+        vec![default_pool()],
+    ));
+    assert_eq!(p.node_claims.len(), 2, "{:#?}", p.node_claims);
+    let big = claim_of(&p, "big");
+    assert_eq!(big.price.capacity_type, CapacityType::Spot);
+    assert_eq!(big.price.instance_type, "m5.xlarge");
+    let small = claim_of(&p, "small");
+    assert_eq!(small.price.capacity_type, CapacityType::OnDemand);
+    assert_eq!(small.capacity_types, vec![CapacityType::OnDemand]);
+}
+
 #[test]
 fn packs_small_pods_onto_one_node_claim() {
     let pods = (0..10)
