@@ -384,10 +384,7 @@ fn drift() {
 
 #[test]
 fn not_ported_cases_name_a_reason() {
-    for (name, reason) in NOT_PORTED {
-        assert!(!name.is_empty() && !reason.is_empty());
-    }
-    println!("{} It cases not ported", NOT_PORTED.len());
+    check_not_ported(NOT_PORTED, "", "It cases");
 }
 
 // The `It`s not ported, with the reason (file: Describe / Context / It).

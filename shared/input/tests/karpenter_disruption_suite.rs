@@ -67,128 +67,43 @@
 //! `cargo test -p flotilla-input --test karpenter_disruption_suite -- --nocapture`
 //! prints each case's status.
 
-use std::sync::OnceLock;
+mod karpenter_disruption_common;
 
-use flotilla_core::catalog::Catalog;
 use flotilla_core::disruption::{disrupt, DisruptOptions, Disruptions};
 use flotilla_core::model::DisruptionReason;
-use flotilla_input::{load, Source};
+use karpenter_disruption_common::{
+    catalog, check_not_ported, load_docs, map, node_class, node_class_ref, pdb, req, run_cases,
+    Drifted, Empty, Np, TableCase, Underutilized, CT, DEAR, DO_NOT_DISRUPT as DND, ITYPE, NODEPOOL,
+    NOW, Z1, ZONE, ZONES,
+};
 use serde_json::{json, Value};
 
 /// The Go file.
 const SUITE: &str = "suite_test.go";
 
 // ---------------------------------------------------------------------------
-// Vocabulary
+// Vocabulary (beside the common one: `Z1` is Karpenter's `test-zone-1`,
+// `DEAR` its `mostExpensiveInstance`, `NOW` the decision's time)
 
-/// Karpenter's `test-zone-1`.
-const Z1: &str = "us-west-2a";
-const ZONE: &str = "topology.kubernetes.io/zone";
-const CT: &str = "karpenter.sh/capacity-type";
-const ITYPE: &str = "node.kubernetes.io/instance-type";
-const NODEPOOL: &str = "karpenter.sh/nodepool";
-const DND: &str = "karpenter.sh/do-not-disrupt";
-/// `mostExpensiveInstance`.
-const MOST: &str = "m5.8xlarge";
 /// `leastExpensiveInstance`.
 const LEAST: &str = "t3.nano";
-/// The decision's time: 2026-11-30T12:00:00Z.
-const NOW: i64 = 1_796_040_000;
 /// When every object was created: a minute before [`NOW`].
 const CREATED: &str = "2026-11-30T11:59:00Z";
 /// A deletion timestamp (`ExpectDeletionTimestampSet`, `Client.Delete` of an
 /// object with a finalizer).
 const DELETED: &str = "2026-11-30T11:59:30Z";
 
-fn map(kv: &[(&str, &str)]) -> Value {
-    Value::Object(
-        kv.iter()
-            .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
-            .collect(),
-    )
-}
-
 // ---------------------------------------------------------------------------
 // Documents
 
-/// The EC2NodeClass every NodePool refers to.
-fn node_class() -> Value {
-    json!({
-        "apiVersion": "karpenter.k8s.aws/v1",
-        "kind": "EC2NodeClass",
-        "metadata": { "name": "default" },
-        "spec": {
-            "role": "KarpenterNodeRole",
-            "amiSelectorTerms": [{ "alias": "al2023@latest" }],
-            "subnetSelectorTerms": [{ "tags": { "karpenter.sh/discovery": "test" } }],
-            "securityGroupSelectorTerms": [{ "tags": { "karpenter.sh/discovery": "test" } }],
-        },
-    })
-}
-
-/// `test.NodePool(...)` named `default`.
-#[derive(Clone)]
-struct Np {
-    policy: &'static str,
-    after: &'static str,
-    /// `None`: the CRD default (`nodes: 10%`).
-    budgets: Option<Vec<Value>>,
-    requirements: Vec<Value>,
-    grace: Option<&'static str>,
-}
-
+/// `test.NodePool(...)` named `default`, the CRD's defaults written out
+/// (`WhenEmptyOrUnderutilized`, `consolidateAfter: 0s`, `nodes: 10%`).
 fn np() -> Np {
-    Np {
-        policy: "WhenEmptyOrUnderutilized",
-        after: "0s",
-        budgets: None,
-        requirements: vec![],
-        grace: None,
-    }
-}
-
-impl Np {
-    fn after(mut self, a: &'static str) -> Self {
-        self.after = a;
-        self
-    }
-    fn budget(mut self, nodes: &str) -> Self {
-        self.budgets
-            .get_or_insert_with(Vec::new)
-            .push(json!({ "nodes": nodes }));
-        self
-    }
-    fn req(mut self, r: Value) -> Self {
-        self.requirements.push(r);
-        self
-    }
-    fn doc(&self) -> Value {
-        let mut reqs = vec![json!({
-            "key": ZONE, "operator": "In", "values": ["us-west-2a", "us-west-2b", "us-west-2c"],
-        })];
-        reqs.extend(self.requirements.iter().cloned());
-        let mut d = json!({
-            "apiVersion": "karpenter.sh/v1",
-            "kind": "NodePool",
-            "metadata": { "name": "default" },
-            "spec": {
-                "template": { "spec": {
-                    "nodeClassRef": { "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default" },
-                    "requirements": reqs,
-                }},
-                "limits": { "cpu": "2000" },
-                "disruption": {
-                    "consolidationPolicy": self.policy,
-                    "consolidateAfter": self.after,
-                    "budgets": self.budgets.clone().unwrap_or_else(|| vec![json!({ "nodes": "10%" })]),
-                },
-            },
-        });
-        if let Some(g) = self.grace {
-            d["spec"]["template"]["spec"]["terminationGracePeriod"] = json!(g);
-        }
-        d
-    }
+    karpenter_disruption_common::np("default")
+        .req(req(ZONE, "In", &ZONES))
+        .policy("WhenEmptyOrUnderutilized")
+        .consolidate_after("0s")
+        .budget("10%")
 }
 
 /// `test.NodeClaimAndNode(...)`: a NodeClaim `nc-<name>` and its Node
@@ -229,7 +144,7 @@ fn nc(name: &str) -> Nc {
         name: name.to_string(),
         labels: vec![
             (NODEPOOL.into(), "default".into()),
-            (ITYPE.into(), MOST.into()),
+            (ITYPE.into(), DEAR.into()),
             (CT.into(), "on-demand".into()),
             (ZONE.into(), Z1.into()),
         ],
@@ -351,7 +266,7 @@ impl Nc {
                 conditions.push(json!({ "type": "InstanceTerminating", "status": "True", "lastTransitionTime": CREATED }));
             }
             let mut spec = json!({
-                "nodeClassRef": { "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default" },
+                "nodeClassRef": node_class_ref(),
                 "requirements": [],
             });
             if let Some(g) = self.grace {
@@ -548,13 +463,8 @@ impl P {
 
 /// `test.PodDisruptionBudget(test.PDBOptions{Labels: {test: value},
 /// MaxUnavailable: 0})`.
-fn pdb(name: &str) -> Value {
-    json!({
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": { "name": name, "namespace": "default" },
-        "spec": { "selector": { "matchLabels": { "test": "value" } }, "maxUnavailable": 0 },
-    })
+fn blocking_pdb(name: &str) -> Value {
+    pdb(name, PDB_LABELS, 0)
 }
 
 /// `test.DaemonSet()` named `ds`.
@@ -599,7 +509,6 @@ enum Check {
 }
 
 use Check::*;
-use DisruptionReason::{Drifted, Empty, Underutilized};
 
 fn decided(reason: DisruptionReason, nodes: &[&str], replacements: Option<usize>) -> Check {
     Decided(
@@ -746,20 +655,6 @@ impl Case {
     }
 }
 
-fn catalog() -> &'static Catalog {
-    static C: OnceLock<Catalog> = OnceLock::new();
-    C.get_or_init(|| Catalog::embedded("us-west-2").expect("embedded us-west-2 catalog"))
-}
-
-fn yaml(docs: &[Value]) -> String {
-    let mut out = String::new();
-    for d in docs {
-        out.push_str("---\n");
-        out.push_str(&serde_yaml_ng::to_string(d).expect("yaml"));
-    }
-    out
-}
-
 fn describe(out: &Disruptions) -> String {
     let mut s = String::new();
     for d in &out.decisions {
@@ -786,18 +681,13 @@ fn describe(out: &Disruptions) -> String {
 fn run_case(c: &Case) -> Result<(), String> {
     let mut docs = vec![node_class()];
     docs.extend(c.docs.iter().cloned());
-    let text = yaml(&docs);
-    let state = load(&[Source {
-        name: "cluster.yaml",
-        bytes: text.as_bytes(),
-    }])
-    .map_err(|e| format!("load failed: {e}"))?;
+    let state = load_docs("cluster.yaml", &docs)?;
     let opts = DisruptOptions {
         now: NOW,
         disrupting: c
             .disrupting
             .iter()
-            .map(|n| (n.to_string(), DisruptionReason::Underutilized))
+            .map(|n| (n.to_string(), Underutilized))
             .collect(),
         nominated: c.nominated.iter().map(|n| n.to_string()).collect(),
         ..DisruptOptions::default()
@@ -815,28 +705,25 @@ fn run_case(c: &Case) -> Result<(), String> {
     }
 }
 
+impl TableCase for Case {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn known_difference(&self) -> Option<&'static str> {
+        self.known_difference
+    }
+    fn run(&self) -> Result<(), String> {
+        run_case(self)
+    }
+}
+
 /// Runs a Describe table: every case without a known difference must
 /// pass; the known differences are run and reported.
 fn run_table(context: &str, cases: Vec<Case>) {
-    let mut failures = Vec::new();
-    for c in &cases {
-        let label = format!("{SUITE}: {context} / {}", c.name);
-        match (c.known_difference, run_case(c)) {
-            (None, Ok(())) => println!("ok: {label}"),
-            (None, Err(e)) => failures.push(format!("  {label}: {e}")),
-            (Some(d), Ok(())) => println!("KNOWN DIFFERENCE NOW PASSES: {label} (was: {d})"),
-            (Some(d), Err(e)) => println!(
-                "known difference: {label}: {d}\n    {}",
-                e.replace('\n', "\n    ")
-            ),
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {} {context} cases behave differently from Karpenter:\n{}",
-        failures.len(),
-        cases.len(),
-        failures.join("\n")
+    run_cases(
+        &format!("{SUITE}: {context} / "),
+        &format!("{context} cases"),
+        &cases,
     );
 }
 
@@ -856,7 +743,7 @@ fn simulate_scheduling() {
             // node-0 (3 CPU each: one such pod per node). Its simulation is
             // reached through drift (node-0's NodeClaim drifted), with a
             // 100% budget so the nine nodes marked for deletion leave room.
-            let mut docs = vec![vec![np().after("Never").budget("100%").doc()]];
+            let mut docs = vec![vec![np().consolidate_after("Never").budget("100%").doc()]];
             for i in 0..10 {
                 let mut c = nc(&n(i));
                 c.allocatable = vec![("cpu", "3"), ("memory", "128Gi"), ("pods", "100")];
@@ -886,7 +773,7 @@ fn simulate_scheduling() {
             // Ten drifted nodes, each with the pod of its partition
             // (test-partition=i, NodePool requirement test-partition
             // Exists), budget 3: three replacements, then the budget.
-            let pool = np().after("Never").budget("3").req(json!({
+            let pool = np().consolidate_after("Never").budget("3").req(json!({
                 "key": "test-partition", "operator": "Exists",
             }));
             let mut docs = vec![vec![pool.doc()]];
@@ -1142,7 +1029,7 @@ fn candidate_filtering() {
         ),
         case(
             "should consider candidates that have PDB-blocked pods scheduled with a terminationGracePeriod set for eventual disruption",
-            one_node(nc(NODE).grace("300s").drifted(), vec![pdb_pod(), pdb("pdb")]),
+            one_node(nc(NODE).grace("300s").drifted(), vec![pdb_pod(), blocking_pdb("pdb")]),
             vec![decided(Drifted, &[NODE], None)],
         ),
         case(
@@ -1152,7 +1039,7 @@ fn candidate_filtering() {
         ),
         case(
             "should not consider candidates that have PDB-blocked pods scheduled with a terminationGracePeriod set for graceful disruption",
-            one_node(nc(NODE).grace("300s"), vec![pdb_pod(), pdb("pdb")]),
+            one_node(nc(NODE).grace("300s"), vec![pdb_pod(), blocking_pdb("pdb")]),
             refused(&["PodDisruptionBudget default/pdb"]),
         ),
         case(
@@ -1162,7 +1049,7 @@ fn candidate_filtering() {
         ),
         case(
             "should not consider candidates that have PDB-blocked pods scheduled without a terminationGracePeriod set for eventual disruption",
-            one_node(nc(NODE).drifted(), vec![pdb_pod(), pdb("pdb")]),
+            one_node(nc(NODE).drifted(), vec![pdb_pod(), blocking_pdb("pdb")]),
             refused(&["PodDisruptionBudget default/pdb"]),
         ),
         case(
@@ -1188,12 +1075,12 @@ fn candidate_filtering() {
         ),
         case(
             "should not consider candidates that have multiple PDBs on the same pod",
-            one_node(nc(NODE), vec![pdb_pod(), pdb("pdb1"), pdb("pdb2")]),
+            one_node(nc(NODE), vec![pdb_pod(), blocking_pdb("pdb1"), blocking_pdb("pdb2")]),
             refused(&["more than one PodDisruptionBudget", "default/pdb1", "default/pdb2"]),
         ),
         case(
             "should not consider candidates that have fully blocking PDBs",
-            one_node(nc(NODE), vec![pdb_pod(), pdb("pdb")]),
+            one_node(nc(NODE), vec![pdb_pod(), blocking_pdb("pdb")]),
             refused(&["PodDisruptionBudget default/pdb"]),
         ),
         case(
@@ -1203,7 +1090,7 @@ fn candidate_filtering() {
                 vec![
                     daemon_set(),
                     pod("pod").labels(PDB_LABELS).owner("DaemonSet", "ds").on(NODE).doc(),
-                    pdb("pdb"),
+                    blocking_pdb("pdb"),
                 ],
             ),
             refused(&["PodDisruptionBudget default/pdb"]),
@@ -1213,7 +1100,7 @@ fn candidate_filtering() {
             "should consider candidates that have fully blocking PDBs on mirror pods",
             one_node(
                 nc(NODE),
-                vec![pod("pod").labels(PDB_LABELS).owner("Node", NODE).on(NODE).doc(), pdb("pdb")],
+                vec![pod("pod").labels(PDB_LABELS).owner("Node", NODE).on(NODE).doc(), blocking_pdb("pdb")],
             ),
             vec![decided(Empty, &[NODE], Some(0))],
         ),
@@ -1224,7 +1111,7 @@ fn candidate_filtering() {
         ),
         case(
             "should not consider candidates that have fully blocking PDBs without a terminationGracePeriod set for graceful disruption",
-            one_node(nc(NODE), vec![pdb_pod(), pdb("pdb")]),
+            one_node(nc(NODE), vec![pdb_pod(), blocking_pdb("pdb")]),
             refused(&["PodDisruptionBudget default/pdb"]),
         ),
         case(
@@ -1234,7 +1121,7 @@ fn candidate_filtering() {
                 vec![
                     pod("succeeded").labels(PDB_LABELS).phase("Succeeded").on(NODE).doc(),
                     pod("failed").labels(PDB_LABELS).phase("Failed").on(NODE).doc(),
-                    pdb("pdb"),
+                    blocking_pdb("pdb"),
                 ],
             ),
             vec![decided(Empty, &[NODE], Some(0))],
@@ -1243,7 +1130,7 @@ fn candidate_filtering() {
             "should consider candidates that have fully blocking PDBs on terminating pods",
             one_node(
                 nc(NODE),
-                vec![pod("pod").labels(PDB_LABELS).terminating().on(NODE).doc(), pdb("pdb")],
+                vec![pod("pod").labels(PDB_LABELS).terminating().on(NODE).doc(), blocking_pdb("pdb")],
             ),
             vec![decided(Empty, &[NODE], Some(0))],
         ),
@@ -1435,10 +1322,7 @@ fn metrics() {
 
 #[test]
 fn not_ported_cases_name_a_reason() {
-    for (name, reason) in NOT_PORTED {
-        assert!(!name.is_empty() && !reason.is_empty());
-    }
-    println!("{} It cases not ported", NOT_PORTED.len());
+    check_not_ported(NOT_PORTED, "", "It cases");
 }
 
 // ---------------------------------------------------------------------------

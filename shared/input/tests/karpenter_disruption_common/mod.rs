@@ -1,11 +1,21 @@
-//! What `karpenter_disruption_emptiness.rs` and
-//! `karpenter_disruption_drift.rs` share: Karpenter's disruption test
-//! fixtures (`test.NodePool`, `test.NodeClaimAndNode`, `test.Pod`,
-//! `test.PodDisruptionBudget`) as Kubernetes documents, one
-//! `flotilla_core::disruption::disrupt` run per `ExpectSingletonReconciled`
-//! step, and the checks the Go tests make, read from the decisions.
+//! What the ports of Karpenter's disruption tests share.
 //!
-//! Conventions (beside those of `karpenter_topology.rs` and
+//! All four (`karpenter_disruption_consolidation.rs`,
+//! `karpenter_disruption_suite.rs`, `karpenter_disruption_drift.rs`,
+//! `karpenter_disruption_emptiness.rs`) use the vocabulary (zones, labels,
+//! the clock), the document helpers ([`map`], [`req`], [`node_class`],
+//! [`pdb_in`]), the embedded [`catalog`], [`load_docs`] and the table
+//! runner ([`run_cases`], [`check_not_ported`]).
+//!
+//! `karpenter_disruption_emptiness.rs` and `karpenter_disruption_drift.rs`
+//! also share Karpenter's disruption test fixtures (`test.NodePool`,
+//! `test.NodeClaimAndNode`, `test.Pod`, `test.PodDisruptionBudget`) as
+//! Kubernetes documents, one `flotilla_core::disruption::disrupt` run per
+//! `ExpectSingletonReconciled` step, and the checks the Go tests make, read
+//! from the decisions (the consolidation and suite ports keep their own:
+//! their Go suites build different fixtures and check other things).
+//!
+//! Conventions of the emptiness and drift ports (beside those of `karpenter_topology.rs` and
 //! `karpenter_provisioning.rs`: `test-zone-1` is `us-west-2a`, every
 //! NodePool is given `topology.kubernetes.io/zone In [us-west-2a,
 //! us-west-2b, us-west-2c]`, a NodePool without a capacity-type requirement
@@ -50,20 +60,28 @@ use std::sync::OnceLock;
 
 use flotilla_core::catalog::Catalog;
 use flotilla_core::disruption::{disrupt, DisruptOptions, Disruptions};
-use flotilla_core::model::DisruptionReason;
+use flotilla_core::model::{ClusterState, DisruptionReason};
 use flotilla_input::{load, Source};
 use serde_json::{json, Value};
 
-pub use DisruptionReason::{Drifted, Empty};
+// Not every port names every reason (as `dead_code` above: each port
+// compiles the module on its own).
+#[allow(unused_imports)]
+pub use DisruptionReason::{Drifted, Empty, Underutilized};
 
 pub const Z1: &str = "us-west-2a";
 pub const Z2: &str = "us-west-2b";
 pub const Z3: &str = "us-west-2c";
+/// Karpenter's `test-zone-1`, `test-zone-2`, `test-zone-3`.
+pub const ZONES: [&str; 3] = [Z1, Z2, Z3];
 pub const ZONE: &str = "topology.kubernetes.io/zone";
+pub const HOST: &str = "kubernetes.io/hostname";
 pub const CT: &str = "karpenter.sh/capacity-type";
 pub const ITYPE: &str = "node.kubernetes.io/instance-type";
 pub const NODEPOOL: &str = "karpenter.sh/nodepool";
 pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+pub const OD: &str = "on-demand";
+pub const SPOT: &str = "spot";
 /// The fake `leastExpensiveInstance` (and `leastExpensiveSpotInstance`).
 pub const CHEAP: &str = "c5.large";
 /// The fake `mostExpensiveInstance`.
@@ -97,7 +115,8 @@ pub fn ts(t: i64) -> String {
     )
 }
 
-fn map(kv: &[(&str, &str)]) -> Value {
+/// A string map (labels, annotations, a selector).
+pub fn map(kv: &[(&str, &str)]) -> Value {
     Value::Object(
         kv.iter()
             .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
@@ -105,14 +124,22 @@ fn map(kv: &[(&str, &str)]) -> Value {
     )
 }
 
-/// A node selector requirement.
+/// A node selector requirement (without values: `Exists`,
+/// `DoesNotExist`).
 pub fn req(key: &str, op: &str, values: &[&str]) -> Value {
-    json!({ "key": key, "operator": op, "values": values })
+    if values.is_empty() {
+        json!({ "key": key, "operator": op })
+    } else {
+        json!({ "key": key, "operator": op, "values": values })
+    }
 }
 
 // ---------------------------------------------------------------------------
 // NodePools (`test.NodePool`)
 
+/// A NodePool: what `np` gives (limits of 2000 CPU, the three zones unless
+/// the requirements name zones) with each port's `BeforeEach` settings on
+/// top.
 #[derive(Clone)]
 pub struct Np {
     pub name: String,
@@ -127,6 +154,14 @@ pub struct Np {
     pub termination_grace_period: Option<&'static str>,
     /// `spec.replicas`: a static NodePool.
     pub replicas: Option<u32>,
+    /// `spec.weight`.
+    pub weight: Option<u32>,
+    /// The template refers to the EC2NodeClass `default`.
+    pub node_class: bool,
+    /// `spec.limits.cpu` (`None`: no limits).
+    pub cpu_limit: Option<&'static str>,
+    /// A NodePool without a zone requirement is given the three zones.
+    pub default_zones: bool,
 }
 
 pub fn np(name: &str) -> Np {
@@ -139,6 +174,10 @@ pub fn np(name: &str) -> Np {
         expire_after: None,
         termination_grace_period: None,
         replicas: None,
+        weight: None,
+        node_class: true,
+        cpu_limit: Some("2000"),
+        default_zones: true,
     }
 }
 
@@ -152,13 +191,20 @@ impl Np {
         self.consolidate_after = Some(d);
         self
     }
-    pub fn when_empty(mut self) -> Self {
-        self.policy = Some("WhenEmpty");
+    pub fn when_empty(self) -> Self {
+        self.policy("WhenEmpty")
+    }
+    pub fn policy(mut self, p: &'static str) -> Self {
+        self.policy = Some(p);
         self
     }
     pub fn budgets(mut self, b: Vec<Value>) -> Self {
         self.budgets = Some(b);
         self
+    }
+    /// One budget of `nodes`, always active.
+    pub fn budget(self, nodes: &str) -> Self {
+        self.budgets(vec![budget(nodes)])
     }
     pub fn expire_after(mut self, d: &'static str) -> Self {
         self.expire_after = Some(d);
@@ -172,19 +218,41 @@ impl Np {
         self.reqs.push(r);
         self
     }
+    /// These requirements instead of those given so far.
+    pub fn reqs(mut self, reqs: Vec<Value>) -> Self {
+        self.reqs = reqs;
+        self
+    }
     pub fn replicas(mut self, r: u32) -> Self {
         self.replicas = Some(r);
         self
     }
+    pub fn weight(mut self, w: u32) -> Self {
+        self.weight = Some(w);
+        self
+    }
+    pub fn without_node_class(mut self) -> Self {
+        self.node_class = false;
+        self
+    }
+    pub fn without_limits(mut self) -> Self {
+        self.cpu_limit = None;
+        self
+    }
+    /// No zone requirement unless one is given.
+    pub fn without_default_zones(mut self) -> Self {
+        self.default_zones = false;
+        self
+    }
     pub fn doc(&self) -> Value {
         let mut reqs = self.reqs.clone();
-        if !reqs.iter().any(|r| r["key"] == ZONE) {
-            reqs.push(req(ZONE, "In", &[Z1, Z2, Z3]));
+        if self.default_zones && !reqs.iter().any(|r| r["key"] == ZONE) {
+            reqs.push(req(ZONE, "In", &ZONES));
         }
-        let mut spec = json!({
-            "nodeClassRef": { "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default" },
-            "requirements": reqs,
-        });
+        let mut spec = json!({ "requirements": reqs });
+        if self.node_class {
+            spec["nodeClassRef"] = node_class_ref();
+        }
         if let Some(e) = self.expire_after {
             spec["expireAfter"] = json!(e);
         }
@@ -207,18 +275,29 @@ impl Np {
             "metadata": { "name": self.name },
             "spec": {
                 "template": { "spec": spec },
-                "limits": { "cpu": "2000" },
                 "disruption": Value::Object(disruption),
             },
         });
+        if let Some(l) = self.cpu_limit {
+            np["spec"]["limits"] = json!({ "cpu": l });
+        }
         if let Some(r) = self.replicas {
             np["spec"]["replicas"] = json!(r);
+        }
+        if let Some(w) = self.weight {
+            np["spec"]["weight"] = json!(w);
         }
         np
     }
 }
 
-fn node_class() -> Value {
+/// A NodePool's or NodeClaim's reference to [`node_class`].
+pub fn node_class_ref() -> Value {
+    json!({ "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default" })
+}
+
+/// The EC2NodeClass every NodePool refers to.
+pub fn node_class() -> Value {
     json!({
         "apiVersion": "karpenter.k8s.aws/v1",
         "kind": "EC2NodeClass",
@@ -386,7 +465,7 @@ impl Nc {
             }
         }
         let mut spec = json!({
-            "nodeClassRef": { "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default" },
+            "nodeClassRef": node_class_ref(),
             "requirements": [],
         });
         if let Some(t) = self.termination_grace_period {
@@ -539,12 +618,28 @@ pub fn daemon_set(name: &str) -> Value {
 
 /// `test.PodDisruptionBudget(test.PDBOptions{Labels, MaxUnavailable})`.
 pub fn pdb(name: &str, labels: &[(&str, &str)], max_unavailable: i64) -> Value {
-    json!({
+    pdb_in("default", name, labels, max_unavailable, None)
+}
+
+/// A PodDisruptionBudget in namespace `ns`; with `allowed`, the status
+/// of one healthy pod and that many disruptions allowed.
+pub fn pdb_in(
+    ns: &str,
+    name: &str,
+    labels: &[(&str, &str)],
+    max_unavailable: i64,
+    allowed: Option<u32>,
+) -> Value {
+    let mut d = json!({
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": { "name": name, "namespace": "default" },
+        "metadata": { "name": name, "namespace": ns },
         "spec": { "selector": { "matchLabels": map(labels) }, "maxUnavailable": max_unavailable },
-    })
+    });
+    if let Some(a) = allowed {
+        d["status"] = json!({ "disruptionsAllowed": a, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1 });
+    }
+    d
 }
 
 // ---------------------------------------------------------------------------
@@ -642,18 +737,29 @@ pub fn catalog() -> &'static Catalog {
     C.get_or_init(|| Catalog::embedded("us-west-2").expect("embedded us-west-2 catalog"))
 }
 
+/// The documents as one YAML stream.
+pub fn yaml(docs: &[Value]) -> String {
+    let mut out = String::new();
+    for d in docs {
+        out.push_str("---\n");
+        out.push_str(&serde_yaml_ng::to_string(d).expect("yaml"));
+    }
+    out
+}
+
+/// `flotilla_input::load` of the documents, read as one source `name`.
+pub fn load_docs(name: &str, docs: &[Value]) -> Result<ClusterState, String> {
+    let text = yaml(docs);
+    load(&[Source {
+        name,
+        bytes: text.as_bytes(),
+    }])
+    .map_err(|e| format!("load failed: {e}"))
+}
+
 /// `disrupt` over the documents at `now`.
 pub fn run(docs: &[Value], now: i64) -> Result<Disruptions, String> {
-    let mut yaml = String::new();
-    for d in docs {
-        yaml.push_str("---\n");
-        yaml.push_str(&serde_yaml_ng::to_string(d).expect("yaml"));
-    }
-    let state = load(&[Source {
-        name: "case.yaml",
-        bytes: yaml.as_bytes(),
-    }])
-    .map_err(|e| format!("load failed: {e}"))?;
+    let state = load_docs("case.yaml", docs)?;
     let opts = DisruptOptions {
         now,
         ..DisruptOptions::default()
@@ -842,13 +948,43 @@ fn run_case(c: &Case) -> Result<(), String> {
     Ok(())
 }
 
+impl TableCase for Case {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn known_difference(&self) -> Option<&'static str> {
+        self.known_difference
+    }
+    fn run(&self) -> Result<(), String> {
+        run_case(self)
+    }
+}
+
 /// Runs the cases of one Go `Describe`/`Context`: every case without a
 /// known difference must pass; the known differences are run and reported.
 pub fn run_table(file: &str, cases: Vec<Case>) {
+    run_cases(&format!("{file}: "), "cases", &cases);
+}
+
+/// A case of a port's table, as [`run_cases`] runs it.
+pub trait TableCase {
+    /// The Go test's name, as printed after the table's label prefix.
+    fn name(&self) -> &str;
+    /// What Flotilla does instead of Karpenter, when it does.
+    fn known_difference(&self) -> Option<&'static str>;
+    /// Runs the case: `Err` says what differs from the Go test.
+    fn run(&self) -> Result<(), String>;
+}
+
+/// Runs a table, each case labelled `prefix` and its name: every case
+/// without a known difference must pass (else the test fails, counting the
+/// failures among the table's `what`); the known differences are run and
+/// reported.
+pub fn run_cases<C: TableCase>(prefix: &str, what: &str, cases: &[C]) {
     let mut failures = Vec::new();
-    for c in &cases {
-        let label = format!("{file}: {}", c.name);
-        match (c.known_difference, run_case(c)) {
+    for c in cases {
+        let label = format!("{prefix}{}", c.name());
+        match (c.known_difference(), c.run()) {
             (None, Ok(())) => println!("ok: {label}"),
             (None, Err(e)) => failures.push(format!("  {label}: {e}")),
             (Some(d), Ok(())) => println!("KNOWN DIFFERENCE NOW PASSES: {label} (was: {d})"),
@@ -860,11 +996,20 @@ pub fn run_table(file: &str, cases: Vec<Case>) {
     }
     assert!(
         failures.is_empty(),
-        "{} of {} cases behave differently from Karpenter:\n{}",
+        "{} of {} {what} behave differently from Karpenter:\n{}",
         failures.len(),
         cases.len(),
         failures.join("\n")
     );
+}
+
+/// The `NOT_PORTED` list of a port: every name starts with `prefix` and
+/// every reason is given; prints how many `what` are not ported.
+pub fn check_not_ported(not_ported: &[(&str, &str)], prefix: &str, what: &str) {
+    for (name, reason) in not_ported {
+        assert!(!name.is_empty() && name.starts_with(prefix) && !reason.is_empty());
+    }
+    println!("{} {what} not ported", not_ported.len());
 }
 
 /// Node names as owned strings.
