@@ -73,8 +73,8 @@ use flotilla_core::disruption::{disrupt, DisruptOptions, Disruptions};
 use flotilla_core::model::DisruptionReason;
 use karpenter_disruption_common::{
     catalog, check_not_ported, load_docs, map, node_class, node_class_ref, pdb, req, run_cases,
-    Drifted, Empty, Np, TableCase, Underutilized, CT, DEAR, DO_NOT_DISRUPT as DND, ITYPE, NODEPOOL,
-    NOW, Z1, ZONE, ZONES,
+    Drifted, Empty, Np, Underutilized, CT, DEAR, DO_NOT_DISRUPT as DND, ITYPE, NODEPOOL, NOW, Z1,
+    ZONE, ZONES,
 };
 use serde_json::{json, Value};
 
@@ -705,25 +705,16 @@ fn run_case(c: &Case) -> Result<(), String> {
     }
 }
 
-impl TableCase for Case {
-    fn name(&self) -> &str {
-        self.name
-    }
-    fn known_difference(&self) -> Option<&'static str> {
-        self.known_difference
-    }
-    fn run(&self) -> Result<(), String> {
-        run_case(self)
-    }
-}
-
 /// Runs a Describe table: every case without a known difference must
 /// pass; the known differences are run and reported.
 fn run_table(context: &str, cases: Vec<Case>) {
+    let results = cases
+        .iter()
+        .map(|c| (c.name, c.known_difference, run_case(c)));
     run_cases(
         &format!("{SUITE}: {context} / "),
         &format!("{context} cases"),
-        &cases,
+        results,
     );
 }
 

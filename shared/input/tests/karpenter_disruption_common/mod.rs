@@ -4,22 +4,23 @@
 //! `karpenter_disruption_suite.rs`, `karpenter_disruption_drift.rs`,
 //! `karpenter_disruption_emptiness.rs`) use the vocabulary (zones, labels,
 //! the clock), the document helpers ([`map`], [`req`], [`node_class`],
-//! [`pdb_in`]), the embedded [`catalog`], [`load_docs`] and the table
-//! runner ([`run_cases`], [`check_not_ported`]).
+//! [`pdb_in`]), the NodePool builder [`Np`] (each port sets its Go suite's
+//! `BeforeEach` settings on top), the embedded [`catalog`], [`load_docs`]
+//! and the table runner ([`run_cases`], [`check_not_ported`]).
 //!
 //! `karpenter_disruption_emptiness.rs` and `karpenter_disruption_drift.rs`
-//! also share Karpenter's disruption test fixtures (`test.NodePool`,
-//! `test.NodeClaimAndNode`, `test.Pod`, `test.PodDisruptionBudget`) as
-//! Kubernetes documents, one `flotilla_core::disruption::disrupt` run per
-//! `ExpectSingletonReconciled` step, and the checks the Go tests make, read
-//! from the decisions (the consolidation and suite ports keep their own:
-//! their Go suites build different fixtures and check other things).
+//! also share Karpenter's disruption test fixtures (`test.NodeClaimAndNode`,
+//! `test.Pod`, `test.PodDisruptionBudget`) as Kubernetes documents, one
+//! `flotilla_core::disruption::disrupt` run per `ExpectSingletonReconciled`
+//! step, and the checks the Go tests make, read from the decisions (the
+//! consolidation and suite ports keep their own: their Go suites build
+//! different nodes and pods and check other things).
 //!
-//! Conventions of the emptiness and drift ports (beside those of `karpenter_topology.rs` and
-//! `karpenter_provisioning.rs`: `test-zone-1` is `us-west-2a`, every
-//! NodePool is given `topology.kubernetes.io/zone In [us-west-2a,
-//! us-west-2b, us-west-2c]`, a NodePool without a capacity-type requirement
-//! launches on-demand):
+//! Conventions of the emptiness and drift ports (beside those of
+//! `karpenter_topology.rs` and `karpenter_provisioning.rs`: `test-zone-1`
+//! is `us-west-2a`, every NodePool is given `topology.kubernetes.io/zone
+//! In [us-west-2a, us-west-2b, us-west-2c]`, a NodePool without a
+//! capacity-type requirement launches on-demand):
 //!
 //! * the fake `leastExpensiveInstance` / `leastExpensiveSpotInstance` is
 //!   `c5.large` (the fake catalog's "small" type) on demand / on spot, the
@@ -948,43 +949,30 @@ fn run_case(c: &Case) -> Result<(), String> {
     Ok(())
 }
 
-impl TableCase for Case {
-    fn name(&self) -> &str {
-        self.name
-    }
-    fn known_difference(&self) -> Option<&'static str> {
-        self.known_difference
-    }
-    fn run(&self) -> Result<(), String> {
-        run_case(self)
-    }
-}
-
 /// Runs the cases of one Go `Describe`/`Context`: every case without a
 /// known difference must pass; the known differences are run and reported.
 pub fn run_table(file: &str, cases: Vec<Case>) {
-    run_cases(&format!("{file}: "), "cases", &cases);
+    let results = cases
+        .iter()
+        .map(|c| (c.name, c.known_difference, run_case(c)));
+    run_cases(&format!("{file}: "), "cases", results);
 }
 
-/// A case of a port's table, as [`run_cases`] runs it.
-pub trait TableCase {
-    /// The Go test's name, as printed after the table's label prefix.
-    fn name(&self) -> &str;
-    /// What Flotilla does instead of Karpenter, when it does.
-    fn known_difference(&self) -> Option<&'static str>;
-    /// Runs the case: `Err` says what differs from the Go test.
-    fn run(&self) -> Result<(), String>;
-}
-
-/// Runs a table, each case labelled `prefix` and its name: every case
+/// Reports a table's results, each case (its name, its known difference,
+/// what running it gave) labelled `prefix` and its name: every case
 /// without a known difference must pass (else the test fails, counting the
-/// failures among the table's `what`); the known differences are run and
-/// reported.
-pub fn run_cases<C: TableCase>(prefix: &str, what: &str, cases: &[C]) {
+/// failures among the table's `what`); the known differences are reported.
+pub fn run_cases<N: std::fmt::Display>(
+    prefix: &str,
+    what: &str,
+    results: impl IntoIterator<Item = (N, Option<&'static str>, Result<(), String>)>,
+) {
     let mut failures = Vec::new();
-    for c in cases {
-        let label = format!("{prefix}{}", c.name());
-        match (c.known_difference(), c.run()) {
+    let mut count = 0;
+    for (name, known_difference, result) in results {
+        count += 1;
+        let label = format!("{prefix}{name}");
+        match (known_difference, result) {
             (None, Ok(())) => println!("ok: {label}"),
             (None, Err(e)) => failures.push(format!("  {label}: {e}")),
             (Some(d), Ok(())) => println!("KNOWN DIFFERENCE NOW PASSES: {label} (was: {d})"),
@@ -996,9 +984,8 @@ pub fn run_cases<C: TableCase>(prefix: &str, what: &str, cases: &[C]) {
     }
     assert!(
         failures.is_empty(),
-        "{} of {} {what} behave differently from Karpenter:\n{}",
+        "{} of {count} {what} behave differently from Karpenter:\n{}",
         failures.len(),
-        cases.len(),
         failures.join("\n")
     );
 }
