@@ -242,6 +242,90 @@ pub fn apply(
     Ok(names)
 }
 
+/// `state` with `plan` carried out: every NodeClaim of the plan launched
+/// as a node (its offering, labels and taints, created at `launched_at`,
+/// no DaemonSet pod: the plan's mixes have none) holding its pods, every
+/// pod placed on an existing node bound there, and the pods the plan
+/// left pending still pending. Every NodePool consolidates
+/// `WhenEmptyOrUnderutilized` after 0 s without budgets, so that a
+/// disruption run asks only whether the plan could cost less.
+pub fn launch_plan(
+    state: &ClusterState,
+    plan: &Plan,
+    catalog: &Catalog,
+    launched_at: i64,
+    rng: &mut Rng,
+) -> Result<ClusterState, String> {
+    let mut out = state.clone();
+    let mut pending: BTreeMap<String, flotilla_core::model::Pod> =
+        out.pending_pods.drain(..).map(|p| (p.key(), p)).collect();
+    let mut take = |key: &str, node: &str| -> Result<flotilla_core::model::Pod, String> {
+        let mut pod = pending
+            .remove(key)
+            .ok_or_else(|| format!("plan places pod {key}, which is not pending"))?;
+        pod.node_name = Some(node.to_string());
+        pod.created_at = Some(launched_at);
+        Ok(pod)
+    };
+    for e in &plan.existing_nodes {
+        let mut pods = Vec::with_capacity(e.pods.len());
+        for key in &e.pods {
+            pods.push(take(key, &e.name)?);
+        }
+        let node = (out.nodes.iter_mut())
+            .find(|n| n.name == e.name)
+            .ok_or_else(|| {
+                format!(
+                    "plan places pods on node {}, which is not in the cluster",
+                    e.name
+                )
+            })?;
+        node.pods.extend(pods);
+    }
+    let ds = fragmented::daemon_set();
+    for c in &plan.node_claims {
+        let np = (state.node_pools.iter())
+            .find(|p| p.name == c.node_pool)
+            .ok_or_else(|| format!("NodeClaim {}: no NodePool {}", c.name, c.node_pool))?;
+        let entry = (catalog.get(&c.price.instance_type)).ok_or_else(|| {
+            format!(
+                "NodeClaim {}: no instance type {}",
+                c.name, c.price.instance_type
+            )
+        })?;
+        let (zone, ct) = (&c.price.zone, c.price.capacity_type);
+        let mut node = fragmented::launched_node(
+            np,
+            catalog,
+            &entry.info,
+            zone,
+            ct,
+            &c.name,
+            launched_at,
+            &ds,
+            rng,
+        );
+        node.pods.clear();
+        for (k, v) in &c.labels {
+            if k != labels::HOSTNAME {
+                node.labels.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        node.taints = c.taints.clone();
+        for key in &c.pods {
+            node.pods.push(take(key, &c.name)?);
+        }
+        out.nodes.push(node);
+    }
+    out.pending_pods = pending.into_values().collect();
+    for np in &mut out.node_pools {
+        np.disruption.consolidation_policy = Some("WhenEmptyOrUnderutilized".into());
+        np.disruption.consolidate_after_seconds = Some(0);
+        np.disruption.budgets.clear();
+    }
+    Ok(out)
+}
+
 /// What is wrong with the placement of `state`'s pods: nodes whose
 /// requests exceed their allocatable, required hostname anti-affinity
 /// broken, zone spread (DoNotSchedule) groups above their maxSkew. Empty:
@@ -287,6 +371,9 @@ pub fn violations(state: &ClusterState) -> Vec<String> {
             continue;
         };
         for p in &n.pods {
+            // A pod counts once per group, however many of its constraints
+            // name the group (a Deployment may repeat one).
+            let mut seen: BTreeSet<String> = BTreeSet::new();
             for c in &p.topology_spread {
                 if c.topology_key != labels::ZONE
                     || c.when_unsatisfiable != WhenUnsatisfiable::DoNotSchedule
@@ -294,6 +381,9 @@ pub fn violations(state: &ClusterState) -> Vec<String> {
                     continue;
                 }
                 let key = format!("{}|{:?}", p.namespace, c.label_selector);
+                if !seen.insert(key.clone()) {
+                    continue;
+                }
                 let e = spread
                     .entry(key)
                     .or_insert_with(|| (c.max_skew, zones.iter().map(|z| (*z, 0)).collect()));
@@ -319,6 +409,7 @@ pub fn violations(state: &ClusterState) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::fragmented::{build, Params};
+    use flotilla_core::model::{InclusionPolicy, LabelSelector, TopologySpreadConstraint};
     use flotilla_core::plan::{NodeClaimResources, Price};
     use std::sync::Arc;
 
@@ -444,5 +535,62 @@ mod tests {
         let v = violations(&s);
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].contains(&s.nodes[0].name));
+    }
+
+    /// A pod that repeats a spread constraint (two identical ones, as a
+    /// Deployment may carry) counts once in its group.
+    #[test]
+    fn a_repeated_spread_counts_its_pod_once() {
+        let c = catalog();
+        let mut s = build(&Params::fixed(10, 200, 4), &c).unwrap();
+        let spread = TopologySpreadConstraint {
+            max_skew: 1,
+            topology_key: labels::ZONE.into(),
+            when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
+            label_selector: LabelSelector {
+                match_labels: [("app".to_string(), "lone".to_string())].into(),
+                match_expressions: vec![],
+            },
+            min_domains: None,
+            node_affinity_policy: InclusionPolicy::Honor,
+            node_taints_policy: InclusionPolicy::Ignore,
+        };
+        let pod = s.nodes[0]
+            .pods
+            .iter_mut()
+            .find(|p| !is_daemon_pod(p))
+            .unwrap();
+        pod.topology_spread = vec![spread.clone(), spread];
+        assert!(violations(&s).is_empty(), "{:?}", violations(&s));
+    }
+
+    /// A launched plan holds every pod where the plan put it and costs
+    /// what the plan says (instances and volumes).
+    #[test]
+    fn a_launched_plan_costs_what_the_plan_says() {
+        let c = catalog();
+        let s = crate::mixes::build("random", 300, 2).unwrap();
+        let plan = flotilla_core::scheduler::schedule(&s, &c, &Default::default());
+        let launched = launch_plan(&s, &plan, &c, 5, &mut Rng::new(1)).unwrap();
+        assert_eq!(launched.nodes.len(), plan.node_claims.len());
+        assert_eq!(launched.pending_pods.len(), plan.unschedulable.len());
+        for claim in &plan.node_claims {
+            let node = launched
+                .nodes
+                .iter()
+                .find(|n| n.name == claim.name)
+                .unwrap();
+            let on: Vec<String> = node.pods.iter().map(|p| p.key()).collect();
+            assert_eq!(on, claim.pods);
+            assert_eq!(node.labels[labels::ZONE], claim.price.zone);
+        }
+        let price = cluster_price(&c, &launched).unwrap();
+        let want = plan.summary.total_hourly_price;
+        assert!((price - want).abs() < 1e-3 * want, "{price} vs {want}");
+        // A pod the plan places twice is refused.
+        let mut twice = plan.clone();
+        let first = twice.node_claims[0].pods[0].clone();
+        twice.node_claims[1].pods.push(first);
+        assert!(launch_plan(&s, &twice, &c, 5, &mut Rng::new(1)).is_err());
     }
 }
