@@ -109,35 +109,31 @@ fn one(a: &Args, catalog: &Catalog, mix: &str, seed: u64) -> Result<serde_json::
 }
 
 fn main() -> ExitCode {
-    let a = match parse() {
-        Ok(a) => a,
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
         Err(e) => {
             eprintln!("{e}");
-            return ExitCode::from(2);
+            ExitCode::from(2)
         }
-    };
-    let catalog = match Catalog::embedded(&a.region) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("catalog {}: {e}", a.region);
-            return ExitCode::from(2);
-        }
-    };
-    let mut failed = false;
+    }
+}
+
+/// Every (mix, seed); whether all of them ran.
+fn run() -> Result<bool, String> {
+    let a = parse()?;
+    let catalog = Catalog::embedded(&a.region).map_err(|e| format!("catalog {}: {e}", a.region))?;
+    let mut all = true;
     for mix in &a.mixes {
         for seed in 1..=a.seeds {
             match one(&a, &catalog, mix, seed) {
                 Ok(v) => println!("{v}"),
                 Err(e) => {
                     eprintln!("{mix} seed {seed}: {e}");
-                    failed = true;
+                    all = false;
                 }
             }
         }
     }
-    if failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    }
+    Ok(all)
 }
