@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use flotilla_core::catalog::{CapacityType, Catalog};
 use flotilla_core::disruption::Decision;
 use flotilla_core::labels;
-use flotilla_core::model::{ClusterState, Node, WhenUnsatisfiable};
+use flotilla_core::model::{ClusterState, DaemonSet, Node, WhenUnsatisfiable};
 use flotilla_core::plan::{NodeClaimPlan, Plan};
 use flotilla_core::Resources;
 
@@ -158,36 +158,12 @@ pub fn apply(
     // New nodes, by replacement name.
     let mut new_nodes: BTreeMap<String, Node> = BTreeMap::new();
     for c in &change.replacements {
+        let name = format!("{prefix}{}", c.name);
         let err = |what: String| ApplyError::Replacement {
             claim: c.name.clone(),
             what,
         };
-        let np = state
-            .node_pools
-            .iter()
-            .find(|p| p.name == c.node_pool)
-            .ok_or_else(|| err(format!("no NodePool {}", c.node_pool)))?;
-        let entry = catalog
-            .get(&c.price.instance_type)
-            .ok_or_else(|| err(format!("no instance type {}", c.price.instance_type)))?;
-        let name = format!("{prefix}{}", c.name);
-        let mut node = fragmented::launched_node(
-            np,
-            catalog,
-            &entry.info,
-            &c.price.zone,
-            c.price.capacity_type,
-            &name,
-            now,
-            &ds,
-            rng,
-        );
-        for (k, v) in &c.labels {
-            if k != labels::HOSTNAME {
-                node.labels.entry(k.clone()).or_insert_with(|| v.clone());
-            }
-        }
-        node.taints = c.taints.clone();
+        let node = claim_node(state, catalog, c, &name, now, &ds, rng).map_err(err)?;
         if new_nodes.insert(c.name.clone(), node).is_some() {
             return Err(err("two replacements share this name".into()));
         }
@@ -242,6 +218,37 @@ pub fn apply(
     Ok(names)
 }
 
+/// The node NodeClaim `c` launches as, named `name`, created at `now`:
+/// its offering, its NodePool's labels and DaemonSet pod (see
+/// `fragmented::launched_node`), the NodeClaim's labels (but hostname)
+/// and taints; what is missing when its NodePool or instance type is.
+#[allow(clippy::too_many_arguments)]
+fn claim_node(
+    state: &ClusterState,
+    catalog: &Catalog,
+    c: &NodeClaimPlan,
+    name: &str,
+    now: i64,
+    ds: &DaemonSet,
+    rng: &mut Rng,
+) -> Result<Node, String> {
+    let np = (state.node_pools.iter())
+        .find(|p| p.name == c.node_pool)
+        .ok_or_else(|| format!("no NodePool {}", c.node_pool))?;
+    let entry = (catalog.get(&c.price.instance_type))
+        .ok_or_else(|| format!("no instance type {}", c.price.instance_type))?;
+    let (zone, ct) = (&c.price.zone, c.price.capacity_type);
+    let mut node =
+        fragmented::launched_node(np, catalog, &entry.info, zone, ct, name, now, ds, rng);
+    for (k, v) in &c.labels {
+        if k != labels::HOSTNAME {
+            node.labels.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+    node.taints = c.taints.clone();
+    Ok(node)
+}
+
 /// `state` with `plan` carried out: every NodeClaim of the plan launched
 /// as a node (its offering, labels and taints, created at `launched_at`,
 /// no DaemonSet pod: the plan's mixes have none) holding its pods, every
@@ -284,34 +291,9 @@ pub fn launch_plan(
     }
     let ds = fragmented::daemon_set();
     for c in &plan.node_claims {
-        let np = (state.node_pools.iter())
-            .find(|p| p.name == c.node_pool)
-            .ok_or_else(|| format!("NodeClaim {}: no NodePool {}", c.name, c.node_pool))?;
-        let entry = (catalog.get(&c.price.instance_type)).ok_or_else(|| {
-            format!(
-                "NodeClaim {}: no instance type {}",
-                c.name, c.price.instance_type
-            )
-        })?;
-        let (zone, ct) = (&c.price.zone, c.price.capacity_type);
-        let mut node = fragmented::launched_node(
-            np,
-            catalog,
-            &entry.info,
-            zone,
-            ct,
-            &c.name,
-            launched_at,
-            &ds,
-            rng,
-        );
+        let mut node = claim_node(state, catalog, c, &c.name, launched_at, &ds, rng)
+            .map_err(|what| format!("NodeClaim {}: {what}", c.name))?;
         node.pods.clear();
-        for (k, v) in &c.labels {
-            if k != labels::HOSTNAME {
-                node.labels.entry(k.clone()).or_insert_with(|| v.clone());
-            }
-        }
-        node.taints = c.taints.clone();
         for key in &c.pods {
             node.pods.push(take(key, &c.name)?);
         }
