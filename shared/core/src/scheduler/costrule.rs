@@ -96,6 +96,24 @@ pub(super) fn offered_price(pool: &Pool, t: usize, bits: OfferBits) -> f64 {
 }
 
 impl Run<'_> {
+    /// What the NodeClaims planned so far cost as they stand, volumes
+    /// included: each at its cheapest type's offering its requirements
+    /// allow (one in a capacity reservation at the type's preferred
+    /// price). The price before the repack, as the cost rule sees it.
+    pub(super) fn planned_price(&self) -> f64 {
+        let claim_price = |claim: &Claim| {
+            let pool = &self.pools[claim.pool];
+            claim
+                .types
+                .first()
+                .map_or(0.0, |t| match claim.reservation {
+                    Some(_) => pool.node_price(pool.types[t].price),
+                    None => offered_price(pool, t, OfferBits::of_claim(claim, pool)),
+                })
+        };
+        self.claims.iter().map(claim_price).sum()
+    }
+
     /// The solo price of pod `p` (see `solo_price`), remembered per shape.
     pub(super) fn solo(
         &mut self,

@@ -2329,11 +2329,20 @@ fn the_forked_weights_first_plan_is_the_one_made_from_the_start() {
         let s = state(pods, vec![light, middle, heavy]);
         let opts = SchedulerOptions::default();
         let prepared = Prepared::new(&s, &catalog(), &opts);
-        let (_, forked) = schedule_with(&s, &s.pending_pods, &opts, &prepared, false);
+        let (first, forked) = schedule_runs(&s, &s.pending_pods, &opts, &prepared, false, false);
         let Some(forked) = forked else {
             continue;
         };
         forks += 1;
+        // Settling before the repack returns the plan the comparison after
+        // it picks.
+        let after = serde_json::to_value(preferred(first, forked.clone())).ok();
+        let (settled, _) = schedule_with(&s, &s.pending_pods, &opts, &prepared, false);
+        assert_eq!(
+            serde_json::to_value(&settled).ok(),
+            after,
+            "case {case}: settled before the repack"
+        );
         let (from_start, _) = schedule_with(&s, &s.pending_pods, &opts, &prepared, true);
         assert_eq!(
             serde_json::to_value(&forked).ok(),
