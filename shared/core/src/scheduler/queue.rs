@@ -116,6 +116,7 @@ impl<'a> Run<'a> {
             d.queue = std::mem::replace(&mut d.waiting, next);
             d.progress = false;
         };
+        self.hints.queue_done();
         QueueEnd {
             left: d.waiting,
             relax: d.relax,
