@@ -100,9 +100,13 @@ pub(super) struct Hints<'a> {
     /// its types that hold the request plus the pool's daemonsets (see
     /// [`Run::fitting_types`]).
     fit_cache: FitCache,
-    /// Class of each pod by its requests alone, and per class the
-    /// NodeClaims that may still have room for such a pod (see `Roomy`).
+    /// Class of each pod by its requests alone.
     req_class: Vec<usize>,
+    /// Class of each pod by its requests and tolerations (see
+    /// [`walk_classes`]), and per class the NodeClaims that may still
+    /// have room for such a pod and whose taints it may tolerate (see
+    /// `Roomy`).
+    walk_class: Vec<usize>,
     roomy: Vec<Roomy>,
     /// Per size class, for pods without a shape (spread, pod affinity),
     /// per relaxation (a size class's pods share their requirements at
@@ -141,7 +145,8 @@ impl<'a> Hints<'a> {
     ) -> Self {
         let (shape, n_shapes) = shapes(pods, volume);
         let (size, n_sizes) = size_classes(pods, volume);
-        let (req_class, n_req_classes) = request_classes(pods);
+        let (req_class, _) = request_classes(pods);
+        let (walk_class, n_walk_classes) = walk_classes(pods);
         let mut size_left = vec![0; n_sizes];
         for s in &size {
             size_left[*s] += 1;
@@ -162,7 +167,8 @@ impl<'a> Hints<'a> {
             maxima_cache: Default::default(),
             fit_cache: Default::default(),
             req_class,
-            roomy: (0..n_req_classes).map(|_| Roomy::default()).collect(),
+            walk_class,
+            roomy: (0..n_walk_classes).map(|_| Roomy::default()).collect(),
             spread_hint: (0..n_sizes).map(|_| Vec::new()).collect(),
             zone_masks: Vec::new(),
             zone_requirements: Default::default(),
@@ -224,6 +230,12 @@ impl<'a> Hints<'a> {
     #[inline]
     pub(super) fn req_class(&self, p: PodIdx) -> usize {
         self.req_class[p]
+    }
+
+    /// Pod `p`'s walk class (see [`walk_classes`]).
+    #[inline]
+    pub(super) fn walk_class(&self, p: PodIdx) -> usize {
+        self.walk_class[p]
     }
 
     /// NodeClaim `c`'s version (see `Hints::versions`).
@@ -674,10 +686,25 @@ pub(super) fn size_classes(pods: &[Pod], volume: &[volumes::VolumeTerms]) -> (Ve
     (out, ids.len())
 }
 
-/// Groups pods by their requests alone; see `Run::roomy`.
+/// Groups pods by their requests alone: the key of the cost rule's memo
+/// (`JoinMemo`), the fit cache, and the repack's and rebalance's pod
+/// classes.
 pub(super) fn request_classes(pods: &[Pod]) -> (Vec<usize>, usize) {
     let mut ids = ClassIds::new();
     let out = pods.iter().map(|p| ids.of(&p.requests)).collect();
+    (out, ids.len())
+}
+
+/// Groups pods by their requests and tolerations: the pods that share a
+/// roomy list. A NodeClaim whose NodePool has a taint such a pod does not
+/// tolerate at any relaxation refuses every pod of the class, so the walk
+/// drops it from the list (see `Run::walk_claims`).
+pub(super) fn walk_classes(pods: &[Pod]) -> (Vec<usize>, usize) {
+    let mut ids = ClassIds::new();
+    let out = pods
+        .iter()
+        .map(|p| ids.of((&p.requests, &p.tolerations)))
+        .collect();
     (out, ids.len())
 }
 

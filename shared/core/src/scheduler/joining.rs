@@ -7,6 +7,7 @@ use super::explain::ClaimRefusal;
 use super::hints::{Refused, Roomy, SpreadHint};
 use super::index::{ClaimIdx, PodIdx};
 use crate::labels;
+use crate::model::untolerated;
 use crate::requirements::Requirements;
 
 use super::nodeclaim::{Claim, Fit, ZonePin};
@@ -180,7 +181,7 @@ impl Run<'_> {
         }
         let first = shape.map_or(ClaimIdx::new(0), |s| self.hints.claim_hint(s));
         let admitted_bits = self.zone_bits(&t.zones_admitted);
-        let cls = self.hints.req_class(p);
+        let cls = self.hints.walk_class(p);
         // Pods without a shape: start at the lowest hint of the buckets
         // the pod may use, skip each bucket's known refusals.
         let size = self.hints.size_class(p);
@@ -281,6 +282,20 @@ impl Run<'_> {
                 if self.pinned_elsewhere(c, ok, admitted_bits) {
                     continue;
                 }
+            }
+            if groups.pool_blocked[claim.pool] {
+                // A taint the pod does not tolerate (`try_claim`'s first
+                // refusal). One it tolerates at no relaxation refuses
+                // every pod of the walk's class: a size class's pods share
+                // their relaxation, a walk class its tolerations.
+                let always = walk.hints.is_some()
+                    || untolerated(&self.pools[claim.pool].taints, &pod.tolerations).is_some();
+                if always {
+                    walk.roomy.kill(k);
+                }
+                walk.refused(bucket, c, always);
+                walk.refused_claims.push(c.get() as u32);
+                continue;
             }
             if !self.pack && self.cost_rule_refuses(walk, (k, bucket), c, p, pod_reqs, solo) {
                 walk.refused(bucket, c, true);

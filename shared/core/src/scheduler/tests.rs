@@ -870,6 +870,45 @@ fn daemonset_overhead_counts_only_where_it_runs() {
 }
 
 #[test]
+fn a_pod_that_tolerates_a_taint_still_finds_the_nodeclaim_its_request_twin_could_not_use() {
+    // The walk drops a NodeClaim whose taint a pod tolerates at no
+    // relaxation from the list of pods like it. Pods with the same
+    // requests but the toleration keep their own list: `c` joins `a`'s
+    // NodeClaim, the first with room in creation order, after `b` was
+    // refused there.
+    let mut tainted = pool("tainted", vec![]);
+    tainted.weight = 10;
+    tainted.taints = vec![Taint {
+        key: "t".into(),
+        value: String::new(),
+        effect: TaintEffect::NoSchedule,
+    }];
+    let tolerating = |name: &str| {
+        let mut p = pod(name, "250m", "256Mi");
+        p.tolerations = vec![Toleration {
+            key: "t".into(),
+            operator: TolerationOperator::Exists,
+            value: String::new(),
+            effect: None,
+        }];
+        p
+    };
+    let pods = vec![tolerating("a"), pod("b", "250m", "256Mi"), tolerating("c")];
+    let p = plan(&state(pods, vec![tainted, default_pool()]));
+    assert_eq!(p.summary.scheduled, 3);
+    let pods_on = |pool: &str| -> Vec<String> {
+        let mut pods: Vec<String> = (p.node_claims.iter())
+            .filter(|c| c.node_pool == pool)
+            .flat_map(|c| c.pods.iter().cloned())
+            .collect();
+        pods.sort();
+        pods
+    };
+    assert_eq!(pods_on("tainted"), ["default/a", "default/c"]);
+    assert_eq!(pods_on("default"), ["default/b"]);
+}
+
+#[test]
 fn daemonset_overhead_can_push_to_a_larger_type() {
     // 1.8 CPU fits a 2-vCPU type's allocatable alone, not with a 500m daemonset.
     let mut s = state(vec![pod("a", "1800m", "1Gi")], vec![default_pool()]);
