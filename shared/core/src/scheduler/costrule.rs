@@ -114,6 +114,12 @@ impl Run<'_> {
         self.claims.iter().map(claim_price).sum()
     }
 
+    /// Whether any NodeClaim planned so far launches into a capacity
+    /// reservation.
+    pub(super) fn any_reserved_claim(&self) -> bool {
+        self.claims.iter().any(|c| c.reservation.is_some())
+    }
+
     /// The solo price of pod `p` (see `solo_price`), remembered per shape.
     pub(super) fn solo(
         &mut self,

@@ -447,8 +447,9 @@ const WEIGHTS_FIRST_MARGIN: f64 = 0.01;
 /// The run to return when it is known before the repack: the one that
 /// leaves fewer pods unplaced (the repack places none), else the first
 /// run when the weights-first run's NodeClaims cost more than
-/// `WEIGHTS_FIRST_MARGIN` above the first run's. `None` when both must be
-/// repacked and compared, or when either stopped at the NodeClaim cap.
+/// `WEIGHTS_FIRST_MARGIN` above the first run's (not asked when either
+/// run has a NodeClaim in a capacity reservation). `None` when both must
+/// be repacked and compared, or when either stopped at the NodeClaim cap.
 fn settled_before_repack(
     first: (&Run, &QueueEnd),
     weights_first: (&Run, &QueueEnd),
@@ -460,6 +461,9 @@ fn settled_before_repack(
     match end.left.len().cmp(&fork_end.left.len()) {
         std::cmp::Ordering::Less => Some(Settled::First),
         std::cmp::Ordering::Greater => Some(Settled::WeightsFirst),
+        // A NodeClaim in a capacity reservation is priced at its type's
+        // preferred price until the plan prices its reserved offering.
+        std::cmp::Ordering::Equal if run.any_reserved_claim() || fork.any_reserved_claim() => None,
         std::cmp::Ordering::Equal => (fork.planned_price()
             > run.planned_price() * (1.0 + WEIGHTS_FIRST_MARGIN))
             .then_some(Settled::First),
