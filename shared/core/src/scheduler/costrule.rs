@@ -98,26 +98,19 @@ pub(super) fn offered_price(pool: &Pool, t: usize, bits: OfferBits) -> f64 {
 impl Run<'_> {
     /// What the NodeClaims planned so far cost as they stand, volumes
     /// included: each at its cheapest type's offering its requirements
-    /// allow (one in a capacity reservation at the type's preferred
-    /// price). The price before the repack, as the cost rule sees it.
-    pub(super) fn planned_price(&self) -> f64 {
+    /// allow. The price before the repack, as the cost rule sees it;
+    /// `None` when a NodeClaim is in a capacity reservation (the plan
+    /// prices its reserved offering, which this does not know).
+    pub(super) fn planned_price(&self) -> Option<f64> {
         let claim_price = |claim: &Claim| {
             let pool = &self.pools[claim.pool];
-            claim
-                .types
-                .first()
-                .map_or(0.0, |t| match claim.reservation {
-                    Some(_) => pool.node_price(pool.types[t].price),
-                    None => offered_price(pool, t, OfferBits::of_claim(claim, pool)),
+            claim.reservation.is_none().then(|| {
+                (claim.types.first()).map_or(0.0, |t| {
+                    offered_price(pool, t, OfferBits::of_claim(claim, pool))
                 })
+            })
         };
         self.claims.iter().map(claim_price).sum()
-    }
-
-    /// Whether any NodeClaim planned so far launches into a capacity
-    /// reservation.
-    pub(super) fn any_reserved_claim(&self) -> bool {
-        self.claims.iter().any(|c| c.reservation.is_some())
     }
 
     /// The solo price of pod `p` (see `solo_price`), remembered per shape.

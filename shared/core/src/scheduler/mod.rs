@@ -461,12 +461,10 @@ fn settled_before_repack(
     match end.left.len().cmp(&fork_end.left.len()) {
         std::cmp::Ordering::Less => Some(Settled::First),
         std::cmp::Ordering::Greater => Some(Settled::WeightsFirst),
-        // A NodeClaim in a capacity reservation is priced at its type's
-        // preferred price until the plan prices its reserved offering.
-        std::cmp::Ordering::Equal if run.any_reserved_claim() || fork.any_reserved_claim() => None,
-        std::cmp::Ordering::Equal => (fork.planned_price()
-            > run.planned_price() * (1.0 + WEIGHTS_FIRST_MARGIN))
-            .then_some(Settled::First),
+        std::cmp::Ordering::Equal => {
+            let (first, weights_first) = (run.planned_price()?, fork.planned_price()?);
+            (weights_first > first * (1.0 + WEIGHTS_FIRST_MARGIN)).then_some(Settled::First)
+        }
     }
 }
 
