@@ -49,6 +49,7 @@ use crate::labels;
 use crate::model::{ClusterState, Node, Pod};
 use crate::plan::Plan;
 use crate::requirements::Requirements;
+use crate::resources::Resources;
 
 #[cfg(test)]
 use existingnode::effective_taints;
@@ -159,10 +160,15 @@ struct Run<'a> {
     fork: Option<Box<Run<'a>>>,
     /// The pods whose volumes are not ready: unschedulable, with why.
     waiting_for_volumes: Vec<PodIdx>,
-    /// The NodeClaims of NodePools with limits, in creation order (step
-    /// 3's joining walks these, not every NodeClaim; kept while the queue
-    /// runs, which only appends NodeClaims).
-    limited_claims: Vec<index::ClaimIdx>,
+    /// Per NodePool with limits, its NodeClaims in creation order (step
+    /// 3's joining walks a heavier NodePool's, not every NodeClaim; kept
+    /// while the queue runs, which only appends NodeClaims).
+    limited_claims: Vec<Vec<index::ClaimIdx>>,
+    /// Per NodePool with limits, what its `limited_claims` charge against
+    /// them (see `Run::charged_summed`), kept as NodeClaims open and
+    /// narrow: summing them at every new NodeClaim took time in the
+    /// NodeClaims planned.
+    charged: Vec<Resources>,
     /// NodePools that launch nothing now, with why (named in reasons).
     unavailable_pools: Vec<Refusal<'a>>,
     /// Per key a pending pod spreads over (but hostname), the values the
@@ -525,6 +531,8 @@ impl<'a> Run<'a> {
         let existing_domains = existing_domains(pods, &existing);
         let existing = ExistingNodes::new(existing, &existingnode::keys_pods_read(pods, &volume));
         Run {
+            charged: vec![Resources::new(); pools.len()],
+            limited_claims: vec![Vec::new(); pools.len()],
             pools,
             pods,
             volume,
@@ -544,7 +552,6 @@ impl<'a> Run<'a> {
             heavier_would_join: false,
             fork: None,
             waiting_for_volumes: Vec::new(),
-            limited_claims: Vec::new(),
             existing_domains,
             unavailable_pools: unavailable_pools(&state.node_pools),
         }

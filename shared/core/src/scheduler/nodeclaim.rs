@@ -378,7 +378,9 @@ impl<'a> Run<'a> {
                     let reservation = claim.reservation;
                     let c = ClaimIdx::new(self.claims.len());
                     if self.pools[pi].remaining.is_some() {
-                        self.limited_claims.push(c);
+                        self.limited_claims[pi.get()].push(c);
+                        self.charged[pi.get()].add_assign(&pools::Limits::one_node());
+                        self.charged[pi.get()].add_assign(&claim.max_capacity);
                     }
                     self.claims.push(claim);
                     self.commit(c, p, fit);
@@ -463,14 +465,10 @@ impl<'a> Run<'a> {
             return None;
         }
         let requests = &self.pods[p].requests;
+        let compact = requests.compact_request();
         for h in heavier {
-            for &c in &self.limited_claims {
-                let claim = &self.claims[c];
-                if claim.pool != h
-                    || !claim
-                        .requests
-                        .fits_in_with(requests, &claim.max_allocatable)
-                {
+            for &c in &self.limited_claims[h.get()] {
+                if !self.claims[c].may_hold(requests, compact) {
                     continue;
                 }
                 if let Ok(fit) = self.try_claim(c, p, pod_reqs, groups) {
@@ -894,8 +892,9 @@ impl<'a> Run<'a> {
         let Some(lim) = &pool.remaining else {
             return Ok(fitting.into_owned());
         };
-        let charged = self.charged(pi);
-        let after = lim.after(&charged);
+        let charged = &self.charged[pi.get()];
+        debug_assert_eq!(charged, &self.charged_summed(pi));
+        let after = lim.after(charged);
         // A NodePool at its limits admits no type: no need to ask each.
         let admitted: Vec<usize> = if after.admits(&pool.capacity_floor) {
             (fitting.iter().copied())
@@ -906,7 +905,7 @@ impl<'a> Run<'a> {
         };
         if admitted.is_empty() {
             let exceeded = lim
-                .exceeded(&pool.types[fitting[0]].capacity, &charged)
+                .exceeded(&pool.types[fitting[0]].capacity, charged)
                 .map(|(k, q)| (k.to_string(), q));
             return Err(Refusal::Limits {
                 pool: pool.np.name.as_str(),
@@ -946,17 +945,17 @@ impl<'a> Run<'a> {
     /// Resources charged against pool `pi`'s limits (it has some) by this
     /// run's NodeClaims: those of `limited_claims`, which while the queue
     /// runs (the only time new NodeClaims are opened) are every NodeClaim
-    /// of a NodePool with limits.
-    pub(super) fn charged(&self, pi: PoolIdx) -> Resources {
+    /// of a NodePool with limits. Summed: `Run::charged` keeps it.
+    pub(super) fn charged_summed(&self, pi: PoolIdx) -> Resources {
         debug_assert_eq!(
-            self.limited_claims.len(),
-            (self.claims.iter())
-                .filter(|c| self.pools[c.pool].remaining.is_some())
-                .count()
+            self.limited_claims[pi.get()].len(),
+            (self.claims.iter()).filter(|c| c.pool == pi).count()
         );
         let mut r = Resources::new();
-        let of_pool = self.limited_claims.iter().map(|&c| &self.claims[c]);
-        for c in of_pool.filter(|c| c.pool == pi) {
+        for c in self.limited_claims[pi.get()]
+            .iter()
+            .map(|&c| &self.claims[c])
+        {
             r.add_assign(&c.max_capacity);
             r.add_assign(&pools::Limits::one_node());
         }
@@ -993,8 +992,15 @@ impl<'a> Run<'a> {
             // The maxima are remembered per type set: NodeClaims of pods of
             // one kind start from, and narrow through, the same sets, so
             // this is a lookup far more often than a pass over the types.
+            let before = std::mem::take(&mut claim.max_capacity);
             (claim.max_allocatable, claim.max_capacity) =
                 self.hints.type_maxima(claim.pool, pool, &claim.types);
+            if pool.remaining.is_some() {
+                // Exact: `before` is part of the sum.
+                let charged = &mut self.charged[claim.pool.get()];
+                *charged = charged.minus(&before);
+                charged.add_assign(&claim.max_capacity);
+            }
         }
         claim.refresh_room();
         let taints = &self.pools[claim.pool].taints;
