@@ -308,6 +308,14 @@ impl Run<'_> {
                     }
                     walk.refused(bucket, c, true);
                 }
+                Err(ClaimRefusal::Requirements) if walk.hints.is_some() => {
+                    // The NodeClaim's requirements only narrow, and a size
+                    // class's pods share theirs at a relaxation: none of
+                    // them can join `c`.
+                    walk.roomy.kill(k);
+                    walk.refused(bucket, c, true);
+                    walk.refused_claims.push(c.get() as u32);
+                }
                 Err(ClaimRefusal::HostPort) if walk.hints.is_some() => {
                     // A port taken stays taken, and a size class's pods
                     // share their ports: none of them can join `c`.

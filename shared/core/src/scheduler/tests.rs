@@ -909,6 +909,46 @@ fn a_pod_that_tolerates_a_taint_still_finds_the_nodeclaim_its_request_twin_could
 }
 
 #[test]
+fn a_nodeclaim_one_size_class_cannot_use_stays_open_to_another() {
+    // Pods with a spread walk their size class's list, which drops a
+    // NodeClaim whose requirements refuse the class (`a`'s amd64 one for
+    // `b`'s arm64 selector). Pods of the same requests but another
+    // selector keep their own list: `c` still joins `a`, `d` joins `b`
+    // (the repack keeps pods under hostname spreads where they are).
+    let on_arch = |name: &str, arch: &str| {
+        let mut p = labeled(pod(name, "100m", "128Mi"), "app", "x");
+        p.node_selector = reqs(vec![req(labels::ARCH, Operator::In, &[arch])]);
+        p.topology_spread = vec![spread(
+            labels::HOSTNAME,
+            10,
+            WhenUnsatisfiable::DoNotSchedule,
+            selector("app", "x"),
+        )];
+        p
+    };
+    let pods = vec![
+        on_arch("a", "amd64"),
+        on_arch("b", "arm64"),
+        on_arch("c", "amd64"),
+        on_arch("d", "arm64"),
+    ];
+    let p = plan(&state(pods, vec![default_pool()]));
+    assert_eq!(p.summary.scheduled, 4);
+    let mut together: Vec<Vec<String>> = (p.node_claims.iter())
+        .map(|c| {
+            let mut pods = c.pods.clone();
+            pods.sort();
+            pods
+        })
+        .collect();
+    together.sort();
+    assert_eq!(
+        together,
+        [["default/a", "default/c"], ["default/b", "default/d"]]
+    );
+}
+
+#[test]
 fn daemonset_overhead_can_push_to_a_larger_type() {
     // 1.8 CPU fits a 2-vCPU type's allocatable alone, not with a 500m daemonset.
     let mut s = state(vec![pod("a", "1800m", "1Gi")], vec![default_pool()]);
