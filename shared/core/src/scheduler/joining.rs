@@ -308,17 +308,13 @@ impl Run<'_> {
                     }
                     walk.refused(bucket, c, true);
                 }
-                Err(ClaimRefusal::Requirements) if walk.hints.is_some() => {
-                    // The NodeClaim's requirements only narrow, and a size
-                    // class's pods share theirs at a relaxation: none of
-                    // them can join `c`.
-                    walk.roomy.kill(k);
-                    walk.refused(bucket, c, true);
-                    walk.refused_claims.push(c.get() as u32);
-                }
-                Err(ClaimRefusal::HostPort) if walk.hints.is_some() => {
-                    // A port taken stays taken, and a size class's pods
-                    // share their ports: none of them can join `c`.
+                Err(ClaimRefusal::Requirements | ClaimRefusal::HostPort)
+                    if walk.hints.is_some() =>
+                {
+                    // A port taken stays taken and a NodeClaim's
+                    // requirements only narrow, while a size class's pods
+                    // share their ports, and their requirements at a
+                    // relaxation: none of them can join `c`.
                     walk.roomy.kill(k);
                     walk.refused(bucket, c, true);
                     walk.refused_claims.push(c.get() as u32);
