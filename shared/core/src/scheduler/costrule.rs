@@ -134,11 +134,14 @@ impl Run<'_> {
 
     /// The price of the cheapest node that could run pod `p` alone (with its
     /// NodePool's daemonset overhead), in the first NodePool that can take
-    /// it; topology is ignored, so this is an estimate for the cost rule.
+    /// it and whose limits are not spent (`Run::note_charge`): where the
+    /// pod's own node would come from. Topology is ignored, so this is an
+    /// estimate for the cost rule.
     pub(super) fn solo_price(&self, p: PodIdx, pod_reqs: &Requirements) -> Option<f64> {
         let pod = &self.pods[p];
         PoolIdx::enumerate(&self.pools).find_map(|(pi, pool)| {
-            if untolerated(&pool.taints, &pod.tolerations).is_some()
+            if self.spent[pi.get()]
+                || untolerated(&pool.taints, &pod.tolerations).is_some()
                 || !pool.requirements.compatible_ok(pod_reqs)
             {
                 return None;

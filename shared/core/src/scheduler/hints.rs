@@ -201,6 +201,14 @@ impl<'a> Hints<'a> {
         }
     }
 
+    /// A NodePool's limits were spent: the solo prices, and what the walks
+    /// learnt from the cost rule under them, are asked again.
+    pub(super) fn solo_prices_changed(&mut self) {
+        self.solo_cache.iter_mut().for_each(|c| *c = None);
+        self.spread_hint.iter_mut().for_each(Vec::clear);
+        self.epoch = self.epoch.wrapping_add(1);
+    }
+
     /// Offerings were switched off (a reservation ran out): the caches
     /// that depend on offerings are dropped.
     pub(super) fn offerings_changed(&mut self) {

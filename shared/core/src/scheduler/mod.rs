@@ -169,6 +169,10 @@ struct Run<'a> {
     /// narrow: summing them at every new NodeClaim took time in the
     /// NodeClaims planned.
     charged: Vec<Resources>,
+    /// Per NodePool, whether its limits admit no type any more (see
+    /// `Run::note_charge`): a pod's own node then comes from a NodePool
+    /// behind it, and its solo price is asked there.
+    spent: Vec<bool>,
     /// NodePools that launch nothing now, with why (named in reasons).
     unavailable_pools: Vec<Refusal<'a>>,
     /// Per key a pending pod spreads over (but hostname), the values the
@@ -532,6 +536,7 @@ impl<'a> Run<'a> {
         let existing = ExistingNodes::new(existing, &existingnode::keys_pods_read(pods, &volume));
         Run {
             charged: vec![Resources::new(); pools.len()],
+            spent: vec![false; pools.len()],
             limited_claims: vec![Vec::new(); pools.len()],
             pools,
             pods,

@@ -384,6 +384,9 @@ impl<'a> Run<'a> {
                     }
                     self.claims.push(claim);
                     self.commit(c, p, fit);
+                    // The charge grew (`commit` sets the types); narrowing
+                    // only lowers it.
+                    self.note_charge(pi);
                     if let Some(r) = reservation {
                         self.take_reservation(r);
                     }
@@ -940,6 +943,26 @@ impl<'a> Run<'a> {
             floor.insert(s.key.clone(), s.have);
         }
         Ok((floor, true))
+    }
+
+    /// Pool `pi`'s charge changed: once its limits admit no type (not its
+    /// smallest capacity), it is spent for the rest of the run, and the
+    /// solo prices, asked of the first NodePool that takes a pod, are
+    /// asked again (a pod's own node now comes from a NodePool behind it).
+    pub(super) fn note_charge(&mut self, pi: PoolIdx) {
+        let pool = &self.pools[pi];
+        let Some(lim) = &pool.remaining else {
+            return;
+        };
+        if self.spent[pi.get()]
+            || lim
+                .after(&self.charged[pi.get()])
+                .admits(&pool.capacity_floor)
+        {
+            return;
+        }
+        self.spent[pi.get()] = true;
+        self.hints.solo_prices_changed();
     }
 
     /// Resources charged against pool `pi`'s limits (it has some) by this
