@@ -534,7 +534,7 @@ impl<'a> Run<'a> {
         let hints = Hints::new(pods, &volume, &prepared.compat, &prepared.req_types);
         let existing_domains = existing_domains(pods, &existing);
         let existing = ExistingNodes::new(existing, &existingnode::keys_pods_read(pods, &volume));
-        Run {
+        let mut run = Run {
             charged: vec![Resources::new(); pools.len()],
             spent: vec![false; pools.len()],
             limited_claims: vec![Vec::new(); pools.len()],
@@ -559,7 +559,13 @@ impl<'a> Run<'a> {
             waiting_for_volumes: Vec::new(),
             existing_domains,
             unavailable_pools: unavailable_pools(&state.node_pools),
+        };
+        // A NodePool whose existing nodes spent its limits is spent from
+        // the start.
+        for pi in PoolIdx::all(run.pools.len()) {
+            run.note_charge(pi);
         }
+        run
     }
 }
 

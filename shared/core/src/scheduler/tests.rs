@@ -2310,10 +2310,11 @@ fn a_full_limited_pool_keeps_pods_on_its_node_claims_when_that_is_cheaper() {
     assert!(p.summary.hourly_price <= spill.summary.hourly_price);
 }
 
-/// Once a heavier NodePool's limits are spent, a pod's own node would
-/// come from the NodePool behind it, so the cost rule prices the pod's
-/// solo node there: a spot-able pod does not grow an on-demand NodeClaim
-/// by an on-demand node's price when a spot node of its own costs less.
+/// Once a heavier NodePool's limits are spent, by a NodeClaim of this plan
+/// or by its existing nodes, a pod's own node would come from the NodePool
+/// behind it, so the cost rule prices the pod's solo node there: a
+/// spot-able pod does not grow an on-demand NodeClaim by an on-demand
+/// node's price when a spot node of its own costs less.
 #[test]
 fn a_pod_is_priced_where_its_own_node_would_come_from_once_limits_are_spent() {
     let mut steady = pool(
@@ -2321,30 +2322,47 @@ fn a_pod_is_priced_where_its_own_node_would_come_from_once_limits_are_spent() {
         vec![req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"])],
     );
     steady.weight = 50;
-    // One 2-vCPU NodeClaim (the largest pod's) spends the limit.
+    // One 2-vCPU node spends the limit.
     steady.limits = Some(Resources::new().with("cpu", q("2")).into());
-    let amd64 = || reqs(vec![req(labels::ARCH, Operator::In, &["amd64"])]);
     let mut on_demand = pod("on-demand", "1", "6Gi");
     on_demand.node_selector = reqs(vec![
         req(labels::ARCH, Operator::In, &["amd64"]),
         req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]),
     ]);
     let mut spot_able = pod("spot-able", "1", "5Gi");
-    spot_able.node_selector = amd64();
-    let pods = vec![pod("first", "1500m", "1Gi"), on_demand, spot_able];
-    let p = plan(&state(pods, vec![default_pool(), steady]));
-    assert_eq!(claim_of(&p, "first").node_pool, "steady");
-    let od = claim_of(&p, "on-demand");
-    assert_eq!(od.node_pool, "default");
-    assert_eq!(od.price.capacity_type, CapacityType::OnDemand);
-    assert_eq!(od.price.instance_type, "m5.large");
-    // Joining would grow it to an m5.xlarge ($0.096 more, the on-demand
-    // m5.large the spent NodePool would have given); a spot m5.large of
-    // its own costs $0.0384.
-    let spot = claim_of(&p, "spot-able");
-    assert_ne!(spot.name, od.name, "{:#?}", p.node_claims);
-    assert_eq!(spot.price.capacity_type, CapacityType::Spot);
-    assert_eq!(spot.price.instance_type, "m5.large");
+    spot_able.node_selector = reqs(vec![req(labels::ARCH, Operator::In, &["amd64"])]);
+    let pending = vec![on_demand, spot_able];
+    // Spent by the plan's first NodeClaim (the largest pod's), or by an
+    // existing node of the NodePool (tainted, so that no pod joins it).
+    let by_claim = {
+        let mut pods = pending.clone();
+        pods.insert(0, pod("first", "1500m", "1Gi"));
+        state(pods, vec![default_pool(), steady.clone()])
+    };
+    let by_node = {
+        let mut bound = pod("bound", "1", "1Gi");
+        bound.node_name = Some("n1".into());
+        let mut node = existing_node("test-1a", ["2", "8Gi", "10"], true, bound);
+        node.labels
+            .insert(labels::NODEPOOL.to_string(), "steady".to_string());
+        let mut s = state(pending, vec![default_pool(), steady]);
+        s.nodes = vec![node];
+        s
+    };
+    for (what, s) in [("a NodeClaim", by_claim), ("an existing node", by_node)] {
+        let p = plan(&s);
+        let od = claim_of(&p, "on-demand");
+        assert_eq!(od.node_pool, "default", "{what}");
+        assert_eq!(od.price.capacity_type, CapacityType::OnDemand, "{what}");
+        assert_eq!(od.price.instance_type, "m5.large", "{what}");
+        // Joining would grow it to an m5.xlarge ($0.096 more, the
+        // on-demand m5.large the spent NodePool would have given); a spot
+        // m5.large of its own costs $0.0384.
+        let spot = claim_of(&p, "spot-able");
+        assert_ne!(spot.name, od.name, "{what}: {:#?}", p.node_claims);
+        assert_eq!(spot.price.capacity_type, CapacityType::Spot, "{what}");
+        assert_eq!(spot.price.instance_type, "m5.large", "{what}");
+    }
 }
 
 #[test]
