@@ -210,15 +210,13 @@ impl<'a> Hints<'a> {
     }
 
     /// Offerings were switched off (a reservation ran out): the caches
-    /// that depend on offerings are dropped.
+    /// that depend on offerings are dropped, the solo prices with them.
     pub(super) fn offerings_changed(&mut self) {
         self.compat_cache.borrow_mut().clear();
         self.fit_cache.borrow_mut().clear();
         self.no_type_reasons.borrow_mut().clear();
         self.slot_cache.borrow_mut().clear();
-        self.solo_cache.iter_mut().for_each(|c| *c = None);
-        self.spread_hint.iter_mut().for_each(Vec::clear);
-        self.epoch = self.epoch.wrapping_add(1);
+        self.solo_prices_changed();
         self.shared_compat = None;
     }
 
