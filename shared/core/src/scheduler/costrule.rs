@@ -65,6 +65,41 @@ impl OfferBits {
         }
     }
 
+    /// Those a pod's own requirements `pod_reqs` leave a NodeClaim of
+    /// `pool` that it joins, on the keys they name (zone, capacity type);
+    /// `None` when they name neither. The fit narrows the NodeClaim to
+    /// these or fewer, so pricing the grown NodeClaim at these bounds the
+    /// step from below.
+    pub(super) fn of_pod(pod_reqs: &Requirements, pool: &Pool) -> Option<OfferBits> {
+        if !Self::names_offerings(pod_reqs) {
+            return None;
+        }
+        let zone = pod_reqs.has_key(labels::ZONE);
+        let capacity_type = pod_reqs.has_key(labels::CAPACITY_TYPE);
+        let filter = pool.filter(pod_reqs);
+        Some(OfferBits {
+            zones: if zone { filter.zone_bits() } else { u64::MAX },
+            capacity_types: if capacity_type {
+                filter.capacity_types()
+            } else {
+                u8::MAX
+            },
+        })
+    }
+
+    /// Whether `pod_reqs` name a zone or a capacity type (see `of_pod`).
+    pub(super) fn names_offerings(pod_reqs: &Requirements) -> bool {
+        pod_reqs.has_key(labels::ZONE) || pod_reqs.has_key(labels::CAPACITY_TYPE)
+    }
+
+    /// The offerings both allow.
+    fn meet(self, other: OfferBits) -> OfferBits {
+        OfferBits {
+            zones: self.zones & other.zones,
+            capacity_types: self.capacity_types & other.capacity_types,
+        }
+    }
+
     fn allows(self, o: &PoolOffering) -> bool {
         let zone_ok = if o.zone_bit != 0 {
             self.zones & o.zone_bit != 0
@@ -191,7 +226,8 @@ impl Run<'_> {
     /// [`Self::join_answer`] remembered per NodeClaim (see `JoinMemo`).
     /// The answer depends on the pod's requirements (and so on its
     /// relaxation) only through the solo price, which it takes as a
-    /// threshold, and the best price per slot, cached per NodePool and size
+    /// threshold, the zones and capacity types they allow (part of the
+    /// key), and the best price per slot, cached per NodePool and size
     /// class: pods of one size and different requirements share it.
     pub(super) fn may_join_memo(
         &mut self,
@@ -202,8 +238,10 @@ impl Run<'_> {
         let size = self.hints.size_class(p);
         let claim = &self.claims[c];
         let look_ahead = claim.size == Some(size);
+        let pod_offers = OfferBits::of_pod(pod_reqs, &self.pools[claim.pool]);
         let key = JoinMemo {
             requests: self.hints.req_class(p),
+            pod_offers: pod_offers.map(|o| (o.zones, o.capacity_types)),
             look_ahead: look_ahead.then_some(size),
             version: self.hints.version(c),
             size_left: if look_ahead {
@@ -226,19 +264,22 @@ impl Run<'_> {
                 return answer;
             }
         }
-        let answer = self.join_answer(c, p, pod_reqs);
+        let answer = self.join_answer(c, p, pod_reqs, pod_offers);
         self.claims[c].memo = Some(key);
         self.claims[c].memo_answer = answer;
         answer
     }
 
-    /// The cost rule on resources alone, for any solo price: the grown
-    /// NodeClaim's cheapest type that holds it must pass the cost rule.
+    /// The cost rule on resources and the offerings the pod allows
+    /// (`pod_offers`, see `OfferBits::of_pod`), for any solo price: the
+    /// grown NodeClaim's cheapest type that holds it must pass the cost
+    /// rule.
     pub(super) fn join_answer(
         &self,
         c: ClaimIdx,
         p: PodIdx,
         pod_reqs: &Requirements,
+        pod_offers: Option<OfferBits>,
     ) -> JoinAnswer {
         let claim = &self.claims[c];
         let pod_requests = &self.pods[p].requests;
@@ -261,9 +302,11 @@ impl Run<'_> {
                 slack,
             };
         };
-        // At the NodeClaim's own offerings: what the pod narrows only
-        // makes the step dearer (see `growth_pays`), so this bounds it.
-        let step = self.claim_step(c, before, (after, None));
+        // At the NodeClaim's own offerings, less those the pod's own
+        // requirements rule out: what the fit narrows beyond (topology's
+        // zone, the pod's types) only makes the step dearer (see
+        // `growth_pays`), so this bounds it.
+        let step = self.claim_step_at(c, before, after, pod_offers);
         if self.slots_pay(c, p, pod_reqs, after, step, slack) {
             return JoinAnswer::Always;
         }
@@ -305,7 +348,12 @@ impl Run<'_> {
     /// offerings its requirements allow) to type `after.0` (at those its
     /// requirements narrowed by `after.1` allow). A NodeClaim in a capacity
     /// reservation is priced at the types' preferred prices.
-    fn claim_step(&self, c: ClaimIdx, before: usize, after: (usize, Option<&Requirements>)) -> f64 {
+    pub(super) fn claim_step(
+        &self,
+        c: ClaimIdx,
+        before: usize,
+        after: (usize, Option<&Requirements>),
+    ) -> f64 {
         let claim = &self.claims[c];
         let pool = &self.pools[claim.pool];
         if claim.reservation.is_some() {
@@ -314,6 +362,26 @@ impl Run<'_> {
         let own = OfferBits::of_claim(claim, pool);
         let grown = after.1.map_or(own, |narrowed| own.narrowed(narrowed, pool));
         offered_price(pool, after.0, grown) - offered_price(pool, before, own)
+    }
+
+    /// [`Self::claim_step`] with the grown NodeClaim's offerings narrowed
+    /// by `narrow` (if any) instead of by requirements.
+    fn claim_step_at(
+        &self,
+        c: ClaimIdx,
+        before: usize,
+        after: usize,
+        narrow: Option<OfferBits>,
+    ) -> f64 {
+        let claim = &self.claims[c];
+        let pool = &self.pools[claim.pool];
+        match narrow {
+            Some(bits) if claim.reservation.is_none() => {
+                let own = OfferBits::of_claim(claim, pool);
+                offered_price(pool, after, own.meet(bits)) - offered_price(pool, before, own)
+            }
+            _ => self.claim_step(c, before, (after, None)),
+        }
     }
 
     /// The look-ahead of [`Self::growth_pays`]: whether a price `step` to

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 
+use super::costrule::OfferBits;
 use super::explain::ClaimRefusal;
 use super::hints::{Refused, Roomy, SpreadHint};
 use super::index::{ClaimIdx, PodIdx};
@@ -349,8 +350,13 @@ impl Run<'_> {
         if answer.admits(solo) {
             return false;
         }
+        // A request class's pods differ in the offerings their
+        // requirements allow: only a refusal made without them holds for
+        // every pod of the class (they only make the step dearer).
         let size = self.claims[c].size;
-        let refused = Refused::of_answer(version, self.hints.epoch(), size, answer);
+        let refused = (!OfferBits::names_offerings(pod_reqs))
+            .then(|| Refused::of_answer(version, self.hints.epoch(), size, answer))
+            .flatten();
         walk.park(k, version, bucket, refused);
         true
     }

@@ -665,6 +665,20 @@ impl<'a> Run<'a> {
 #[cfg(test)]
 mod tests;
 
+/// Runs `f` on a fresh run over `state`'s pending pods (default options),
+/// for tests that ask a run's parts directly.
+#[cfg(test)]
+fn with_run<R>(state: &ClusterState, catalog: &Catalog, f: impl FnOnce(&mut Run) -> R) -> R {
+    let opts = SchedulerOptions::default();
+    let prepared = Prepared::new(state, catalog, &opts);
+    let pods = &state.pending_pods;
+    let mut errors: Vec<Option<Unplaced>> = vec![None; pods.len()];
+    let volume = volume_requirements(state, pods, &mut errors);
+    let all_nodes = all_nodes(state);
+    let mut run = Run::new(state, pods, &all_nodes, volume, &opts, &prepared, false);
+    f(&mut run)
+}
+
 /// A seeded xorshift draw for the randomised tests: `next(n)` is in `0..n`.
 #[cfg(test)]
 pub(crate) fn test_draws(mut seed: u64) -> impl FnMut(u64) -> u64 {

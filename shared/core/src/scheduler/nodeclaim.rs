@@ -199,19 +199,23 @@ impl Claim {
 }
 
 /// A `Run::join_answer` question and everything its answer depends on:
-/// the pod's request class; its size class (requests, NodePools and
+/// the pod's request class; the offerings its requirements allow; its size class (requests, NodePools and
 /// types) when every pod on the NodeClaim has it, the look-ahead case, and
 /// then the pods of the size class still waiting; the NodeClaim's version
 /// (see `Hints::version`);
 /// and the run's offering epoch (reservations running out change prices).
 /// The answer holds for any solo price (see `JoinAnswer`), so pods of one
-/// size and different requirements share it. Consecutive pods mostly have
+/// size and different requirements share it (where those allow the same
+/// zones and capacity types). Consecutive pods mostly have
 /// the same requests (they are sorted by size), so one entry per NodeClaim
 /// spares pods that may not use the placement hints (topology spread)
 /// re-walking every NodeClaim's type list.
 #[derive(Clone, Copy, PartialEq)]
 pub(super) struct JoinMemo {
     pub(super) requests: usize,
+    /// The zones and capacity types the pod's own requirements allow
+    /// (`OfferBits::of_pod`), when they name any.
+    pub(super) pod_offers: Option<(u64, u8)>,
     pub(super) look_ahead: Option<usize>,
     pub(super) version: u32,
     pub(super) size_left: usize,

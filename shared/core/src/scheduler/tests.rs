@@ -216,6 +216,102 @@ fn an_on_demand_pod_does_not_hold_a_spot_node_to_on_demand() {
     assert_eq!(small.capacity_types, vec![CapacityType::OnDemand]);
 }
 
+/// The cost rule asked before a trial (`may_join_memo`, which prices the
+/// grown NodeClaim at the zones and capacity types the pod's own
+/// requirements allow) bounds the rule after the trial from below: its
+/// step is no more than the fit's (`joins_cheaply`, at what the fit
+/// narrows), so it never refuses a pod the trial would admit; and it is
+/// dearer than the step at the NodeClaim's own offerings for the pods
+/// that hold a spot NodeClaim to on-demand, which it now refuses before
+/// any trial. Random pods, some held to a capacity type or a zone, join
+/// one growing NodeClaim.
+#[test]
+fn the_cost_rule_before_a_trial_never_refuses_what_the_trial_admits() {
+    let step_of = |a: nodeclaim::JoinAnswer| match a {
+        nodeclaim::JoinAnswer::Step { step, .. } => Some(step),
+        _ => None,
+    };
+    let mut draw = test_draws(23);
+    let (mut dearer, mut compared) = (0, 0);
+    for case in 0..40 {
+        let pods: Vec<Pod> = (0..12)
+            .map(|i| {
+                let cpu = format!("{}m", 100 + 100 * draw(12));
+                let mem = format!("{}Mi", 128 + 128 * draw(16));
+                let mut p = pod(&format!("c{case}-p{i}"), &cpu, &mem);
+                let mut selector = vec![];
+                match draw(4) {
+                    0 => selector.push(req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"])),
+                    1 => selector.push(req(labels::CAPACITY_TYPE, Operator::In, &["spot"])),
+                    _ => {}
+                }
+                if draw(3) == 0 {
+                    let zone = ZONES[draw(ZONES.len() as u64) as usize];
+                    selector.push(req(labels::ZONE, Operator::In, &[zone]));
+                }
+                p.node_selector = reqs(selector);
+                p
+            })
+            .collect();
+        let s = state(pods, vec![default_pool()]);
+        with_run(&s, &catalog(), |run| {
+            let r = Relaxation::default();
+            assert!(run.add(PodIdx::new(0), &r).is_ok());
+            let c = index::ClaimIdx::new(0);
+            for p in PodIdx::all(s.pending_pods.len()).skip(1) {
+                let pod_reqs = pod_view::node_requirements(&run.pods[p], &run.volume[p], &r);
+                let groups = run.active_topology(p, &r);
+                let solo = run.solo_price(p, &pod_reqs);
+                let own = run.join_answer(c, p, &pod_reqs, None);
+                let priced = run.may_join_memo(c, p, &pod_reqs);
+                if let (Some(own), Some(priced)) = (step_of(own), step_of(priced)) {
+                    dearer += usize::from(own < priced);
+                }
+                let fit = run.try_claim(c, p, &pod_reqs, &groups);
+                if let (Ok(fit), Some(before)) = (&fit, run.claims[c].types.first()) {
+                    let after = fit.types.first().expect("a fit has types");
+                    let narrowed = fit.requirements.narrowing();
+                    let exact = run.claim_step(c, before, (after, Some(narrowed)));
+                    if let Some(priced) = step_of(priced) {
+                        assert!(priced <= exact + 1e-12, "case {case}, pod {p:?}");
+                        compared += 1;
+                    }
+                }
+                let admits = fit.is_ok_and(|fit| run.joins_cheaply(c, p, &pod_reqs, &fit, solo));
+                assert!(priced.admits(solo) || !admits, "case {case}, pod {p:?}");
+                let _ = run.add(p, &r);
+            }
+        });
+    }
+    assert!(compared > 100, "{compared} steps compared");
+    assert!(dearer > 20, "{dearer} steps priced dearer before a trial");
+}
+
+/// A refusal the cost rule made for a pod held to on-demand (the node's
+/// step from spot to on-demand) does not hold for a pod of the same
+/// requests that is not: that one joins the spot node for nothing.
+#[test]
+fn an_on_demand_pods_refusal_does_not_refuse_its_spot_able_twin() {
+    let mut on_demand = pod("on-demand", "100m", "128Mi");
+    on_demand.node_selector = reqs(vec![req(
+        labels::CAPACITY_TYPE,
+        Operator::In,
+        &["on-demand"],
+    )]);
+    let pods = vec![
+        pod("big", "3", "1Gi"),
+        on_demand,
+        pod("twin", "100m", "128Mi"),
+    ];
+    let p = plan(&state(pods, vec![default_pool()]));
+    assert_eq!(p.node_claims.len(), 2, "{:#?}", p.node_claims);
+    let big = claim_of(&p, "big");
+    assert!(big.pods.iter().any(|n| n == "default/twin"), "{big:#?}");
+    assert_eq!(big.price.capacity_type, CapacityType::Spot);
+    let own = claim_of(&p, "on-demand");
+    assert_eq!(own.price.capacity_type, CapacityType::OnDemand);
+}
+
 #[test]
 fn packs_small_pods_onto_one_node_claim() {
     let pods = (0..10)
