@@ -65,18 +65,18 @@ impl OfferBits {
         }
     }
 
-    /// Those a pod's own requirements `pod_reqs` leave a NodeClaim of
-    /// `pool` that it joins, on the keys they name (zone, capacity type);
-    /// `None` when they name neither. The fit narrows the NodeClaim to
-    /// these or fewer, so pricing the grown NodeClaim at these bounds the
-    /// step from below.
-    pub(super) fn of_pod(pod_reqs: &Requirements, pool: &Pool) -> Option<OfferBits> {
-        if !Self::names_offerings(pod_reqs) {
-            return None;
-        }
+    /// Those a pod's own requirements `pod_reqs` leave a NodeClaim that it
+    /// joins, on the keys they name (zone, capacity type; `zones`: the
+    /// catalog's, which every NodePool shares); `None` when they name
+    /// neither. The fit narrows the NodeClaim to these or fewer, so
+    /// pricing the grown NodeClaim at these bounds the step from below.
+    pub(super) fn of_pod(pod_reqs: &Requirements, zones: &[String]) -> Option<OfferBits> {
         let zone = pod_reqs.has_key(labels::ZONE);
         let capacity_type = pod_reqs.has_key(labels::CAPACITY_TYPE);
-        let filter = pool.filter(pod_reqs);
+        if !zone && !capacity_type {
+            return None;
+        }
+        let filter = OfferingFilter::new(pod_reqs, zones);
         Some(OfferBits {
             zones: if zone { filter.zone_bits() } else { u64::MAX },
             capacity_types: if capacity_type {
@@ -85,11 +85,6 @@ impl OfferBits {
                 u8::MAX
             },
         })
-    }
-
-    /// Whether `pod_reqs` name a zone or a capacity type (see `of_pod`).
-    pub(super) fn names_offerings(pod_reqs: &Requirements) -> bool {
-        pod_reqs.has_key(labels::ZONE) || pod_reqs.has_key(labels::CAPACITY_TYPE)
     }
 
     /// The offerings both allow.
@@ -226,19 +221,19 @@ impl Run<'_> {
     /// [`Self::join_answer`] remembered per NodeClaim (see `JoinMemo`).
     /// The answer depends on the pod's requirements (and so on its
     /// relaxation) only through the solo price, which it takes as a
-    /// threshold, the zones and capacity types they allow (part of the
-    /// key), and the best price per slot, cached per NodePool and size
+    /// threshold, the zones and capacity types they allow (`pod_offers`,
+    /// part of the key), and the best price per slot, cached per NodePool and size
     /// class: pods of one size and different requirements share it.
     pub(super) fn may_join_memo(
         &mut self,
         c: ClaimIdx,
         p: PodIdx,
         pod_reqs: &Requirements,
+        pod_offers: Option<OfferBits>,
     ) -> JoinAnswer {
         let size = self.hints.size_class(p);
         let claim = &self.claims[c];
         let look_ahead = claim.size == Some(size);
-        let pod_offers = OfferBits::of_pod(pod_reqs, &self.pools[claim.pool]);
         let key = JoinMemo {
             requests: self.hints.req_class(p),
             pod_offers: pod_offers.map(|o| (o.zones, o.capacity_types)),

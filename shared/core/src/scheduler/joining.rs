@@ -3,13 +3,11 @@
 
 use std::collections::BTreeSet;
 
-use super::costrule::OfferBits;
 use super::explain::ClaimRefusal;
 use super::hints::{Refused, Roomy, SpreadHint};
-use super::index::{ClaimIdx, PodIdx};
+use super::index::ClaimIdx;
 use crate::labels;
 use crate::model::untolerated;
-use crate::requirements::Requirements;
 
 use super::nodeclaim::{Claim, Fit, ZonePin};
 use super::{Run, Trial};
@@ -298,7 +296,7 @@ impl Run<'_> {
                 walk.refused_claims.push(c.get() as u32);
                 continue;
             }
-            if !self.pack && self.cost_rule_refuses(walk, (k, bucket), c, p, pod_reqs, solo) {
+            if !self.pack && self.cost_rule_refuses(walk, (k, bucket), c, t, solo) {
                 walk.refused(bucket, c, true);
                 continue;
             }
@@ -338,15 +336,14 @@ impl Run<'_> {
         walk: &mut Walk,
         (k, bucket): (usize, usize),
         c: ClaimIdx,
-        p: PodIdx,
-        pod_reqs: &Requirements,
+        t: &Trial,
         solo: Option<f64>,
     ) -> bool {
         let version = self.hints.version(c);
         if walk.parked(k, version) {
             return true;
         }
-        let answer = self.may_join_memo(c, p, pod_reqs);
+        let answer = self.may_join_memo(c, t.p, &t.pod_reqs, t.pod_offers);
         if answer.admits(solo) {
             return false;
         }
@@ -354,7 +351,7 @@ impl Run<'_> {
         // requirements allow: only a refusal made without them holds for
         // every pod of the class (they only make the step dearer).
         let size = self.claims[c].size;
-        let refused = (!OfferBits::names_offerings(pod_reqs))
+        let refused = (t.pod_offers.is_none())
             .then(|| Refused::of_answer(version, self.hints.epoch(), size, answer))
             .flatten();
         walk.park(k, version, bucket, refused);

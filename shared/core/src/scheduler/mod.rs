@@ -610,6 +610,9 @@ struct Trial<'t> {
     groups: ActiveTopology,
     /// The zones the pod's spread constraints admit (`None`: any).
     zones_admitted: Option<BTreeSet<String>>,
+    /// The zones and capacity types the pod's node requirements allow,
+    /// when they name any (see `OfferBits::of_pod`).
+    pod_offers: Option<costrule::OfferBits>,
 }
 
 impl<'a> Run<'a> {
@@ -630,6 +633,8 @@ impl<'a> Run<'a> {
         let zones_admitted =
             self.topology
                 .spread_admits(pod, &groups.groups, &groups.domains, labels::ZONE);
+        let zones = self.pools.first().map_or(&[][..], |pool| &pool.zones[..]);
+        let pod_offers = costrule::OfferBits::of_pod(&pod_reqs, zones);
         let t = Trial {
             p,
             r,
@@ -637,6 +642,7 @@ impl<'a> Run<'a> {
             pod_reqs,
             groups,
             zones_admitted,
+            pod_offers,
         };
         if self.place_on_existing(&t) {
             return Ok(());

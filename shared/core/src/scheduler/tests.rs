@@ -263,7 +263,8 @@ fn the_cost_rule_before_a_trial_never_refuses_what_the_trial_admits() {
                 let groups = run.active_topology(p, &r);
                 let solo = run.solo_price(p, &pod_reqs);
                 let own = run.join_answer(c, p, &pod_reqs, None);
-                let priced = run.may_join_memo(c, p, &pod_reqs);
+                let offers = costrule::OfferBits::of_pod(&pod_reqs, &run.pools[0].zones);
+                let priced = run.may_join_memo(c, p, &pod_reqs, offers);
                 if let (Some(own), Some(priced)) = (step_of(own), step_of(priced)) {
                     dearer += usize::from(own < priced);
                 }
