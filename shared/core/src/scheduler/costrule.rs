@@ -4,6 +4,7 @@
 use crate::labels;
 use crate::model::{untolerated, Pod};
 use crate::requirements::Requirements;
+use crate::resources::{Compact, COMPACT};
 
 use super::index::{ClaimIdx, PodIdx, PoolIdx};
 use super::nodeclaim::{Claim, ZoneMask};
@@ -125,7 +126,119 @@ pub(super) fn offered_price(pool: &Pool, t: usize, bits: OfferBits) -> f64 {
     pool.node_price(best.map_or(ty.price, |(_, price)| price))
 }
 
+/// Per NodePool and type, the least a node of the type costs at any
+/// offering outside a reservation, volumes included: no
+/// [`offered_price`] of the type is below it.
+pub(super) fn type_floors(pools: &[Pool]) -> Vec<Vec<f64>> {
+    let floor = |pool: &Pool, ty: &super::pools::PoolType| {
+        let offered = (ty.offerings.iter())
+            .filter(|o| o.reservation.is_none())
+            .map(|o| o.price);
+        pool.node_price(offered.fold(ty.price, f64::min))
+    };
+    (pools.iter())
+        .map(|pool| pool.types.iter().map(|ty| floor(pool, ty)).collect())
+        .collect()
+}
+
+/// What growing a NodeClaim costs at the least, for pods that do not fit
+/// its cheapest type (see [`Run::growth_refuses`]), at one version of the
+/// NodeClaim and one offering epoch. A pod that needs more of a resource
+/// than `room` leaves grows the NodeClaim to a type with more of it than
+/// the cheapest has, whose price step from the NodeClaim's price now is at
+/// least `steps` of that resource; pods of every size ask it alike, where
+/// the cost rule's own answer is asked per request class.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct GrowthFloor {
+    version: u32,
+    epoch: u32,
+    room: Compact,
+    steps: [f64; COMPACT],
+}
+
 impl Run<'_> {
+    /// Whether the cost rule refuses pod `p` (compact requests `pod`,
+    /// solo price `solo`) on NodeClaim `c` by the least its growth costs
+    /// (see [`GrowthFloor`]): a pod that needs more than its cheapest type
+    /// has left, and no look-ahead. `Some` carries the step bound (for
+    /// the caller's refusal record); only ever a refusal the rule itself
+    /// would make.
+    pub(super) fn growth_refuses(
+        &mut self,
+        c: ClaimIdx,
+        p: PodIdx,
+        pod: Option<Compact>,
+        solo: Option<f64>,
+    ) -> Option<JoinAnswer> {
+        let (pod, solo) = (pod?, solo?);
+        if self.claims[c].size == Some(self.hints.size_class(p)) {
+            return None;
+        }
+        let floor = self.growth_floor(c)?;
+        let (need, room) = (pod.quantities(), floor.room.quantities());
+        let step = (0..COMPACT)
+            .filter(|&d| need[d] > room[d])
+            .map(|d| floor.steps[d])
+            .fold(f64::NEG_INFINITY, f64::max);
+        let slack = COST_TOLERANCE + self.pools[self.claims[c].pool].tolerance();
+        (step > solo * slack).then_some(JoinAnswer::Step { step, slack })
+    }
+
+    /// NodeClaim `c`'s [`GrowthFloor`] now, made when its version or the
+    /// offering epoch moved on; `None` for a NodeClaim without types, in a
+    /// reservation (priced otherwise), or whose requests or cheapest type
+    /// are not compact.
+    fn growth_floor(&mut self, c: ClaimIdx) -> Option<GrowthFloor> {
+        let (version, epoch) = (self.hints.version(c), self.hints.epoch());
+        if let Some(Some(known)) = self.growth.get(c.get()) {
+            if known.version == version && known.epoch == epoch {
+                return Some(*known);
+            }
+        }
+        let floor = self.make_growth_floor(c, version, epoch)?;
+        if self.growth.len() <= c.get() {
+            self.growth.resize(c.get() + 1, None);
+        }
+        self.growth[c.get()] = Some(floor);
+        Some(floor)
+    }
+
+    fn make_growth_floor(&self, c: ClaimIdx, version: u32, epoch: u32) -> Option<GrowthFloor> {
+        let claim = &self.claims[c];
+        let pool = &self.pools[claim.pool];
+        let before = claim.types.first()?;
+        if claim.reservation.is_some() {
+            return None;
+        }
+        let have = (*pool.compact_allocatable.get(before)?)?;
+        claim.requests.compact_request()?;
+        let room = claim
+            .requests
+            .compact_room(&pool.types[before].allocatable)?;
+        let now = offered_price(pool, before, OfferBits::of_claim(claim, pool));
+        let floors = &self.type_floors[claim.pool.get()];
+        let mut least = [f64::INFINITY; COMPACT];
+        for t in claim.types.iter().filter(|&t| t != before) {
+            let price = floors[t];
+            match pool.compact_allocatable.get(t).copied().flatten() {
+                Some(a) => {
+                    let (a, h) = (a.quantities(), have.quantities());
+                    for d in (0..COMPACT).filter(|&d| a[d] > h[d]) {
+                        least[d] = least[d].min(price);
+                    }
+                }
+                // A type the compact lists do not decide may hold anything.
+                None => least.iter_mut().for_each(|l| *l = l.min(price)),
+            }
+        }
+        Some(GrowthFloor {
+            version,
+            epoch,
+            room,
+            steps: least.map(|l| l - now),
+        })
+    }
+
     /// What the NodeClaims planned so far cost as they stand, volumes
     /// included: each at its cheapest type's offering its requirements
     /// allow. The price before the repack, as the cost rule sees it;

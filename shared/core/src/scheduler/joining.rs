@@ -8,6 +8,7 @@ use super::hints::{Refused, Roomy, SpreadHint};
 use super::index::ClaimIdx;
 use crate::labels;
 use crate::model::untolerated;
+use crate::resources::Compact;
 
 use super::nodeclaim::{Claim, Fit, ZonePin};
 use super::{Run, Trial};
@@ -296,7 +297,7 @@ impl Run<'_> {
                 walk.refused_claims.push(c.get() as u32);
                 continue;
             }
-            if !self.pack && self.cost_rule_refuses(walk, (k, bucket), c, t, solo) {
+            if !self.pack && self.cost_rule_refuses(walk, (k, bucket), c, (t, compact), solo) {
                 walk.refused(bucket, c, true);
                 continue;
             }
@@ -336,11 +337,20 @@ impl Run<'_> {
         walk: &mut Walk,
         (k, bucket): (usize, usize),
         c: ClaimIdx,
-        t: &Trial,
+        (t, compact): (&Trial, Option<Compact>),
         solo: Option<f64>,
     ) -> bool {
         let version = self.hints.version(c);
         if walk.parked(k, version) {
+            return true;
+        }
+        // The least the NodeClaim's growth costs refuses most pods that
+        // do not fit its cheapest type, whatever their size: asked before
+        // the rule's own answer, which is per request class.
+        if let Some(bound) = self.growth_refuses(c, t.p, compact, solo) {
+            let size = self.claims[c].size;
+            let refused = Refused::of_answer(version, self.hints.epoch(), size, bound);
+            walk.park(k, version, bucket, refused);
             return true;
         }
         let answer = self.may_join_memo(c, t.p, &t.pod_reqs, t.pod_offers);

@@ -190,6 +190,12 @@ struct Run<'a> {
     movability: Vec<repack::Movability>,
     /// Pod classes, speed hints and caches (see [`Hints`]).
     hints: Hints<'a>,
+    /// Per NodePool and type, the least a node of the type can cost (see
+    /// `costrule::type_floors`).
+    type_floors: std::rc::Rc<Vec<Vec<f64>>>,
+    /// Per NodeClaim, the least its growth costs as last asked (see
+    /// `costrule::GrowthFloor`).
+    growth: Vec<Option<costrule::GrowthFloor>>,
 }
 
 /// Plans NodeClaims for the pending pods of `state`.
@@ -535,6 +541,8 @@ impl<'a> Run<'a> {
         let existing_domains = existing_domains(pods, &existing);
         let existing = ExistingNodes::new(existing, &existingnode::keys_pods_read(pods, &volume));
         let mut run = Run {
+            type_floors: std::rc::Rc::new(costrule::type_floors(&pools)),
+            growth: Vec::new(),
             charged: vec![Resources::new(); pools.len()],
             spent: vec![false; pools.len()],
             limited_claims: vec![Vec::new(); pools.len()],

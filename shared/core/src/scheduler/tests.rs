@@ -223,8 +223,10 @@ fn an_on_demand_pod_does_not_hold_a_spot_node_to_on_demand() {
 /// narrows), so it never refuses a pod the trial would admit; and it is
 /// dearer than the step at the NodeClaim's own offerings for the pods
 /// that hold a spot NodeClaim to on-demand, which it now refuses before
-/// any trial. Random pods, some held to a capacity type or a zone, join
-/// one growing NodeClaim.
+/// any trial. The least the NodeClaim's growth costs (`growth_refuses`,
+/// the same for pods of every size) refuses only where both do, by a
+/// step no dearer than theirs. Random pods, some held to a capacity type
+/// or a zone, join one growing NodeClaim.
 #[test]
 fn the_cost_rule_before_a_trial_never_refuses_what_the_trial_admits() {
     let step_of = |a: nodeclaim::JoinAnswer| match a {
@@ -232,7 +234,7 @@ fn the_cost_rule_before_a_trial_never_refuses_what_the_trial_admits() {
         _ => None,
     };
     let mut draw = test_draws(23);
-    let (mut dearer, mut compared) = (0, 0);
+    let (mut dearer, mut compared, mut floored) = (0, 0, 0);
     for case in 0..40 {
         let pods: Vec<Pod> = (0..12)
             .map(|i| {
@@ -280,12 +282,25 @@ fn the_cost_rule_before_a_trial_never_refuses_what_the_trial_admits() {
                 }
                 let admits = fit.is_ok_and(|fit| run.joins_cheaply(c, p, &pod_reqs, &fit, solo));
                 assert!(priced.admits(solo) || !admits, "case {case}, pod {p:?}");
+                let compact = run.pods[p].requests.compact_request();
+                if let Some(floor) = run.growth_refuses(c, p, compact, solo) {
+                    assert!(!admits && !priced.admits(solo), "case {case}, pod {p:?}");
+                    let (Some(floor), Some(priced)) = (step_of(floor), step_of(priced)) else {
+                        panic!("a growth floor refuses by a step: {floor:?}, {priced:?}");
+                    };
+                    assert!(
+                        floor <= priced,
+                        "case {case}, pod {p:?}: {floor} > {priced}"
+                    );
+                    floored += 1;
+                }
                 let _ = run.add(p, &r);
             }
         });
     }
     assert!(compared > 100, "{compared} steps compared");
     assert!(dearer > 20, "{dearer} steps priced dearer before a trial");
+    assert!(floored > 20, "{floored} refused by the growth floor");
 }
 
 /// A refusal the cost rule made for a pod held to on-demand (the node's
