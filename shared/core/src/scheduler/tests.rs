@@ -192,17 +192,22 @@ fn on_demand_only_pool_uses_on_demand_price() {
     );
 }
 
+/// `p` with a node selector holding it to on-demand capacity.
+fn on_demand_only(mut p: Pod) -> Pod {
+    p.node_selector = reqs(vec![req(
+        labels::CAPACITY_TYPE,
+        Operator::In,
+        &["on-demand"],
+    )]);
+    p
+}
+
 /// A pod held to on-demand that joins a NodeClaim of spot-able pods holds
 /// the whole node to on-demand: the cost rule prices that (the node's
 /// step from spot to on-demand), not the types' spot prices.
 #[test]
 fn an_on_demand_pod_does_not_hold_a_spot_node_to_on_demand() {
-    let mut small = pod("small", "100m", "128Mi");
-    small.node_selector = reqs(vec![req(
-        labels::CAPACITY_TYPE,
-        Operator::In,
-        &["on-demand"],
-    )]);
+    let small = on_demand_only(pod("small", "100m", "128Mi"));
     let p = plan(&state(
         vec![pod("big", "3", "1Gi"), small],
         vec![default_pool()],
@@ -308,12 +313,7 @@ fn the_cost_rule_before_a_trial_never_refuses_what_the_trial_admits() {
 /// requests that is not: that one joins the spot node for nothing.
 #[test]
 fn an_on_demand_pods_refusal_does_not_refuse_its_spot_able_twin() {
-    let mut on_demand = pod("on-demand", "100m", "128Mi");
-    on_demand.node_selector = reqs(vec![req(
-        labels::CAPACITY_TYPE,
-        Operator::In,
-        &["on-demand"],
-    )]);
+    let on_demand = on_demand_only(pod("on-demand", "100m", "128Mi"));
     let pods = vec![
         pod("big", "3", "1Gi"),
         on_demand,
