@@ -10,6 +10,7 @@ use super::index::{ClaimIdx, PodIdx, PoolIdx};
 use super::nodeclaim::{Claim, ZoneMask};
 use super::nodeclaim::{Fit, JoinAnswer, JoinMemo};
 use super::pools::{OfferingFilter, Pool, PoolOffering};
+use super::typeset::TypeSet;
 use super::Run;
 
 /// Relative slack of the cost rule (see `Run::growth_pays`).
@@ -343,6 +344,7 @@ impl Run<'_> {
         p: PodIdx,
         pod_reqs: &Requirements,
         pod_offers: Option<OfferBits>,
+        pod_types: Option<&TypeSet>,
     ) -> JoinAnswer {
         let size = self.hints.size_class(p);
         let claim = &self.claims[c];
@@ -350,6 +352,7 @@ impl Run<'_> {
         let key = JoinMemo {
             requests: self.hints.req_class(p),
             pod_offers: pod_offers.map(|o| (o.zones, o.capacity_types)),
+            pod_types: pod_types.map_or(0, |s| s as *const TypeSet as usize),
             look_ahead: look_ahead.then_some(size),
             version: self.hints.version(c),
             size_left: if look_ahead {
@@ -372,7 +375,7 @@ impl Run<'_> {
                 return answer;
             }
         }
-        let answer = self.join_answer(c, p, pod_reqs, pod_offers);
+        let answer = self.join_answer(c, p, pod_reqs, pod_offers, pod_types);
         self.claims[c].memo = Some(key);
         self.claims[c].memo_answer = answer;
         answer
@@ -388,6 +391,7 @@ impl Run<'_> {
         p: PodIdx,
         pod_reqs: &Requirements,
         pod_offers: Option<OfferBits>,
+        pod_types: Option<&TypeSet>,
     ) -> JoinAnswer {
         let claim = &self.claims[c];
         let pod_requests = &self.pods[p].requests;
@@ -404,7 +408,11 @@ impl Run<'_> {
         let pool = &self.pools[claim.pool];
         let slack = COST_TOLERANCE + pool.tolerance();
         let compact = requests.compact_request();
-        let Some(after) = pool.first_holding(&claim.types, &requests, compact) else {
+        let after = match pod_types {
+            Some(within) => pool.first_holding_within(&claim.types, within, &requests, compact),
+            None => pool.first_holding(&claim.types, &requests, compact),
+        };
+        let Some(after) = after else {
             return JoinAnswer::Step {
                 step: f64::INFINITY,
                 slack,

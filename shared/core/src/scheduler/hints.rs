@@ -81,6 +81,9 @@ pub(super) struct Hints<'a> {
     solo_cache: Vec<Option<Option<f64>>>,
     /// Types of a pool compatible with requirements (hostname excluded).
     compat_cache: CompatCache,
+    /// [`Self::compat_cache`]'s answers as type sets, per pool (see
+    /// `Run::compatible_set`).
+    compat_sets: std::cell::RefCell<HashMap<PoolIdx, HashMap<Requirements, Rc<TypeSet>>>>,
     /// See [`ReqTypeCache`]: a candidate NodeClaim's types are narrowed by
     /// bit sets, not by testing each type's labels. Shared by the runs of
     /// one [`super::Prepared`]: a type's labels never change.
@@ -160,6 +163,7 @@ impl<'a> Hints<'a> {
             size_left,
             solo_cache: vec![None; n_shapes],
             compat_cache: Default::default(),
+            compat_sets: Default::default(),
             req_type_cache,
             cand_cache: Default::default(),
             no_type_reasons: Default::default(),
@@ -213,6 +217,7 @@ impl<'a> Hints<'a> {
     /// that depend on offerings are dropped, the solo prices with them.
     pub(super) fn offerings_changed(&mut self) {
         self.compat_cache.borrow_mut().clear();
+        self.compat_sets.borrow_mut().clear();
         self.fit_cache.borrow_mut().clear();
         self.no_type_reasons.borrow_mut().clear();
         self.slot_cache.borrow_mut().clear();
@@ -777,6 +782,23 @@ impl Run<'_> {
             .borrow_mut()
             .insert((pi, key), v.clone());
         v
+    }
+
+    /// [`Self::compatible_types`] as a type set, cached per pool and
+    /// requirements: the cost rule's answer before a trial reads a pod's
+    /// types from it.
+    pub(super) fn compatible_set(&self, pi: PoolIdx, reqs: &Requirements) -> Rc<TypeSet> {
+        let sets = &self.hints.compat_sets;
+        if let Some(hit) = sets.borrow().get(&pi).and_then(|by_reqs| by_reqs.get(reqs)) {
+            return hit.clone();
+        }
+        let n = self.pools[pi].types.len();
+        let set = Rc::new(TypeSet::from_indices(
+            self.compatible_types(pi, reqs).iter().copied(),
+            n,
+        ));
+        (sets.borrow_mut().entry(pi).or_default()).insert(reqs.clone(), set.clone());
+        set
     }
 
     /// Those of `compatible` (a list [`Self::compatible_types`] gave for

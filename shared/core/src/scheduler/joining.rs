@@ -2,15 +2,18 @@
 //! may join, walked with the speed hints (roomy lists, spread hints).
 
 use std::collections::BTreeSet;
+use std::rc::Rc;
 
 use super::explain::ClaimRefusal;
 use super::hints::{Refused, Roomy, SpreadHint};
 use super::index::ClaimIdx;
 use crate::labels;
 use crate::model::untolerated;
+use crate::requirements::Requirements;
 use crate::resources::Compact;
 
 use super::nodeclaim::{Claim, Fit, ZonePin};
+use super::typeset::TypeSet;
 use super::{Run, Trial};
 
 /// The walk over the NodeClaims that may have room for one pod (its
@@ -27,6 +30,9 @@ struct Walk {
     /// NodeClaims whose trial refused the pod (ascending): step 4 would
     /// refuse it again.
     refused_claims: Vec<u32>,
+    /// Per NodePool, the types the pod's requirements allow, when it
+    /// names any (see `Run::compatible_set`), read when first asked.
+    pod_types: Vec<Option<Rc<TypeSet>>>,
 }
 
 impl Walk {
@@ -211,6 +217,7 @@ impl Run<'_> {
             hints,
             blocked: [false; ZonePin::BUCKETS],
             refused_claims: Vec::new(),
+            pod_types: Vec::new(),
         };
         let joined = self.walk_claims(t, solo, first, admitted_bits, &mut walk);
         walk.roomy.compact();
@@ -353,7 +360,8 @@ impl Run<'_> {
             walk.park(k, version, bucket, refused);
             return true;
         }
-        let answer = self.may_join_memo(c, t.p, &t.pod_reqs, t.pod_offers);
+        let pod_types = self.pod_types(walk, c, &t.pod_reqs);
+        let answer = self.may_join_memo(c, t.p, &t.pod_reqs, t.pod_offers, pod_types.as_deref());
         if answer.admits(solo) {
             return false;
         }
@@ -361,11 +369,35 @@ impl Run<'_> {
         // requirements allow: only a refusal made without them holds for
         // every pod of the class (they only make the step dearer).
         let size = self.claims[c].size;
-        let refused = (t.pod_offers.is_none())
+        let refused = (t.pod_offers.is_none() && pod_types.is_none())
             .then(|| Refused::of_answer(version, self.hints.epoch(), size, answer))
             .flatten();
         walk.park(k, version, bucket, refused);
         true
+    }
+
+    /// The types of NodeClaim `c`'s pool that a pod of node requirements
+    /// `pod_reqs` allows, kept in `walk`; `None` when it names none (but
+    /// its hostname).
+    fn pod_types(
+        &self,
+        walk: &mut Walk,
+        c: ClaimIdx,
+        pod_reqs: &Requirements,
+    ) -> Option<Rc<TypeSet>> {
+        if pod_reqs.keys().all(|k| k == labels::HOSTNAME) {
+            return None;
+        }
+        let pi = self.claims[c].pool;
+        if walk.pod_types.len() <= pi.get() {
+            walk.pod_types.resize(pi.get() + 1, None);
+        }
+        let known = &mut walk.pod_types[pi.get()];
+        Some(
+            known
+                .get_or_insert_with(|| self.compatible_set(pi, pod_reqs))
+                .clone(),
+        )
     }
 
     /// The zones of `zones_admitted` among the first 64 of the catalog's
@@ -436,6 +468,7 @@ mod tests {
             hints: Some(SpreadHint::new()),
             blocked: [false; ZonePin::BUCKETS],
             refused_claims: Vec::new(),
+            pod_types: Vec::new(),
         }
     }
 

@@ -216,6 +216,10 @@ pub(super) struct JoinMemo {
     /// The zones and capacity types the pod's own requirements allow
     /// (`OfferBits::of_pod`), when they name any.
     pub(super) pod_offers: Option<(u64, u8)>,
+    /// The types the pod's requirements allow (`Run::compatible_set`, by
+    /// address: a run keeps each set until the offering epoch moves on),
+    /// 0 when it names none.
+    pub(super) pod_types: usize,
     pub(super) look_ahead: Option<usize>,
     pub(super) version: u32,
     pub(super) size_left: usize,

@@ -363,6 +363,23 @@ impl Pool<'_> {
         }
     }
 
+    /// [`Self::first_holding`] among the types of `within` only.
+    pub fn first_holding_within(
+        &self,
+        types: &TypeSet,
+        within: &TypeSet,
+        requests: &Resources,
+        compact: Option<Compact>,
+    ) -> Option<usize> {
+        let holds = |t| within.contains(t) && self.type_holds(t, requests, compact);
+        match compact {
+            Some(c) => self
+                .fit_index
+                .first_holding_within(types, within, &c, holds),
+            None => types.iter().find(|&t| holds(t)),
+        }
+    }
+
     /// The types of `types` that hold `requests` (`compact` as in
     /// [`Self::type_holds`]).
     pub fn holding(

@@ -223,12 +223,14 @@ fn an_on_demand_pod_does_not_hold_a_spot_node_to_on_demand() {
 
 /// The cost rule asked before a trial (`may_join_memo`, which prices the
 /// grown NodeClaim at the zones and capacity types the pod's own
-/// requirements allow) bounds the rule after the trial from below: its
+/// requirements allow, and grows it only to types they allow) bounds the
+/// rule after the trial from below: its
 /// step is no more than the fit's (`joins_cheaply`, at what the fit
 /// narrows), so it never refuses a pod the trial would admit; and it is
 /// dearer than the step at the NodeClaim's own offerings for the pods
 /// that hold a spot NodeClaim to on-demand, which it now refuses before
-/// any trial. The least the NodeClaim's growth costs (`growth_refuses`,
+/// any trial (and those held to an architecture the NodeClaim's cheapest
+/// types are not). The least the NodeClaim's growth costs (`growth_refuses`,
 /// the same for pods of every size) refuses only where both do, by a
 /// step no dearer than theirs. Random pods, some held to a capacity type
 /// or a zone, join one growing NodeClaim.
@@ -239,7 +241,7 @@ fn the_cost_rule_before_a_trial_never_refuses_what_the_trial_admits() {
         _ => None,
     };
     let mut draw = test_draws(23);
-    let (mut dearer, mut compared, mut floored) = (0, 0, 0);
+    let (mut dearer, mut by_types, mut compared, mut floored) = (0, 0, 0, 0);
     for case in 0..40 {
         let pods: Vec<Pod> = (0..12)
             .map(|i| {
@@ -256,6 +258,10 @@ fn the_cost_rule_before_a_trial_never_refuses_what_the_trial_admits() {
                     let zone = ZONES[draw(ZONES.len() as u64) as usize];
                     selector.push(req(labels::ZONE, Operator::In, &[zone]));
                 }
+                if draw(4) == 0 {
+                    let arch = ["amd64", "arm64"][draw(2) as usize];
+                    selector.push(req(labels::ARCH, Operator::In, &[arch]));
+                }
                 p.node_selector = reqs(selector);
                 p
             })
@@ -269,11 +275,13 @@ fn the_cost_rule_before_a_trial_never_refuses_what_the_trial_admits() {
                 let pod_reqs = pod_view::node_requirements(&run.pods[p], &run.volume[p], &r);
                 let groups = run.active_topology(p, &r);
                 let solo = run.solo_price(p, &pod_reqs);
-                let own = run.join_answer(c, p, &pod_reqs, None);
+                let own = run.join_answer(c, p, &pod_reqs, None, None);
                 let offers = costrule::OfferBits::of_pod(&pod_reqs, &run.pools[0].zones);
-                let priced = run.may_join_memo(c, p, &pod_reqs, offers);
+                let types = run.compatible_set(run.claims[c].pool, &pod_reqs);
+                let priced = run.may_join_memo(c, p, &pod_reqs, offers, Some(&types));
                 if let (Some(own), Some(priced)) = (step_of(own), step_of(priced)) {
                     dearer += usize::from(own < priced);
+                    by_types += usize::from(own < priced && offers.is_none());
                 }
                 let fit = run.try_claim(c, p, &pod_reqs, &groups);
                 if let (Ok(fit), Some(before)) = (&fit, run.claims[c].types.first()) {
@@ -290,13 +298,16 @@ fn the_cost_rule_before_a_trial_never_refuses_what_the_trial_admits() {
                 let compact = run.pods[p].requests.compact_request();
                 if let Some(floor) = run.growth_refuses(c, p, compact, solo) {
                     assert!(!admits && !priced.admits(solo), "case {case}, pod {p:?}");
-                    let (Some(floor), Some(priced)) = (step_of(floor), step_of(priced)) else {
-                        panic!("a growth floor refuses by a step: {floor:?}, {priced:?}");
+                    let Some(floor) = step_of(floor) else {
+                        panic!("a growth floor refuses by a step: {floor:?}");
                     };
-                    assert!(
-                        floor <= priced,
-                        "case {case}, pod {p:?}: {floor} > {priced}"
-                    );
+                    // Or `Never`: the pod fits none of the NodeClaim's types.
+                    if let Some(priced) = step_of(priced) {
+                        assert!(
+                            floor <= priced,
+                            "case {case}, pod {p:?}: {floor} > {priced}"
+                        );
+                    }
                     floored += 1;
                 }
                 let _ = run.add(p, &r);
@@ -306,6 +317,10 @@ fn the_cost_rule_before_a_trial_never_refuses_what_the_trial_admits() {
     assert!(compared > 100, "{compared} steps compared");
     assert!(dearer > 20, "{dearer} steps priced dearer before a trial");
     assert!(floored > 20, "{floored} refused by the growth floor");
+    assert!(
+        by_types > 5,
+        "{by_types} steps priced dearer by the pod's types"
+    );
 }
 
 /// A refusal the cost rule made for a pod held to on-demand (the node's
@@ -326,6 +341,19 @@ fn an_on_demand_pods_refusal_does_not_refuse_its_spot_able_twin() {
     assert_eq!(big.price.capacity_type, CapacityType::Spot);
     let own = claim_of(&p, "on-demand");
     assert_eq!(own.price.capacity_type, CapacityType::OnDemand);
+}
+
+/// Likewise for a pod held to an architecture none of the NodeClaim's
+/// types that hold it has: its twin without the selector joins.
+#[test]
+fn an_arm64_pods_refusal_does_not_refuse_its_twin() {
+    let mut arm = pod("arm", "100m", "128Mi");
+    arm.node_selector = reqs(vec![req(labels::ARCH, Operator::In, &["arm64"])]);
+    let pods = vec![pod("big", "3", "1Gi"), arm, pod("twin", "100m", "128Mi")];
+    let p = plan(&state(pods, vec![default_pool()]));
+    let big = claim_of(&p, "big");
+    assert!(big.pods.iter().any(|n| n == "default/twin"), "{big:#?}");
+    assert!(!big.pods.iter().any(|n| n == "default/arm"), "{big:#?}");
 }
 
 #[test]

@@ -77,6 +77,23 @@ impl TypeFitIndex {
         loose.or(indexed)
     }
 
+    /// [`Self::first_holding`] among the types of `within` only.
+    pub fn first_holding_within(
+        &self,
+        types: &TypeSet,
+        within: &TypeSet,
+        request: &Compact,
+        mut holds: impl FnMut(usize) -> bool,
+    ) -> Option<usize> {
+        let indexed = self
+            .rows(request)
+            .and_then(|rows| types.first_in_all_within(&rows, within));
+        let loose = (self.loose.iter().copied())
+            .take_while(|&t| indexed.is_none_or(|i| t < i))
+            .find(|&t| types.contains(t) && within.contains(t) && holds(t));
+        loose.or(indexed)
+    }
+
     /// The types of `types` that hold `request`, asking `holds` for the
     /// types without a compact allocatable.
     pub fn holding(

@@ -147,6 +147,18 @@ impl TypeSet {
         None
     }
 
+    /// [`Self::first_in_all`] among the members of `within` only.
+    pub fn first_in_all_within(&self, masks: &[&[u64]; 4], within: &TypeSet) -> Option<usize> {
+        let s = (self.first? / 64) as usize;
+        let w = |m: &[u64], i: usize| m.get(i).copied().unwrap_or(0);
+        (s..self.words.len()).find_map(|i| {
+            let bits = self.words[i]
+                & w(&within.words, i)
+                & masks.iter().fold(u64::MAX, |acc, m| acc & w(m, i));
+            (bits != 0).then(|| i * 64 + bits.trailing_zeros() as usize)
+        })
+    }
+
     /// The members also in every one of `masks` (see [`Self::first_in_all`]).
     pub fn in_all(&self, masks: &[&[u64]; 4]) -> TypeSet {
         let mut len = 0;
