@@ -408,11 +408,7 @@ impl Run<'_> {
         let pool = &self.pools[claim.pool];
         let slack = COST_TOLERANCE + pool.tolerance();
         let compact = requests.compact_request();
-        let after = match pod_types {
-            Some(within) => pool.first_holding_within(&claim.types, within, &requests, compact),
-            None => pool.first_holding(&claim.types, &requests, compact),
-        };
-        let Some(after) = after else {
+        let Some(after) = pool.first_holding(&claim.types, pod_types, &requests, compact) else {
             return JoinAnswer::Step {
                 step: f64::INFINITY,
                 slack,

@@ -348,35 +348,19 @@ impl Pool<'_> {
         }
     }
 
-    /// The first (cheapest) of `types` that holds `requests` (`compact` as
-    /// in [`Self::type_holds`]).
+    /// The first (cheapest) of `types` (and of `within`, if given) that
+    /// holds `requests` (`compact` as in [`Self::type_holds`]).
     pub fn first_holding(
         &self,
         types: &TypeSet,
+        within: Option<&TypeSet>,
         requests: &Resources,
         compact: Option<Compact>,
     ) -> Option<usize> {
         let holds = |t| self.type_holds(t, requests, compact);
         match compact {
-            Some(c) => self.fit_index.first_holding(types, &c, holds),
-            None => types.iter().find(|&t| holds(t)),
-        }
-    }
-
-    /// [`Self::first_holding`] among the types of `within` only.
-    pub fn first_holding_within(
-        &self,
-        types: &TypeSet,
-        within: &TypeSet,
-        requests: &Resources,
-        compact: Option<Compact>,
-    ) -> Option<usize> {
-        let holds = |t| within.contains(t) && self.type_holds(t, requests, compact);
-        match compact {
-            Some(c) => self
-                .fit_index
-                .first_holding_within(types, within, &c, holds),
-            None => types.iter().find(|&t| holds(t)),
+            Some(c) => self.fit_index.first_holding(types, within, &c, holds),
+            None => (types.iter()).find(|&t| within.is_none_or(|w| w.contains(t)) && holds(t)),
         }
     }
 
@@ -1372,7 +1356,7 @@ mod tests {
                 let got = pool.holding(&set, &want, compact);
                 assert_eq!(got.iter().collect::<Vec<_>>(), expected, "round {round}");
                 assert_eq!(got.len(), expected.len(), "round {round}");
-                let first = pool.first_holding(&set, &want, compact);
+                let first = pool.first_holding(&set, None, &want, compact);
                 assert_eq!(first, expected.first().copied(), "round {round}");
                 let (mut allocatable, mut capacity) = (Resources::new(), Resources::new());
                 for t in set.iter() {

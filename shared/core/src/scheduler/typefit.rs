@@ -60,37 +60,23 @@ impl TypeFitIndex {
         Some(rows)
     }
 
-    /// The first (cheapest) type of `types` that holds `request`, asking
-    /// `holds` for the types without a compact allocatable.
+    /// The first (cheapest) type of `types` (and of `within`, if given)
+    /// that holds `request`, asking `holds` for the types without a
+    /// compact allocatable.
     pub fn first_holding(
         &self,
         types: &TypeSet,
+        within: Option<&TypeSet>,
         request: &Compact,
         mut holds: impl FnMut(usize) -> bool,
     ) -> Option<usize> {
-        let indexed = self
-            .rows(request)
-            .and_then(|rows| types.first_in_all(&rows));
+        let indexed = self.rows(request).and_then(|rows| match within {
+            Some(w) => types.first_in_all_within(&rows, w),
+            None => types.first_in_all(&rows),
+        });
         let loose = (self.loose.iter().copied())
             .take_while(|&t| indexed.is_none_or(|i| t < i))
-            .find(|&t| types.contains(t) && holds(t));
-        loose.or(indexed)
-    }
-
-    /// [`Self::first_holding`] among the types of `within` only.
-    pub fn first_holding_within(
-        &self,
-        types: &TypeSet,
-        within: &TypeSet,
-        request: &Compact,
-        mut holds: impl FnMut(usize) -> bool,
-    ) -> Option<usize> {
-        let indexed = self
-            .rows(request)
-            .and_then(|rows| types.first_in_all_within(&rows, within));
-        let loose = (self.loose.iter().copied())
-            .take_while(|&t| indexed.is_none_or(|i| t < i))
-            .find(|&t| types.contains(t) && within.contains(t) && holds(t));
+            .find(|&t| types.contains(t) && within.is_none_or(|w| w.contains(t)) && holds(t));
         loose.or(indexed)
     }
 
@@ -282,8 +268,13 @@ mod tests {
             assert_eq!(got.iter().collect::<Vec<_>>(), expected, "round {round}");
             assert_eq!(got.len(), expected.len(), "round {round}");
             assert_eq!(got.first(), expected.first().copied(), "round {round}");
-            let first = index.first_holding(&set, &want, holds);
+            let first = index.first_holding(&set, None, &want, holds);
             assert_eq!(first, expected.first().copied(), "round {round}");
+            // Within a second random set (a pod's types).
+            let within = TypeSet::from_indices((0..n).filter(|_| next(3) != 0), n);
+            let expected = expected.iter().copied().find(|&t| within.contains(t));
+            let first = index.first_holding(&set, Some(&within), &want, holds);
+            assert_eq!(first, expected, "round {round}, within");
         }
     }
 
@@ -292,7 +283,7 @@ mod tests {
         let index = TypeFitIndex::new(&[]);
         let want = compact(1, 1).expect("a compact request");
         let none = TypeSet::from_indices([], 0);
-        assert_eq!(index.first_holding(&none, &want, |_| true), None);
+        assert_eq!(index.first_holding(&none, None, &want, |_| true), None);
         assert!(index.holding(&none, &want, |_| true).is_empty());
     }
 }
