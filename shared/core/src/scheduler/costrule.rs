@@ -418,7 +418,9 @@ impl Run<'_> {
         // requirements rule out: what the fit narrows beyond (topology's
         // zone, the pod's types) only makes the step dearer (see
         // `growth_pays`), so this bounds it.
-        let step = self.claim_step_at(c, before, after, pod_offers);
+        let step = self.step_to(c, before, after, |own| {
+            pod_offers.map_or(own, |pod| own.meet(pod))
+        });
         if self.slots_pay(c, p, pod_reqs, after, step, slack) {
             return JoinAnswer::Always;
         }
@@ -458,42 +460,37 @@ impl Run<'_> {
 
     /// How much NodeClaim `c` grows in price from type `before` (at the
     /// offerings its requirements allow) to type `after.0` (at those its
-    /// requirements narrowed by `after.1` allow). A NodeClaim in a capacity
-    /// reservation is priced at the types' preferred prices.
+    /// requirements narrowed by `after.1` allow).
     pub(super) fn claim_step(
         &self,
         c: ClaimIdx,
         before: usize,
         after: (usize, Option<&Requirements>),
     ) -> f64 {
-        let claim = &self.claims[c];
-        let pool = &self.pools[claim.pool];
-        if claim.reservation.is_some() {
-            return pool.types[after.0].price - pool.types[before].price;
-        }
-        let own = OfferBits::of_claim(claim, pool);
-        let grown = after.1.map_or(own, |narrowed| own.narrowed(narrowed, pool));
-        offered_price(pool, after.0, grown) - offered_price(pool, before, own)
+        let pool = &self.pools[self.claims[c].pool];
+        self.step_to(c, before, after.0, |own| {
+            after.1.map_or(own, |narrowed| own.narrowed(narrowed, pool))
+        })
     }
 
-    /// [`Self::claim_step`] with the grown NodeClaim's offerings narrowed
-    /// by `narrow` (if any) instead of by requirements.
-    fn claim_step_at(
+    /// How much NodeClaim `c` grows in price from type `before` (at the
+    /// offerings it allows, `own`) to type `after` (at the offerings
+    /// `grow(own)`). A NodeClaim in a capacity reservation is priced at
+    /// the types' preferred prices.
+    fn step_to(
         &self,
         c: ClaimIdx,
         before: usize,
         after: usize,
-        narrow: Option<OfferBits>,
+        grow: impl FnOnce(OfferBits) -> OfferBits,
     ) -> f64 {
         let claim = &self.claims[c];
         let pool = &self.pools[claim.pool];
-        match narrow {
-            Some(bits) if claim.reservation.is_none() => {
-                let own = OfferBits::of_claim(claim, pool);
-                offered_price(pool, after, own.meet(bits)) - offered_price(pool, before, own)
-            }
-            _ => self.claim_step(c, before, (after, None)),
+        if claim.reservation.is_some() {
+            return pool.types[after].price - pool.types[before].price;
         }
+        let own = OfferBits::of_claim(claim, pool);
+        offered_price(pool, after, grow(own)) - offered_price(pool, before, own)
     }
 
     /// The look-ahead of [`Self::growth_pays`]: whether a price `step` to
