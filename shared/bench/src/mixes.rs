@@ -749,6 +749,27 @@ mod tests {
                         out.push(format!("{}: {} repels {}", c.name, p.key(), q.key()));
                     }
                 }
+                // A hostname spread: a node's count starts at zero
+                // (Karpenter's), so at most maxSkew counted pods per node.
+                // `ScheduleAnyway` too: these mixes give every pod room on
+                // a new node, so none is relaxed.
+                for t in &p.topology_spread {
+                    if t.topology_key != labels::HOSTNAME {
+                        continue;
+                    }
+                    let counted = (pods.iter())
+                        .filter(|q| {
+                            q.namespace == p.namespace && t.label_selector.matches(&q.labels)
+                        })
+                        .count();
+                    if counted > t.max_skew as usize {
+                        out.push(format!(
+                            "{}: {counted} pods of {}'s hostname spread",
+                            c.name,
+                            p.key()
+                        ));
+                    }
+                }
             }
         }
         for p in &s.pending_pods {
@@ -802,7 +823,8 @@ mod tests {
     }
 
     /// Plans of the mixes with topology are valid (see `violations`):
-    /// the repack's anchors keep every constraint their pods had.
+    /// the repack's anchors keep every constraint their pods had, and the
+    /// pods it moves under hostname spreads go at most maxSkew per node.
     #[test]
     fn constrained_mixes_plan_validly() {
         let catalog = match flotilla_core::catalog::Catalog::embedded("us-west-2") {

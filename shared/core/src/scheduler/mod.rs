@@ -188,6 +188,10 @@ struct Run<'a> {
     /// Per pod, where the repack may move it in a run with topology
     /// beyond zone spreads (see `Run::movable`); set by the repack.
     movability: Vec<repack::Movability>,
+    /// Per topology group, the most of its pods a node may hold when it is
+    /// a hostname spread the repack may move pods under (see
+    /// `Topology::closed_hostname_spreads`); set by the repack.
+    closed_spreads: Vec<Option<u32>>,
     /// Pod classes, speed hints and caches (see [`Hints`]).
     hints: Hints<'a>,
     /// Per NodePool and type, the least a node of the type can cost (see
@@ -560,6 +564,7 @@ impl<'a> Run<'a> {
             price_limit: opts.new_node_price_limit,
             rebalance: opts.rebalance_zones,
             movability: Vec::new(),
+            closed_spreads: Vec::new(),
             hints,
             join_heavier,
             heavier_would_join: false,

@@ -81,9 +81,10 @@ const TAIL: usize = 16;
 /// Work limit (pods × candidate types) of the exact single-class packing.
 const SINGLE_CLASS_WORK: usize = 20_000_000;
 
-/// Most anti-affinity classes in a group that is packed again: each packs
-/// apart (one pod per node), so the greedy's work grows with their number
-/// (and their pairs are checked against each other's selectors).
+/// Most anti-affinity classes with required anti-affinity terms in a group
+/// that is packed again: each packs apart (one pod per node), so the
+/// greedy's work grows with their number (and their pairs are checked
+/// against each other's selectors).
 const ANTI_CLASSES: usize = 64;
 
 /// Most groups of one family packed together (each adds a dimension).
@@ -245,9 +246,34 @@ struct PodClass {
     /// whether that class's pods go one per node.
     anti: usize,
     self_anti: bool,
+    /// The closed hostname spreads its pods carry, with their caps (see
+    /// [`Apart`]).
+    spreads: Vec<(usize, u32)>,
     pods: Vec<PodIdx>,
     /// Most of them per node.
     per_node: usize,
+}
+
+/// What keeps the pods of an anti-affinity class (see
+/// `Run::anti_classes`) apart on a node: required hostname anti-affinity
+/// selecting its own pods (one per node), and topology spreads on the
+/// hostname whose every counted pod carries them (by topology group, at
+/// most the cap of each group's pods per node, over every class that
+/// carries it).
+#[derive(Debug, Clone, Default)]
+struct Apart {
+    self_anti: bool,
+    spreads: Vec<(usize, u32)>,
+}
+
+impl Apart {
+    /// The most pods of one class per node.
+    fn per_node(&self) -> usize {
+        let anti = if self.self_anti { 1 } else { usize::MAX };
+        (self.spreads.iter())
+            .map(|&(_, cap)| usize::try_from(cap).unwrap_or(usize::MAX))
+            .fold(anti, usize::min)
+    }
 }
 
 /// A new packing of a group's pods (see [`Run::pack_pods`]).
@@ -371,6 +397,7 @@ impl Run<'_> {
             Scope::UncountedPods
         };
         if scope == Scope::UncountedPods {
+            self.closed_spreads = (self.topology).closed_hostname_spreads(self.pods, &self.groups);
             self.movability = self.movability(true);
         }
         let mut groups = self.repack_groups(scope);
@@ -378,21 +405,31 @@ impl Run<'_> {
             Scope::UncountedPods => self.anchors(relax),
             Scope::Planned { .. } => Vec::new(),
         };
-        let mut anchored = self.with_anchors(&groups, &anchors, relax);
-        let all = if anchors.is_empty() {
-            &groups
-        } else {
-            &anchored
-        };
-        let in_zone = self.movability.contains(&Movability::InZone);
-        if in_zone && self.beyond_the_lp(all) {
-            // Packed by the greedy alone, pods moved within their zones
-            // pack worse than the first pass placed them: they stay. (With
-            // no pod `InZone`, the groups would come out the same.)
-            self.movability = self.movability(false);
+        // Every movable pod joins the group of its own requirements (see
+        // `with_anchors`), beside the groups of whole NodeClaims.
+        let dissolve = scope == Scope::UncountedPods;
+        let mut anchored = self.with_anchors(&groups, &anchors, relax, dissolve);
+        // Packed by the greedy alone (beyond the LP's classes), pods moved
+        // within their zones pack worse than the first pass placed them.
+        // So first the pods under closed hostname spreads stay (each
+        // Deployment under one is a class of its own), then those that
+        // move within their zones. (With no pod `InZone`, the groups would
+        // come out the same.)
+        for in_zone in [true, false] {
+            let all = if anchored.is_empty() {
+                &groups
+            } else {
+                &anchored
+            };
+            let moves_in_zone = self.movability.contains(&Movability::InZone);
+            if !moves_in_zone || !self.beyond_the_lp(all) {
+                break;
+            }
+            self.closed_spreads.clear();
+            self.movability = self.movability(in_zone);
             groups = self.repack_groups(scope);
             anchors = self.anchors(relax);
-            anchored = self.with_anchors(&groups, &anchors, relax);
+            anchored = self.with_anchors(&groups, &anchors, relax, dissolve);
         }
         // Pods moved between zones where that packs cheaper: those groups
         // are replaced whatever their own price.
@@ -402,32 +439,33 @@ impl Run<'_> {
             self.rebalance_zones(&mut groups, &mut packed, &mut moved, relax);
         }
 
-        let choices = self.choose(&groups, packed, &moved, false);
-        if anchors.is_empty() {
+        if anchored.is_empty() {
+            let choices = self.choose(&groups, packed, &moved, false, |_| true);
             let replaced = self.build_replacements(&groups, choices, |_| true);
             self.install_replacements(replaced);
             return;
         }
-        // The same with the anchors and their movable pods packed too,
-        // NodePool by NodePool where that costs less.
+        // Every movable pod packed by its own requirements, with the
+        // anchors, NodePool by NodePool where that costs less than the
+        // NodePool's NodeClaims as planned; the other NodePools' whole
+        // NodeClaims are packed again by their requirements.
         let unmoved = vec![false; anchored.len()];
         let none = anchored.iter().map(|_| None).collect();
-
-        let choices_b = self.choose(&anchored, none, &unmoved, true);
-        let pools: BTreeSet<PoolIdx> = anchors.iter().map(|a| self.claims[a.claim].pool).collect();
+        let choices_b = self.choose(&anchored, none, &unmoved, true, |_| true);
+        let pools: BTreeSet<PoolIdx> = anchored.iter().map(|g| g.pool).collect();
         let taken: BTreeSet<PoolIdx> = pools
             .into_iter()
             .filter(|&pi| {
-                let planned: f64 = anchors
-                    .iter()
+                let anchors: f64 = (anchors.iter())
                     .map(|a| &self.claims[a.claim])
                     .filter(|claim| claim.pool == pi)
                     .map(|claim| self.claim_price(claim))
                     .sum();
-                let before = choices.cost(&groups, pi) + planned;
-                choices_b.cost(&anchored, pi) < before - 1e-9
+                let claims: f64 = groups.iter().filter(|g| g.pool == pi).map(|g| g.old).sum();
+                choices_b.cost(&anchored, pi) < claims + anchors - 1e-9
             })
             .collect();
+        let choices = self.choose(&groups, packed, &moved, false, |pi| !taken.contains(&pi));
         let mut replaced = self.build_replacements(&groups, choices, |pi| !taken.contains(&pi));
         replaced.extend(self.build_replacements(&anchored, choices_b, |pi| taken.contains(&pi)));
         self.install_replacements(replaced);
@@ -511,9 +549,9 @@ impl Run<'_> {
             .map(|(p, pod)| {
                 if !pod.host_ports.is_empty() || !pod.preferred_pod_anti_affinity.is_empty() {
                     Movability::Stays
-                } else if self.hints.shape(p).is_some() && self.uncounted(pod) {
+                } else if self.uncounted(p) {
                     Movability::Anywhere
-                } else if in_zone && self.zone_bound(pod) {
+                } else if in_zone && self.zone_bound(p) {
                     Movability::InZone
                 } else {
                     Movability::Stays
@@ -524,12 +562,18 @@ impl Run<'_> {
 
     /// Whether some NodePool's groups (`anchored`: with the anchors and
     /// their movable pods) hold more classes than the pattern LP takes
-    /// (`patterns::MAX_CLASSES`): pods of equal requests and required
-    /// anti-affinity (see `anti_classes`) in one group, anchors of equal
+    /// (`patterns::MAX_CLASSES`): pods of equal requests, required
+    /// anti-affinity and closed spreads (see `anti_classes`) in one group, anchors of equal
     /// staying requests in one group. (Families pack several groups
     /// together, so a NodePool's count bounds theirs.)
     fn beyond_the_lp(&self, anchored: &[Group]) -> bool {
-        type Class<'p> = (usize, usize, &'p str, &'p [crate::model::PodAffinityTerm]);
+        type Class<'p> = (
+            usize,
+            usize,
+            &'p str,
+            &'p [crate::model::PodAffinityTerm],
+            Vec<(usize, u32)>,
+        );
         let mut pods: BTreeMap<PoolIdx, foldhash::HashSet<Class>> = BTreeMap::new();
         let mut anchors: BTreeMap<PoolIdx, foldhash::HashSet<(usize, Resources)>> = BTreeMap::new();
         for (gi, g) in anchored.iter().enumerate() {
@@ -537,7 +581,14 @@ impl Run<'_> {
             classes.extend(g.pods.iter().map(|&p| {
                 let pod = &self.pods[p];
                 let anti = pod.pod_anti_affinity.as_slice();
-                (gi, self.hints.req_class(p), pod.namespace.as_str(), anti)
+                let spreads = self.closed_spreads_of(p);
+                (
+                    gi,
+                    self.hints.req_class(p),
+                    pod.namespace.as_str(),
+                    anti,
+                    spreads,
+                )
             }));
             let kinds = anchors.entry(g.pool).or_default();
             kinds.extend(g.anchors.iter().map(|&c| (gi, self.staying_requests(c))));
@@ -548,35 +599,46 @@ impl Run<'_> {
         })
     }
 
-    /// Whether pod `pod` may move to another new node of its zone, though
+    /// Whether pod `p` may move to another new node of its zone, though
     /// terms on the zone look at it: every term it carries is on the zone
-    /// (or is required anti-affinity on the hostname, kept by
-    /// `anti_classes`), and so is every term that counts it. Its zone's
-    /// counts stay as planned, so every spread, affinity and
-    /// anti-affinity on the zone holds as it did. (`with_anchors` gives it
-    /// its NodeClaim's zone.)
-    fn zone_bound(&self, pod: &crate::model::Pod) -> bool {
+    /// (or is on the hostname as `hostname_terms_kept` says), and so is
+    /// every term that counts it. Its zone's counts stay as planned, so
+    /// every spread, affinity and anti-affinity on the zone holds as it
+    /// did. (`with_anchors` gives it its NodeClaim's zone.)
+    fn zone_bound(&self, p: PodIdx) -> bool {
+        let pod = &self.pods[p];
         let on_zone = |t: &crate::model::PodAffinityTerm| t.topology_key == labels::ZONE;
-        (pod.topology_spread.iter()).all(|c| c.topology_key == labels::ZONE)
+        self.hostname_terms_kept(p, Some(labels::ZONE))
             && pod.pod_affinity.iter().all(on_zone)
             && (pod.preferred_pod_affinity.iter()).all(|w| on_zone(&w.term))
-            && (pod.pod_anti_affinity.iter())
-                .all(|t| on_zone(t) || t.topology_key == labels::HOSTNAME)
-            && self.topology.counted_only_by_zone_or_hostname_anti(pod)
+            && (self.topology).counted_only_by_zone_or_hostname_terms(pod, &self.closed_spreads)
     }
 
-    /// Whether pod `pod` carries no topology but required hostname
-    /// anti-affinity and no other topology term counts it: where it runs
-    /// matters to nobody else (see `Scope::UncountedPods`).
-    fn uncounted(&self, pod: &crate::model::Pod) -> bool {
-        pod.topology_spread.is_empty()
+    /// Whether pod `p` carries no topology but required hostname
+    /// anti-affinity and closed hostname spreads (see `hostname_terms_kept`)
+    /// and no other topology term counts it: where it runs matters to
+    /// nobody else (see `Scope::UncountedPods`).
+    fn uncounted(&self, p: PodIdx) -> bool {
+        let pod = &self.pods[p];
+        self.hostname_terms_kept(p, None)
             && pod.pod_affinity.is_empty()
             && pod.preferred_pod_affinity.is_empty()
-            && pod
-                .pod_anti_affinity
-                .iter()
-                .all(|t| t.topology_key == labels::HOSTNAME)
-            && self.topology.counted_only_by_hostname_anti(pod)
+            && (self.topology).counted_only_by_hostname_terms(pod, &self.closed_spreads)
+    }
+
+    /// Whether pod `p`'s spreads and required anti-affinity are on `key`
+    /// or are what the packing keeps on the hostname: required
+    /// anti-affinity (see `anti_classes`) and spreads of a group whose
+    /// every counted pod carries it (`closed_spreads`: at most its cap of
+    /// them per node).
+    fn hostname_terms_kept(&self, p: PodIdx, key: Option<&str>) -> bool {
+        let pod = &self.pods[p];
+        let on_key = |k: &str| key == Some(k);
+        let closed = |gi: &usize| self.closed_spreads.get(*gi).is_some_and(Option::is_some);
+        (pod.topology_spread.iter().zip(&self.groups[p].spread))
+            .all(|(c, gi)| on_key(&c.topology_key) || closed(gi))
+            && (pod.pod_anti_affinity.iter())
+                .all(|t| on_key(&t.topology_key) || t.topology_key == labels::HOSTNAME)
     }
 
     /// Groups of repackable NodeClaims by (NodePool, requirements without
@@ -624,18 +686,22 @@ impl Run<'_> {
     /// already made, the other groups are packed here. With `families`,
     /// each family (see `Run::families`) is packed together whenever it
     /// can be, and only the other groups on their own (the caller compares
-    /// the whole with the choice without families).
+    /// the whole with the choice without families). Only the groups of
+    /// the NodePools `packs` accepts are packed; the others stay as
+    /// planned.
     fn choose(
         &self,
         groups: &[Group],
         mut packed: Vec<Option<Packing>>,
         moved: &[bool],
         families: bool,
+        packs: impl Fn(PoolIdx) -> bool,
     ) -> Choices {
         let mut joint: Vec<Option<(Vec<usize>, Packing)>> = groups.iter().map(|_| None).collect();
         let mut in_family = vec![false; groups.len()];
         if families {
-            for family in self.families(groups, moved) {
+            let families = self.families(groups, moved);
+            for family in families.into_iter().filter(|f| packs(groups[f[0]].pool)) {
                 if let Some(packing) = self.family_packing(groups, &family) {
                     for &gi in &family {
                         in_family[gi] = true;
@@ -649,7 +715,7 @@ impl Run<'_> {
         let mut own: Vec<Option<Packing>> = Vec::with_capacity(groups.len());
         for (gi, g) in groups.iter().enumerate() {
             let packing = match packed[gi].take() {
-                _ if in_family[gi] => None,
+                _ if in_family[gi] || !packs(g.pool) => None,
                 Some(p) => Some(p),
                 None if g.anchors.is_empty() => self.pack_pods(g.pool, &g.reqs, &g.pods),
                 None => {
@@ -822,7 +888,6 @@ impl Run<'_> {
         let dims = &demand.dims[..resource_dims];
         let pods_dim = dims.iter().position(|d| d == crate::resources::PODS);
         let sets = if reqs.len() > 1 { reqs.len() } else { 0 };
-        let one_per_node = demand.dims.len() - resource_dims - sets;
         // The family's sets differ only in instance-type labels and zones:
         // where their zones differ, a type is a candidate once per zone,
         // at that zone's price, for the sets that allow the zone.
@@ -860,7 +925,7 @@ impl Run<'_> {
                             0
                         }
                     }));
-                c.room.extend(std::iter::repeat_n(1, one_per_node));
+                c.room.extend_from_slice(&demand.per_node_room);
                 let room = &c.room[resource_dims..resource_dims + sets];
                 if sets == 0 || room.iter().any(|&r| r > 0) {
                     cands.push(c);
@@ -941,31 +1006,46 @@ impl Run<'_> {
     }
 
     /// Each pod's anti-affinity class (0: none; else one per distinct
-    /// namespace and required terms) and, per class, whether its terms
-    /// select its own pods (then at most one of them per node). `None` when
-    /// a term selects a pod of another class: the packing cannot express
-    /// that, so the group is left as planned.
-    fn anti_classes(&self, pods: &[PodIdx]) -> Option<(Vec<usize>, Vec<bool>)> {
+    /// namespace, required terms and closed hostname spreads) and, per
+    /// class, what keeps its pods apart on a node (see [`Apart`]). `None`
+    /// when a term selects a pod of another class: the packing cannot
+    /// express that, so the group is left as planned.
+    fn anti_classes(&self, pods: &[PodIdx]) -> Option<(Vec<usize>, Vec<Apart>)> {
         use foldhash::HashMap;
-        let mut ids: HashMap<(&str, &[crate::model::PodAffinityTerm]), usize> = HashMap::default();
+        type Key<'p> = (
+            &'p str,
+            &'p [crate::model::PodAffinityTerm],
+            Vec<(usize, u32)>,
+        );
+        let mut ids: HashMap<Key, usize> = HashMap::default();
+        let mut apart = vec![Apart::default()];
         let mut anti = Vec::with_capacity(pods.len());
         for &p in pods {
             let pod = &self.pods[p];
-            if pod.pod_anti_affinity.is_empty() {
+            let spreads = self.closed_spreads_of(p);
+            if pod.pod_anti_affinity.is_empty() && spreads.is_empty() {
                 anti.push(0);
                 continue;
             }
-            let n = ids.len() + 1;
-            anti.push(
-                *ids.entry((pod.namespace.as_str(), pod.pod_anti_affinity.as_slice()))
-                    .or_insert(n),
+            let key = (
+                pod.namespace.as_str(),
+                pod.pod_anti_affinity.as_slice(),
+                spreads,
             );
+            let n = ids.len() + 1;
+            let id = *ids.entry(key.clone()).or_insert_with(|| {
+                apart.push(Apart {
+                    self_anti: false,
+                    spreads: key.2,
+                });
+                n
+            });
+            anti.push(id);
         }
-        let mut self_anti = vec![false; ids.len() + 1];
         if ids.is_empty() {
-            return Some((anti, self_anti));
+            return Some((anti, apart));
         }
-        if ids.len() > ANTI_CLASSES {
+        if ids.keys().filter(|(_, terms, _)| !terms.is_empty()).count() > ANTI_CLASSES {
             return None;
         }
         // Distinct (namespace, labels) of the group's pods, with their
@@ -980,17 +1060,28 @@ impl Run<'_> {
                 e.push(anti[i]);
             }
         }
-        for ((ns, terms), &a) in &ids {
+        for ((ns, terms, _), &a) in &ids {
             for ((other_ns, labels), classes) in &sigs {
                 if terms.iter().any(|t| t.selects(ns, other_ns, labels)) {
                     if classes.iter().any(|&c| c != a) {
                         return None;
                     }
-                    self_anti[a] = true;
+                    apart[a].self_anti = true;
                 }
             }
         }
-        Some((anti, self_anti))
+        Some((anti, apart))
+    }
+
+    /// The closed hostname spreads pod `p` carries (see
+    /// `Topology::closed_hostname_spreads`), with their caps, by group.
+    fn closed_spreads_of(&self, p: PodIdx) -> Vec<(usize, u32)> {
+        let mut out: Vec<(usize, u32)> = (self.groups[p].spread.iter())
+            .filter_map(|&gi| Some((gi, (*self.closed_spreads.get(gi)?)?)))
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 
     /// Packs `pods` (sorted) onto new nodes of pool `pi` with `reqs`, as
@@ -1039,12 +1130,11 @@ impl Run<'_> {
         let cands = match reqs {
             [one] if demand.dims.len() == resource_dims => self.candidates(pi, one, &demand.dims),
             [one] => {
-                // Only one-per-node dimensions: every type has one of each,
-                // which changes no dominance.
-                let extra = demand.dims.len() - resource_dims;
+                // Only per-node dimensions: every type has the same room
+                // in each, which changes no dominance.
                 let mut cands = (*self.candidates(pi, one, &demand.dims[..resource_dims])).clone();
                 for c in &mut cands {
-                    c.room.extend(std::iter::repeat_n(1, extra));
+                    c.room.extend_from_slice(&demand.per_node_room);
                 }
                 std::rc::Rc::new(cands)
             }
@@ -1071,24 +1161,23 @@ impl Run<'_> {
     /// class), largest requests first (as the first pass orders); `None`
     /// when the anti-affinity cannot be expressed (see `anti_classes`).
     fn pod_classes(&self, pods: &[PodIdx], family_of: &[usize]) -> Option<Vec<PodClass>> {
-        let (anti, self_anti) = self.anti_classes(pods)?;
+        let (anti, apart) = self.anti_classes(pods)?;
         let mut class_of: BTreeMap<(usize, usize, usize), usize> = BTreeMap::new();
         let mut classes: Vec<PodClass> = Vec::new();
         for (i, &p) in pods.iter().enumerate() {
             let rc = self.hints.req_class(p);
             let family = family_of[i];
             let k = *class_of.entry((rc, anti[i], family)).or_insert_with(|| {
-                // At most one pod per node of a class whose hostname
-                // anti-affinity selects its own pods.
-                let per_node = if self_anti[anti[i]] { 1 } else { usize::MAX };
+                let apart = &apart[anti[i]];
                 classes.push(PodClass {
                     requests: self.pods[p].requests.clone(),
                     family,
                     anchors: vec![],
                     anti: anti[i],
-                    self_anti: self_anti[anti[i]],
+                    self_anti: apart.self_anti,
+                    spreads: apart.spreads.clone(),
                     pods: vec![],
-                    per_node,
+                    per_node: apart.per_node(),
                 });
                 classes.len() - 1
             });
@@ -1362,6 +1451,9 @@ struct Demand {
     need: Vec<Vec<i64>>,
     per_node: Vec<usize>,
     counts: Vec<usize>,
+    /// Every type's room in each dimension after the resources and the
+    /// requirement sets (see `add_requirement_dims`).
+    per_node_room: Vec<i64>,
 }
 
 impl Demand {
@@ -1391,22 +1483,25 @@ impl Demand {
             need,
             per_node,
             counts,
+            per_node_room: Vec::new(),
         }
     }
 
     /// One more dimension per requirement set of a family (`sets` of
     /// them, when more than one): each pod needs one unit of its own
-    /// set's; then one per group of classes that go one per node together
-    /// (the anchors; the classes of one anti-affinity class split over
-    /// several sets), of which each class of the group needs one and every
-    /// type has one (see `Run::family_candidates`).
+    /// set's; then one per group of classes whose pods a node holds only
+    /// so many of together (`per_node_room`): the anchors and the classes
+    /// of one self anti-affinity class split over several sets or sizes,
+    /// one per node; the classes carrying one closed hostname spread (see
+    /// [`Apart`]), its cap. Each pod of a class of the group needs one and
+    /// every type has the room (see `Run::family_candidates`).
     fn add_requirement_dims(&mut self, classes: &[PodClass], sets: usize) {
         let sets = if sets > 1 { sets } else { 0 };
         self.dims
             .extend((0..sets).map(|f| format!("{REQUIREMENT_DIM}{f}")));
-        let mut together: Vec<Vec<bool>> = Vec::new();
+        let mut together: Vec<(Vec<bool>, i64)> = Vec::new();
         if classes.iter().any(|c| !c.anchors.is_empty()) {
-            together.push(classes.iter().map(|c| !c.anchors.is_empty()).collect());
+            together.push((classes.iter().map(|c| !c.anchors.is_empty()).collect(), 1));
         }
         let mut split: Vec<usize> = classes
             .iter()
@@ -1414,21 +1509,39 @@ impl Demand {
             .map(|c| c.anti)
             .collect();
         split.sort_unstable();
-        let split: Vec<usize> = split
-            .chunk_by(|a, b| a == b)
-            .filter(|g| g.len() > 1)
-            .map(|g| g[0])
+        for a in shared_by_several(split) {
+            together.push((
+                classes.iter().map(|c| c.self_anti && c.anti == a).collect(),
+                1,
+            ));
+        }
+        let spreads: Vec<(usize, u32)> = classes
+            .iter()
+            .flat_map(|c| c.spreads.iter().copied())
             .collect();
-        for a in split {
-            together.push(classes.iter().map(|c| c.self_anti && c.anti == a).collect());
+        let mut spreads = spreads;
+        spreads.sort_unstable();
+        for (gi, cap) in shared_by_several(spreads) {
+            let carries = |c: &PodClass| c.spreads.iter().any(|&(g, _)| g == gi);
+            together.push((classes.iter().map(carries).collect(), i64::from(cap)));
         }
         self.dims
             .extend((0..together.len()).map(|g| format!("{ONE_PER_NODE_DIM}{g}")));
+        self.per_node_room = together.iter().map(|(_, room)| *room).collect();
         for (k, (need, class)) in self.need.iter_mut().zip(classes).enumerate() {
             need.extend((0..sets).map(|f| i64::from(f == class.family)));
-            need.extend(together.iter().map(|g| i64::from(g[k])));
+            need.extend(together.iter().map(|(g, _)| i64::from(g[k])));
         }
     }
+}
+
+/// The values that occur more than once in `sorted`, once each.
+fn shared_by_several<T: PartialEq + Copy>(sorted: Vec<T>) -> Vec<T> {
+    sorted
+        .chunk_by(|a, b| a == b)
+        .filter(|g| g.len() > 1)
+        .map(|g| g[0])
+        .collect()
 }
 
 /// The name prefix of a family's requirement-set dimensions (not a
@@ -2410,6 +2523,7 @@ mod tests {
             per_node: vec![usize::MAX; counts.len()],
             need,
             counts,
+            per_node_room: vec![],
         }
     }
 

@@ -717,35 +717,73 @@ impl Topology {
         self.inverse_keys.contains(key) || self.groups.iter().any(|g| g.id.key == key)
     }
 
+    /// Per group, the most of its pods a new node may hold when the group
+    /// is a topology spread on the hostname that every pending pod it
+    /// selects carries (`owned`: each pod's own groups); `None` for every
+    /// other group. Karpenter counts a hostname's skew from zero (a new
+    /// node holds none), so at most `maxSkew` counted pods per node is the
+    /// whole constraint wherever they run; and a pod that carries the
+    /// spread counts only pods that carry it, so that cap over the
+    /// carriers keeps every carrier's constraint.
+    pub fn closed_hostname_spreads(
+        &self,
+        pending: &[Pod],
+        owned: &[PodGroups],
+    ) -> Vec<Option<u32>> {
+        let mut cap: Vec<Option<u32>> = (self.groups.iter())
+            .map(|g| {
+                let on_hostname =
+                    g.id.kind == Kind::Spread && g.id.key == labels::HOSTNAME && g.id.max_skew > 0;
+                on_hostname.then_some(g.id.max_skew)
+            })
+            .collect();
+        if cap.iter().all(Option::is_none) {
+            return cap;
+        }
+        let mut selecting = Vec::new();
+        for (p, own) in pending.iter().zip(owned) {
+            self.selecting_into(p, &mut selecting);
+            for &gi in &selecting {
+                if !own.spread.contains(&gi) {
+                    cap[gi] = None;
+                }
+            }
+        }
+        cap
+    }
+
     /// Whether where pod `p` runs matters to no constraint but required
-    /// anti-affinity on the hostname: every group selecting it, counting
-    /// or inverse, is that (moving it to another new node, never one that
-    /// holds a pod whose term selects it, keeps every constraint).
-    pub fn counted_only_by_hostname_anti(&self, p: &Pod) -> bool {
-        self.counted_only_by(p, None)
+    /// anti-affinity on the hostname and the hostname spreads `closed`
+    /// marks (see [`Self::closed_hostname_spreads`]): every group
+    /// selecting it, counting or inverse, is one of those (moving it to
+    /// another new node, never one that holds a pod whose term selects it
+    /// nor more of a closed spread's pods than its cap, keeps every
+    /// constraint).
+    pub fn counted_only_by_hostname_terms(&self, p: &Pod, closed: &[Option<u32>]) -> bool {
+        self.counted_only_by(p, None, closed)
     }
 
     /// Whether where pod `p` runs within its zone matters to no constraint
-    /// but required anti-affinity on the hostname: every group selecting
-    /// it, counting or inverse, is on the zone or is that (moving it to
-    /// another new node of its zone, never one that holds a pod whose term
-    /// selects it, keeps every constraint: the zones' counts do not
-    /// change).
-    pub fn counted_only_by_zone_or_hostname_anti(&self, p: &Pod) -> bool {
-        self.counted_only_by(p, Some(labels::ZONE))
+    /// but those [`Self::counted_only_by_hostname_terms`] allows: every
+    /// group selecting it, counting or inverse, is on the zone or is one
+    /// of those (moving it to another new node of its zone, as that says,
+    /// keeps every constraint: the zones' counts do not change).
+    pub fn counted_only_by_zone_or_hostname_terms(&self, p: &Pod, closed: &[Option<u32>]) -> bool {
+        self.counted_only_by(p, Some(labels::ZONE), closed)
     }
 
-    /// [`Self::counted_only_by_hostname_anti`], with every group on `key`
+    /// [`Self::counted_only_by_hostname_terms`], with every group on `key`
     /// (whose domain a move keeps) allowed too.
-    fn counted_only_by(&self, p: &Pod, key: Option<&str>) -> bool {
+    fn counted_only_by(&self, p: &Pod, key: Option<&str>, closed: &[Option<u32>]) -> bool {
         let kept = |g: &Group| key == Some(g.id.key.as_str());
-        let counting_ok = |g: &Group| {
-            kept(g) || (g.id.kind == Kind::AntiAffinity && g.id.key == labels::HOSTNAME)
+        let counting_ok = |gi: usize| {
+            let g = &self.groups[gi];
+            kept(g)
+                || (g.id.kind == Kind::AntiAffinity && g.id.key == labels::HOSTNAME)
+                || closed.get(gi).is_some_and(Option::is_some)
         };
         let inverse_ok = |g: &Group| kept(g) || g.id.key == labels::HOSTNAME;
-        self.selecting(p)
-            .iter()
-            .all(|&gi| counting_ok(&self.groups[gi]))
+        self.selecting(p).iter().all(|&gi| counting_ok(gi))
             && self
                 .inverse_candidates(p)
                 .iter()

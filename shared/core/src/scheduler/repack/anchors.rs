@@ -19,7 +19,8 @@
 //! than the repack without them plus the anchors as planned.
 //!
 //! A NodeClaim is no anchor when its pods that stay hold host ports (the
-//! packing does not check DaemonSets' ports), or when a required or
+//! packing does not check DaemonSets' ports), carry a hostname spread a
+//! movable pod carries (see `Topology::closed_hostname_spreads`), or when a required or
 //! preferred pod anti-affinity term of its pods that stay selects a
 //! movable pod, or one of a movable pod selects them (a movable pod must
 //! be free to join it).
@@ -127,12 +128,15 @@ impl<'a> Run<'a> {
         }
         let movable = self.movable_signatures();
         let movable_terms = self.movable_anti_terms();
+        let movable_spreads = self.movable_closed_spreads();
         mixed
             .into_iter()
             .filter(|&c| {
                 self.staying(c).all(|p| {
                     let pod = &self.pods[p];
                     pod.host_ports.is_empty()
+                        && !(self.closed_spreads_of(p).iter())
+                            .any(|(gi, _)| movable_spreads.contains(gi))
                         && !anti_terms(pod).any(|t| {
                             movable
                                 .iter()
@@ -168,6 +172,20 @@ impl<'a> Run<'a> {
         seen.into_iter().collect()
     }
 
+    /// The closed hostname spreads (see `Topology::closed_hostname_spreads`)
+    /// the run's movable pods carry, by topology group. Every pod such a
+    /// spread counts carries it, so a staying pod that carries one would
+    /// share its anchor's node with movable pods it counts.
+    fn movable_closed_spreads(&self) -> std::collections::BTreeSet<usize> {
+        let mut out = std::collections::BTreeSet::new();
+        for claim in &self.claims {
+            for &p in claim.pods.iter().filter(|&&p| self.movable(claim, p)) {
+                out.extend(self.closed_spreads_of(p).into_iter().map(|(gi, _)| gi));
+            }
+        }
+        out
+    }
+
     /// The distinct anti-affinity terms of the run's movable pods, with
     /// their namespace.
     fn movable_anti_terms(&self) -> Vec<(&str, &PodAffinityTerm)> {
@@ -196,8 +214,9 @@ impl<'a> Run<'a> {
         groups: &[Group],
         anchors: &[Anchor],
         relax: &[Relaxation],
+        dissolve: bool,
     ) -> Vec<Group> {
-        if anchors.is_empty() {
+        if anchors.is_empty() && !dissolve {
             return Vec::new();
         }
         let mut out = groups.to_vec();
@@ -221,6 +240,27 @@ impl<'a> Run<'a> {
             out[gi].old = f64::INFINITY;
             gi
         };
+        if dissolve {
+            for g in &mut out {
+                g.pods.clear();
+                g.old = f64::INFINITY;
+            }
+            for g in groups {
+                for &c in &g.members {
+                    let claim = &self.claims[c];
+                    for &p in &claim.pods {
+                        let mut reqs = self.fresh_requirements(claim.pool, p, &relax[p]);
+                        if !self.moves_anywhere(p) {
+                            if let Some(zone) = claim.requirements.get(labels::ZONE) {
+                                reqs.add(zone.clone());
+                            }
+                        }
+                        let g = group_of(&mut out, claim.pool, reqs);
+                        out[g].pods.push(p);
+                    }
+                }
+            }
+        }
         for a in anchors {
             let c = a.claim;
             let pi = self.claims[c].pool;
@@ -309,6 +349,7 @@ impl<'a> Run<'a> {
                     anchors: vec![c],
                     anti: 0,
                     self_anti: false,
+                    spreads: Vec::new(),
                     pods: Vec::new(),
                     per_node: 1,
                 }),

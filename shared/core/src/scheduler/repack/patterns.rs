@@ -261,6 +261,7 @@ fn greedy_rest(cands: &[PackType], demand: &Demand, left: &[usize]) -> Option<Ve
         need: live.iter().map(|&k| demand.need[k].clone()).collect(),
         per_node: live.iter().map(|&k| demand.per_node[k]).collect(),
         counts: live.iter().map(|&k| left[k]).collect(),
+        per_node_room: demand.per_node_room.clone(),
     };
     let mut prices = FillPrices::new(cands, &rest);
     let bins = greedy_packing(cands, &rest, &mut prices)?.bins;
@@ -1110,6 +1111,7 @@ mod tests {
             need: need.iter().map(|n| n.to_vec()).collect(),
             per_node: vec![usize::MAX; need.len()],
             counts: counts.to_vec(),
+            per_node_room: vec![],
         }
     }
 
@@ -1186,6 +1188,7 @@ mod tests {
                 need,
                 per_node: vec![usize::MAX; classes],
                 counts: vec![3; classes],
+                per_node_room: vec![],
             };
             let value: Vec<f64> = (0..classes).map(|_| 1.0 + draw(9) as f64).collect();
             let knap = Knapsack::new(&demand, &value, &demand.counts);
