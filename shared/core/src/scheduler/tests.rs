@@ -3789,7 +3789,10 @@ fn anchor_catalog() -> Catalog {
 }
 
 /// The anchor tests' pods: four that prefer amd64 (`p0`-`p3`, 1500m,
-/// each changed by `p`) and four of a hostname spread (`s0`-`s3`, 400m).
+/// each changed by `p`) and four of a hostname spread (`s0`-`s3`, 400m)
+/// that must stay where the first pass puts them: they also prefer a pod
+/// on their node (a term on the hostname, which the repack does not
+/// move pods under; it selects none, so the first pass relaxes it).
 fn amd64_and_hostname_spread_pods(p: impl Fn(Pod) -> Pod) -> Vec<Pod> {
     let mut pods = Vec::new();
     for i in 0..4 {
@@ -3808,6 +3811,10 @@ fn amd64_and_hostname_spread_pods(p: impl Fn(Pod) -> Pod) -> Vec<Pod> {
             WhenUnsatisfiable::DoNotSchedule,
             selector("app", "s"),
         )];
+        s.preferred_pod_affinity = vec![WeightedPodAffinityTerm {
+            weight: 1,
+            term: term(labels::HOSTNAME, selector("app", "none")),
+        }];
         pods.push(s);
     }
     pods
@@ -3986,5 +3993,179 @@ fn pods_moved_within_their_zones_keep_every_term() {
                 );
             }
         }
+    }
+}
+
+/// Pods of two Deployments under hostname spreads (`ScheduleAnyway`,
+/// maxSkew 1; three of 300m / 5 GiB, four of 250m / 512 MiB) and one of
+/// 1500m. The first pass leaves two of the small spread pods alone on
+/// their own `m6g.large` (five nodes, $0.154); every pod a hostname
+/// spread counts carries it, so the repack may move them, one of each
+/// Deployment per node, and packs four nodes ($0.1232). Before, such
+/// pods stayed where the first pass put them.
+#[test]
+fn pods_under_hostname_spreads_move_to_share_nodes() {
+    let mut pods = Vec::new();
+    for (app, n, cpu, mem) in [("a", 3, "300m", "5Gi"), ("b", 4, "250m", "512Mi")] {
+        for i in 0..n {
+            let mut p = labeled(pod(&format!("{app}{i}"), cpu, mem), "app", app);
+            p.topology_spread = vec![spread(
+                labels::HOSTNAME,
+                1,
+                WhenUnsatisfiable::ScheduleAnyway,
+                selector("app", app),
+            )];
+            pods.push(p);
+        }
+    }
+    pods.push(labeled(pod("c0", "1500m", "1Gi"), "app", "c"));
+    let p = plan(&state(pods, vec![default_pool()]));
+    assert_eq!(p.summary.scheduled, 8, "{p:#?}");
+    assert!((p.summary.hourly_price - 0.1232).abs() < 1e-9, "{p:#?}");
+    for c in &p.node_claims {
+        for app in ["a", "b"] {
+            let on_node = c
+                .pods
+                .iter()
+                .filter(|k| k.starts_with(&format!("default/{app}")))
+                .count();
+            assert!(on_node <= 1, "{} holds {on_node} of {app}: {p:#?}", c.name);
+        }
+    }
+}
+
+/// Every movable pod is packed by its own requirements, not by those of
+/// the NodeClaim the first pass put it on: the anchor tests' pods, but
+/// the spread pods carry only their hostname spread, so the repack may
+/// move every pod and no NodeClaim is an anchor. The first pass's four
+/// `a.large` ($0.40) hold each an amd64 pod and a spread pod; packed by
+/// those NodeClaims' (amd64) requirements, the spread pods could not
+/// leave amd64; by their own, they go one per node to arm64 beside the
+/// amd64 pods' `a.2xlarge` ($0.33).
+#[test]
+fn movable_pods_are_packed_by_their_own_requirements() {
+    let mut pods = amd64_and_hostname_spread_pods(|p| p);
+    for p in &mut pods {
+        p.preferred_pod_affinity.clear();
+    }
+    let p = schedule(
+        &state(pods, vec![default_pool()]),
+        &anchor_catalog(),
+        &SchedulerOptions::default(),
+    );
+    assert_amd64_pods_share_one_node(&p);
+}
+
+/// A hostname spread of maxSkew 2 over twelve small pods: Karpenter
+/// counts a hostname from zero, so at most two per node, however densely
+/// the repack could pack them otherwise; and with another Deployment
+/// beside them the repack moves them (it packs them at most two per
+/// node, not as the first pass placed them).
+#[test]
+fn pods_moved_under_a_hostname_spread_go_at_most_max_skew_per_node() {
+    for with_others in [false, true] {
+        let mut pods = Vec::new();
+        for i in 0..12 {
+            let mut p = labeled(pod(&format!("s{i}"), "250m", "256Mi"), "app", "s");
+            p.topology_spread = vec![spread(
+                labels::HOSTNAME,
+                2,
+                WhenUnsatisfiable::ScheduleAnyway,
+                selector("app", "s"),
+            )];
+            pods.push(p);
+        }
+        if with_others {
+            for i in 0..5 {
+                pods.push(labeled(pod(&format!("w{i}"), "1500m", "3Gi"), "app", "w"));
+            }
+        }
+        let n = pods.len();
+        let p = plan(&state(pods, vec![default_pool()]));
+        assert_eq!(p.summary.scheduled, n, "{p:#?}");
+        for c in &p.node_claims {
+            let on_node = c.pods.iter().filter(|k| k.starts_with("default/s")).count();
+            assert!(on_node <= 2, "{} holds {on_node}: {p:#?}", c.name);
+        }
+    }
+}
+
+/// Which hostname spreads the repack may move pods under
+/// (`Topology::closed_hostname_spreads`): those whose every counted
+/// pending pod carries them, capped at their maxSkew.
+#[test]
+fn closed_hostname_spreads_are_those_every_counted_pod_carries() {
+    use super::topology::Topology;
+    let host = |skew, app| {
+        let sel = selector("app", app);
+        Some(spread(
+            labels::HOSTNAME,
+            skew,
+            WhenUnsatisfiable::ScheduleAnyway,
+            sel,
+        ))
+    };
+    let zone = Some(spread(
+        labels::ZONE,
+        1,
+        WhenUnsatisfiable::DoNotSchedule,
+        selector("app", "a"),
+    ));
+    // (case, pods as (app, spread), the cap of the first pod's spread)
+    type Case = (
+        &'static str,
+        Vec<(&'static str, Option<TopologySpreadConstraint>)>,
+        Option<u32>,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "every counted pod carries it",
+            vec![("a", host(1, "a")), ("a", host(1, "a"))],
+            Some(1),
+        ),
+        (
+            "maxSkew 3",
+            vec![("a", host(3, "a")), ("a", host(3, "a"))],
+            Some(3),
+        ),
+        (
+            "a counted pod without it",
+            vec![("a", host(1, "a")), ("a", None)],
+            None,
+        ),
+        (
+            "counts another app without it",
+            vec![("a", host(1, "b")), ("b", None)],
+            None,
+        ),
+        (
+            "counts another app with it",
+            vec![("a", host(1, "b")), ("b", host(1, "b"))],
+            Some(1),
+        ),
+        (
+            "counted pods with another maxSkew",
+            vec![("a", host(1, "a")), ("a", host(2, "a"))],
+            None,
+        ),
+        ("counts no pending pod", vec![("a", host(2, "z"))], Some(2)),
+        ("on the zone", vec![("a", zone)], None),
+    ];
+    for (case, pods, want) in cases {
+        let pending: Vec<Pod> = (pods.iter().enumerate())
+            .map(|(i, (app, c))| {
+                let mut p = labeled(pod(&format!("{app}{i}"), "100m", "128Mi"), "app", app);
+                p.topology_spread = c.iter().cloned().collect();
+                p
+            })
+            .collect();
+        let universe = [(
+            labels::ZONE.to_string(),
+            ZONES.iter().map(|z| z.to_string()).collect(),
+        )]
+        .into();
+        let (topo, owned) = Topology::build(&pending, &[], universe, Default::default(), None);
+        let closed = topo.closed_hostname_spreads(&pending, &owned);
+        assert_eq!(closed[owned[0].spread[0]], want, "{case}");
     }
 }
