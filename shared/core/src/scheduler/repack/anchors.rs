@@ -15,15 +15,17 @@
 //! requirements and their own, and the anchor's zone for a pod that moves
 //! only within its zone).
 //!
-//! The repack with anchors is kept per NodePool only when it costs less
-//! than the repack without them plus the anchors as planned.
+//! Every other movable pod joins the groups the same way, whatever
+//! NodeClaim it is on (`with_anchors` with `dissolve`). That repack is
+//! kept per NodePool only when it costs less than the NodePool's
+//! NodeClaims as planned.
 //!
 //! A NodeClaim is no anchor when its pods that stay hold host ports (the
 //! packing does not check DaemonSets' ports), carry a hostname spread a
-//! movable pod carries (see `Topology::closed_hostname_spreads`), or when a required or
-//! preferred pod anti-affinity term of its pods that stay selects a
-//! movable pod, or one of a movable pod selects them (a movable pod must
-//! be free to join it).
+//! movable pod carries (see `Topology::closed_hostname_spreads`), or when
+//! a required or preferred pod anti-affinity term of its pods that stay
+//! selects a movable pod, or one of a movable pod selects them (a movable
+//! pod must be free to join it).
 
 use foldhash::HashMap;
 
@@ -206,9 +208,11 @@ impl<'a> Run<'a> {
     /// `groups` with the anchors and their movable pods added: each anchor
     /// to the group of its NodePool and requirements (hostname aside), each
     /// movable pod to the group of its NodePool whose requirements are the
-    /// NodePool's and its own (new groups where there are none). A group
-    /// that receives either must be packed (its planned price is infinite).
-    /// None without anchors.
+    /// NodePool's and its own (new groups where there are none). With
+    /// `dissolve`, the pods of `groups` (NodeClaims whose every pod is
+    /// movable) join those groups the same way, and every group must be
+    /// packed. A group that receives either must be packed (its planned
+    /// price is infinite). None without anchors, unless `dissolve`.
     pub(super) fn with_anchors(
         &self,
         groups: &[Group],
@@ -240,42 +244,26 @@ impl<'a> Run<'a> {
             out[gi].old = f64::INFINITY;
             gi
         };
+        let mut dissolved: Vec<ClaimIdx> = Vec::new();
         if dissolve {
             for g in &mut out {
                 g.pods.clear();
                 g.old = f64::INFINITY;
             }
-            for g in groups {
-                for &c in &g.members {
-                    let claim = &self.claims[c];
-                    for &p in &claim.pods {
-                        let mut reqs = self.fresh_requirements(claim.pool, p, &relax[p]);
-                        if !self.moves_anywhere(p) {
-                            if let Some(zone) = claim.requirements.get(labels::ZONE) {
-                                reqs.add(zone.clone());
-                            }
-                        }
-                        let g = group_of(&mut out, claim.pool, reqs);
-                        out[g].pods.push(p);
-                    }
-                }
-            }
+            dissolved.extend(groups.iter().flat_map(|g| g.members.iter().copied()));
         }
-        for a in anchors {
-            let c = a.claim;
-            let pi = self.claims[c].pool;
-            let gi = group_of(&mut out, pi, a.reqs.clone());
-            out[gi].anchors.push(c);
+        let claims = (dissolved.into_iter().map(|c| (c, None)))
+            .chain(anchors.iter().map(|a| (a.claim, Some(&a.reqs))));
+        for (c, anchor_reqs) in claims {
             let claim = &self.claims[c];
+            if let Some(reqs) = anchor_reqs {
+                let gi = group_of(&mut out, claim.pool, reqs.clone());
+                out[gi].anchors.push(c);
+            }
+            // Each movable pod to the group of its own requirements.
             for &p in claim.pods.iter().filter(|&&p| self.movable(claim, p)) {
-                let mut reqs = self.fresh_requirements(pi, p, &relax[p]);
-                if !self.moves_anywhere(p) {
-                    // It moves within its zone only (see `zone_bound`).
-                    if let Some(zone) = claim.requirements.get(labels::ZONE) {
-                        reqs.add(zone.clone());
-                    }
-                }
-                let gi = group_of(&mut out, pi, reqs);
+                let reqs = self.moved_requirements(c, p, relax);
+                let gi = group_of(&mut out, claim.pool, reqs);
                 out[gi].pods.push(p);
             }
         }
@@ -308,6 +296,20 @@ impl<'a> Run<'a> {
             reqs.add(r.clone());
         }
         reqs.remove(labels::HOSTNAME);
+        reqs
+    }
+
+    /// The requirements of movable pod `p` of NodeClaim `c` in the repack:
+    /// its own (`fresh_requirements`), and `c`'s zone when it moves within
+    /// its zone only (see `zone_bound`).
+    fn moved_requirements(&self, c: ClaimIdx, p: PodIdx, relax: &[Relaxation]) -> Requirements {
+        let claim = &self.claims[c];
+        let mut reqs = self.fresh_requirements(claim.pool, p, &relax[p]);
+        if !self.moves_anywhere(p) {
+            if let Some(zone) = claim.requirements.get(labels::ZONE) {
+                reqs.add(zone.clone());
+            }
+        }
         reqs
     }
 
