@@ -305,8 +305,10 @@ pub(super) enum Movability {
     /// Its place matters: its NodeClaim is an anchor, or stays.
     Stays,
     /// To another new node of its NodeClaim's zone, when that NodeClaim is
-    /// pinned to one (see `Run::zone_bound`).
-    InZone,
+    /// pinned to one (see `Run::zone_bound`); with `open` (see
+    /// `Run::open_zone_mover`), also to any new node when its NodeClaim
+    /// has no zone requirement at all.
+    InZone { open: bool },
     /// To any new node (see `Run::uncounted`).
     Anywhere,
 }
@@ -421,7 +423,8 @@ impl Run<'_> {
             } else {
                 &anchored
             };
-            let moves_in_zone = self.movability.contains(&Movability::InZone);
+            let moves_in_zone =
+                (self.movability.iter()).any(|m| matches!(m, Movability::InZone { .. }));
             if !moves_in_zone || !self.beyond_the_lp(all) {
                 break;
             }
@@ -533,7 +536,9 @@ impl Run<'_> {
     fn movable(&self, claim: &Claim, p: PodIdx) -> bool {
         match self.movability.get(p.get()) {
             Some(Movability::Anywhere) => true,
-            Some(Movability::InZone) => claim.zone_pin.pinned(),
+            Some(Movability::InZone { open }) => {
+                claim.zone_pin.pinned() || (*open && claim.requirements.get(labels::ZONE).is_none())
+            }
             Some(Movability::Stays) | None => false,
         }
     }
@@ -552,7 +557,9 @@ impl Run<'_> {
                 } else if self.uncounted(p) {
                     Movability::Anywhere
                 } else if in_zone && self.zone_bound(p) {
-                    Movability::InZone
+                    Movability::InZone {
+                        open: self.open_zone_mover(pod),
+                    }
                 } else {
                     Movability::Stays
                 }
@@ -612,6 +619,21 @@ impl Run<'_> {
             && pod.pod_affinity.iter().all(on_zone)
             && (pod.preferred_pod_affinity.iter()).all(|w| on_zone(&w.term))
             && (self.topology).counted_only_by_zone_or_hostname_terms(pod, &self.closed_spreads)
+    }
+
+    /// Whether pod `pod`, moving within its zone (see `zone_bound`), may
+    /// also move off a NodeClaim with no zone requirement to any new node:
+    /// its only zone terms are preferred pod affinity and no zone spread
+    /// counts it. Its zone was not decided, so no zone's count held it;
+    /// the preference was no more held there than it is on the new node
+    /// (and pods whose required zone affinity counts it pinned its
+    /// NodeClaim).
+    fn open_zone_mover(&self, pod: &crate::model::Pod) -> bool {
+        let off_zone = |t: &crate::model::PodAffinityTerm| t.topology_key != labels::ZONE;
+        (pod.topology_spread.iter()).all(|c| c.topology_key != labels::ZONE)
+            && pod.pod_affinity.iter().all(off_zone)
+            && pod.pod_anti_affinity.iter().all(off_zone)
+            && (self.topology.spread_selecting(labels::ZONE, pod)).is_empty()
     }
 
     /// Whether pod `p` carries no topology but required hostname

@@ -4056,6 +4056,38 @@ fn movable_pods_are_packed_by_their_own_requirements() {
     assert_amd64_pods_share_one_node(&p);
 }
 
+/// As `pods_under_hostname_spreads_move_to_share_nodes`, but the spread
+/// pods also prefer the zone of the 1500m pod: a zone term, so they move
+/// only within their zone (`Movability::InZone`), and their NodeClaims
+/// have no zone (the preferred pod runs on one that may launch in any).
+/// A pod whose only zone term is preferred affinity, which no zone spread
+/// counts, moves off such a NodeClaim to any new node (its zone was not
+/// decided): the same four nodes ($0.1232). Before, such pods stayed.
+#[test]
+fn pods_preferring_a_zone_move_off_nodeclaims_of_no_zone() {
+    let mut pods = Vec::new();
+    for (app, n, cpu, mem) in [("a", 3, "300m", "5Gi"), ("b", 4, "250m", "512Mi")] {
+        for i in 0..n {
+            let mut p = labeled(pod(&format!("{app}{i}"), cpu, mem), "app", app);
+            p.topology_spread = vec![spread(
+                labels::HOSTNAME,
+                1,
+                WhenUnsatisfiable::ScheduleAnyway,
+                selector("app", app),
+            )];
+            p.preferred_pod_affinity = vec![WeightedPodAffinityTerm {
+                weight: 1,
+                term: term(labels::ZONE, selector("app", "c")),
+            }];
+            pods.push(p);
+        }
+    }
+    pods.push(labeled(pod("c0", "1500m", "1Gi"), "app", "c"));
+    let p = plan(&state(pods, vec![default_pool()]));
+    assert_eq!(p.summary.scheduled, 8, "{p:#?}");
+    assert!((p.summary.hourly_price - 0.1232).abs() < 1e-9, "{p:#?}");
+}
+
 /// A hostname spread of maxSkew 2 over twelve small pods: Karpenter
 /// counts a hostname from zero, so at most two per node, however densely
 /// the repack could pack them otherwise; and with another Deployment
