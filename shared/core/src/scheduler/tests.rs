@@ -3820,6 +3820,15 @@ fn amd64_and_hostname_spread_pods(p: impl Fn(Pod) -> Pod) -> Vec<Pod> {
     pods
 }
 
+/// The plan of `pods` on the anchor tests' catalog, default NodePool.
+fn plan_on_anchor_catalog(pods: Vec<Pod>) -> Plan {
+    schedule(
+        &state(pods, vec![default_pool()]),
+        &anchor_catalog(),
+        &SchedulerOptions::default(),
+    )
+}
+
 /// The anchor tests' outcome: the four amd64 pods on one `a.2xlarge`
 /// beside one spread pod, the other spread pods one per node on arm64
 /// ($0.33 in all).
@@ -3845,7 +3854,8 @@ fn assert_amd64_pods_share_one_node(p: &Plan) {
 
 /// Anchors (`repack/anchors.rs`): the first pass puts each pod that
 /// prefers amd64 on its own amd64 node with one pod of a hostname spread
-/// (which must stay: the spread counts it), four `a.large` at $0.10. The
+/// (which must stay: it prefers a pod on its node), four `a.large` at
+/// $0.10. The
 /// repack moves the amd64 pods together onto one of those NodeClaims (an
 /// anchor: it keeps its spread pod), an `a.2xlarge` at $0.30, and the
 /// other three NodeClaims, left with their spread pod, shrink to arm64
@@ -3853,12 +3863,7 @@ fn assert_amd64_pods_share_one_node(p: &Plan) {
 #[test]
 fn movable_pods_leave_their_anchors_to_share_a_node() {
     let pods = amd64_and_hostname_spread_pods(|p| p);
-    let p = schedule(
-        &state(pods, vec![default_pool()]),
-        &anchor_catalog(),
-        &SchedulerOptions::default(),
-    );
-    assert_amd64_pods_share_one_node(&p);
+    assert_amd64_pods_share_one_node(&plan_on_anchor_catalog(pods));
 }
 
 /// Pods under a zone spread move within their zone (`Run::zone_bound`):
@@ -3880,11 +3885,7 @@ fn spreading_pods_move_within_their_zone_to_share_a_node() {
         )];
         p
     });
-    let p = schedule(
-        &state(pods, vec![default_pool()]),
-        &anchor_catalog(),
-        &SchedulerOptions::default(),
-    );
+    let p = plan_on_anchor_catalog(pods);
     assert_amd64_pods_share_one_node(&p);
     assert_eq!(
         claim_of(&p, "p0").zones,
@@ -4005,6 +4006,14 @@ fn pods_moved_within_their_zones_keep_every_term() {
 /// pods stayed where the first pass put them.
 #[test]
 fn pods_under_hostname_spreads_move_to_share_nodes() {
+    assert_spread_pods_share_four_nodes(two_spread_deployments_beside_one(|p| p));
+}
+
+/// The spread tests' pods: three of 300m / 5 GiB (`a`) and four of 250m
+/// / 512 MiB (`b`), each Deployment under a hostname spread
+/// (`ScheduleAnyway`, maxSkew 1) and changed by `each`, and one pod of
+/// 1500m (`c0`).
+fn two_spread_deployments_beside_one(each: impl Fn(Pod) -> Pod) -> Vec<Pod> {
     let mut pods = Vec::new();
     for (app, n, cpu, mem) in [("a", 3, "300m", "5Gi"), ("b", 4, "250m", "512Mi")] {
         for i in 0..n {
@@ -4015,18 +4024,22 @@ fn pods_under_hostname_spreads_move_to_share_nodes() {
                 WhenUnsatisfiable::ScheduleAnyway,
                 selector("app", app),
             )];
-            pods.push(p);
+            pods.push(each(p));
         }
     }
     pods.push(labeled(pod("c0", "1500m", "1Gi"), "app", "c"));
+    pods
+}
+
+/// The spread tests' outcome: every pod on four `m6g.large` ($0.1232),
+/// at most one of each spread Deployment per node.
+fn assert_spread_pods_share_four_nodes(pods: Vec<Pod>) {
     let p = plan(&state(pods, vec![default_pool()]));
     assert_eq!(p.summary.scheduled, 8, "{p:#?}");
     assert!((p.summary.hourly_price - 0.1232).abs() < 1e-9, "{p:#?}");
     for c in &p.node_claims {
         for app in ["a", "b"] {
-            let on_node = c
-                .pods
-                .iter()
+            let on_node = (c.pods.iter())
                 .filter(|k| k.starts_with(&format!("default/{app}")))
                 .count();
             assert!(on_node <= 1, "{} holds {on_node} of {app}: {p:#?}", c.name);
@@ -4048,12 +4061,7 @@ fn movable_pods_are_packed_by_their_own_requirements() {
     for p in &mut pods {
         p.preferred_pod_affinity.clear();
     }
-    let p = schedule(
-        &state(pods, vec![default_pool()]),
-        &anchor_catalog(),
-        &SchedulerOptions::default(),
-    );
-    assert_amd64_pods_share_one_node(&p);
+    assert_amd64_pods_share_one_node(&plan_on_anchor_catalog(pods));
 }
 
 /// As `pods_under_hostname_spreads_move_to_share_nodes`, but the spread
@@ -4065,27 +4073,13 @@ fn movable_pods_are_packed_by_their_own_requirements() {
 /// decided): the same four nodes ($0.1232). Before, such pods stayed.
 #[test]
 fn pods_preferring_a_zone_move_off_nodeclaims_of_no_zone() {
-    let mut pods = Vec::new();
-    for (app, n, cpu, mem) in [("a", 3, "300m", "5Gi"), ("b", 4, "250m", "512Mi")] {
-        for i in 0..n {
-            let mut p = labeled(pod(&format!("{app}{i}"), cpu, mem), "app", app);
-            p.topology_spread = vec![spread(
-                labels::HOSTNAME,
-                1,
-                WhenUnsatisfiable::ScheduleAnyway,
-                selector("app", app),
-            )];
-            p.preferred_pod_affinity = vec![WeightedPodAffinityTerm {
-                weight: 1,
-                term: term(labels::ZONE, selector("app", "c")),
-            }];
-            pods.push(p);
-        }
-    }
-    pods.push(labeled(pod("c0", "1500m", "1Gi"), "app", "c"));
-    let p = plan(&state(pods, vec![default_pool()]));
-    assert_eq!(p.summary.scheduled, 8, "{p:#?}");
-    assert!((p.summary.hourly_price - 0.1232).abs() < 1e-9, "{p:#?}");
+    assert_spread_pods_share_four_nodes(two_spread_deployments_beside_one(|mut p| {
+        p.preferred_pod_affinity = vec![WeightedPodAffinityTerm {
+            weight: 1,
+            term: term(labels::ZONE, selector("app", "c")),
+        }];
+        p
+    }));
 }
 
 /// A hostname spread of maxSkew 2 over twelve small pods: Karpenter
