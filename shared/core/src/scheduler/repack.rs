@@ -402,21 +402,14 @@ impl Run<'_> {
             self.closed_spreads = (self.topology).closed_hostname_spreads(self.pods, &self.groups);
             self.movability = self.movability(true);
         }
-        let mut groups = self.repack_groups(scope);
-        let mut anchors = match scope {
-            Scope::UncountedPods => self.anchors(relax),
-            Scope::Planned { .. } => Vec::new(),
-        };
-        // Every movable pod joins the group of its own requirements (see
-        // `with_anchors`), beside the groups of whole NodeClaims.
-        let dissolve = scope == Scope::UncountedPods;
-        let mut anchored = self.with_anchors(&groups, &anchors, relax, dissolve);
+        let (mut groups, mut anchors, mut anchored) = self.repack_sets(scope, relax);
         // Packed by the greedy alone (beyond the LP's classes), pods moved
         // within their zones pack worse than the first pass placed them.
         // So first the pods under closed hostname spreads stay (each
-        // Deployment under one is a class of its own), then those that
-        // move within their zones. (With no pod `InZone`, the groups would
-        // come out the same.)
+        // Deployment under one is a class of its own; with none closed,
+        // that step would make the same sets again), then those that move
+        // within their zones. (With no pod `InZone`, the groups would come
+        // out the same.)
         for in_zone in [true, false] {
             let all = if anchored.is_empty() {
                 &groups
@@ -428,11 +421,12 @@ impl Run<'_> {
             if !moves_in_zone || !self.beyond_the_lp(all) {
                 break;
             }
+            if in_zone && self.closed_spreads.iter().all(Option::is_none) {
+                continue;
+            }
             self.closed_spreads.clear();
             self.movability = self.movability(in_zone);
-            groups = self.repack_groups(scope);
-            anchors = self.anchors(relax);
-            anchored = self.with_anchors(&groups, &anchors, relax, dissolve);
+            (groups, anchors, anchored) = self.repack_sets(scope, relax);
         }
         // Pods moved between zones where that packs cheaper: those groups
         // are replaced whatever their own price.
@@ -472,6 +466,26 @@ impl Run<'_> {
         let mut replaced = self.build_replacements(&groups, choices, |pi| !taken.contains(&pi));
         replaced.extend(self.build_replacements(&anchored, choices_b, |pi| taken.contains(&pi)));
         self.install_replacements(replaced);
+    }
+
+    /// The repack's groups of whole NodeClaims (`repack_groups`), and with
+    /// other topology (`Scope::UncountedPods`) the anchors and the groups
+    /// of every movable pod by its own requirements beside them
+    /// (`with_anchors`; empty when nothing moves).
+    fn repack_sets(
+        &self,
+        scope: Scope,
+        relax: &[Relaxation],
+    ) -> (Vec<Group>, Vec<anchors::Anchor>, Vec<Group>) {
+        let groups = self.repack_groups(scope);
+        match scope {
+            Scope::UncountedPods => {
+                let anchors = self.anchors(relax);
+                let anchored = self.with_anchors(&groups, &anchors, relax);
+                (groups, anchors, anchored)
+            }
+            Scope::Planned { .. } => (groups, Vec::new(), Vec::new()),
+        }
     }
 
     /// Whether the run's topology is only what the repack allows: required
@@ -1537,11 +1551,10 @@ impl Demand {
                 1,
             ));
         }
-        let spreads: Vec<(usize, u32)> = classes
+        let mut spreads: Vec<(usize, u32)> = classes
             .iter()
             .flat_map(|c| c.spreads.iter().copied())
             .collect();
-        let mut spreads = spreads;
         spreads.sort_unstable();
         for (gi, cap) in shared_by_several(spreads) {
             let carries = |c: &PodClass| c.spreads.iter().any(|&(g, _)| g == gi);

@@ -16,7 +16,7 @@
 //! only within its zone).
 //!
 //! Every other movable pod joins the groups the same way, whatever
-//! NodeClaim it is on (`with_anchors` with `dissolve`). That repack is
+//! NodeClaim it is on (`with_anchors`). That repack is
 //! kept per NodePool only when it costs less than the NodePool's
 //! NodeClaims as planned.
 //!
@@ -208,21 +208,15 @@ impl<'a> Run<'a> {
     /// `groups` with the anchors and their movable pods added: each anchor
     /// to the group of its NodePool and requirements (hostname aside), each
     /// movable pod to the group of its NodePool whose requirements are the
-    /// NodePool's and its own (new groups where there are none). With
-    /// `dissolve`, the pods of `groups` (NodeClaims whose every pod is
-    /// movable) join those groups the same way, and every group must be
-    /// packed. A group that receives either must be packed (its planned
-    /// price is infinite). None without anchors, unless `dissolve`.
+    /// NodePool's and its own (new groups where there are none); so do the
+    /// pods of `groups` (NodeClaims whose every pod is movable). Every
+    /// group must then be packed (its planned price is infinite).
     pub(super) fn with_anchors(
         &self,
         groups: &[Group],
         anchors: &[Anchor],
         relax: &[Relaxation],
-        dissolve: bool,
     ) -> Vec<Group> {
-        if anchors.is_empty() && !dissolve {
-            return Vec::new();
-        }
         let mut out = groups.to_vec();
         let mut index: HashMap<(PoolIdx, Requirements), usize> = out
             .iter()
@@ -236,24 +230,21 @@ impl<'a> Run<'a> {
                     reqs,
                     members: Vec::new(),
                     pods: Vec::new(),
-                    old: 0.0,
+                    old: f64::INFINITY,
                     anchors: Vec::new(),
                 });
                 out.len() - 1
             });
-            out[gi].old = f64::INFINITY;
             gi
         };
-        let mut dissolved: Vec<ClaimIdx> = Vec::new();
-        if dissolve {
-            for g in &mut out {
-                g.pods.clear();
-                g.old = f64::INFINITY;
-            }
-            dissolved.extend(groups.iter().flat_map(|g| g.members.iter().copied()));
+        for g in &mut out {
+            g.pods.clear();
+            g.old = f64::INFINITY;
         }
-        let claims = (dissolved.into_iter().map(|c| (c, None)))
-            .chain(anchors.iter().map(|a| (a.claim, Some(&a.reqs))));
+        let whole = groups
+            .iter()
+            .flat_map(|g| g.members.iter().map(|&c| (c, None)));
+        let claims = whole.chain(anchors.iter().map(|a| (a.claim, Some(&a.reqs))));
         for (c, anchor_reqs) in claims {
             let claim = &self.claims[c];
             if let Some(reqs) = anchor_reqs {
