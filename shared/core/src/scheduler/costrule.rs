@@ -43,7 +43,7 @@ impl OfferBits {
     }
 
     /// Those NodeClaim `claim` of `pool` allows.
-    fn of_claim(claim: &Claim, pool: &Pool) -> OfferBits {
+    pub(super) fn of_claim(claim: &Claim, pool: &Pool) -> OfferBits {
         let zones = match claim.zone_mask {
             ZoneMask::Unrestricted => u64::MAX,
             ZoneMask::Bits(bits) => bits,
@@ -127,19 +127,70 @@ pub(super) fn offered_price(pool: &Pool, t: usize, bits: OfferBits) -> f64 {
     pool.node_price(best.map_or(ty.price, |(_, price)| price))
 }
 
-/// Per NodePool and type, the least a node of the type costs at any
-/// offering outside a reservation, volumes included: no
-/// [`offered_price`] of the type is below it.
-pub(super) fn type_floors(pools: &[Pool]) -> Vec<Vec<f64>> {
-    let floor = |pool: &Pool, ty: &super::pools::PoolType| {
-        let offered = (ty.offerings.iter())
-            .filter(|o| o.reservation.is_none())
-            .map(|o| o.price);
-        pool.node_price(offered.fold(ty.price, f64::min))
-    };
-    (pools.iter())
-        .map(|pool| pool.types.iter().map(|ty| floor(pool, ty)).collect())
-        .collect()
+/// Per NodePool, each type's floor: the least a node of the type costs at
+/// any offering outside a reservation, volumes included (no
+/// [`offered_price`] of the type is below it); and from each type on (in
+/// the NodePool's order), the least floor and the most of each compact
+/// resource, so that a walk over a NodeClaim's types in that order stops
+/// once no later type can change what it found (see
+/// `Run::make_growth_floor`).
+pub(super) struct TypeFloors {
+    pub(super) floor: Vec<f64>,
+    later: Vec<Later>,
+}
+
+/// Over the types from one on: the least floor, and the most of each
+/// compact resource (`i64::MAX` when a type the compact lists do not
+/// decide is among them).
+#[derive(Clone, Copy)]
+struct Later {
+    least: f64,
+    most: [i64; COMPACT],
+}
+
+impl TypeFloors {
+    pub(super) fn of(pools: &[Pool]) -> Vec<TypeFloors> {
+        pools.iter().map(TypeFloors::of_pool).collect()
+    }
+
+    fn of_pool(pool: &Pool) -> TypeFloors {
+        let floor: Vec<f64> = (pool.types.iter())
+            .map(|ty| {
+                let offered = (ty.offerings.iter())
+                    .filter(|o| o.reservation.is_none())
+                    .map(|o| o.price);
+                pool.node_price(offered.fold(ty.price, f64::min))
+            })
+            .collect();
+        let mut later = vec![
+            Later {
+                least: f64::INFINITY,
+                most: [i64::MIN; COMPACT],
+            };
+            floor.len()
+        ];
+        let mut acc = Later {
+            least: f64::INFINITY,
+            most: [i64::MIN; COMPACT],
+        };
+        for t in (0..floor.len()).rev() {
+            acc.least = acc.least.min(floor[t]);
+            let most = pool.compact_allocatable.get(t).copied().flatten();
+            let most = most.map_or([i64::MAX; COMPACT], |a| *a.quantities());
+            for (m, a) in acc.most.iter_mut().zip(most) {
+                *m = (*m).max(a);
+            }
+            later[t] = acc;
+        }
+        TypeFloors { floor, later }
+    }
+
+    /// Whether no type from `t` on lowers a `least` price of a resource
+    /// already found, or has more of one than `have`.
+    fn settled(&self, t: usize, least: &[f64; COMPACT], have: &[i64; COMPACT]) -> bool {
+        let later = &self.later[t];
+        (0..COMPACT).all(|d| least[d] <= later.least || later.most[d] <= have[d])
+    }
 }
 
 /// What growing a NodeClaim costs at the least, for pods that do not fit
@@ -155,6 +206,13 @@ pub(super) struct GrowthFloor {
     epoch: u32,
     room: Compact,
     steps: [f64; COMPACT],
+}
+
+impl GrowthFloor {
+    #[cfg(test)]
+    pub(super) fn steps(&self) -> [f64; COMPACT] {
+        self.steps
+    }
 }
 
 impl Run<'_> {
@@ -204,7 +262,12 @@ impl Run<'_> {
         Some(floor)
     }
 
-    fn make_growth_floor(&self, c: ClaimIdx, version: u32, epoch: u32) -> Option<GrowthFloor> {
+    pub(super) fn make_growth_floor(
+        &self,
+        c: ClaimIdx,
+        version: u32,
+        epoch: u32,
+    ) -> Option<GrowthFloor> {
         let claim = &self.claims[c];
         let pool = &self.pools[claim.pool];
         let before = claim.types.first()?;
@@ -218,12 +281,16 @@ impl Run<'_> {
             .compact_room(&pool.types[before].allocatable)?;
         let now = offered_price(pool, before, OfferBits::of_claim(claim, pool));
         let floors = &self.type_floors[claim.pool.get()];
+        let h = have.quantities();
         let mut least = [f64::INFINITY; COMPACT];
         for t in claim.types.iter().filter(|&t| t != before) {
-            let price = floors[t];
+            if floors.settled(t, &least, h) {
+                break;
+            }
+            let price = floors.floor[t];
             match pool.compact_allocatable.get(t).copied().flatten() {
                 Some(a) => {
-                    let (a, h) = (a.quantities(), have.quantities());
+                    let a = a.quantities();
                     for d in (0..COMPACT).filter(|&d| a[d] > h[d]) {
                         least[d] = least[d].min(price);
                     }

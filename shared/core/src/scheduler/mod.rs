@@ -195,8 +195,8 @@ struct Run<'a> {
     /// Pod classes, speed hints and caches (see [`Hints`]).
     hints: Hints<'a>,
     /// Per NodePool and type, the least a node of the type can cost (see
-    /// `costrule::type_floors`).
-    type_floors: std::rc::Rc<Vec<Vec<f64>>>,
+    /// `costrule::TypeFloors`).
+    type_floors: std::rc::Rc<Vec<costrule::TypeFloors>>,
     /// Per NodeClaim, the least its growth costs as last asked (see
     /// `costrule::GrowthFloor`).
     growth: Vec<Option<costrule::GrowthFloor>>,
@@ -545,7 +545,7 @@ impl<'a> Run<'a> {
         let existing_domains = existing_domains(pods, &existing);
         let existing = ExistingNodes::new(existing, &existingnode::keys_pods_read(pods, &volume));
         let mut run = Run {
-            type_floors: std::rc::Rc::new(costrule::type_floors(&pools)),
+            type_floors: std::rc::Rc::new(costrule::TypeFloors::of(&pools)),
             growth: Vec::new(),
             charged: vec![Resources::new(); pools.len()],
             spent: vec![false; pools.len()],

@@ -323,6 +323,70 @@ fn the_cost_rule_before_a_trial_never_refuses_what_the_trial_admits() {
     );
 }
 
+/// The growth floor's walk over a NodeClaim's types stops once no later
+/// type can lower a step it found or has more of a resource than the
+/// cheapest type: its steps are those of every type walked. Random pods
+/// join one growing NodeClaim; its floor is compared with the whole walk
+/// after each join. One type's on-demand offering is cheaper than the
+/// spot price that orders the types, so the types are not in the floors'
+/// order.
+#[test]
+fn the_growth_floor_stops_where_no_later_type_changes_it() {
+    let mut cat = catalog();
+    let m5_2xlarge = &mut cat.entries[2];
+    assert_eq!(m5_2xlarge.info.name, "m5.2xlarge");
+    (m5_2xlarge.offerings.iter_mut())
+        .filter(|o| o.capacity_type == CapacityType::OnDemand)
+        .for_each(|o| o.price = 0.05);
+    let mut draw = test_draws(41);
+    let mut compared = 0;
+    for case in 0..20 {
+        let pods: Vec<Pod> = (0..16)
+            .map(|i| {
+                let cpu = format!("{}m", 50 + 150 * draw(10));
+                let mem = format!("{}Mi", 64 + 256 * draw(12));
+                pod(&format!("c{case}-p{i}"), &cpu, &mem)
+            })
+            .collect();
+        let s = state(pods, vec![default_pool()]);
+        with_run(&s, &cat, |run| {
+            let r = Relaxation::default();
+            let c = index::ClaimIdx::new(0);
+            for p in PodIdx::all(s.pending_pods.len()) {
+                let _ = run.add(p, &r);
+                let claim = &run.claims[c];
+                let pool = &run.pools[claim.pool];
+                let Some(floor) = run.make_growth_floor(c, 0, 0) else {
+                    continue;
+                };
+                let before = claim.types.first().expect("a floor has types");
+                let have = pool.compact_allocatable[before].expect("compact");
+                let mut least = [f64::INFINITY; crate::resources::COMPACT];
+                for t in claim.types.iter().filter(|&t| t != before) {
+                    let price = run.type_floors[claim.pool.get()].floor[t];
+                    let a = pool.compact_allocatable[t].expect("compact");
+                    for (d, l) in least.iter_mut().enumerate() {
+                        if a.quantities()[d] > have.quantities()[d] {
+                            *l = l.min(price);
+                        }
+                    }
+                }
+                let now = floor.steps();
+                let whole = least.map(|l| {
+                    l - costrule::offered_price(
+                        pool,
+                        before,
+                        costrule::OfferBits::of_claim(claim, pool),
+                    )
+                });
+                assert_eq!(now, whole, "case {case}, pod {p:?}");
+                compared += 1;
+            }
+        });
+    }
+    assert!(compared > 200, "{compared} floors compared");
+}
+
 /// A refusal the cost rule made for a pod held to on-demand (the node's
 /// step from spot to on-demand) does not hold for a pod of the same
 /// requests that is not: that one joins the spot node for nothing.
