@@ -2414,7 +2414,8 @@ fn few_classes(
     }
     let table = CountTable::new(counts)?;
     let node_price = table.node_prices(cands, need, per_node);
-    let covers = CoverTable::first_class_covers(&table, &node_price);
+    let monotone = need.iter().flatten().all(|&q| q >= 0);
+    let covers = CoverTable::first_class_covers(&table, &node_price, monotone);
     let all = table.states - 1;
     if !covers.best[all].is_finite() {
         return None;
@@ -2466,7 +2467,10 @@ impl CoverTable {
 
     /// The covers of every vector of `table` by nodes priced
     /// `node_price[u]`, each next node holding the first class left.
-    fn first_class_covers(table: &CountTable, node_price: &[f64]) -> CoverTable {
+    /// With `monotone` (no node holding `u` holds more of the first class
+    /// when none holds `u`: the classes' needs are not negative), a node
+    /// no type holds ends the walk over more of the first class.
+    fn first_class_covers(table: &CountTable, node_price: &[f64], monotone: bool) -> CoverTable {
         let k = table.stride.len();
         let mut covers = CoverTable::new(table.states);
         let mut v = vec![0usize; k];
@@ -2476,16 +2480,20 @@ impl CoverTable {
             let Some(first) = v.iter().position(|&n| n > 0) else {
                 continue;
             };
-            // Every u <= v with u[first] >= 1 (odometer over the classes).
+            // Every u <= v with u[first] >= 1 (odometer over the classes,
+            // `ui` the index of `u`).
             u.iter_mut().for_each(|x| *x = 0);
             u[first] = 1;
+            let mut ui = table.stride[first];
             loop {
-                let ui: usize = u.iter().zip(&table.stride).map(|(a, s)| a * s).sum();
                 let p = node_price[ui];
                 if p.is_finite() {
                     covers.offer(i, ui, p);
+                } else if monotone {
+                    ui += (v[first] - u[first]) * table.stride[first];
+                    u[first] = v[first];
                 }
-                if !next_holding_first(&mut u, &v, first) {
+                if !next_holding_first(&mut u, &mut ui, (&v, &table.stride), first) {
                     break;
                 }
             }
@@ -2522,15 +2530,24 @@ impl CoverTable {
     }
 }
 
-/// Advances `u` to the next vector `u <= v` with `u[first] >= 1`
-/// (odometer over the classes); false when there is none.
-fn next_holding_first(u: &mut [usize], v: &[usize], first: usize) -> bool {
-    for (c, (x, &most)) in u.iter_mut().zip(v).enumerate() {
+/// Advances `u` (of index `ui` by `stride`) to the next vector `u <= v`
+/// with `u[first] >= 1` (odometer over the classes); false when there is
+/// none.
+fn next_holding_first(
+    u: &mut [usize],
+    ui: &mut usize,
+    (v, stride): (&[usize], &[usize]),
+    first: usize,
+) -> bool {
+    for (c, ((x, &most), &step)) in u.iter_mut().zip(v).zip(stride).enumerate() {
         if *x < most {
             *x += 1;
+            *ui += step;
             return true;
         }
-        *x = usize::from(c == first);
+        let reset = usize::from(c == first);
+        *ui -= (*x - reset) * step;
+        *x = reset;
     }
     false
 }
