@@ -1754,7 +1754,7 @@ fn revalued_greedy(
 /// the greedy's packings matter as its first columns (each one's nodes,
 /// see `candidate_packings`), and three more rounds cost the plan a fifth
 /// of its time (`independent`, 10,000 pods).
-fn rounds_before_lp(work_per_pod: usize) -> usize {
+pub(super) fn rounds_before_lp(work_per_pod: usize) -> usize {
     (work_per_pod.saturating_mul(ROUNDS) / patterns::SMALL_PLAN_MOST).clamp(1, ROUNDS)
 }
 
@@ -1768,7 +1768,7 @@ fn candidate_packings(
     work_per_pod: usize,
 ) -> Option<Vec<PricedBins>> {
     if !patterns::applies(demand) {
-        return Some(vec![greedy_packing(cands, demand, prices)?]);
+        return Some(vec![greedy_packing(cands, demand, prices, ROUNDS)?]);
     }
     // Classes of different cpu:memory ratios: the LP over node patterns
     // mixes them where the greedy's fills waste room; it starts from the
@@ -1802,9 +1802,10 @@ fn greedy_packing(
     cands: &[PackType],
     demand: &Demand,
     prices: &mut FillPrices,
+    rounds: usize,
 ) -> Option<PricedBins> {
     let starts = starting_values(cands, demand)?;
-    exact_or_revalued(cands, demand, starts, prices, ROUNDS, None)
+    exact_or_revalued(cands, demand, starts, prices, rounds, None)
 }
 
 /// [`greedy_packing`] from `starts` in up to `rounds` rounds; with
@@ -2593,7 +2594,7 @@ mod tests {
             vec![12, 35, 32],
         );
         let mut prices = FillPrices::new(&cands, &demand);
-        let greedy = greedy_packing(&cands, &demand, &mut prices).unwrap();
+        let greedy = greedy_packing(&cands, &demand, &mut prices, ROUNDS).unwrap();
         let packings =
             candidate_packings(&cands, &demand, &mut prices, patterns::WORK_PER_POD).unwrap();
         let best = &packings[0];

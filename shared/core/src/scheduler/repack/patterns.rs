@@ -34,7 +34,8 @@ use foldhash::HashMap;
 
 use super::knapsack_lp::{surrogate_weights, DualBound};
 use super::{
-    copies_up_to, greedy_packing, Bin, Demand, FillPrices, PackType, PricedBins, ValueBound,
+    copies_up_to, greedy_packing, rounds_before_lp, Bin, Demand, FillPrices, PackType, PricedBins,
+    ValueBound,
 };
 use crate::scheduler::simplex::{Column, CoverLp, LpError};
 
@@ -161,7 +162,8 @@ pub(super) fn pattern_packing(
     }
     let pods: usize = demand.counts.iter().sum();
     let work = pods.saturating_mul(work_per_pod).max(MIN_WORK);
-    packing_within(cands, demand, prices, seed, work)
+    let rest_rounds = rounds_before_lp(work_per_pod);
+    packing_within(cands, demand, prices, seed, (work, rest_rounds))
 }
 
 /// Whether [`pattern_packing`] packs `demand`: two classes or more, at
@@ -171,13 +173,14 @@ pub(super) fn applies(demand: &Demand) -> bool {
 }
 
 /// [`pattern_packing`] within `given` work units: the LP, its rounding and
-/// the greedy for the pods left.
+/// the greedy for the pods left, in up to `rest_rounds` rounds (as many as
+/// the plan's greedy gets before the LP: see `rounds_before_lp`).
 fn packing_within(
     cands: &[PackType],
     demand: &Demand,
     prices: &mut FillPrices,
     seed: &[Bin],
-    given: usize,
+    (given, rest_rounds): (usize, usize),
 ) -> Option<PricedBins> {
     let mut patterns = Patterns::default();
     for b in seed {
@@ -209,7 +212,7 @@ fn packing_within(
         }
     }
     if left.iter().any(|&n| n > 0) {
-        bins.extend(greedy_rest(cands, demand, &left)?);
+        bins.extend(greedy_rest(cands, demand, &left, rest_rounds)?);
     }
     let cost = bins.iter().map(|b| prices.of(&b.fill)).sum();
     Some(PricedBins { cost, bins })
@@ -251,9 +254,14 @@ fn take(p: &Pattern, left: &mut [usize], bins: &mut Vec<Bin>) -> bool {
     true
 }
 
-/// The pods `left` packed by the greedy (and the exact packings where they
-/// apply), as bins of `demand`'s classes.
-fn greedy_rest(cands: &[PackType], demand: &Demand, left: &[usize]) -> Option<Vec<Bin>> {
+/// The pods `left` packed by the greedy in up to `rounds` rounds (and the
+/// exact packings where they apply), as bins of `demand`'s classes.
+fn greedy_rest(
+    cands: &[PackType],
+    demand: &Demand,
+    left: &[usize],
+    rounds: usize,
+) -> Option<Vec<Bin>> {
     let live: Vec<usize> = (0..left.len()).filter(|&k| left[k] > 0).collect();
     let rest = Demand {
         dims: demand.dims.clone(),
@@ -264,7 +272,7 @@ fn greedy_rest(cands: &[PackType], demand: &Demand, left: &[usize]) -> Option<Ve
         per_node_room: demand.per_node_room.clone(),
     };
     let mut prices = FillPrices::new(cands, &rest);
-    let bins = greedy_packing(cands, &rest, &mut prices)?.bins;
+    let bins = greedy_packing(cands, &rest, &mut prices, rounds)?.bins;
     Some(
         bins.into_iter()
             .map(|b| Bin {
@@ -1442,7 +1450,7 @@ mod tests {
             let classes = counts.len();
             let d = demand(&need, &counts);
             let mut prices = FillPrices::new(&cands, &d);
-            let Some(greedy) = greedy_packing(&cands, &d, &mut prices) else {
+            let Some(greedy) = greedy_packing(&cands, &d, &mut prices, super::super::ROUNDS) else {
                 continue;
             };
             let mut patterns = Patterns::default();
@@ -1501,7 +1509,9 @@ mod tests {
                 .all(|n| cands.iter().any(|c| c.room[0] >= n[0] && c.room[1] >= n[1]));
             for work in [0, 20_000, 5_000_000] {
                 let mut prices = FillPrices::new(&cands, &d);
-                let Some(p) = packing_within(&cands, &d, &mut prices, &[], work) else {
+                let Some(p) =
+                    packing_within(&cands, &d, &mut prices, &[], (work, super::super::ROUNDS))
+                else {
                     assert!(!fits_somewhere, "case {case}, work {work}: no packing");
                     continue;
                 };
