@@ -500,8 +500,10 @@ impl Roomy {
         self.n_dead += 1;
     }
 
+    /// Drops the dead entries once they are a quarter of the list (each
+    /// walk steps over them; dropping them costs a pass over the list).
     pub(super) fn compact(&mut self) {
-        if self.n_dead * 2 <= self.list.len() {
+        if self.n_dead * 4 <= self.list.len() {
             return;
         }
         let mut dead = self.dead.iter();

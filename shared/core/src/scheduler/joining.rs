@@ -259,6 +259,11 @@ impl Run<'_> {
         let start = (walk.roomy.list).partition_point(|&c| (c as usize) < first.get());
         let (epoch, size) = (self.hints.epoch(), self.hints.size_class(p));
         for k in start..walk.roomy.list.len() {
+            // Dead entries refuse every pod of the list (every check below
+            // passes them on alike, learning nothing).
+            if walk.roomy.dead[k] {
+                continue;
+            }
             let c = ClaimIdx::new(walk.roomy.list[k] as usize);
             let version = self.hints.version(c);
             // A request class's walk passes a NodeClaim the cost rule
