@@ -245,16 +245,21 @@ impl<'a> Run<'a> {
             .iter()
             .flat_map(|g| g.members.iter().map(|&c| (c, None)));
         let claims = whole.chain(anchors.iter().map(|a| (a.claim, Some(&a.reqs))));
+        let mut moved: HashMap<MovedKey, usize> = HashMap::default();
         for (c, anchor_reqs) in claims {
             let claim = &self.claims[c];
             if let Some(reqs) = anchor_reqs {
                 let gi = group_of(&mut out, claim.pool, reqs.clone());
                 out[gi].anchors.push(c);
             }
-            // Each movable pod to the group of its own requirements.
+            // Each movable pod to the group of its own requirements, found
+            // once per `MovedKey`.
             for &p in claim.pods.iter().filter(|&&p| self.movable(claim, p)) {
-                let reqs = self.moved_requirements(c, p, relax);
-                let gi = group_of(&mut out, claim.pool, reqs);
+                let key = self.moved_key(c, p, &relax[p]);
+                let gi = *moved.entry(key).or_insert_with(|| {
+                    let reqs = self.moved_requirements(c, p, relax);
+                    group_of(&mut out, claim.pool, reqs)
+                });
                 out[gi].pods.push(p);
             }
         }
@@ -302,6 +307,24 @@ impl<'a> Run<'a> {
             }
         }
         reqs
+    }
+
+    /// What `moved_requirements` of movable pod `p` of NodeClaim `c`
+    /// depends on (see `MovedKey`).
+    fn moved_key<'r>(&'r self, c: ClaimIdx, p: PodIdx, relax: &Relaxation) -> MovedKey<'r> {
+        let claim = &self.claims[c];
+        let zone = if self.moves_anywhere(p) {
+            None
+        } else {
+            claim.requirements.get(labels::ZONE)
+        };
+        MovedKey {
+            pool: claim.pool,
+            size: self.hints.size_class(p),
+            required_term: relax.required_term,
+            dropped_preferred_node: relax.dropped_preferred_node,
+            zone,
+        }
     }
 
     /// The requirements of a new NodeClaim of pool `pi` for pod `p` alone
@@ -385,4 +408,18 @@ fn anti_terms(pod: &crate::model::Pod) -> impl Iterator<Item = &PodAffinityTerm>
     pod.pod_anti_affinity
         .iter()
         .chain(pod.preferred_pod_anti_affinity.iter().map(|w| &w.term))
+}
+
+/// What a movable pod's requirements in the repack depend on (see
+/// `Run::moved_requirements`): its NodePool, its size class (which holds
+/// its node selector, node affinity terms and volumes) at its relaxation's
+/// required and preferred node terms, and the zone of its NodeClaim when
+/// it moves within that zone only.
+#[derive(PartialEq, Eq, Hash)]
+struct MovedKey<'r> {
+    pool: PoolIdx,
+    size: usize,
+    required_term: usize,
+    dropped_preferred_node: usize,
+    zone: Option<&'r crate::requirements::Requirement>,
 }
