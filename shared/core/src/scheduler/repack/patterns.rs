@@ -162,7 +162,9 @@ pub(super) fn pattern_packing(
     }
     let pods: usize = demand.counts.iter().sum();
     let work = pods.saturating_mul(work_per_pod).max(MIN_WORK);
-    let rest_rounds = rounds_before_lp(work_per_pod);
+    // The pods left get one revaluation at least (the first round packs
+    // at the starting values): no LP follows them.
+    let rest_rounds = rounds_before_lp(work_per_pod).max(2);
     packing_within(cands, demand, prices, seed, (work, rest_rounds))
 }
 
@@ -174,7 +176,8 @@ pub(super) fn applies(demand: &Demand) -> bool {
 
 /// [`pattern_packing`] within `given` work units: the LP, its rounding and
 /// the greedy for the pods left, in up to `rest_rounds` rounds (as many as
-/// the plan's greedy gets before the LP: see `rounds_before_lp`).
+/// the plan's greedy gets before the LP, `rounds_before_lp`, and two at
+/// least).
 fn packing_within(
     cands: &[PackType],
     demand: &Demand,
