@@ -1794,8 +1794,9 @@ fn candidate_packings(
     Some(out)
 }
 
-/// The cheaper of the greedy's packing and, where it is affordable, the
-/// exact one: one class (a Deployment's replicas, typically) by dynamic
+/// The cheaper of the greedy's packing (in up to `rounds` revaluation
+/// rounds, see `revalued_greedy`) and, where it is affordable, the exact
+/// one: one class (a Deployment's replicas, typically) by dynamic
 /// programming over the pod count, few pods of a few classes over count
 /// vectors. `None` if some pod fits no candidate.
 fn greedy_packing(
