@@ -148,6 +148,14 @@ struct Later {
     most: [i64; COMPACT],
 }
 
+impl Later {
+    /// Over no type.
+    const NONE: Later = Later {
+        least: f64::INFINITY,
+        most: [i64::MIN; COMPACT],
+    };
+}
+
 impl TypeFloors {
     pub(super) fn of(pools: &[Pool]) -> Vec<TypeFloors> {
         pools.iter().map(TypeFloors::of_pool).collect()
@@ -162,17 +170,8 @@ impl TypeFloors {
                 pool.node_price(offered.fold(ty.price, f64::min))
             })
             .collect();
-        let mut later = vec![
-            Later {
-                least: f64::INFINITY,
-                most: [i64::MIN; COMPACT],
-            };
-            floor.len()
-        ];
-        let mut acc = Later {
-            least: f64::INFINITY,
-            most: [i64::MIN; COMPACT],
-        };
+        let mut later = vec![Later::NONE; floor.len()];
+        let mut acc = Later::NONE;
         for t in (0..floor.len()).rev() {
             acc.least = acc.least.min(floor[t]);
             let most = pool.compact_allocatable.get(t).copied().flatten();

@@ -162,10 +162,21 @@ pub(super) fn pattern_packing(
     }
     let pods: usize = demand.counts.iter().sum();
     let work = pods.saturating_mul(work_per_pod).max(MIN_WORK);
-    // The pods left get one revaluation at least (the first round packs
-    // at the starting values): no LP follows them.
-    let rest_rounds = rounds_before_lp(work_per_pod).max(2);
-    packing_within(cands, demand, prices, seed, (work, rest_rounds))
+    packing_within(
+        cands,
+        demand,
+        prices,
+        seed,
+        (work, rest_rounds(work_per_pod)),
+    )
+}
+
+/// The greedy's rounds for the pods the LP's rounding leaves, in a plan
+/// whose LP may spend `work_per_pod`: as many as the plan's greedy gets
+/// before the LP (`rounds_before_lp`), and two at least: the first round
+/// packs at the starting values, and no LP follows these pods.
+fn rest_rounds(work_per_pod: usize) -> usize {
+    rounds_before_lp(work_per_pod).max(2)
 }
 
 /// Whether [`pattern_packing`] packs `demand`: two classes or more, at
@@ -175,9 +186,8 @@ pub(super) fn applies(demand: &Demand) -> bool {
 }
 
 /// [`pattern_packing`] within `given` work units: the LP, its rounding and
-/// the greedy for the pods left, in up to `rest_rounds` rounds (as many as
-/// the plan's greedy gets before the LP, `rounds_before_lp`, and two at
-/// least).
+/// the greedy for the pods left, in up to `rest_rounds` rounds (see
+/// [`rest_rounds`]).
 fn packing_within(
     cands: &[PackType],
     demand: &Demand,
@@ -1415,6 +1425,27 @@ mod tests {
             let total = pods * work_per_pod(pods);
             assert!(total <= SMALL_PLAN_WORK.max(pods * WORK_PER_POD), "{pods}");
             assert!(work_per_pod(pods) >= WORK_PER_POD, "{pods}");
+        }
+    }
+
+    /// The pods the LP's rounding leaves get the plan's greedy rounds
+    /// before the LP, and one revaluation (two rounds) at least.
+    #[test]
+    fn the_pods_left_after_rounding_get_two_greedy_rounds_at_least() {
+        // (pending pods in the plan, greedy rounds for the pods left)
+        for (plan_pods, rounds) in [
+            (1, super::super::ROUNDS),
+            (2_000, super::super::ROUNDS),
+            (2_700, 2),
+            (5_000, 2),
+            (10_000, 2),
+            (1_000_000, 2),
+        ] {
+            assert_eq!(
+                rest_rounds(work_per_pod(plan_pods)),
+                rounds,
+                "{plan_pods} pods"
+            );
         }
     }
 
