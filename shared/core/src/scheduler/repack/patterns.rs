@@ -42,6 +42,15 @@ use crate::scheduler::simplex::{Column, CoverLp, LpError};
 /// Most classes the LP is tried for (its basis inverse is dense).
 pub(super) const MAX_CLASSES: usize = 256;
 
+/// The LP runs only with at least `AFFORDABLE × rows³` work units. From
+/// its diagonal start it needs about a pivot per row (of `rows²` units
+/// each) to come back to the greedy's packing, which its first columns
+/// hold; with less it is rounded from a basis far from that, and packs
+/// worse than the greedy (`random`'s 292 classes at 10,000 pods, 0.28
+/// rows³: 14.5% dearer; `assorted`'s 174 at 50,000, 0.50: 1.3%), where
+/// from 2.4 rows³ on every LP of the bench's mixes packed cheaper.
+const AFFORDABLE: usize = 1;
+
 /// Pricing rounds of the first LP, and of each LP of the pods left after
 /// rounding (most patterns are known by then).
 const ROUNDS: usize = 120;
@@ -157,11 +166,10 @@ pub(super) fn pattern_packing(
     seed: &[Bin],
     work_per_pod: usize,
 ) -> Option<PricedBins> {
-    if !applies(demand) {
+    if !applies(demand, work_per_pod) {
         return None;
     }
-    let pods: usize = demand.counts.iter().sum();
-    let work = pods.saturating_mul(work_per_pod).max(MIN_WORK);
+    let work = lp_work(demand, work_per_pod);
     packing_within(
         cands,
         demand,
@@ -171,18 +179,29 @@ pub(super) fn pattern_packing(
     )
 }
 
-/// The greedy's rounds for the pods the LP's rounding leaves, in a plan
-/// whose LP may spend `work_per_pod`: as many as the plan's greedy gets
-/// before the LP (`rounds_before_lp`), and two at least: the first round
-/// packs at the starting values, and no LP follows these pods.
-fn rest_rounds(work_per_pod: usize) -> usize {
+/// The greedy's rounds where no LP follows, in a plan whose LP may spend
+/// `work_per_pod`: for the pods the LP's rounding leaves, and for a
+/// packing of more classes than the LP takes (see `applies`). As many as
+/// the plan's greedy gets before the LP (`rounds_before_lp`), and two at
+/// least: the first round packs at the starting values.
+pub(super) fn rest_rounds(work_per_pod: usize) -> usize {
     rounds_before_lp(work_per_pod).max(2)
 }
 
-/// Whether [`pattern_packing`] packs `demand`: two classes or more, at
-/// most `MAX_CLASSES`.
-pub(super) fn applies(demand: &Demand) -> bool {
-    (2..=MAX_CLASSES).contains(&demand.counts.len())
+/// Whether [`pattern_packing`] packs `demand` in a plan whose LP may
+/// spend `work_per_pod`: two classes or more, at most `MAX_CLASSES`, and
+/// the work the LP needs for them (see `AFFORDABLE`).
+pub(super) fn applies(demand: &Demand, work_per_pod: usize) -> bool {
+    let rows = demand.counts.len();
+    let needed = (rows.pow(3)).saturating_mul(AFFORDABLE);
+    (2..=MAX_CLASSES).contains(&rows) && lp_work(demand, work_per_pod) >= needed
+}
+
+/// The work units of `demand`'s LP: `work_per_pod` per pod, `MIN_WORK`
+/// at least.
+fn lp_work(demand: &Demand, work_per_pod: usize) -> usize {
+    let pods: usize = demand.counts.iter().sum();
+    pods.saturating_mul(work_per_pod).max(MIN_WORK)
 }
 
 /// [`pattern_packing`] within `given` work units: the LP, its rounding and
@@ -1445,6 +1464,38 @@ mod tests {
                 rest_rounds(work_per_pod(plan_pods)),
                 rounds,
                 "{plan_pods} pods"
+            );
+        }
+    }
+
+    /// The LP runs where its work units reach `AFFORDABLE × rows³` (and
+    /// for two to `MAX_CLASSES` classes).
+    #[test]
+    fn the_lp_runs_only_where_its_work_affords_a_pivot_per_row() {
+        // (classes, pods per class, pending pods in the plan, LP runs)
+        let cases = [
+            (1, 100, 10_000, false),
+            (2, 10, 10_000, true),
+            (100, 30, 10_000, true),
+            // 4,500 pods × 800 units ≥ 150³
+            (150, 30, 10_000, true),
+            // 6,000 × 800 < 200³; a small plan's 4,000 units per pod afford it
+            (200, 30, 10_000, false),
+            (200, 30, 2_000, true),
+            // `random`'s largest family at 10,000 pods
+            (292, 30, 10_000, false),
+            (257, 1_000, 2_000, false),
+            // the floor of `MIN_WORK` units: 58³ < 200,000 < 59³
+            (58, 1, 1_000_000, true),
+            (59, 1, 1_000_000, false),
+        ];
+        for (classes, each, plan_pods, runs) in cases {
+            let need = vec![[100, 128]; classes];
+            let d = demand(&need, &vec![each; classes]);
+            assert_eq!(
+                applies(&d, work_per_pod(plan_pods)),
+                runs,
+                "{classes} classes of {each} pods in a plan of {plan_pods}"
             );
         }
     }
