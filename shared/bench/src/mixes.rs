@@ -674,8 +674,8 @@ mod tests {
     /// What is wrong with `plan` for `s`: a pod placed twice or not at all,
     /// a NodeClaim's instance type, zone or capacity type its pods' node
     /// selectors rule out, requests beyond the cheapest type's allocatable,
-    /// two pods on one NodeClaim where one's required anti-affinity on the
-    /// hostname selects the other, or a `DoNotSchedule` zone spread whose
+    /// two pods on one NodeClaim where one's anti-affinity on the hostname
+    /// (required or preferred) selects the other, or a `DoNotSchedule` zone spread whose
     /// zone-pinned NodeClaims are skewed beyond `maxSkew` among the zones
     /// they use (groups whose counted pods all carry the spread and sit on
     /// zone-pinned NodeClaims).
@@ -739,8 +739,12 @@ mod tests {
                         out.push(format!("{}: {key} {values:?} breaks {}", c.name, p.key()));
                     }
                 }
+                // Preferred anti-affinity too: these mixes give every pod
+                // room on a new node, so the first pass relaxes none.
+                let anti = (p.pod_anti_affinity.iter())
+                    .chain(p.preferred_pod_anti_affinity.iter().map(|w| &w.term));
                 for q in &pods {
-                    let hits = p.pod_anti_affinity.iter().any(|t| {
+                    let hits = anti.clone().any(|t| {
                         t.topology_key == labels::HOSTNAME
                             && p.key() != q.key()
                             && t.selects(&p.namespace, &q.namespace, &q.labels)

@@ -65,6 +65,7 @@ mod patterns;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::labels;
+use crate::model::PodAffinityTerm;
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
@@ -322,6 +323,29 @@ pub(super) enum Movability {
     Anywhere,
 }
 
+/// A pod's pod anti-affinity terms, required and preferred. The repack
+/// keeps both apart alike: a preferred term it takes only where it is a
+/// preference to run apart from the pod's own kind on the hostname (see
+/// [`self_apart_preference_only`]), which the first pass held as it holds
+/// a required one and relaxed only where no node could hold it.
+pub(super) fn anti_terms(pod: &crate::model::Pod) -> impl Iterator<Item = &PodAffinityTerm> {
+    pod.pod_anti_affinity
+        .iter()
+        .chain(pod.preferred_pod_anti_affinity.iter().map(|w| &w.term))
+}
+
+/// Whether pod `pod`'s preferred pod anti-affinity terms (if any) are all
+/// on the hostname and select `pod` itself: the common "spread my
+/// replicas over nodes" preference. Moving such a pod, the packing keeps
+/// its kind one per node (`Run::anti_classes`), so the preference holds
+/// wherever it held; a pod with any other preferred anti-affinity stays.
+fn self_apart_preference_only(pod: &crate::model::Pod) -> bool {
+    pod.preferred_pod_anti_affinity.iter().all(|w| {
+        w.term.topology_key == labels::HOSTNAME
+            && w.term.selects(&pod.namespace, &pod.namespace, &pod.labels)
+    })
+}
+
 /// Which NodeClaims the repack may take, by the run's topology.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Scope {
@@ -575,7 +599,7 @@ impl Run<'_> {
     fn movability(&self, in_zone: bool) -> Vec<Movability> {
         PodIdx::enumerate(self.pods)
             .map(|(p, pod)| {
-                if !pod.host_ports.is_empty() || !pod.preferred_pod_anti_affinity.is_empty() {
+                if !pod.host_ports.is_empty() || !self_apart_preference_only(pod) {
                     Movability::Stays
                 } else if self.uncounted(p) {
                     Movability::Anywhere
@@ -601,7 +625,7 @@ impl Run<'_> {
             usize,
             usize,
             &'p str,
-            &'p [crate::model::PodAffinityTerm],
+            Vec<&'p crate::model::PodAffinityTerm>,
             Vec<(usize, u32)>,
         );
         let mut pods: BTreeMap<PoolIdx, foldhash::HashSet<Class>> = BTreeMap::new();
@@ -610,7 +634,7 @@ impl Run<'_> {
             let classes = pods.entry(g.pool).or_default();
             classes.extend(g.pods.iter().map(|&p| {
                 let pod = &self.pods[p];
-                let anti = pod.pod_anti_affinity.as_slice();
+                let anti = anti_terms(pod).collect();
                 let spreads = self.closed_spreads_of(p);
                 (
                     gi,
@@ -682,7 +706,7 @@ impl Run<'_> {
         let closed = |gi: &usize| self.closed_spreads.get(*gi).is_some_and(Option::is_some);
         (pod.topology_spread.iter().zip(&self.groups[p].spread))
             .all(|(c, gi)| on_key(&c.topology_key) || closed(gi))
-            && (pod.pod_anti_affinity.iter())
+            && anti_terms(pod)
                 .all(|t| on_key(&t.topology_key) || t.topology_key == labels::HOSTNAME)
     }
 
@@ -1051,7 +1075,8 @@ impl Run<'_> {
     }
 
     /// Each pod's anti-affinity class (0: none; else one per distinct
-    /// namespace, required terms and closed hostname spreads) and, per
+    /// namespace, anti-affinity terms (see [`anti_terms`]) and closed
+    /// hostname spreads) and, per
     /// class, what keeps its pods apart on a node (see [`Apart`]). `None`
     /// when a term selects a pod of another class: the packing cannot
     /// express that, so the group is left as planned.
@@ -1059,7 +1084,7 @@ impl Run<'_> {
         use foldhash::HashMap;
         type Key<'p> = (
             &'p str,
-            &'p [crate::model::PodAffinityTerm],
+            Vec<&'p crate::model::PodAffinityTerm>,
             Vec<(usize, u32)>,
         );
         let mut ids: HashMap<Key, usize> = HashMap::default();
@@ -1068,15 +1093,12 @@ impl Run<'_> {
         for &p in pods {
             let pod = &self.pods[p];
             let spreads = self.closed_spreads_of(p);
-            if pod.pod_anti_affinity.is_empty() && spreads.is_empty() {
+            let terms: Vec<_> = anti_terms(pod).collect();
+            if terms.is_empty() && spreads.is_empty() {
                 anti.push(0);
                 continue;
             }
-            let key = (
-                pod.namespace.as_str(),
-                pod.pod_anti_affinity.as_slice(),
-                spreads,
-            );
+            let key = (pod.namespace.as_str(), terms, spreads);
             let n = ids.len() + 1;
             let id = *ids.entry(key.clone()).or_insert_with(|| {
                 apart.push(Apart {
@@ -2592,6 +2614,52 @@ mod tests {
             need,
             counts,
             per_node_room: vec![],
+        }
+    }
+
+    /// Which preferred pod anti-affinity the repack keeps when it moves a
+    /// pod: terms on the hostname selecting the pod itself.
+    #[test]
+    fn only_a_preference_to_run_apart_from_its_own_kind_on_the_hostname_moves() {
+        use crate::model::{LabelSelector, Pod, PodTemplate, WeightedPodAffinityTerm};
+        let term = |key: &str, app: &str| WeightedPodAffinityTerm {
+            weight: 1,
+            term: PodAffinityTerm {
+                label_selector: LabelSelector {
+                    match_labels: [("app".to_string(), app.to_string())].into(),
+                    ..LabelSelector::default()
+                },
+                namespaces: vec![],
+                all_namespaces: false,
+                topology_key: key.into(),
+            },
+        };
+        // (preferred terms, the pod's app is `web`, moves)
+        let cases = [
+            (vec![], true),
+            (vec![term(labels::HOSTNAME, "web")], true),
+            (
+                vec![term(labels::HOSTNAME, "web"), term(labels::HOSTNAME, "web")],
+                true,
+            ),
+            (vec![term(labels::ZONE, "web")], false),
+            (vec![term(labels::HOSTNAME, "db")], false),
+            (
+                vec![term(labels::HOSTNAME, "web"), term(labels::HOSTNAME, "db")],
+                false,
+            ),
+        ];
+        for (i, (terms, moves)) in cases.into_iter().enumerate() {
+            let pod = Pod {
+                template: std::sync::Arc::new(PodTemplate {
+                    namespace: "default".into(),
+                    labels: [("app".to_string(), "web".to_string())].into(),
+                    preferred_pod_anti_affinity: terms,
+                    ..PodTemplate::default()
+                }),
+                ..Pod::default()
+            };
+            assert_eq!(self_apart_preference_only(&pod), moves, "case {i}");
         }
     }
 

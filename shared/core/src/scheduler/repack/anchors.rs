@@ -37,7 +37,7 @@ use crate::resources::Resources;
 use super::super::index::{ClaimIdx, PodIdx, PoolIdx};
 use super::super::pod_view;
 use super::super::{Relaxation, Run};
-use super::{Group, PodClass};
+use super::{anti_terms, Group, PodClass};
 
 impl<'a> Run<'a> {
     /// The anchors (see the module documentation), in creation order: of
@@ -402,13 +402,6 @@ struct KindShed {
 /// Most kinds of anchors (requirements and requests: each a class of the
 /// packing) per NodePool: the packing's work grows with its classes.
 const ANCHOR_CLASSES: usize = 24;
-
-/// A pod's required and preferred pod anti-affinity terms.
-fn anti_terms(pod: &crate::model::Pod) -> impl Iterator<Item = &PodAffinityTerm> {
-    pod.pod_anti_affinity
-        .iter()
-        .chain(pod.preferred_pod_anti_affinity.iter().map(|w| &w.term))
-}
 
 /// What a movable pod's requirements in the repack depend on (see
 /// `Run::moved_requirements`): its NodePool, its size class (which holds
