@@ -77,13 +77,15 @@ use crate::catalog::CapacityType;
 const ROUNDS: usize = 4;
 
 /// Most classes a NodePool's packing holds with the pods that move within
-/// their zones (see `beyond_moved_classes`). Beyond the LP's classes the greedy
-/// alone packs them (`patterns::applies`), in two rounds at least, which
-/// at `random`'s 292 classes at 10,000 pods (seeds 1-3) priced the plans
-/// 1.4-3.2% lower than keeping those pods where the first pass put them;
-/// without a cap, `assorted` at 50,000 pods was 3.6% cheaper for a
-/// third more time (4.6 s).
-const MOVED_CLASSES: usize = 512;
+/// their zones (see `beyond_moved_classes`): a bound on the packing's
+/// work (a greedy fill looks at every class a type holds). Beyond the
+/// LP's classes, or what it affords, the greedy alone packs them
+/// (`patterns::applies`), in two rounds at least, which at `random`'s 301
+/// classes at 10,000 pods (seeds 1-3) priced the plans 1.4-3.2% lower
+/// than keeping those pods where the first pass put them (the cap was the
+/// LP's 256), and at 50,000 pods (848 and 940 classes) `random` 2.8% and
+/// `assorted` 5.1% lower than a cap of 512.
+const MOVED_CLASSES: usize = 2048;
 
 /// How many of the last nodes of a packing are tried for merging.
 const TAIL: usize = 16;
