@@ -440,10 +440,9 @@ impl Run<'_> {
         let (mut groups, mut anchors, mut anchored) = self.repack_sets(scope, relax);
         // Beyond `MOVED_CLASSES`, a packing costs more time than the pods
         // moved within their zones gain. So first the pods under closed
-        // hostname spreads stay (each
-        // Deployment under one is a class of its own; with none closed,
-        // that step would make the same sets again), then those that move
-        // within their zones. (With no pod `InZone`, the groups would come
+        // hostname spreads stay (each Deployment under one is a class of
+        // its own; with none closed, that step would make the same sets
+        // again), then those that move within their zones. (With no pod `InZone`, the groups would come
         // out the same.)
         for in_zone in [true, false] {
             let all = if anchored.is_empty() {
@@ -618,9 +617,9 @@ impl Run<'_> {
 
     /// Whether some NodePool's groups (`anchored`: with the anchors and
     /// their movable pods) hold more than `MOVED_CLASSES` classes: pods of
-    /// equal requests, required
-    /// anti-affinity and closed spreads (see `anti_classes`) in one group, anchors of equal
-    /// staying requests in one group. (Families pack several groups
+    /// equal requests, anti-affinity and closed spreads (see
+    /// `anti_classes`) in one group, anchors of equal staying requests in
+    /// one group. (Families pack several groups
     /// together, so a NodePool's count bounds theirs.)
     fn beyond_moved_classes(&self, anchored: &[Group]) -> bool {
         type Class<'p> = (
@@ -1078,8 +1077,8 @@ impl Run<'_> {
 
     /// Each pod's anti-affinity class (0: none; else one per distinct
     /// namespace, anti-affinity terms (see [`anti_terms`]) and closed
-    /// hostname spreads) and, per
-    /// class, what keeps its pods apart on a node (see [`Apart`]). `None`
+    /// hostname spreads) and, per class, what keeps its pods apart on a
+    /// node (see [`Apart`]). `None`
     /// when a term selects a pod of another class: the packing cannot
     /// express that, so the group is left as planned.
     fn anti_classes(&self, pods: &[PodIdx]) -> Option<(Vec<usize>, Vec<Apart>)> {
@@ -1804,7 +1803,8 @@ fn candidate_packings(
         return Some(vec![greedy_packing(cands, demand, prices, ROUNDS)?]);
     }
     if !patterns::applies(demand, work_per_pod) {
-        // Many classes in a large plan: no LP follows.
+        // More classes than the LP takes, or than its work affords: no LP
+        // follows.
         let rounds = patterns::rest_rounds(work_per_pod);
         return Some(vec![greedy_packing(cands, demand, prices, rounds)?]);
     }

@@ -193,7 +193,7 @@ pub(super) fn rest_rounds(work_per_pod: usize) -> usize {
 /// the work the LP needs for them (see `AFFORDABLE`).
 pub(super) fn applies(demand: &Demand, work_per_pod: usize) -> bool {
     let rows = demand.counts.len();
-    let needed = (rows.pow(3)).saturating_mul(AFFORDABLE);
+    let needed = rows.saturating_pow(3).saturating_mul(AFFORDABLE);
     (2..=MAX_CLASSES).contains(&rows) && lp_work(demand, work_per_pod) >= needed
 }
 
