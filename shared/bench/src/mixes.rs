@@ -675,10 +675,10 @@ mod tests {
     /// a NodeClaim's instance type, zone or capacity type its pods' node
     /// selectors rule out, requests beyond the cheapest type's allocatable,
     /// two pods on one NodeClaim where one's anti-affinity on the hostname
-    /// (required or preferred) selects the other, or a `DoNotSchedule` zone spread whose
-    /// zone-pinned NodeClaims are skewed beyond `maxSkew` among the zones
-    /// they use (groups whose counted pods all carry the spread and sit on
-    /// zone-pinned NodeClaims).
+    /// (required or preferred) selects the other, or a `DoNotSchedule`
+    /// zone spread whose zone-pinned NodeClaims are skewed beyond `maxSkew`
+    /// among the zones they use (groups whose counted pods all carry the
+    /// spread and sit on zone-pinned NodeClaims).
     fn violations(
         s: &ClusterState,
         catalog: &flotilla_core::catalog::Catalog,

@@ -442,8 +442,8 @@ impl Run<'_> {
         // moved within their zones gain. So first the pods under closed
         // hostname spreads stay (each Deployment under one is a class of
         // its own; with none closed, that step would make the same sets
-        // again), then those that move within their zones. (With no pod `InZone`, the groups would come
-        // out the same.)
+        // again), then those that move within their zones. (With no pod
+        // `InZone`, the groups would come out the same.)
         for in_zone in [true, false] {
             let all = if anchored.is_empty() {
                 &groups
@@ -619,8 +619,8 @@ impl Run<'_> {
     /// their movable pods) hold more than `MOVED_CLASSES` classes: pods of
     /// equal requests, anti-affinity and closed spreads (see
     /// `anti_classes`) in one group, anchors of equal staying requests in
-    /// one group. (Families pack several groups
-    /// together, so a NodePool's count bounds theirs.)
+    /// one group. (Families pack several groups together, so a NodePool's
+    /// count bounds theirs.)
     fn beyond_moved_classes(&self, anchored: &[Group]) -> bool {
         type Class<'p> = (
             usize,
@@ -1078,9 +1078,9 @@ impl Run<'_> {
     /// Each pod's anti-affinity class (0: none; else one per distinct
     /// namespace, anti-affinity terms (see [`anti_terms`]) and closed
     /// hostname spreads) and, per class, what keeps its pods apart on a
-    /// node (see [`Apart`]). `None`
-    /// when a term selects a pod of another class: the packing cannot
-    /// express that, so the group is left as planned.
+    /// node (see [`Apart`]). `None` when a term selects a pod of another
+    /// class: the packing cannot express that, so the group is left as
+    /// planned.
     fn anti_classes(&self, pods: &[PodIdx]) -> Option<(Vec<usize>, Vec<Apart>)> {
         use foldhash::HashMap;
         type Key<'p> = (
@@ -1799,13 +1799,14 @@ fn candidate_packings(
     prices: &mut FillPrices,
     work_per_pod: usize,
 ) -> Option<Vec<PricedBins>> {
-    if demand.counts.len() < 2 {
-        return Some(vec![greedy_packing(cands, demand, prices, ROUNDS)?]);
-    }
     if !patterns::applies(demand, work_per_pod) {
-        // More classes than the LP takes, or than its work affords: no LP
+        // One class, or more than the LP takes or its work affords: no LP
         // follows.
-        let rounds = patterns::rest_rounds(work_per_pod);
+        let rounds = if demand.counts.len() < 2 {
+            ROUNDS
+        } else {
+            patterns::rest_rounds(work_per_pod)
+        };
         return Some(vec![greedy_packing(cands, demand, prices, rounds)?]);
     }
     // Classes of different cpu:memory ratios: the LP over node patterns

@@ -181,9 +181,9 @@ pub(super) fn pattern_packing(
 
 /// The greedy's rounds where no LP follows, in a plan whose LP may spend
 /// `work_per_pod`: for the pods the LP's rounding leaves, and for a
-/// packing of more classes than the LP takes (see `applies`). As many as
-/// the plan's greedy gets before the LP (`rounds_before_lp`), and two at
-/// least: the first round packs at the starting values.
+/// packing of more classes than the LP takes or affords (see `applies`).
+/// As many as the plan's greedy gets before the LP (`rounds_before_lp`),
+/// and two at least: the first round packs at the starting values.
 pub(super) fn rest_rounds(work_per_pod: usize) -> usize {
     rounds_before_lp(work_per_pod).max(2)
 }
