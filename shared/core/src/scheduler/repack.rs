@@ -1680,7 +1680,7 @@ fn summed_cost(n: &[i64], unit: &[f64]) -> f64 {
 /// The price of a fill as right-sized (the cheapest candidate that holds
 /// it), remembered per distinct fill.
 struct FillPrices<'a> {
-    cands: &'a [PackType],
+    cheapest: ByPrice<'a>,
     need: &'a [Vec<i64>],
     dims: usize,
     known: foldhash::HashMap<Vec<(usize, usize)>, f64>,
@@ -1690,7 +1690,7 @@ impl<'a> FillPrices<'a> {
     /// No fill priced yet.
     fn new(cands: &'a [PackType], demand: &'a Demand) -> FillPrices<'a> {
         FillPrices {
-            cands,
+            cheapest: ByPrice::new(cands),
             need: &demand.need,
             dims: demand.dims.len(),
             known: Default::default(),
@@ -1708,7 +1708,7 @@ impl<'a> FillPrices<'a> {
                 *r += q * c as i64;
             }
         }
-        let p = cheapest_holding(self.cands, &total);
+        let p = self.cheapest.holding(&total);
         self.known.insert(fill.to_vec(), p);
         p
     }
@@ -2408,6 +2408,7 @@ impl CountTable {
         per_node: &[usize],
     ) -> Vec<f64> {
         let dims = need.first().map_or(0, Vec::len);
+        let mut cheapest = ByPrice::new(cands);
         let mut out = vec![f64::INFINITY; self.states];
         let mut v = vec![0usize; self.counts.len()];
         let mut total = vec![0i64; dims];
@@ -2422,20 +2423,58 @@ impl CountTable {
                     *t += q * n as i64;
                 }
             }
-            *slot = cheapest_holding(cands, &total);
+            *slot = cheapest.holding(&total);
         }
         out
     }
 }
 
-/// The price of the cheapest of `cands` with room for `total` in every
-/// dimension; infinite when none has.
-fn cheapest_holding(cands: &[PackType], total: &[i64]) -> f64 {
-    cands
-        .iter()
-        .filter(|c| c.room.iter().zip(total).all(|(c, r)| c >= r))
-        .map(|c| c.price)
-        .fold(f64::INFINITY, f64::min)
+/// Candidates by price, for the cheapest one holding a total.
+pub(super) struct ByPrice<'a> {
+    cands: &'a [PackType],
+    /// Ascending price; a candidate with no room in some dimension holds
+    /// nothing, not even an empty total, and is left out.
+    order: Vec<usize>,
+    /// Scratch: the total's non-zero dimensions.
+    needed: Vec<(usize, i64)>,
+}
+
+impl<'a> ByPrice<'a> {
+    pub(super) fn new(cands: &'a [PackType]) -> ByPrice<'a> {
+        let mut order: Vec<usize> = (0..cands.len())
+            .filter(|&i| cands[i].room.iter().all(|&r| r >= 0))
+            .collect();
+        order.sort_by(|&a, &b| cands[a].price.total_cmp(&cands[b].price));
+        ByPrice {
+            cands,
+            order,
+            needed: Vec::new(),
+        }
+    }
+
+    /// The price of the cheapest candidate with room for `total` (no
+    /// negative entries) in every dimension; infinite when none has. The
+    /// first holding one by price: a fill's total needs few of a family's
+    /// dimensions.
+    pub(super) fn holding(&mut self, total: &[i64]) -> f64 {
+        self.needed.clear();
+        (self.needed).extend(
+            total
+                .iter()
+                .enumerate()
+                .filter(|(_, &q)| q != 0)
+                .map(|(d, &q)| (d, q)),
+        );
+        let needed = &self.needed;
+        (self.order.iter())
+            .map(|&i| &self.cands[i])
+            .find(|c| {
+                needed
+                    .iter()
+                    .all(|&(d, q)| c.room.get(d).is_none_or(|&r| r >= q))
+            })
+            .map_or(f64::INFINITY, |c| c.price)
+    }
 }
 
 /// The cheapest packing of `counts[c]` pods of each class `c` onto
