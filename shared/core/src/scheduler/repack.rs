@@ -61,6 +61,7 @@
 mod anchors;
 mod knapsack_lp;
 mod patterns;
+mod requirement_sets;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -1801,7 +1802,13 @@ fn candidate_packings(
 ) -> Option<Vec<PricedBins>> {
     if !patterns::applies(demand, work_per_pod) {
         // One class, or more than the LP takes or its work affords: no LP
-        // follows.
+        // follows. A family packs its requirement sets apart instead, each
+        // with its own LP, where those take most of its pods.
+        if let Some(per_set) =
+            requirement_sets::packing_per_set(cands, demand, prices, work_per_pod)
+        {
+            return Some(vec![per_set]);
+        }
         let rounds = if demand.counts.len() < 2 {
             ROUNDS
         } else {
@@ -1922,8 +1929,14 @@ fn exact_packing(cands: &[PackType], demand: &Demand) -> Option<PricedBins> {
 /// The greedy leaves its leftovers on the last nodes: merges two of the
 /// last `TAIL` nodes into one whenever that is cheaper, best gain first.
 fn merge_tail(bins: &mut Vec<Bin>, per_node: &[usize], prices: &mut FillPrices) {
+    merge_last(bins, TAIL, per_node, prices);
+}
+
+/// Merges two of the last `last` nodes into one whenever that is cheaper,
+/// best gain first.
+fn merge_last(bins: &mut Vec<Bin>, last: usize, per_node: &[usize], prices: &mut FillPrices) {
     loop {
-        let lo = bins.len().saturating_sub(TAIL);
+        let lo = bins.len().saturating_sub(last);
         let mut best: Option<(f64, usize, usize)> = None;
         for i in lo..bins.len() {
             for j in i + 1..bins.len() {
