@@ -41,7 +41,10 @@
 //! * groups of one NodePool whose requirements differ only in instance-type
 //!   labels and zones (a *family*, `Run::families`) are also packed
 //!   together, each pod only on types (and zones) its own set allows, and
-//!   that replaces their own packings when cheaper.
+//!   that replaces their own packings when cheaper; a family of more
+//!   classes than its LP affords is packed one requirement set at a time,
+//!   each with its own LP, where its large sets hold most of its pods
+//!   (`requirement_sets`).
 //!
 //! Only pods whose placement nothing else looks at are moved: no topology
 //! in the run but required hostname anti-affinity (a group is packed again
