@@ -1559,6 +1559,19 @@ impl Demand {
         }
     }
 
+    /// The demand of `classes` (this demand's indices), `counts[i]` pods of
+    /// `classes[i]`, over the same dimensions.
+    fn of_classes(&self, classes: &[usize], counts: Vec<usize>) -> Demand {
+        Demand {
+            dims: self.dims.clone(),
+            resources: self.resources,
+            need: classes.iter().map(|&k| self.need[k].clone()).collect(),
+            per_node: classes.iter().map(|&k| self.per_node[k]).collect(),
+            counts,
+            per_node_room: self.per_node_room.clone(),
+        }
+    }
+
     /// One more dimension per requirement set of a family (`sets` of
     /// them, when more than one): each pod needs one unit of its own
     /// set's; then one per group of classes whose pods a node holds only

@@ -295,14 +295,7 @@ fn greedy_rest(
     rounds: usize,
 ) -> Option<Vec<Bin>> {
     let live: Vec<usize> = (0..left.len()).filter(|&k| left[k] > 0).collect();
-    let rest = Demand {
-        dims: demand.dims.clone(),
-        resources: demand.resources,
-        need: live.iter().map(|&k| demand.need[k].clone()).collect(),
-        per_node: live.iter().map(|&k| demand.per_node[k]).collect(),
-        counts: live.iter().map(|&k| left[k]).collect(),
-        per_node_room: demand.per_node_room.clone(),
-    };
+    let rest = demand.of_classes(&live, live.iter().map(|&k| left[k]).collect());
     let mut prices = FillPrices::new(cands, &rest);
     let bins = greedy_packing(cands, &rest, &mut prices, rounds)?.bins;
     Some(

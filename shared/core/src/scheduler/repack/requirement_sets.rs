@@ -64,8 +64,7 @@ pub(super) fn packing_per_set(
     let set_work = work_per_pod / WORK_SHARE;
     let pods = |d: &Demand| d.counts.iter().sum::<usize>();
     let with_lp: usize = (sets.iter())
-        .map(|s| pods(&s.demand))
-        .zip(&sets)
+        .map(|s| (pods(&s.demand), s))
         .filter(|&(n, s)| n >= SET_PODS && patterns::applies(&s.demand, set_work))
         .map(|(n, _)| n)
         .sum();
@@ -116,14 +115,8 @@ fn set_demands(demand: &Demand) -> Vec<SetDemand> {
             if classes.is_empty() {
                 return None;
             }
-            let demand = Demand {
-                dims: demand.dims.clone(),
-                resources: demand.resources,
-                need: classes.iter().map(|&k| demand.need[k].clone()).collect(),
-                per_node: classes.iter().map(|&k| demand.per_node[k]).collect(),
-                counts: classes.iter().map(|&k| demand.counts[k]).collect(),
-                per_node_room: demand.per_node_room.clone(),
-            };
+            let counts = classes.iter().map(|&k| demand.counts[k]).collect();
+            let demand = demand.of_classes(&classes, counts);
             Some(SetDemand {
                 classes,
                 demand,
@@ -311,6 +304,8 @@ mod tests {
         let cases = [
             (4, 40, 5, true),
             (1, 160, 5, false),
+            (24, 12, 2, false),
+            (3, 60, 1, false),
             (80, 2, 5, false),
             (160, 1, 5, false),
         ];
