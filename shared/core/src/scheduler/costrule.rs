@@ -120,11 +120,10 @@ impl OfferBits {
 /// more than that order says.
 pub(super) fn offered_price(pool: &Pool, t: usize, bits: OfferBits) -> f64 {
     let ty = &pool.types[t];
-    let best = (ty.offerings.iter())
-        .filter(|o| bits.allows(o))
-        .map(|o| (o.capacity_type, o.price))
-        .min_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
-    pool.node_price(best.map_or(ty.price, |(_, price)| price))
+    let best = (ty.by_preference.iter())
+        .map(|&i| &ty.offerings[i as usize])
+        .find(|o| bits.allows(o));
+    pool.node_price(best.map_or(ty.price, |o| o.price))
 }
 
 /// Per NodePool, each type's floor: the least a node of the type costs at

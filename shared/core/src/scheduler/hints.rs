@@ -108,9 +108,12 @@ pub(super) struct Hints<'a> {
     /// Class of each pod by its requests and tolerations (see
     /// [`walk_classes`]), and per class the NodeClaims that may still
     /// have room for such a pod and whose taints it may tolerate (see
-    /// `Roomy`).
+    /// `Roomy`), dropped once the class has no pod left to place (each
+    /// holds a list of NodeClaims).
     walk_class: Vec<usize>,
     roomy: Vec<Roomy>,
+    /// Per walk class, its pods not placed yet.
+    walk_left: Vec<usize>,
     /// Per size class, for pods without a shape (spread, pod affinity),
     /// per relaxation (a size class's pods share their requirements at
     /// each): per zone bucket (see `ZonePin::bucket`), the first NodeClaim
@@ -154,6 +157,10 @@ impl<'a> Hints<'a> {
         for s in &size {
             size_left[*s] += 1;
         }
+        let mut walk_left = vec![0; n_walk_classes];
+        for c in &walk_class {
+            walk_left[*c] += 1;
+        }
         Hints {
             shape,
             existing_hint: vec![0; n_shapes],
@@ -173,6 +180,7 @@ impl<'a> Hints<'a> {
             req_class,
             walk_class,
             roomy: (0..n_walk_classes).map(|_| Roomy::default()).collect(),
+            walk_left,
             spread_hint: (0..n_sizes).map(|_| Vec::new()).collect(),
             zone_masks: Vec::new(),
             zone_requirements: Default::default(),
@@ -195,13 +203,19 @@ impl<'a> Hints<'a> {
         }
     }
 
-    /// Pod `p` is placed: one fewer of its size class waits.
+    /// Pod `p` is placed: one fewer of its size class and of its walk
+    /// class waits.
     #[inline]
     pub(super) fn placed(&mut self, p: PodIdx) {
         let size = self.size[p];
         self.size_left[size] = self.size_left[size].saturating_sub(1);
         if self.size_left[size] == 0 {
             self.spread_hint[size] = Vec::new();
+        }
+        let class = self.walk_class[p];
+        self.walk_left[class] = self.walk_left[class].saturating_sub(1);
+        if self.walk_left[class] == 0 {
+            self.roomy[class] = Roomy::default();
         }
     }
 
@@ -486,13 +500,15 @@ pub(super) struct Roomy {
 
 impl Roomy {
     pub(super) fn sync(&mut self, claims: usize) {
-        for c in self.synced..claims {
-            self.list.push(c as u32);
-            self.dead.push(false);
-            self.pins.push(0);
-            self.parked.push(Refused::default());
+        if claims <= self.synced {
+            return;
         }
-        self.synced = self.synced.max(claims);
+        self.list.extend(self.synced as u32..claims as u32);
+        let len = self.list.len();
+        self.dead.resize(len, false);
+        self.pins.resize(len, 0);
+        self.parked.resize(len, Refused::default());
+        self.synced = claims;
     }
 
     pub(super) fn kill(&mut self, k: usize) {
@@ -860,5 +876,45 @@ impl Run<'_> {
             .borrow_mut()
             .insert(key, set.clone());
         set
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::PodTemplate;
+    use crate::resources::Resources;
+    use crate::Quantity;
+
+    fn pod(cpu: i64) -> Pod {
+        Pod::from(PodTemplate {
+            requests: Resources::new().with("cpu", Quantity::from_millis(cpu)),
+            ..PodTemplate::default()
+        })
+    }
+
+    /// A walk class's NodeClaim list (one entry per NodeClaim planned) is
+    /// dropped once its last pod is placed, not held to the end of the run.
+    #[test]
+    fn a_walk_class_list_goes_with_its_last_pod() {
+        let pods = [pod(100), pod(100), pod(200)];
+        let volume = vec![volumes::VolumeTerms::default(); pods.len()];
+        let (compat, req_types) = (CompatCache::default(), ReqTypeCache::default());
+        let mut hints = Hints::new(&pods, &volume, &compat, &req_types);
+        let (p0, p1) = (PodIdx::new(0), PodIdx::new(1));
+        let class = hints.walk_class(p0);
+        assert_eq!(hints.walk_class(p1), class);
+        let mut roomy = hints.take_roomy(class);
+        roomy.sync(1_000);
+        hints.put_roomy(class, roomy);
+        hints.placed(p0);
+        assert_eq!(hints.take_roomy(class).list.len(), 1_000);
+        hints.put_roomy(class, Roomy::default());
+        let mut roomy = hints.take_roomy(class);
+        roomy.sync(1_000);
+        hints.put_roomy(class, roomy);
+        hints.placed(p1);
+        let left = hints.take_roomy(class);
+        assert!(left.list.is_empty() && left.parked.is_empty() && left.synced == 0);
     }
 }

@@ -51,6 +51,9 @@ pub struct PoolType {
     pub capacity: Resources,
     pub allocatable: Resources,
     pub offerings: Vec<PoolOffering>,
+    /// Indices into `offerings` in the order a fleet prefers them (see
+    /// [`preference_order`]).
+    pub by_preference: Vec<u32>,
     /// Price of the offering a fleet would prefer (spot, then on-demand;
     /// cheapest within; reserved only for a type with nothing else), before
     /// any zone narrowing. Pool types are sorted by it, so a NodeClaim's
@@ -66,6 +69,18 @@ pub struct PoolType {
     /// The zone bits of its spot and of its on-demand offerings (see
     /// [`PlainZones`]).
     pub plain_zones: PlainZones,
+}
+
+/// The indices of `offerings` by capacity type (reserved, spot,
+/// on-demand), then price: the first a filter allows is the offering a
+/// fleet would take among those (see `costrule::offered_price`).
+pub(super) fn preference_order(offerings: &[PoolOffering]) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..offerings.len() as u32).collect();
+    order.sort_by(|&a, &b| {
+        let (a, b) = (&offerings[a as usize], &offerings[b as usize]);
+        (a.capacity_type.cmp(&b.capacity_type)).then(a.price.total_cmp(&b.price))
+    });
+    order
 }
 
 /// A pool type's requirements: the catalog type's static labels, built
@@ -843,6 +858,7 @@ impl<'a> Preparation<'a> {
             capacity,
             allocatable: alloc,
             plain_zones: PlainZones::of(&offerings),
+            by_preference: preference_order(&offerings),
             offerings,
             price,
             has_reserved,
@@ -1198,6 +1214,31 @@ mod tests {
     }
 
     proptest! {
+        /// Whatever offerings a filter allows, the first of them in
+        /// preference order is the least by capacity type, then price
+        /// (what `costrule::offered_price` takes).
+        #[test]
+        fn the_first_allowed_by_preference_is_the_least_allowed(
+            offers in proptest::collection::vec((0usize..5, 0u8..3, any::<bool>(), 0u8..6, any::<bool>()), 0..10),
+        ) {
+            let offerings: Vec<PoolOffering> = (offers.iter())
+                .map(|&(zone, ct, reserved, price, _)| PoolOffering {
+                    price: f64::from(price) * 0.25,
+                    ..offering((zone, ct, reserved, true))
+                })
+                .collect();
+            let allowed = |i: usize| offers[i].4;
+            let first = (super::preference_order(&offerings).into_iter())
+                .map(|i| i as usize)
+                .find(|&i| allowed(i))
+                .map(|i| (offerings[i].capacity_type, offerings[i].price));
+            let least = (0..offerings.len())
+                .filter(|&i| allowed(i))
+                .map(|i| (offerings[i].capacity_type, offerings[i].price))
+                .min_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+            prop_assert_eq!(first, least);
+        }
+
         /// The zone-bit shortcut answers as the offering-by-offering check.
         #[test]
         fn has_offering_answers_as_every_offering_checked(
@@ -1211,6 +1252,7 @@ mod tests {
                 capacity: Resources::new(),
                 allocatable: Resources::new(),
                 plain_zones: PlainZones::of(&offerings),
+                by_preference: super::preference_order(&offerings),
                 offerings,
                 price: 1.0,
                 has_reserved: false,

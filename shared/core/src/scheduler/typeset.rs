@@ -149,14 +149,24 @@ impl TypeSet {
 
     /// [`Self::first_in_all`] among the members of `within` only.
     pub fn first_in_all_within(&self, masks: &[&[u64]; 4], within: &TypeSet) -> Option<usize> {
-        let s = (self.first? / 64) as usize;
-        let w = |m: &[u64], i: usize| m.get(i).copied().unwrap_or(0);
-        (s..self.words.len()).find_map(|i| {
-            let bits = self.words[i]
-                & w(&within.words, i)
-                & masks.iter().fold(u64::MAX, |acc, m| acc & w(m, i));
-            (bits != 0).then(|| i * 64 + bits.trailing_zeros() as usize)
-        })
+        // From the later of the two sets' first words, as `first_in_all`.
+        let s = (self.first?.max(within.first?) / 64) as usize;
+        fn tail(m: &[u64], s: usize) -> &[u64] {
+            m.get(s..).unwrap_or(&[])
+        }
+        let words = (self.words.get(s..)?.iter())
+            .zip(tail(&within.words, s))
+            .zip(tail(masks[0], s))
+            .zip(tail(masks[1], s))
+            .zip(tail(masks[2], s))
+            .zip(tail(masks[3], s));
+        for (i, (((((a, w), b), c), d), e)) in words.enumerate() {
+            let bits = a & w & b & c & d & e;
+            if bits != 0 {
+                return Some((s + i) * 64 + bits.trailing_zeros() as usize);
+            }
+        }
+        None
     }
 
     /// The members also in every one of `masks` (see [`Self::first_in_all`]).
