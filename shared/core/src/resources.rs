@@ -69,6 +69,11 @@ impl Compact {
     pub fn fits_in(&self, capacity: &Compact) -> bool {
         self.0.iter().zip(&capacity.0).all(|(a, b)| a <= b)
     }
+
+    #[cfg(test)]
+    pub(crate) fn for_test(quantities: [i64; COMPACT]) -> Compact {
+        Compact(quantities)
+    }
 }
 
 #[derive(Clone, Default, PartialEq, Eq, Hash)]

@@ -207,9 +207,24 @@ pub(super) struct GrowthFloor {
 }
 
 impl GrowthFloor {
-    #[cfg(test)]
+    /// Per resource, the least a step to a type with more of it costs.
     pub(super) fn steps(&self) -> [f64; COMPACT] {
         self.steps
+    }
+
+    /// What the NodeClaim's cheapest type has left.
+    pub(super) fn room(&self) -> &Compact {
+        &self.room
+    }
+
+    #[cfg(test)]
+    pub(super) fn for_test(room: [i64; COMPACT], steps: [f64; COMPACT]) -> GrowthFloor {
+        GrowthFloor {
+            version: 0,
+            epoch: 0,
+            room: Compact::for_test(room),
+            steps,
+        }
     }
 }
 
@@ -257,6 +272,7 @@ impl Run<'_> {
             self.growth.resize(c.get() + 1, None);
         }
         self.growth[c.get()] = Some(floor);
+        self.floor_made(c, &floor);
         Some(floor)
     }
 

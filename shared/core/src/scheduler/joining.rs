@@ -258,7 +258,29 @@ impl Run<'_> {
         let compact = pod.requests.compact_request();
         let start = (walk.roomy.list).partition_point(|&c| (c as usize) < first.get());
         let (epoch, size) = (self.hints.epoch(), self.hints.size_class(p));
-        for k in start..walk.roomy.list.len() {
+        // A size class's walk (pods without a shape) moves its hints on
+        // each refusal, so passing NodeClaims unasked would change what it
+        // learns: only a request class's walk uses the growth index.
+        let growth = (walk.hints.is_none())
+            .then(|| self.growth_query(compact, solo))
+            .flatten();
+        let mut next = start;
+        while next < walk.roomy.list.len() {
+            let k = next;
+            next += 1;
+            // Runs of NodeClaims whose growth the cost rule refuses are
+            // passed whole (see `growth_index`): none would take the pod.
+            if let Some(q) = &growth {
+                let c = walk.roomy.list[k] as usize;
+                let open = self.growth_index.next_open(c, q, size);
+                if open > c {
+                    let list = &walk.roomy.list[k..];
+                    next = k + list.partition_point(|&x| (x as usize) < open);
+                    #[cfg(debug_assertions)]
+                    self.assert_refused_by_growth(&walk.roomy.list[k..next], p, compact, solo);
+                    continue;
+                }
+            }
             // Dead entries refuse every pod of the list (every check below
             // passes them on alike, learning nothing).
             if walk.roomy.dead[k] {

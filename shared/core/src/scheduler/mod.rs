@@ -22,6 +22,7 @@ mod chain;
 mod costrule;
 mod existingnode;
 mod explain;
+mod growth_index;
 mod hints;
 mod in_flight;
 mod index;
@@ -200,6 +201,9 @@ struct Run<'a> {
     /// Per NodeClaim, the least its growth costs as last asked (see
     /// `costrule::GrowthFloor`).
     growth: Vec<Option<costrule::GrowthFloor>>,
+    /// The NodeClaims by what their growth refuses (see
+    /// [`growth_index`]).
+    growth_index: growth_index::GrowthIndex,
 }
 
 /// Plans NodeClaims for the pending pods of `state`.
@@ -547,6 +551,7 @@ impl<'a> Run<'a> {
         let mut run = Run {
             type_floors: std::rc::Rc::new(costrule::TypeFloors::of(&pools)),
             growth: Vec::new(),
+            growth_index: growth_index::GrowthIndex::default(),
             charged: vec![Resources::new(); pools.len()],
             spent: vec![false; pools.len()],
             limited_claims: vec![Vec::new(); pools.len()],

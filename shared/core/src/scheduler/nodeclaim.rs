@@ -998,7 +998,11 @@ impl<'a> Run<'a> {
         let size = self.hints.size_class(p);
         self.hints.placed(p);
         self.hints.claim_changed(c);
+        self.growth_index.claim_changed(c.get());
         let claim = &mut self.claims[c];
+        if !claim.used {
+            self.growth_index.first_pod(c.get(), size);
+        }
         claim.size = if claim.used && claim.size != Some(size) {
             None
         } else {

@@ -1,0 +1,361 @@
+//! NodeClaims indexed by what their growth refuses, so that a pod's walk
+//! over the NodeClaims planned so far jumps past the runs of NodeClaims
+//! the cost rule would refuse it on without asking each.
+//!
+//! The cost rule refuses a pod on a NodeClaim whose cheapest type has no
+//! room left for it when the least the NodeClaim's growth costs in a
+//! resource the pod lacks room in is more than the pod's solo price allows
+//! ([`GrowthFloor`], `Run::growth_refuses`). Every NodeClaim of a large
+//! plan is asked that by every request class's first walk: with the
+//! number of Deployments growing with the cluster, those walks were
+//! `O(pods × NodeClaims)`. Here each NodeClaim is a leaf of a segment tree
+//! over the NodeClaim indices holding its floor's room and its steps per
+//! unit of the rule's slack; an inner node holds its leaves' largest room
+//! and least step per resource. A subtree whose largest room in some
+//! resource is less than the pod needs, and whose least step in that
+//! resource is more than the pod's solo price allows, refuses the pod on
+//! every NodeClaim under it, so the walk passes it whole.
+//!
+//! A leaf is set when the rule makes a NodeClaim's floor (some walk asked
+//! it) and cleared when a pod joins the NodeClaim; a new offering epoch
+//! clears them all. So the index costs a path update per floor made and
+//! per pod placed, and knows what earlier walks (of any class) learnt.
+//!
+//! Only refusals the rule itself makes are skipped: a NodeClaim without a
+//! known floor never is, and NodeClaims whose pods are all of the pod's
+//! size class (the rule's look-ahead, which the floor does not answer) are
+//! kept per size class and walked whatever the tree says. Passing a
+//! NodeClaim unasked changes nothing a request class's walk learns, so its
+//! plans are the same; a size class's walk (pods without a shape) moves its
+//! zone buckets' hints on each refusal, so it asks each NodeClaim as
+//! before.
+
+use super::costrule::{GrowthFloor, COST_TOLERANCE};
+use super::index::ClaimIdx;
+use super::Run;
+use crate::resources::{Compact, COMPACT};
+
+/// A solo price is compared with a step per unit of slack a little above
+/// it, so that a pass is a refusal the rule's own `step > solo × slack`
+/// makes whatever the rounding of the division.
+const MARGIN: f64 = 1e-9;
+
+/// The question a pod asks the index: its compact requests and solo
+/// price.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct GrowthQuery {
+    need: [i64; COMPACT],
+    /// The solo price, raised by [`MARGIN`].
+    solo: f64,
+}
+
+impl GrowthQuery {
+    /// `None` for a price the comparison cannot use (negative or not a
+    /// number): the walk then asks every NodeClaim.
+    pub(super) fn new(need: [i64; COMPACT], solo: f64) -> Option<GrowthQuery> {
+        (solo.is_finite() && solo >= 0.0).then_some(GrowthQuery {
+            need,
+            solo: solo * (1.0 + MARGIN),
+        })
+    }
+}
+
+/// See the module doc.
+#[derive(Clone, Debug, Default)]
+pub(super) struct GrowthIndex {
+    /// Leaves: `cap..2 × cap` (a power of two); node `v`'s children are
+    /// `2v` and `2v + 1`.
+    cap: usize,
+    /// Per node, the largest room (its leaves') per resource.
+    room: Vec<[i64; COMPACT]>,
+    /// Per node, the least growth step per unit of slack per resource.
+    step: Vec<[f64; COMPACT]>,
+    /// NodeClaims `0..len` have leaves.
+    len: usize,
+    /// The offering epoch the leaves were set at.
+    epoch: u32,
+    /// Per size class, the NodeClaims whose first pod had it (ascending):
+    /// those whose pods are all of the class are among them.
+    same_size: Vec<Vec<u32>>,
+}
+
+/// A leaf no pod passes: no floor known.
+const OPEN_ROOM: [i64; COMPACT] = [i64::MAX; COMPACT];
+const OPEN_STEP: [f64; COMPACT] = [f64::NEG_INFINITY; COMPACT];
+
+impl GrowthIndex {
+    /// NodeClaim `c` changed (a pod joined it): its floor is not known
+    /// until asked again.
+    pub(super) fn claim_changed(&mut self, c: usize) {
+        self.put(c, OPEN_ROOM, OPEN_STEP);
+    }
+
+    /// NodeClaim `c` took its first pod, of size class `size`.
+    pub(super) fn first_pod(&mut self, c: usize, size: usize) {
+        if self.same_size.len() <= size {
+            self.same_size.resize(size + 1, Vec::new());
+        }
+        let list = &mut self.same_size[size];
+        let at = list.partition_point(|&x| (x as usize) < c);
+        if list.get(at) != Some(&(c as u32)) {
+            list.insert(at, c as u32);
+        }
+    }
+
+    /// Makes the index current for a walk over `claims` NodeClaims at
+    /// offering epoch `epoch`: new NodeClaims get leaves that pass
+    /// nothing, and a new epoch (every floor changes with the offerings)
+    /// forgets every floor.
+    pub(super) fn sync(&mut self, claims: usize, epoch: u32) {
+        if epoch != self.epoch || claims < self.len {
+            *self = GrowthIndex {
+                epoch,
+                same_size: std::mem::take(&mut self.same_size),
+                ..GrowthIndex::default()
+            };
+        }
+        if claims > self.cap || self.room.is_empty() {
+            let cap = claims.next_power_of_two().max(64);
+            let mut room = vec![OPEN_ROOM; 2 * cap];
+            let mut step = vec![OPEN_STEP; 2 * cap];
+            for i in 0..self.len {
+                room[cap + i] = self.room[self.cap + i];
+                step[cap + i] = self.step[self.cap + i];
+            }
+            (self.cap, self.room, self.step) = (cap, room, step);
+            for v in (1..cap).rev() {
+                self.pull(v);
+            }
+        }
+        self.len = self.len.max(claims);
+    }
+
+    /// NodeClaim `c`'s floor at its NodePool's slack (the cost rule's
+    /// `COST_TOLERANCE` plus the NodePool's tolerance), made at the
+    /// index's epoch.
+    pub(super) fn set(&mut self, c: usize, floor: &GrowthFloor, slack: f64) {
+        if slack.is_finite() && slack > 0.0 {
+            self.put(
+                c,
+                *floor.room().quantities(),
+                floor.steps().map(|s| s / slack),
+            );
+        }
+    }
+
+    fn put(&mut self, c: usize, room: [i64; COMPACT], step: [f64; COMPACT]) {
+        if c >= self.len {
+            return;
+        }
+        let v = self.cap + c;
+        if self.room[v] == room && self.step[v] == step {
+            return;
+        }
+        (self.room[v], self.step[v]) = (room, step);
+        let mut v = v / 2;
+        while v >= 1 {
+            self.pull(v);
+            v /= 2;
+        }
+    }
+
+    fn pull(&mut self, v: usize) {
+        let (l, r) = (2 * v, 2 * v + 1);
+        for d in 0..COMPACT {
+            self.room[v][d] = self.room[l][d].max(self.room[r][d]);
+            self.step[v][d] = self.step[l][d].min(self.step[r][d]);
+        }
+    }
+
+    /// Whether every NodeClaim under node `v` refuses the pod.
+    #[inline]
+    fn refuses(&self, v: usize, q: &GrowthQuery) -> bool {
+        let (room, step) = (&self.room[v], &self.step[v]);
+        (0..COMPACT).any(|d| q.need[d] > room[d] && q.solo < step[d])
+    }
+
+    /// The first NodeClaim from `from` on that the index does not know to
+    /// refuse a pod asking `q` of size class `size` (`len` when none is).
+    pub(super) fn next_open(&self, from: usize, q: &GrowthQuery, size: usize) -> usize {
+        let open = self.next_unrefused(from, q);
+        if open == from {
+            return open;
+        }
+        let same = self.same_size.get(size).map_or(&[][..], |l| &l[..]);
+        let at = same.partition_point(|&x| (x as usize) < from);
+        same.get(at).map_or(open, |&x| open.min(x as usize))
+    }
+
+    fn next_unrefused(&self, from: usize, q: &GrowthQuery) -> usize {
+        if from >= self.len {
+            return from;
+        }
+        let mut v = self.cap + from;
+        if !self.refuses(v, q) {
+            return from;
+        }
+        'right: loop {
+            // Every NodeClaim under `v` refuses: on to the subtree right
+            // of it.
+            while v % 2 == 1 {
+                v /= 2;
+                if v == 0 {
+                    return self.len;
+                }
+            }
+            v += 1;
+            if self.refuses(v, q) {
+                continue 'right;
+            }
+            while v < self.cap {
+                v *= 2;
+                if self.refuses(v, q) {
+                    v += 1;
+                    if self.refuses(v, q) {
+                        continue 'right;
+                    }
+                }
+            }
+            return (v - self.cap).min(self.len);
+        }
+    }
+}
+
+impl Run<'_> {
+    /// The question a pod (compact requests `compact`, solo price `solo`)
+    /// asks the growth index on its walk, with the index made current;
+    /// `None` when the cost rule is not asked (a packing run) or cannot
+    /// refuse by growth (no compact requests or solo price).
+    pub(super) fn growth_query(
+        &mut self,
+        compact: Option<Compact>,
+        solo: Option<f64>,
+    ) -> Option<GrowthQuery> {
+        if self.pack {
+            return None;
+        }
+        let q = GrowthQuery::new(*compact?.quantities(), solo?)?;
+        (self.growth_index).sync(self.claims.len(), self.hints.epoch());
+        Some(q)
+    }
+
+    /// Every NodeClaim of `claims`, passed by a walk, is one the cost rule
+    /// refuses pod `p` on by its growth (checked in debug builds, so every
+    /// test that plans checks the index).
+    #[cfg(debug_assertions)]
+    pub(super) fn assert_refused_by_growth(
+        &mut self,
+        claims: &[u32],
+        p: super::index::PodIdx,
+        compact: Option<Compact>,
+        solo: Option<f64>,
+    ) {
+        for &c in claims {
+            let c = ClaimIdx::new(c as usize);
+            let refused = self.growth_refuses(c, p, compact, solo).is_some();
+            assert!(refused, "NodeClaim {} passed but not refused", c.get());
+        }
+    }
+
+    /// NodeClaim `c`'s floor was made (at the run's epoch): its leaf.
+    pub(super) fn floor_made(&mut self, c: ClaimIdx, floor: &GrowthFloor) {
+        if self.hints.epoch() == self.growth_index.epoch {
+            let slack = COST_TOLERANCE + self.pools[self.claims[c].pool].tolerance();
+            self.growth_index.set(c.get(), floor, slack);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A floor of `room` and `steps` (price steps per resource).
+    fn leaf(index: &mut GrowthIndex, c: usize, room: [i64; COMPACT], steps: [f64; COMPACT]) {
+        let floor = GrowthFloor::for_test(room, steps);
+        index.set(c, &floor, 1.0);
+    }
+
+    fn index_of(leaves: &[([i64; COMPACT], [f64; COMPACT])]) -> GrowthIndex {
+        let mut index = GrowthIndex::default();
+        index.sync(leaves.len(), 0);
+        for (c, (room, steps)) in leaves.iter().enumerate() {
+            leaf(&mut index, c, *room, *steps);
+        }
+        index
+    }
+
+    /// The first leaf from `from` on that does not refuse, by asking each.
+    fn by_hand(leaves: &[([i64; COMPACT], [f64; COMPACT])], from: usize, q: &GrowthQuery) -> usize {
+        (from..leaves.len())
+            .find(|&c| {
+                let (room, steps) = &leaves[c];
+                !(0..COMPACT).any(|d| q.need[d] > room[d] && q.solo < steps[d])
+            })
+            .unwrap_or(leaves.len())
+    }
+
+    #[test]
+    fn the_walk_lands_where_asking_each_nodeclaim_would() {
+        let mut draw = crate::scheduler::test_draws(7);
+        for round in 0..200 {
+            let n = 1 + draw(300) as usize;
+            let leaves: Vec<_> = (0..n)
+                .map(|_| {
+                    let room = [0; COMPACT].map(|_| draw(5) as i64 * 500);
+                    let steps = [0.0; COMPACT].map(|_| match draw(4) {
+                        0 => f64::INFINITY,
+                        1 => -0.01,
+                        k => k as f64 * 0.05,
+                    });
+                    (room, steps)
+                })
+                .collect();
+            let index = index_of(&leaves);
+            for _ in 0..20 {
+                let need = [0; COMPACT].map(|_| draw(6) as i64 * 400);
+                let q = GrowthQuery::new(need, draw(4) as f64 * 0.04).expect("a finite price");
+                let from = draw(n as u64 + 1) as usize;
+                assert_eq!(
+                    index.next_unrefused(from, &q),
+                    by_hand(&leaves, from, &q),
+                    "round {round}, from {from}, {q:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_nodeclaim_of_the_pods_size_class_is_walked_whatever_its_floor() {
+        let full = ([0; COMPACT], [1.0; COMPACT]);
+        let mut index = index_of(&[full; 10]);
+        index.first_pod(6, 3);
+        let q = GrowthQuery::new([100; COMPACT], 0.1).expect("a finite price");
+        assert_eq!(index.next_open(0, &q, 3), 6);
+        assert_eq!(index.next_open(7, &q, 3), 10);
+        assert_eq!(index.next_open(0, &q, 2), 10);
+    }
+
+    #[test]
+    fn a_changed_nodeclaim_new_ones_and_a_new_epoch_refuse_nothing_until_set() {
+        let full = ([0; COMPACT], [1.0; COMPACT]);
+        let mut index = index_of(&[full; 3]);
+        let q = GrowthQuery::new([1; COMPACT], 0.0).expect("a finite price");
+        assert_eq!(index.next_open(0, &q, 0), 3);
+        index.claim_changed(1);
+        assert_eq!(index.next_open(0, &q, 0), 1);
+        index.sync(200, 0);
+        assert_eq!(index.next_open(2, &q, 0), 3);
+        leaf(&mut index, 1, full.0, full.1);
+        assert_eq!(index.next_open(0, &q, 0), 3);
+        index.sync(200, 1);
+        assert_eq!(index.next_open(0, &q, 0), 0);
+    }
+
+    #[test]
+    fn a_price_the_comparison_cannot_use_asks_every_nodeclaim() {
+        assert!(GrowthQuery::new([0; COMPACT], f64::NAN).is_none());
+        assert!(GrowthQuery::new([0; COMPACT], -1.0).is_none());
+        assert!(GrowthQuery::new([0; COMPACT], f64::INFINITY).is_none());
+    }
+}
