@@ -32,7 +32,7 @@
 
 use super::costrule::{GrowthFloor, COST_TOLERANCE};
 use super::index::ClaimIdx;
-use super::Run;
+use super::{Run, Trial};
 use crate::resources::{Compact, COMPACT};
 
 /// A solo price is compared with a step per unit of slack a little above
@@ -47,6 +47,9 @@ pub(super) struct GrowthQuery {
     need: [i64; COMPACT],
     /// The solo price, raised by [`MARGIN`].
     solo: f64,
+    /// The solo price as asked (for the debug builds' check).
+    #[cfg(debug_assertions)]
+    asked: f64,
 }
 
 impl GrowthQuery {
@@ -56,6 +59,8 @@ impl GrowthQuery {
         (solo.is_finite() && solo >= 0.0).then_some(GrowthQuery {
             need,
             solo: solo * (1.0 + MARGIN),
+            #[cfg(debug_assertions)]
+            asked: solo,
         })
     }
 }
@@ -239,20 +244,38 @@ impl Run<'_> {
         Some(q)
     }
 
+    /// Where a walk over `list` (NodeClaim indices, ascending) goes on from
+    /// entry `k` for trial `t` asking `q`: the first entry past the run of
+    /// NodeClaims from entry `k` on that the index knows to refuse the pod,
+    /// `None` when entry `k`'s NodeClaim is not known to.
+    pub(super) fn past_growth_refusals(
+        &mut self,
+        q: &GrowthQuery,
+        t: &Trial,
+        list: &[u32],
+        k: usize,
+    ) -> Option<usize> {
+        let c = *list.get(k)? as usize;
+        let open = (self.growth_index).next_open(c, q, self.hints.size_class(t.p));
+        if open == c {
+            return None;
+        }
+        let past = k + list[k..].partition_point(|&x| (x as usize) < open);
+        #[cfg(debug_assertions)]
+        self.assert_refused_by_growth(&list[k..past], t, q);
+        Some(past)
+    }
+
     /// Every NodeClaim of `claims`, passed by a walk, is one the cost rule
     /// refuses pod `p` on by its growth (checked in debug builds, so every
     /// test that plans checks the index).
     #[cfg(debug_assertions)]
-    pub(super) fn assert_refused_by_growth(
-        &mut self,
-        claims: &[u32],
-        p: super::index::PodIdx,
-        compact: Option<Compact>,
-        solo: Option<f64>,
-    ) {
+    fn assert_refused_by_growth(&mut self, claims: &[u32], t: &Trial, q: &GrowthQuery) {
+        let compact = self.pods[t.p].requests.compact_request();
+        let solo = Some(q.asked);
         for &c in claims {
             let c = ClaimIdx::new(c as usize);
-            let refused = self.growth_refuses(c, p, compact, solo).is_some();
+            let refused = self.growth_refuses(c, t.p, compact, solo).is_some();
             assert!(refused, "NodeClaim {} passed but not refused", c.get());
         }
     }

@@ -908,11 +908,9 @@ mod tests {
         roomy.sync(1_000);
         hints.put_roomy(class, roomy);
         hints.placed(p0);
-        assert_eq!(hints.take_roomy(class).list.len(), 1_000);
-        hints.put_roomy(class, Roomy::default());
-        let mut roomy = hints.take_roomy(class);
-        roomy.sync(1_000);
-        hints.put_roomy(class, roomy);
+        let kept = hints.take_roomy(class);
+        assert_eq!(kept.list.len(), 1_000);
+        hints.put_roomy(class, kept);
         hints.placed(p1);
         let left = hints.take_roomy(class);
         assert!(left.list.is_empty() && left.parked.is_empty() && left.synced == 0);

@@ -271,13 +271,8 @@ impl Run<'_> {
             // Runs of NodeClaims whose growth the cost rule refuses are
             // passed whole (see `growth_index`): none would take the pod.
             if let Some(q) = &growth {
-                let c = walk.roomy.list[k] as usize;
-                let open = self.growth_index.next_open(c, q, size);
-                if open > c {
-                    let list = &walk.roomy.list[k..];
-                    next = k + list.partition_point(|&x| (x as usize) < open);
-                    #[cfg(debug_assertions)]
-                    self.assert_refused_by_growth(&walk.roomy.list[k..next], p, compact, solo);
+                if let Some(past) = self.past_growth_refusals(q, t, &walk.roomy.list, k) {
+                    next = past;
                     continue;
                 }
             }
