@@ -14,7 +14,13 @@ use super::typeset::TypeSet;
 use super::Run;
 
 /// Relative slack of the cost rule (see `Run::growth_pays`).
-pub(super) const COST_TOLERANCE: f64 = 1.02;
+const COST_TOLERANCE: f64 = 1.02;
+
+/// The cost rule's slack on NodePool `pool`: a growth passes when its
+/// step is at most the pod's solo price times this.
+pub(super) fn slack(pool: &Pool) -> f64 {
+    COST_TOLERANCE + pool.tolerance()
+}
 
 /// Price per pod slot of pool type `t` for pods shaped like `pod` (price
 /// over how many copies fit next to the daemonset overhead), and the copies.
@@ -252,7 +258,7 @@ impl Run<'_> {
             .filter(|&d| need[d] > room[d])
             .map(|d| floor.steps[d])
             .fold(f64::NEG_INFINITY, f64::max);
-        let slack = COST_TOLERANCE + self.pools[self.claims[c].pool].tolerance();
+        let slack = slack(&self.pools[self.claims[c].pool]);
         (step > solo * slack).then_some(JoinAnswer::Step { step, slack })
     }
 
@@ -487,7 +493,7 @@ impl Run<'_> {
         };
         let requests = claim.requests.plus(pod_requests);
         let pool = &self.pools[claim.pool];
-        let slack = COST_TOLERANCE + pool.tolerance();
+        let slack = slack(pool);
         let compact = requests.compact_request();
         let Some(after) = pool.first_holding(&claim.types, pod_types, &requests, compact) else {
             return JoinAnswer::Step {
@@ -534,7 +540,7 @@ impl Run<'_> {
             return true;
         };
         let Some(solo) = solo else { return true };
-        let slack = COST_TOLERANCE + pool.tolerance();
+        let slack = slack(pool);
         let step = self.claim_step(c, before, after);
         step <= solo * slack || self.slots_pay(c, p, pod_reqs, after.0, step, slack)
     }

@@ -30,7 +30,7 @@
 //! zone buckets' hints on each refusal, so it asks each NodeClaim as
 //! before.
 
-use super::costrule::{GrowthFloor, COST_TOLERANCE};
+use super::costrule::{self, GrowthFloor};
 use super::index::ClaimIdx;
 use super::{Run, Trial};
 use crate::resources::{Compact, COMPACT};
@@ -135,9 +135,8 @@ impl GrowthIndex {
         self.len = self.len.max(claims);
     }
 
-    /// NodeClaim `c`'s floor at its NodePool's slack (the cost rule's
-    /// `COST_TOLERANCE` plus the NodePool's tolerance), made at the
-    /// index's epoch.
+    /// NodeClaim `c`'s floor at its NodePool's slack (see
+    /// `costrule::slack`), made at the index's epoch.
     pub(super) fn set(&mut self, c: usize, floor: &GrowthFloor, slack: f64) {
         if slack.is_finite() && slack > 0.0 {
             self.put(
@@ -283,7 +282,7 @@ impl Run<'_> {
     /// NodeClaim `c`'s floor was made (at the run's epoch): its leaf.
     pub(super) fn floor_made(&mut self, c: ClaimIdx, floor: &GrowthFloor) {
         if self.hints.epoch() == self.growth_index.epoch {
-            let slack = COST_TOLERANCE + self.pools[self.claims[c].pool].tolerance();
+            let slack = costrule::slack(&self.pools[self.claims[c].pool]);
             self.growth_index.set(c.get(), floor, slack);
         }
     }

@@ -153,14 +153,8 @@ impl<'a> Hints<'a> {
         let (size, n_sizes) = size_classes(pods, volume);
         let (req_class, _) = request_classes(pods);
         let (walk_class, n_walk_classes) = walk_classes(pods);
-        let mut size_left = vec![0; n_sizes];
-        for s in &size {
-            size_left[*s] += 1;
-        }
-        let mut walk_left = vec![0; n_walk_classes];
-        for c in &walk_class {
-            walk_left[*c] += 1;
-        }
+        let size_left = class_counts(&size, n_sizes);
+        let walk_left = class_counts(&walk_class, n_walk_classes);
         Hints {
             shape,
             existing_hint: vec![0; n_shapes],
@@ -722,6 +716,15 @@ pub(super) fn request_classes(pods: &[Pod]) -> (Vec<usize>, usize) {
     let mut ids = ClassIds::new();
     let out = pods.iter().map(|p| ids.of(&p.requests)).collect();
     (out, ids.len())
+}
+
+/// Per class of `n`, how many of `classes` (one class per pod) it has.
+fn class_counts(classes: &[usize], n: usize) -> Vec<usize> {
+    let mut counts = vec![0; n];
+    for &c in classes {
+        counts[c] += 1;
+    }
+    counts
 }
 
 /// Groups pods by their requests and tolerations: the pods that share a

@@ -128,45 +128,34 @@ impl TypeSet {
     /// same types, a word per 64), nothing built.
     pub fn first_in_all(&self, masks: &[&[u64]; 4]) -> Option<usize> {
         let s = (self.first? / 64) as usize;
-        // Word by word from the set's first, no bounds checks in the loop
-        // (a mask shorter than the set lacks the types past its end).
-        fn tail(m: &[u64], s: usize) -> &[u64] {
-            m.get(s..).unwrap_or(&[])
-        }
-        let words = (self.words.get(s..)?.iter())
-            .zip(tail(masks[0], s))
-            .zip(tail(masks[1], s))
-            .zip(tail(masks[2], s))
-            .zip(tail(masks[3], s));
-        for (i, ((((a, b), c), d), e)) in words.enumerate() {
-            let w = a & b & c & d & e;
-            if w != 0 {
-                return Some((s + i) * 64 + w.trailing_zeros() as usize);
-            }
-        }
-        None
+        first_common(
+            s,
+            [
+                &self.words,
+                &self.words,
+                masks[0],
+                masks[1],
+                masks[2],
+                masks[3],
+            ],
+        )
     }
 
     /// [`Self::first_in_all`] among the members of `within` only.
     pub fn first_in_all_within(&self, masks: &[&[u64]; 4], within: &TypeSet) -> Option<usize> {
-        // From the later of the two sets' first words, as `first_in_all`.
+        // From the later of the two sets' first words.
         let s = (self.first?.max(within.first?) / 64) as usize;
-        fn tail(m: &[u64], s: usize) -> &[u64] {
-            m.get(s..).unwrap_or(&[])
-        }
-        let words = (self.words.get(s..)?.iter())
-            .zip(tail(&within.words, s))
-            .zip(tail(masks[0], s))
-            .zip(tail(masks[1], s))
-            .zip(tail(masks[2], s))
-            .zip(tail(masks[3], s));
-        for (i, (((((a, w), b), c), d), e)) in words.enumerate() {
-            let bits = a & w & b & c & d & e;
-            if bits != 0 {
-                return Some((s + i) * 64 + bits.trailing_zeros() as usize);
-            }
-        }
-        None
+        first_common(
+            s,
+            [
+                &self.words,
+                &within.words,
+                masks[0],
+                masks[1],
+                masks[2],
+                masks[3],
+            ],
+        )
     }
 
     /// The members also in every one of `masks` (see [`Self::first_in_all`]).
@@ -196,6 +185,21 @@ impl TypeSet {
         }
         TypeSet::of_words(words, len)
     }
+}
+
+/// The first bit set in all of `rows` (bit sets over the same types, a
+/// word per 64) from word `s` on: word by word, no bounds checks in the
+/// loop (a row shorter than another lacks the types past its end).
+fn first_common(s: usize, rows: [&[u64]; 6]) -> Option<usize> {
+    let [a, b, c, d, e, f] = rows.map(|r| r.get(s..).unwrap_or(&[]));
+    let words = (a.iter()).zip(b).zip(c).zip(d).zip(e).zip(f);
+    for (i, (((((a, b), c), d), e), f)) in words.enumerate() {
+        let w = a & b & c & d & e & f;
+        if w != 0 {
+            return Some((s + i) * 64 + w.trailing_zeros() as usize);
+        }
+    }
+    None
 }
 
 #[cfg(test)]
