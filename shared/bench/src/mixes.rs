@@ -21,6 +21,7 @@ pub const MIXES: &[&str] = &[
     "assorted",
     "fragmented-shapes",
     "random-shapes",
+    "karpenter-diverse",
 ];
 
 /// Mixes whose pods carry only resource requests (the LP bound is tight).
@@ -506,6 +507,7 @@ pub fn build(name: &str, n: usize, seed: u64) -> Option<ClusterState> {
             s.pending_pods = pods;
         }
         "assorted" => assorted(&mut s, n, seed),
+        "karpenter-diverse" => s.pending_pods = karpenter_diverse(n, seed),
         _ => return None,
     }
     Some(s)
@@ -638,6 +640,84 @@ fn assorted_constraint(t: &mut Pod, rng: &mut Rng, ns_of: &[&str]) {
     }
 }
 
+/// The pods of Karpenter's own scheduling benchmark
+/// (`scheduling_benchmark_test.go`, `makeDiversePods`): bare pods (no
+/// owner) in six equal parts — generic, zone spreads, hostname spreads,
+/// hostname pod affinity, zone pod affinity, hostname anti-affinity —
+/// and the remainder generic. Requests are drawn per pod from five cpu
+/// and six memory sizes; labels from seven values, so the spreads'
+/// selectors also match generic pods and each other's, and a pod's
+/// affinity names another random value (often one no pod carries yet).
+fn karpenter_diverse(n: usize, seed: u64) -> Vec<Pod> {
+    const VALUES: [&str; 7] = ["a", "b", "c", "d", "e", "f", "g"];
+    const CPU: [&str; 5] = ["100m", "250m", "500m", "1", "1500m"];
+    const MEMORY: [&str; 6] = ["100Mi", "256Mi", "512Mi", "1Gi", "2Gi", "4Gi"];
+    let mut rng = Rng::new(seed);
+    let part = n / 6;
+    let mut pods = Vec::with_capacity(n);
+    for i in 0..n {
+        let kind = if i < 6 * part { i / part.max(1) } else { 0 };
+        let cpu = CPU[rng.below(CPU.len())];
+        let memory = MEMORY[rng.below(MEMORY.len())];
+        let mut p = pod("default", format!("pod-{i:06}"), "", cpu, memory);
+        p.owner = None;
+        p.labels.clear();
+        let mut value = || VALUES[rng.below(VALUES.len())].to_string();
+        let label = |key: &str, v: String| -> (String, String) { (key.to_string(), v) };
+        let on = |key: &str, v: String, topology: &str| PodAffinityTerm {
+            label_selector: LabelSelector {
+                match_labels: [(key.to_string(), v)].into(),
+                match_expressions: vec![],
+            },
+            namespaces: vec![],
+            all_namespaces: false,
+            topology_key: topology.into(),
+        };
+        match kind {
+            1 | 2 => {
+                let (k, v) = label("my-label", value());
+                p.labels.insert(k, v);
+                let topology = if kind == 1 {
+                    labels::ZONE
+                } else {
+                    labels::HOSTNAME
+                };
+                let term = on("my-label", value(), topology);
+                p.topology_spread.push(TopologySpreadConstraint {
+                    max_skew: 1,
+                    topology_key: topology.into(),
+                    when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
+                    label_selector: term.label_selector,
+                    min_domains: None,
+                    node_affinity_policy: InclusionPolicy::Honor,
+                    node_taints_policy: InclusionPolicy::Ignore,
+                });
+            }
+            3 | 4 => {
+                let (k, v) = label("my-affininity", value());
+                p.labels.insert(k, v);
+                let topology = if kind == 3 {
+                    labels::HOSTNAME
+                } else {
+                    labels::ZONE
+                };
+                p.pod_affinity.push(on("my-affininity", value(), topology));
+            }
+            5 => {
+                p.labels.insert("app".into(), "nginx".into());
+                p.pod_anti_affinity
+                    .push(on("app", "nginx".into(), labels::HOSTNAME));
+            }
+            _ => {
+                let (k, v) = label("my-label", value());
+                p.labels.insert(k, v);
+            }
+        }
+        pods.push(p);
+    }
+    pods
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -753,6 +833,14 @@ mod tests {
                         out.push(format!("{}: {} repels {}", c.name, p.key(), q.key()));
                     }
                 }
+                // A required hostname affinity: a pod it selects on the
+                // node (the pod itself when it starts its group).
+                for t in &p.pod_affinity {
+                    let near = |q: &&&Pod| t.selects(&p.namespace, &q.namespace, &q.labels);
+                    if t.topology_key == labels::HOSTNAME && !pods.iter().any(|q| near(&q)) {
+                        out.push(format!("{}: {} is far from its targets", c.name, p.key()));
+                    }
+                }
                 // A hostname spread: a node's count starts at zero
                 // (Karpenter's), so at most maxSkew counted pods per node.
                 // `ScheduleAnyway` too: these mixes give every pod room on
@@ -761,9 +849,14 @@ mod tests {
                     if t.topology_key != labels::HOSTNAME {
                         continue;
                     }
+                    // Counted pods that carry the spread: one placed
+                    // without it may join later (`karpenter-diverse`'s
+                    // selectors match such pods).
                     let counted = (pods.iter())
                         .filter(|q| {
-                            q.namespace == p.namespace && t.label_selector.matches(&q.labels)
+                            q.namespace == p.namespace
+                                && t.label_selector.matches(&q.labels)
+                                && q.topology_spread.contains(t)
                         })
                         .count();
                     if counted > t.max_skew as usize {
@@ -841,6 +934,7 @@ mod tests {
             "assorted",
             "zone-spread",
             "hostname-anti-affinity",
+            "karpenter-diverse",
         ] {
             for seed in [1, 2, 3] {
                 let s = build(mix, 1000, seed).unwrap();
@@ -865,7 +959,7 @@ mod tests {
             Ok(c) => c,
             Err(e) => panic!("embedded catalog: {e}"),
         };
-        for mix in ["independent", "random", "assorted"] {
+        for mix in ["independent", "random", "assorted", "karpenter-diverse"] {
             for seed in [1, 2, 3] {
                 let s = build(mix, 400, seed).unwrap();
                 let plan = flotilla_core::scheduler::schedule(&s, &catalog, &Default::default());

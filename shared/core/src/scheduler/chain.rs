@@ -111,6 +111,7 @@ impl Run<'_> {
         }
         if let Some(claims) = self.chain_claims(plan, &slots, &classes.pods) {
             self.claims = claims;
+            self.index_claim_names();
         }
     }
 

@@ -24,6 +24,7 @@ mod existingnode;
 mod explain;
 mod growth_index;
 mod hints;
+mod hostaffinity;
 mod in_flight;
 mod index;
 mod joining;
@@ -193,6 +194,16 @@ struct Run<'a> {
     /// a hostname spread the repack may move pods under (see
     /// `Topology::closed_hostname_spreads`); set by the repack.
     closed_spreads: Vec<Option<u32>>,
+    /// Whether step 4 of `add` (a NodeClaim the cost rule refused) waits
+    /// for the queue's next pass: on while a pass places pods (see
+    /// `Run::drain`), so a pod that can only join one NodeClaim at a price
+    /// (a hostname affinity to pods that only it holds yet) waits for the
+    /// rest of the queue to place its targets elsewhere.
+    patient: bool,
+    /// Whether a pod waited in this pass that step 4 would have placed.
+    deferred: bool,
+    /// Each NodeClaim by its name (its hostname to topology).
+    claim_by_name: foldhash::HashMap<String, index::ClaimIdx>,
     /// Pod classes, speed hints and caches (see [`Hints`]).
     hints: Hints<'a>,
     /// Per NodePool and type, the least a node of the type can cost (see
@@ -572,6 +583,9 @@ impl<'a> Run<'a> {
             closed_spreads: Vec::new(),
             hints,
             join_heavier,
+            patient: false,
+            deferred: false,
+            claim_by_name: Default::default(),
             heavier_would_join: false,
             fork: None,
             waiting_for_volumes: Vec::new(),
@@ -666,6 +680,12 @@ impl<'a> Run<'a> {
             return Ok(());
         }
 
+        // A pod that must share a node with pods its hostname affinity
+        // selects: steps 2 and 4 over the NodeClaims holding them.
+        if let Some(near) = self.near_targets(&t) {
+            return self.join_near(&t, &near);
+        }
+
         // 2. NodeClaims planned in this run, if joining one costs no more
         //    than a node of its own would (see `joins_cheaply`).
         let refused_claims = match self.join_planned(&t) {
@@ -678,9 +698,14 @@ impl<'a> Run<'a> {
             Ok(()) => return Ok(()),
             Err(reasons) => reasons,
         };
-        // 4. Never lose a pod to the cost rule: join any NodeClaim that fits.
-        if self.join_any(&t, &refused_claims) {
-            return Ok(());
+        // 4. Never lose a pod to the cost rule: join any NodeClaim that
+        //    fits, once the queue has placed what it can without it.
+        if let Some((c, fit)) = self.any_claim_taking(&t, &refused_claims) {
+            if !self.patient {
+                self.commit(c, p, fit);
+                return Ok(());
+            }
+            self.deferred = true;
         }
         Err(Unplaced::Refused(reasons))
     }

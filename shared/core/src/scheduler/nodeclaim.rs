@@ -390,6 +390,7 @@ impl<'a> Run<'a> {
                         self.charged[pi.get()].add_assign(&pools::Limits::one_node());
                         self.charged[pi.get()].add_assign(&claim.max_capacity);
                     }
+                    self.claim_by_name.insert(claim.name.clone(), c);
                     self.claims.push(claim);
                     self.commit(c, p, fit);
                     // The charge grew (`commit` sets the types); narrowing
@@ -420,10 +421,10 @@ impl<'a> Run<'a> {
         self.fork = Some(fork);
     }
 
-    /// Step 4 of `add`: never lose a pod to the cost rule: join any
-    /// NodeClaim that fits (but those of `refused`, ascending, which
-    /// refused it already); whether one did.
-    pub(super) fn join_any(&mut self, t: &Trial, refused: &[u32]) -> bool {
+    /// Step 4 of `add`: never lose a pod to the cost rule: the first
+    /// NodeClaim that takes it (but those of `refused`, ascending, which
+    /// refused it already), with the fit.
+    pub(super) fn any_claim_taking(&self, t: &Trial, refused: &[u32]) -> Option<(ClaimIdx, Fit)> {
         let p = t.p;
         let (pod_reqs, groups) = (&t.pod_reqs, &t.groups);
         let any_claim = if groups.affinity_unmet {
@@ -432,7 +433,7 @@ impl<'a> Run<'a> {
             self.claims.len()
         };
         if any_claim == 0 || self.zone_refuses_every_claim(p, pod_reqs, groups) {
-            return false;
+            return None;
         }
         let mut known = refused.iter().peekable();
         // A NodeClaim none of whose types the pod's requirements allow
@@ -451,11 +452,10 @@ impl<'a> Run<'a> {
                 continue;
             }
             if let Ok(fit) = self.try_claim(c, p, pod_reqs, groups) {
-                self.commit(c, p, fit);
-                return true;
+                return Some((c, fit));
             }
         }
-        false
+        None
     }
 
     /// A NodeClaim of a NodePool heavier than `pi` and with limits that

@@ -96,12 +96,19 @@ impl<'a> Run<'a> {
         let pods = self.pods;
         let prefer_no_schedule = self.prefer_no_schedule();
         let mut weights_first = None;
+        self.patient = true;
         let capped = loop {
+            self.deferred = false;
             let capped = self.pass(&mut d, max_node_claims, &mut weights_first);
             if d.waiting.is_empty() || capped {
                 break capped;
             }
-            if !d.progress {
+            // A pass that placed nothing lets the next one join NodeClaims
+            // at a price (step 4 of `add`) before any pod is relaxed; one
+            // that placed pods makes the next wait again.
+            let deferred = self.patient && self.deferred;
+            self.patient = d.progress || !deferred;
+            if !d.progress && !deferred {
                 let mut relaxed = false;
                 for &p in &d.waiting {
                     relaxed |= d.relax[p]
@@ -116,6 +123,7 @@ impl<'a> Run<'a> {
             d.queue = std::mem::replace(&mut d.waiting, next);
             d.progress = false;
         };
+        self.patient = false;
         self.hints.queue_done();
         QueueEnd {
             left: d.waiting,

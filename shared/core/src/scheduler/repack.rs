@@ -912,6 +912,7 @@ impl Run<'_> {
             }
         }
         self.claims = slots.into_iter().flatten().chain(extra).collect();
+        self.index_claim_names();
     }
 
     /// Candidate types for a group of pool `pi` with `reqs`, as (type,

@@ -804,6 +804,50 @@ fn pod_affinity_to_unconstrained_targets_is_placed_at_once() {
     }
 }
 
+/// Karpenter's benchmark shape in small: a pod that starts its own
+/// hostname affinity group is placed first, and pods whose hostname
+/// affinity selects that group come next, while more of its pods (each on
+/// a node of its own) are still queued. The followers wait for them
+/// instead of growing the first NodeClaim to the largest type (they did:
+/// one `g4.8xlarge`), and spread over the NodeClaims holding the group.
+#[test]
+fn hostname_affinity_followers_wait_for_more_targets_than_the_first() {
+    let mut seed = labeled(pod("seed", "1500m", "1Gi"), "l", "x");
+    seed.pod_affinity = vec![term(labels::HOSTNAME, selector("l", "x"))];
+    let mut pods = vec![seed];
+    for i in 0..8 {
+        let mut t = labeled(
+            labeled(pod(&format!("tgt-{i}"), "250m", "256Mi"), "l", "x"),
+            "anti",
+            "t",
+        );
+        t.pod_anti_affinity = vec![term(labels::HOSTNAME, selector("anti", "t"))];
+        pods.push(t);
+    }
+    for i in 0..16 {
+        let mut f = labeled(pod(&format!("near-{i}"), "1", "1Gi"), "l", "n");
+        f.pod_affinity = vec![term(labels::HOSTNAME, selector("l", "x"))];
+        pods.push(f);
+    }
+    let p = plan(&state(pods, vec![default_pool()]));
+    assert_eq!(p.summary.scheduled, 25, "{:?}", p.unschedulable);
+    for c in &p.node_claims {
+        let near = c.pods.iter().filter(|n| n.contains("near-")).count();
+        let targets = c
+            .pods
+            .iter()
+            .filter(|n| n.contains("seed") || n.contains("tgt-"))
+            .count();
+        assert!(near == 0 || targets > 0, "{c:#?}");
+        assert!(
+            near <= 4,
+            "{} holds {near} followers ({})",
+            c.name,
+            c.price.instance_type
+        );
+    }
+}
+
 #[test]
 fn pod_affinity_without_target_is_unschedulable() {
     let mut follower = pod("cache", "1", "1Gi");

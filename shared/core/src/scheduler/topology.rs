@@ -1018,8 +1018,8 @@ impl Topology {
             if skipped(key) || g.counts.is_empty() || !g.selects(&pod.namespace, &pod.labels) {
                 continue;
             }
-            let allowed = Requirement::not_in(key, g.occupied().cloned());
             let node_domains = current(added, key);
+            let allowed = avoid_occupied(g, key, &node_domains);
             if node_domains.intersection(&allowed).is_empty() {
                 return Err(TopologyConflict::Inverse {
                     key: key.to_string(),
@@ -1043,11 +1043,45 @@ impl Topology {
         groups: &[(usize, Kind)],
         pod_reqs: &Requirements,
     ) -> bool {
+        // `affinity_admitted` is empty: asked without listing the domains.
         groups.iter().any(|&(gi, kind)| {
+            let g = &self.groups[gi];
             kind == Kind::Affinity
-                && affinity_admitted(&self.groups[gi], pod, pod_reqs)
-                    .is_some_and(|ok| ok.is_empty())
+                && !g.selects(&pod.namespace, &pod.labels)
+                && !g.occupied().any(|d| pod_admits(pod_reqs, &g.id.key, d))
         })
+    }
+
+    /// The hostnames `pod`'s required hostname affinity terms (of
+    /// `groups`) leave it: where each term's group holds a pod it selects,
+    /// among those `pod_reqs` admit; ascending. `None` when it has no
+    /// such term but ones it may start itself (no pod selected yet).
+    pub fn affinity_hosts(
+        &self,
+        pod: &Pod,
+        groups: &[(usize, Kind)],
+        pod_reqs: &Requirements,
+    ) -> Option<Vec<&str>> {
+        let mut out: Option<Vec<&str>> = None;
+        for &(gi, kind) in groups {
+            let g = &self.groups[gi];
+            if kind != Kind::Affinity || g.id.key != labels::HOSTNAME {
+                continue;
+            }
+            let hosts = (g.occupied()).filter(|d| pod_admits(pod_reqs, labels::HOSTNAME, d));
+            let hosts: Vec<&str> = hosts.map(String::as_str).collect();
+            if hosts.is_empty() && g.selects(&pod.namespace, &pod.labels) {
+                continue;
+            }
+            out = Some(match out {
+                None => hosts,
+                Some(prev) => prev
+                    .into_iter()
+                    .filter(|h| hosts.binary_search(h).is_ok())
+                    .collect(),
+            });
+        }
+        out
     }
 
     /// A cheap necessary condition for [`Self::add_requirements`] on a node
@@ -1351,9 +1385,27 @@ impl Topology {
         node_domains: &Requirement,
     ) -> Requirement {
         let key = g.id.key.as_str();
-        let options: Vec<&String> = g.occupied().filter(|d| pod_domains.has(d)).collect();
-        if !options.is_empty() {
-            return Requirement::in_values(key, options.into_iter().cloned());
+        if !node_domains.is_complement() {
+            // A node of known domains (a NodeClaim's or a node's hostname,
+            // a pinned zone): only those of them the group occupies can
+            // take the pod. Asked per domain, so a trial does not list
+            // every domain the group occupies (a hostname term's grow
+            // with the plan).
+            let here = (node_domains.values().iter())
+                .filter(|d| g.counts.get(*d).is_some_and(|&c| c > 0) && pod_domains.has(d));
+            let options: Vec<&String> = here.collect();
+            if !options.is_empty() {
+                return Requirement::in_values(key, options.into_iter().cloned());
+            }
+            if g.occupied().any(|d| pod_domains.has(d)) {
+                // Near pods elsewhere only.
+                return Requirement::does_not_exist(key);
+            }
+        } else {
+            let options: Vec<&String> = g.occupied().filter(|d| pod_domains.has(d)).collect();
+            if !options.is_empty() {
+                return Requirement::in_values(key, options.into_iter().cloned());
+            }
         }
         // Nothing to be near yet: a self-selecting pod bootstraps the group,
         // preferring the candidate node's own domain.
@@ -1512,11 +1564,17 @@ fn always_labelled(key: &str) -> bool {
 /// (those of its pods that `pod_reqs` allow, as `next_affinity`), or `None`
 /// when that depends on the node (a self-selecting pod starts the group).
 fn affinity_admitted(g: &Group, pod: &Pod, pod_reqs: &Requirements) -> Option<BTreeSet<String>> {
-    let options: BTreeSet<String> = match pod_reqs.get(&g.id.key) {
-        Some(domains) => g.occupied().filter(|d| domains.has(d)).cloned().collect(),
-        None => g.occupied().cloned().collect(),
-    };
+    let options: BTreeSet<String> = (g.occupied())
+        .filter(|d| pod_admits(pod_reqs, &g.id.key, d))
+        .cloned()
+        .collect();
     (!options.is_empty() || !g.selects(&pod.namespace, &pod.labels)).then_some(options)
+}
+
+/// Whether requirements `pod_reqs` admit domain `d` of `key` (any domain
+/// when they do not name `key`).
+fn pod_admits(pod_reqs: &Requirements, key: &str, d: &str) -> bool {
+    pod_reqs.get(key).is_none_or(|domains| domains.has(d))
 }
 
 fn avoid_occupied(g: &Group, key: &str, node_domains: &Requirement) -> Requirement {
