@@ -112,8 +112,13 @@ pub fn default_pool() -> NodePool {
 }
 
 fn selector(app: &str) -> LabelSelector {
+    selecting("app", app)
+}
+
+/// The selector of pods labelled `label=value`.
+fn selecting(label: &str, value: &str) -> LabelSelector {
     LabelSelector {
-        match_labels: [("app".to_string(), app.to_string())].into(),
+        match_labels: [(label.to_string(), value.to_string())].into(),
         match_expressions: vec![],
     }
 }
@@ -214,6 +219,15 @@ fn random_shape(rng: &mut Rng) -> (i64, i64) {
 
 /// A zone or hostname spread of maxSkew 1 over the pods of `app`.
 fn spread(key: &str, app: &str, do_not_schedule: bool) -> TopologySpreadConstraint {
+    spread_over(key, selector(app), do_not_schedule)
+}
+
+/// A spread of maxSkew 1 on `key` over the pods `selector` selects.
+fn spread_over(
+    key: &str,
+    selector: LabelSelector,
+    do_not_schedule: bool,
+) -> TopologySpreadConstraint {
     TopologySpreadConstraint {
         max_skew: 1,
         topology_key: key.into(),
@@ -222,7 +236,7 @@ fn spread(key: &str, app: &str, do_not_schedule: bool) -> TopologySpreadConstrai
         } else {
             WhenUnsatisfiable::ScheduleAnyway
         },
-        label_selector: selector(app),
+        label_selector: selector,
         min_domains: None,
         node_affinity_policy: InclusionPolicy::Honor,
         node_taints_policy: InclusionPolicy::Ignore,
@@ -232,10 +246,7 @@ fn spread(key: &str, app: &str, do_not_schedule: bool) -> TopologySpreadConstrai
 /// A pod (anti-)affinity term on `key` selecting `label=value`.
 fn term_on(key: &str, label: &str, value: &str) -> PodAffinityTerm {
     PodAffinityTerm {
-        label_selector: LabelSelector {
-            match_labels: [(label.to_string(), value.to_string())].into(),
-            match_expressions: vec![],
-        },
+        label_selector: selecting(label, value),
         namespaces: vec![],
         all_namespaces: false,
         topology_key: key.into(),
@@ -662,55 +673,24 @@ fn karpenter_diverse(n: usize, seed: u64) -> Vec<Pod> {
         let mut p = pod("default", format!("pod-{i:06}"), "", cpu, memory);
         p.owner = None;
         p.labels.clear();
-        let mut value = || VALUES[rng.below(VALUES.len())].to_string();
-        let label = |key: &str, v: String| -> (String, String) { (key.to_string(), v) };
-        let on = |key: &str, v: String, topology: &str| PodAffinityTerm {
-            label_selector: LabelSelector {
-                match_labels: [(key.to_string(), v)].into(),
-                match_expressions: vec![],
-            },
-            namespaces: vec![],
-            all_namespaces: false,
-            topology_key: topology.into(),
-        };
+        let mut value = || VALUES[rng.below(VALUES.len())];
         match kind {
             1 | 2 => {
-                let (k, v) = label("my-label", value());
-                p.labels.insert(k, v);
-                let topology = if kind == 1 {
-                    labels::ZONE
-                } else {
-                    labels::HOSTNAME
-                };
-                let term = on("my-label", value(), topology);
-                p.topology_spread.push(TopologySpreadConstraint {
-                    max_skew: 1,
-                    topology_key: topology.into(),
-                    when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
-                    label_selector: term.label_selector,
-                    min_domains: None,
-                    node_affinity_policy: InclusionPolicy::Honor,
-                    node_taints_policy: InclusionPolicy::Ignore,
-                });
+                p.labels.insert("my-label".into(), value().into());
+                let key = [labels::ZONE, labels::HOSTNAME][kind - 1];
+                (p.topology_spread).push(spread_over(key, selecting("my-label", value()), true));
             }
             3 | 4 => {
-                let (k, v) = label("my-affininity", value());
-                p.labels.insert(k, v);
-                let topology = if kind == 3 {
-                    labels::HOSTNAME
-                } else {
-                    labels::ZONE
-                };
-                p.pod_affinity.push(on("my-affininity", value(), topology));
+                p.labels.insert("my-affininity".into(), value().into());
+                let key = [labels::HOSTNAME, labels::ZONE][kind - 3];
+                p.pod_affinity.push(term_on(key, "my-affininity", value()));
             }
             5 => {
                 p.labels.insert("app".into(), "nginx".into());
-                p.pod_anti_affinity
-                    .push(on("app", "nginx".into(), labels::HOSTNAME));
+                (p.pod_anti_affinity).push(term_on(labels::HOSTNAME, "app", "nginx"));
             }
             _ => {
-                let (k, v) = label("my-label", value());
-                p.labels.insert(k, v);
+                p.labels.insert("my-label".into(), value().into());
             }
         }
         pods.push(p);
