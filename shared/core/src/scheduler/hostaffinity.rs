@@ -26,7 +26,9 @@ impl<'a> Run<'a> {
         let mut near: Vec<ClaimIdx> = (hosts.iter())
             .filter_map(|h| {
                 let c = self.claim_by_name.get(*h).copied()?;
-                (self.claims.get(c.get())?.name == *h).then_some(c)
+                // The map is made anew wherever the NodeClaims are replaced.
+                debug_assert_eq!(self.claims[c].name, *h);
+                Some(c)
             })
             .collect();
         near.sort_unstable();

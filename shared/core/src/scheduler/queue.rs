@@ -106,7 +106,8 @@ impl<'a> Run<'a> {
             // A pass that placed nothing lets the next one join NodeClaims
             // at a price (step 4 of `add`) before any pod is relaxed; one
             // that placed pods makes the next wait again.
-            let deferred = self.patient && self.deferred;
+            // (Only a patient pass defers.)
+            let deferred = self.deferred;
             self.patient = d.progress || !deferred;
             if !d.progress && !deferred {
                 let mut relaxed = false;

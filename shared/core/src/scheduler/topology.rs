@@ -181,6 +181,11 @@ impl Group {
     fn occupied(&self) -> impl Iterator<Item = &String> {
         self.counts.iter().filter(|(_, c)| **c > 0).map(|(d, _)| d)
     }
+
+    /// Whether domain `d` holds a pod of the group.
+    fn occupies(&self, d: &str) -> bool {
+        self.counts.get(d).is_some_and(|&c| c > 0)
+    }
 }
 
 /// See [`Topology::spread_view`].
@@ -1385,27 +1390,24 @@ impl Topology {
         node_domains: &Requirement,
     ) -> Requirement {
         let key = g.id.key.as_str();
-        if !node_domains.is_complement() {
-            // A node of known domains (a NodeClaim's or a node's hostname,
-            // a pinned zone): only those of them the group occupies can
-            // take the pod. Asked per domain, so a trial does not list
-            // every domain the group occupies (a hostname term's grow
-            // with the plan).
-            let here = (node_domains.values().iter())
-                .filter(|d| g.counts.get(*d).is_some_and(|&c| c > 0) && pod_domains.has(d));
-            let options: Vec<&String> = here.collect();
-            if !options.is_empty() {
-                return Requirement::in_values(key, options.into_iter().cloned());
-            }
-            if g.occupied().any(|d| pod_domains.has(d)) {
-                // Near pods elsewhere only.
-                return Requirement::does_not_exist(key);
-            }
+        // A node of known domains (a NodeClaim's or a node's hostname, a
+        // pinned zone) is asked about those alone, so a trial does not
+        // list every domain the group occupies (a hostname term's grow
+        // with the plan).
+        let known = !node_domains.is_complement();
+        let options: Vec<&String> = if known {
+            (node_domains.values().iter())
+                .filter(|d| g.occupies(d) && pod_domains.has(d))
+                .collect()
         } else {
-            let options: Vec<&String> = g.occupied().filter(|d| pod_domains.has(d)).collect();
-            if !options.is_empty() {
-                return Requirement::in_values(key, options.into_iter().cloned());
-            }
+            g.occupied().filter(|d| pod_domains.has(d)).collect()
+        };
+        if !options.is_empty() {
+            return Requirement::in_values(key, options.into_iter().cloned());
+        }
+        if known && g.occupied().any(|d| pod_domains.has(d)) {
+            // Near pods elsewhere only.
+            return Requirement::does_not_exist(key);
         }
         // Nothing to be near yet: a self-selecting pod bootstraps the group,
         // preferring the candidate node's own domain.
@@ -1586,7 +1588,7 @@ fn avoid_occupied(g: &Group, key: &str, node_domains: &Requirement) -> Requireme
         node_domains
             .values()
             .iter()
-            .filter(|d| g.counts.get(*d).is_none_or(|c| *c == 0))
+            .filter(|d| !g.occupies(d))
             .cloned(),
     )
 }
