@@ -848,6 +848,30 @@ fn hostname_affinity_followers_wait_for_more_targets_than_the_first() {
     }
 }
 
+/// A pod whose hostname affinity leaves it only NodeClaims the cost rule
+/// refuses joins, once the queue stops placing pods, the one whose price
+/// grows least: `tgt-1`'s `c5.large` grows to an `m5.xlarge`, where the
+/// first NodeClaim (`tgt-0`'s `m5.xlarge`) would grow to an `m5.2xlarge`.
+#[test]
+fn a_hostname_affinity_follower_joins_the_target_node_that_grows_least() {
+    let target = |name: &str, cpu: &str| {
+        let mut t = labeled(labeled(pod(name, cpu, "1Gi"), "l", "x"), "anti", "t");
+        t.pod_anti_affinity = vec![term(labels::HOSTNAME, selector("anti", "t"))];
+        t
+    };
+    let mut follower = pod("near", "1", "2Gi");
+    follower.pod_affinity = vec![term(labels::HOSTNAME, selector("l", "x"))];
+    let pods = vec![target("tgt-0", "3"), target("tgt-1", "1"), follower];
+    let p = plan(&state(pods, vec![default_pool()]));
+    assert_eq!(p.summary.scheduled, 3, "{:?}", p.unschedulable);
+    assert_eq!(
+        claim_of(&p, "near").name,
+        claim_of(&p, "tgt-1").name,
+        "{p:#?}"
+    );
+    assert_eq!(claim_of(&p, "near").price.instance_type, "m5.xlarge");
+}
+
 #[test]
 fn pod_affinity_without_target_is_unschedulable() {
     let mut follower = pod("cache", "1", "1Gi");
