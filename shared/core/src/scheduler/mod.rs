@@ -204,6 +204,9 @@ struct Run<'a> {
     deferred: bool,
     /// Each NodeClaim by its name (its hostname to topology).
     claim_by_name: foldhash::HashMap<String, index::ClaimIdx>,
+    /// The NodeClaims hostname affinity terms may join (see
+    /// [`hostaffinity::NearIndex`]).
+    near: hostaffinity::NearIndex,
     /// Pod classes, speed hints and caches (see [`Hints`]).
     hints: Hints<'a>,
     /// Per NodePool and type, the least a node of the type can cost (see
@@ -586,6 +589,7 @@ impl<'a> Run<'a> {
             patient: false,
             deferred: false,
             claim_by_name: Default::default(),
+            near: Default::default(),
             heavier_would_join: false,
             fork: None,
             waiting_for_volumes: Vec::new(),
@@ -683,7 +687,7 @@ impl<'a> Run<'a> {
         // A pod that must share a node with pods its hostname affinity
         // selects: steps 2 and 4 over the NodeClaims holding them.
         if let Some(near) = self.near_targets(&t) {
-            return self.join_near(&t, &near);
+            return self.join_near(&t, near);
         }
 
         // 2. NodeClaims planned in this run, if joining one costs no more

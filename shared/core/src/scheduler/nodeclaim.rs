@@ -1041,6 +1041,7 @@ impl<'a> Run<'a> {
         let taints = &self.pools[claim.pool].taints;
         self.topology
             .record(pod, &self.groups[p].inverse, &claim.requirements, taints);
+        self.near_placed(c, p);
     }
 }
 

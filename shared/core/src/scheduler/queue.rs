@@ -126,6 +126,7 @@ impl<'a> Run<'a> {
         };
         self.patient = false;
         self.hints.queue_done();
+        self.near.queue_done();
         QueueEnd {
             left: d.waiting,
             relax: d.relax,

@@ -872,6 +872,50 @@ fn a_hostname_affinity_follower_joins_the_target_node_that_grows_least() {
     assert_eq!(claim_of(&p, "near").price.instance_type, "m5.xlarge");
 }
 
+/// Followers of a hostname affinity that wait (the queue's patient
+/// passes) remember what their NodeClaims answered and ask only those
+/// that changed since; debug builds walk every NodeClaim beside each
+/// such try and fail on any difference (`hostaffinity::check_memo`).
+/// Zone affinities to the targets make topology pin them, which a
+/// remembered answer must also survive. Seeded shapes: every pod is
+/// placed, each follower with a target.
+#[test]
+fn hostname_affinity_followers_remembering_answers_place_as_a_full_walk_would() {
+    for seed in 1..=6 {
+        let mut draw = super::test_draws(seed);
+        let mut cpu = |lo: u64, hi: u64| format!("{}m", lo + 50 * draw((hi - lo) / 50 + 1));
+        let mut pods = Vec::new();
+        for i in 0..10 {
+            let mut t = labeled(pod(&format!("tgt-{i}"), &cpu(250, 2000), "512Mi"), "l", "x");
+            t = labeled(t, "anti", "t");
+            t.pod_anti_affinity = vec![term(labels::HOSTNAME, selector("anti", "t"))];
+            pods.push(t);
+        }
+        for i in 0..4 {
+            let mut z = pod(&format!("zone-{i}"), &cpu(100, 500), "256Mi");
+            let l = if i % 2 == 0 { "x" } else { "n" };
+            z.pod_affinity = vec![term(labels::ZONE, selector("l", l))];
+            pods.push(z);
+        }
+        for i in 0..40 {
+            let mut f = labeled(pod(&format!("near-{i}"), &cpu(100, 1500), "1Gi"), "l", "n");
+            f.pod_affinity = vec![term(labels::HOSTNAME, selector("l", "x"))];
+            pods.push(f);
+        }
+        let p = plan(&state(pods, vec![default_pool()]));
+        assert_eq!(
+            p.summary.scheduled, 54,
+            "seed {seed}: {:?}",
+            p.unschedulable
+        );
+        for c in &p.node_claims {
+            let near = c.pods.iter().any(|n| n.contains("near-"));
+            let target = c.pods.iter().any(|n| n.contains("tgt-"));
+            assert!(!near || target, "seed {seed}: {c:#?}");
+        }
+    }
+}
+
 #[test]
 fn pod_affinity_without_target_is_unschedulable() {
     let mut follower = pod("cache", "1", "1Gi");

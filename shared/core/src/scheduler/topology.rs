@@ -1154,6 +1154,26 @@ impl Topology {
                     .any(|&gi| self.groups[gi].pins_targets))
     }
 
+    /// The keys [`Self::pin_domains`] may pin for `pod` (owning the
+    /// groups `owned`), ascending: none unless [`Self::may_pin`].
+    pub fn pin_keys_of(&self, pod: &Pod, owned: &[(usize, Kind)]) -> Vec<String> {
+        if !self.domain_pins {
+            return Vec::new();
+        }
+        let mut groups = self.domain_anti_affinity_of(pod, owned);
+        groups.extend(
+            self.selecting(pod)
+                .into_iter()
+                .filter(|&gi| self.groups[gi].pins_targets),
+        );
+        let mut keys: Vec<String> = (groups.iter())
+            .map(|&gi| self.groups[gi].id.key.clone())
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys
+    }
+
     /// Pins each key of `groups` (see [`Self::pin_domain`]).
     fn pin_keys(
         &self,
@@ -1470,6 +1490,45 @@ impl Topology {
         }
     }
 
+    /// The groups of required hostname affinity terms that count `pod` on
+    /// the node `host` (after [`Self::record`] placed it there).
+    pub fn hostname_affinity_holding<'p>(
+        &'p self,
+        pod: &'p Pod,
+        host: &'p str,
+    ) -> impl Iterator<Item = usize> + 'p {
+        candidates(&self.unindexed, &self.by_label, pod).filter(move |&gi| {
+            let g = &self.groups[gi];
+            g.id.kind == Kind::Affinity
+                && g.id.key == labels::HOSTNAME
+                && g.selects(&pod.namespace, &pod.labels)
+                && g.occupies(host)
+        })
+    }
+
+    /// The groups among `groups` of the pod's required hostname affinity
+    /// terms.
+    pub fn hostname_affinity<'g>(
+        &'g self,
+        groups: &'g [(usize, Kind)],
+    ) -> impl Iterator<Item = usize> + 'g {
+        (groups.iter())
+            .filter(|&&(gi, kind)| {
+                kind == Kind::Affinity && self.groups[gi].id.key == labels::HOSTNAME
+            })
+            .map(|&(gi, _)| gi)
+    }
+
+    /// The domains holding pods of group `gi`.
+    pub fn occupied_domains(&self, gi: usize) -> impl Iterator<Item = &str> {
+        self.groups[gi].occupied().map(String::as_str)
+    }
+
+    /// Whether group `gi`'s selector matches `pod`.
+    pub fn group_selects(&self, gi: usize, pod: &Pod) -> bool {
+        self.groups[gi].selects(&pod.namespace, &pod.labels)
+    }
+
     /// Records a pod placed with final node requirements `reqs` on a node
     /// with `taints`.
     pub fn record(
@@ -1482,14 +1541,7 @@ impl Topology {
         if !self.active {
             return;
         }
-        let by_label = &self.by_label;
-        let candidates = self.unindexed.iter().chain(
-            pod.labels
-                .iter()
-                .filter_map(|(k, v)| by_label.get(k).and_then(|m| m.get(v)))
-                .flatten(),
-        );
-        for &gi in candidates {
+        for gi in candidates(&self.unindexed, &self.by_label, pod) {
             let g = &mut self.groups[gi];
             if !g.selects(&pod.namespace, &pod.labels) || !g.id.filter.matches(reqs, taints) {
                 continue;
@@ -1520,6 +1572,21 @@ impl Topology {
             }
         }
     }
+}
+
+/// The groups whose selector may match `pod`: those its labels index
+/// (see `index_by_label`) and those no label indexes.
+fn candidates<'p>(
+    unindexed: &'p [usize],
+    by_label: &'p LabelIndex,
+    pod: &'p Pod,
+) -> impl Iterator<Item = usize> + 'p {
+    unindexed.iter().copied().chain(
+        (pod.labels.iter())
+            .filter_map(|(k, v)| by_label.get(k).and_then(|m| m.get(v)))
+            .flatten()
+            .copied(),
+    )
 }
 
 /// The domains of `key` a node with requirements `reqs` may land in: its
