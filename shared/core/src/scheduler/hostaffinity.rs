@@ -317,8 +317,21 @@ impl<'a> Run<'a> {
             self.commit(c, p, fit);
             return Ok(());
         }
-        let packed = key.is_some().then(|| RefusedRuns::pack(refused)).flatten();
-        if let (Some(key), Some(refused)) = (key, packed) {
+        if let Some(key) = key {
+            self.remember(p, key, refused, recheck);
+        }
+        Err(Unplaced::Refused(reasons))
+    }
+
+    /// Keeps what pod `p`'s try learnt for its next (see [`NearMemo`]).
+    fn remember(
+        &mut self,
+        p: PodIdx,
+        key: MemoKey,
+        refused: Vec<(f64, ClaimIdx)>,
+        recheck: Vec<ClaimIdx>,
+    ) {
+        if let Some(refused) = RefusedRuns::pack(refused) {
             let stamp = self.near.stamp;
             let memo = NearMemo {
                 key,
@@ -328,7 +341,6 @@ impl<'a> Run<'a> {
             };
             self.near.memos.insert(p, memo);
         }
-        Err(Unplaced::Refused(reasons))
     }
 
     /// The first of the NodeClaims `near` (ascending; those `asked`) that
