@@ -147,6 +147,13 @@ pub(super) struct NearTargets {
 }
 
 impl NearIndex {
+    /// The NodeClaims pod `p`'s memo asks again in any case (see
+    /// [`NearMemo`]), if it has one.
+    #[cfg(test)]
+    pub(super) fn recheck_of(&self, p: PodIdx) -> Option<Vec<ClaimIdx>> {
+        self.memos.get(&p).map(|m| m.recheck.clone())
+    }
+
     /// Forgets the memos: only the queue's passes read them.
     pub(super) fn queue_done(&mut self) {
         self.memos = HashMap::default();

@@ -916,6 +916,41 @@ fn hostname_affinity_followers_remembering_answers_place_as_a_full_walk_would() 
     }
 }
 
+/// A follower that a NodeClaim refused after its trial, while the
+/// NodeClaim's zone is open and topology pins the follower's zone (to the
+/// one where a zone affinity selecting it counts the most pods, which
+/// moves with other placements), asks that NodeClaim again on its next
+/// try whether or not it changed; without the pin it does not.
+#[test]
+fn a_followers_memo_asks_again_a_node_whose_zone_a_pin_would_choose() {
+    for pinned in [true, false] {
+        let mut target = labeled(pod("tgt", "500m", "512Mi"), "l", "x");
+        target.node_selector = reqs(vec![req(labels::ARCH, Operator::In, &["amd64"])]);
+        let mut follower = labeled(pod("near", "250m", "256Mi"), "l", "n");
+        follower.node_selector = reqs(vec![req(labels::ARCH, Operator::In, &["arm64"])]);
+        follower.pod_affinity = vec![term(labels::HOSTNAME, selector("l", "x"))];
+        let mut pods = vec![target, follower];
+        if pinned {
+            let mut zone = pod("zone", "100m", "128Mi");
+            zone.pod_affinity = vec![term(labels::ZONE, selector("l", "n"))];
+            pods.push(zone);
+        }
+        let s = state(pods, vec![default_pool()]);
+        with_run(&s, &catalog(), |run| {
+            let r = Relaxation::default();
+            assert!(run.add(PodIdx::new(0), &r).is_ok());
+            run.patient = true;
+            assert!(run.add(PodIdx::new(1), &r).is_err());
+            let expected = if pinned {
+                vec![index::ClaimIdx::new(0)]
+            } else {
+                vec![]
+            };
+            assert_eq!(run.near.recheck_of(PodIdx::new(1)), Some(expected));
+        });
+    }
+}
+
 #[test]
 fn pod_affinity_without_target_is_unschedulable() {
     let mut follower = pod("cache", "1", "1Gi");
