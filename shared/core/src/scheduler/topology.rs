@@ -698,12 +698,7 @@ impl Topology {
             );
             return;
         }
-        out.extend_from_slice(&self.unindexed);
-        for (k, v) in &p.labels {
-            if let Some(gs) = self.by_label.get(k).and_then(|m| m.get(v)) {
-                out.extend_from_slice(gs);
-            }
-        }
+        out.extend(candidates(&self.unindexed, &self.by_label, p));
         out.retain(|&gi| self.groups[gi].selects(&p.namespace, &p.labels));
     }
 
@@ -1127,13 +1122,23 @@ impl Topology {
         owned: &[(usize, Kind)],
         out: &mut Requirements,
     ) -> Result<(), TopologyConflict> {
-        let apart = self.domain_anti_affinity_of(pod, owned);
+        let (apart, together) = self.pin_groups(pod, owned);
         self.pin_keys(&apart, Load::Fewest, out)?;
+        self.pin_keys(&together, Load::Most, out)
+    }
+
+    /// The groups [`Self::pin_domains`] pins `pod` by (owning the groups
+    /// `owned`), each ascending: the required anti-affinity groups off the
+    /// hostname that concern it (to their emptiest domain), and the groups
+    /// of pending pods' affinity terms off the hostname that select it (to
+    /// their fullest).
+    fn pin_groups(&self, pod: &Pod, owned: &[(usize, Kind)]) -> (Vec<usize>, Vec<usize>) {
+        let apart = self.domain_anti_affinity_of(pod, owned);
         let mut together = self.selecting(pod);
         together.retain(|&gi| self.groups[gi].pins_targets);
         together.sort_unstable();
         together.dedup();
-        self.pin_keys(&together, Load::Most, out)
+        (apart, together)
     }
 
     /// Whether placing `pod` (owning the groups `owned`) may pin a node to
@@ -1160,13 +1165,8 @@ impl Topology {
         if !self.domain_pins {
             return Vec::new();
         }
-        let mut groups = self.domain_anti_affinity_of(pod, owned);
-        groups.extend(
-            self.selecting(pod)
-                .into_iter()
-                .filter(|&gi| self.groups[gi].pins_targets),
-        );
-        let mut keys: Vec<String> = (groups.iter())
+        let (apart, together) = self.pin_groups(pod, owned);
+        let mut keys: Vec<String> = (apart.iter().chain(&together))
             .map(|&gi| self.groups[gi].id.key.clone())
             .collect();
         keys.sort_unstable();
