@@ -42,6 +42,7 @@ mod simplex;
 mod topology;
 mod typefit;
 mod typeset;
+mod unplaceable;
 mod volumes;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -59,7 +60,7 @@ use existingnode::{existing_domains, existing_nodes, ExistingNodes};
 pub(crate) use existingnode::{registration_taint, EPHEMERAL_TAINTS};
 use explain::{unavailable_pools, Refusal, Unplaced};
 use hints::{CompatCache, Hints, ReqTypeCache};
-use index::{PodIdx, PoolIdx};
+use index::{ClaimIdx, PodIdx, PoolIdx};
 pub use min_values::MinValuesPolicy;
 use nodeclaim::{Claim, ZoneMask, ZonePin};
 pub use plan_output::MIN_VALUES_RELAXED;
@@ -218,6 +219,9 @@ struct Run<'a> {
     /// The NodeClaims by what their growth refuses (see
     /// [`growth_index`]).
     growth_index: growth_index::GrowthIndex,
+    /// Per pod template, the last failure of one of its pods that only
+    /// topology could lift (see [`unplaceable`]).
+    unplaceable: foldhash::HashMap<usize, unplaceable::Unplaceable<'a>>,
 }
 
 /// Plans NodeClaims for the pending pods of `state`.
@@ -566,6 +570,7 @@ impl<'a> Run<'a> {
             type_floors: std::rc::Rc::new(costrule::TypeFloors::of(&pools)),
             growth: Vec::new(),
             growth_index: growth_index::GrowthIndex::default(),
+            unplaceable: Default::default(),
             charged: vec![Resources::new(); pools.len()],
             spent: vec![false; pools.len()],
             limited_claims: vec![Vec::new(); pools.len()],
@@ -657,6 +662,41 @@ impl<'a> Run<'a> {
     /// run, else on a new NodeClaim, else on any planned NodeClaim it fits;
     /// otherwise, why not.
     fn add(&mut self, p: PodIdx, r: &Relaxation) -> Result<(), Unplaced<'a>> {
+        let stamp = self.topology_stamp(p);
+        match self.still_unplaceable(p, r, stamp) {
+            Some(reasons) => self.fail_again(p, r, stamp, reasons),
+            None => self.try_add(p, r, stamp),
+        }
+    }
+
+    /// Pod `p` fails as at its last try, for `reasons` (see
+    /// [`unplaceable`]); debug builds try it in full and check.
+    fn fail_again(
+        &mut self,
+        p: PodIdx,
+        r: &Relaxation,
+        stamp: u64,
+        reasons: Vec<Refusal<'a>>,
+    ) -> Result<(), Unplaced<'a>> {
+        let again = Unplaced::Refused(reasons);
+        if cfg!(debug_assertions) {
+            let tried = self.try_add(p, r, stamp);
+            let same = matches!(&tried, Err(e) if e.to_string() == again.to_string());
+            assert!(same, "pod {p:?}: remembered {again}, tried {tried:?}");
+            return tried;
+        }
+        // What a failed try leaves behind (see `join_planned`).
+        let shape = self.hints.shape(p);
+        self.hints.at_relaxation(shape, r);
+        if let Some(s) = shape {
+            let end = ClaimIdx::new(self.claims.len());
+            self.hints.set_claim_hint(s, end);
+        }
+        Err(again)
+    }
+
+    /// [`Run::add`] in full.
+    fn try_add(&mut self, p: PodIdx, r: &Relaxation, stamp: u64) -> Result<(), Unplaced<'a>> {
         let pod = &self.pods[p];
         let pod_reqs = pod_view::node_requirements(pod, &self.volume[p], r);
         let groups = self.active_topology(p, r);
@@ -711,6 +751,8 @@ impl<'a> Run<'a> {
             }
             self.deferred = true;
         }
+        let zone_shut = self.zone_refuses_every_claim(p, &t.pod_reqs, &t.groups);
+        self.note_unplaced(p, r, stamp, zone_shut, &reasons);
         Err(Unplaced::Refused(reasons))
     }
 }

@@ -4426,3 +4426,98 @@ fn closed_hostname_spreads_are_those_every_counted_pod_carries() {
         assert_eq!(closed[owned[0].spread[0]], want, "{case}");
     }
 }
+
+/// `n` replicas of `template` (one template: twins), named `{name}-{i}`.
+fn replicas(template: &Pod, n: usize) -> Vec<Pod> {
+    (0..n)
+        .map(|i| {
+            let mut p = template.clone();
+            p.name = format!("{}-{i}", template.name);
+            p
+        })
+        .collect()
+}
+
+/// A Deployment that topology alone holds (zone affinity to pods not
+/// placed yet) fails once: its twins fail the same way without a try
+/// until a pod its terms count is placed; then they follow it.
+#[test]
+fn a_deployment_held_by_topology_is_remembered_until_its_topology_changes() {
+    let mut cache = pod("cache", "1", "1Gi");
+    cache.pod_affinity = vec![term(labels::ZONE, selector("app", "db"))];
+    let mut pods = replicas(&cache, 3);
+    let mut db = labeled(pod("db", "100m", "128Mi"), "app", "db");
+    db.node_selector = reqs(vec![req(labels::ZONE, Operator::In, &["test-1b"])]);
+    pods.push(db);
+    let s = state(pods, vec![default_pool()]);
+    with_run(&s, &catalog(), |run| {
+        let r = Relaxation::default();
+        let (first, twin, db) = (PodIdx::new(0), PodIdx::new(1), PodIdx::new(3));
+        assert!(run
+            .still_unplaceable(twin, &r, run.topology_stamp(twin))
+            .is_none());
+        let failed = run.add(first, &r).unwrap_err().to_string();
+        assert!(failed.contains("pod affinity"), "{failed}");
+        let stamp = run.topology_stamp(twin);
+        assert!(run.still_unplaceable(twin, &r, stamp).is_some());
+        assert_eq!(run.add(twin, &r).unwrap_err().to_string(), failed);
+        // Another relaxation asks again.
+        let relaxed = Relaxation {
+            dropped_schedule_anyway: true,
+            ..Relaxation::default()
+        };
+        assert!(run.still_unplaceable(twin, &relaxed, stamp).is_none());
+        assert!(run.add(db, &r).is_ok());
+        let moved = run.topology_stamp(twin);
+        assert_ne!(moved, stamp);
+        assert!(run.still_unplaceable(twin, &r, moved).is_none());
+        assert!(run.add(twin, &r).is_ok());
+    });
+    let p = plan(&s);
+    assert_eq!(p.summary.scheduled, 4, "{p:#?}");
+    for i in 0..3 {
+        assert_eq!(claim_of(&p, &format!("cache-{i}")).zones, vec!["test-1b"]);
+    }
+}
+
+/// A failure is remembered only when every NodePool's refusal lasts while
+/// topology does: not a NodePool's limits, which narrowing NodeClaims give
+/// back.
+#[test]
+fn a_failure_is_remembered_only_when_every_refusal_lasts() {
+    let mut tainted = pool("tainted", vec![]);
+    tainted.taints = vec![Taint {
+        key: "gpu".into(),
+        value: "true".into(),
+        effect: TaintEffect::NoSchedule,
+    }];
+    let mut limited = pool("limited", vec![]);
+    limited.limits = Some(Resources::new().with("cpu", q("1")).into());
+    let amd = pool("amd", vec![req(labels::ARCH, Operator::In, &["amd64"])]);
+    // (the second NodePool, its refusal, whether the failure is remembered)
+    let cases = [(limited, "limits", false), (amd, "arm64", true)];
+    for (second, why, remembered) in cases {
+        let mut big = pod("big", "1", "1Gi");
+        big.node_selector = reqs(vec![req(labels::ARCH, Operator::In, &["arm64"])]);
+        let mut pods = replicas(&big, 2);
+        // Topology is active: another pod spreads.
+        let mut spreading = labeled(pod("web", "100m", "128Mi"), "app", "web");
+        spreading.topology_spread = vec![spread(
+            labels::ZONE,
+            1,
+            WhenUnsatisfiable::DoNotSchedule,
+            selector("app", "web"),
+        )];
+        pods.push(spreading);
+        let s = state(pods, vec![tainted.clone(), second]);
+        with_run(&s, &catalog(), |run| {
+            let r = Relaxation::default();
+            let failed = run.add(PodIdx::new(0), &r).unwrap_err().to_string();
+            assert!(failed.contains(why), "{why}: {failed}");
+            let twin = PodIdx::new(1);
+            let stamp = run.topology_stamp(twin);
+            let memo = run.still_unplaceable(twin, &r, stamp);
+            assert_eq!(memo.is_some(), remembered, "{why}: {failed}");
+        });
+    }
+}

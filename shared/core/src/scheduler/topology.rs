@@ -172,6 +172,9 @@ struct Group {
     /// hostname: the pods it selects are pinned to one domain of the key
     /// when placed, so that they count (see [`Topology::record`]).
     pins_targets: bool,
+    /// How many times [`Topology::record`] changed `counts` (see
+    /// [`Topology::stamp`]).
+    changes: u64,
 }
 
 impl Group {
@@ -807,6 +810,7 @@ impl Topology {
             id: id.clone(),
             counts,
             pins_targets: false,
+            changes: 0,
         });
         self.index.insert(id, self.groups.len() - 1);
         self.groups.len() - 1
@@ -842,6 +846,7 @@ impl Topology {
             id: id.clone(),
             counts: BTreeMap::new(),
             pins_targets: false,
+            changes: 0,
         });
         self.inverse_index.insert(id, self.inverse.len() - 1);
         self.inverse.len() - 1
@@ -1550,6 +1555,7 @@ impl Topology {
                 // Every domain the node may still land in is occupied.
                 for d in possible_domains(&self.universe, &g.id.key, reqs) {
                     *g.counts.entry(d).or_default() += 1;
+                    g.changes += 1;
                 }
                 continue;
             }
@@ -1562,6 +1568,7 @@ impl Topology {
             if domains.values().len() == 1 {
                 if let Some(d) = domains.values().iter().next() {
                     *g.counts.entry(d.clone()).or_default() += 1;
+                    g.changes += 1;
                 }
             }
         }
@@ -1569,8 +1576,30 @@ impl Topology {
             let g = &mut self.inverse[gi];
             for d in possible_domains(&self.universe, &g.id.key, reqs) {
                 *g.counts.entry(d).or_default() += 1;
+                g.changes += 1;
             }
         }
+    }
+
+    /// A number that changes whenever [`Self::record`] changes the counts
+    /// of a group that may decide where `pod` goes: one of its own groups
+    /// (`own`, every term whatever its relaxation) or an inverse group
+    /// that may select it. Everything topology answers for `pod` is the
+    /// same while it is.
+    pub fn stamp(&self, pod: &Pod, own: &PodGroups) -> u64 {
+        let owned = (own.spread.iter())
+            .chain(&own.affinity)
+            .chain(&own.preferred_affinity)
+            .chain(&own.anti_affinity)
+            .chain(&own.preferred_anti_affinity);
+        let inverse = self.inverse_unindexed.iter().chain(
+            (pod.labels.iter())
+                .filter_map(|(k, v)| self.inverse_by_label.get(k).and_then(|m| m.get(v)))
+                .flatten(),
+        );
+        let changes = owned.map(|&gi| self.groups[gi].changes);
+        let inverse_changes = inverse.map(|&gi| self.inverse[gi].changes);
+        changes.chain(inverse_changes).fold(0, u64::wrapping_add)
     }
 }
 
