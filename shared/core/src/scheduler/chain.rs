@@ -155,6 +155,7 @@ impl Run<'_> {
     fn plain_pod(&self, p: PodIdx) -> bool {
         let pod = &self.pods[p];
         self.hints.shape(p).is_some()
+            && pod.topology_spread.is_empty()
             && pod.host_ports.is_empty()
             && pod.node_selector.is_empty()
             && pod.required_terms.is_empty()

@@ -559,11 +559,13 @@ impl Run<'_> {
         let zone_pinned = claim.zone_pin.pinned();
         claim.pods.iter().all(|&p| {
             let pod = &self.pods[p];
-            // Without a shape the pod spreads (on the zone, as
+            // Without a shape, or with one and a spread (on the
+            // hostname), the pod spreads (on the zone, as
             // `hostname_anti_only` allows).
             let spread_ok = hostname_anti_only && zone_pinned;
             let anti_ok = hostname_anti_only || pod.pod_anti_affinity.is_empty();
-            !((self.hints.shape(p).is_none() && !spread_ok)
+            let spreads = self.hints.shape(p).is_none() || !pod.topology_spread.is_empty();
+            !((spreads && !spread_ok)
                 || !pod.host_ports.is_empty()
                 || !anti_ok
                 || !pod.preferred_pod_anti_affinity.is_empty())

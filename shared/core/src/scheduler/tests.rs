@@ -4521,3 +4521,63 @@ fn a_failure_is_remembered_only_when_every_refusal_lasts() {
         });
     }
 }
+
+/// Which pods have a shape (their walk starts where the shape's last one
+/// ended: a node that refused one refuses it for good): pods whose only
+/// topology is anti-affinity or hostname spreads. A zone spread's least
+/// count moves, and pod affinity needs pods placed later.
+#[test]
+fn pods_with_hostname_spreads_only_have_a_shape() {
+    let host = spread(
+        labels::HOSTNAME,
+        1,
+        WhenUnsatisfiable::DoNotSchedule,
+        selector("app", "s"),
+    );
+    let zone = spread(
+        labels::ZONE,
+        1,
+        WhenUnsatisfiable::DoNotSchedule,
+        selector("app", "s"),
+    );
+    let near = term(labels::HOSTNAME, selector("app", "t"));
+    // (spreads, pod affinity, has a shape)
+    let cases = [
+        (vec![], vec![], true),
+        (vec![host.clone()], vec![], true),
+        (vec![host.clone(), host.clone()], vec![], true),
+        (vec![zone.clone()], vec![], false),
+        (vec![host.clone(), zone], vec![], false),
+        (vec![host], vec![near], false),
+    ];
+    for (i, (spreads, affinity, shaped)) in cases.into_iter().enumerate() {
+        let mut p = labeled(pod("s", "100m", "128Mi"), "app", "s");
+        p.topology_spread = spreads;
+        p.pod_affinity = affinity;
+        let s = state(vec![p], vec![default_pool()]);
+        with_run(&s, &catalog(), |run| {
+            assert_eq!(
+                run.hints.shape(PodIdx::new(0)).is_some(),
+                shaped,
+                "case {i}"
+            );
+        });
+    }
+}
+
+/// A hostname spread of `maxSkew` 2 over one Deployment: two pods a node,
+/// the walk of each pod starting where the last one's ended.
+#[test]
+fn a_hostname_spread_of_skew_two_puts_two_pods_on_each_node() {
+    let mut web = labeled(pod("web", "100m", "128Mi"), "app", "web");
+    web.topology_spread = vec![spread(
+        labels::HOSTNAME,
+        2,
+        WhenUnsatisfiable::DoNotSchedule,
+        selector("app", "web"),
+    )];
+    let p = plan(&state(replicas(&web, 7), vec![default_pool()]));
+    assert_eq!(p.summary.scheduled, 7, "{p:#?}");
+    assert_eq!(p.node_claims.len(), 4, "{p:#?}");
+    assert!(p.node_claims.iter().all(|c| c.pods.len() <= 2), "{p:#?}");
+}
