@@ -742,7 +742,7 @@ impl<'a> Run<'a> {
                 .add_requirements(pod, &groups.groups, &groups.domains, &merged)
                 .map_err(|conflict| Refusal::Topology {
                     pool: name,
-                    conflict: Box::new(conflict),
+                    conflict: Box::new(conflict.on_new_node()),
                 })?;
         }
         let types = self.types_for_new(pi, p, &merged)?;

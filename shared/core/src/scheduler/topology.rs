@@ -231,6 +231,24 @@ pub enum TopologyConflict {
     NoPin { key: String, domains: Requirement },
 }
 
+/// How a conflict names the hostname of a NodeClaim not made yet.
+const NEW_NODE: &str = "a new node";
+
+impl TopologyConflict {
+    /// The conflict as met on a new NodeClaim: its hostname (the name the
+    /// NodeClaim would have had) is not in the plan, so the sentence says
+    /// "a new node" instead.
+    pub fn on_new_node(mut self) -> TopologyConflict {
+        let (TopologyConflict::Term { key, domains, .. }
+        | TopologyConflict::Inverse { key, domains }
+        | TopologyConflict::NoPin { key, domains }) = &mut self;
+        if key == labels::HOSTNAME && !domains.is_complement() {
+            *domains = Requirement::in_values(labels::HOSTNAME, [NEW_NODE]);
+        }
+        self
+    }
+}
+
 impl std::fmt::Display for TopologyConflict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -1791,6 +1809,45 @@ mod tests {
         ];
         for (conflict, want) in cases {
             assert_eq!(conflict.to_string(), want);
+        }
+    }
+
+    /// A conflict on a new NodeClaim's hostname names "a new node", not the
+    /// name the NodeClaim would have had (it is not in the plan); on
+    /// another key it names its domains.
+    #[test]
+    fn a_new_nodes_conflict_names_a_new_node() {
+        let host = Requirement::in_values(labels::HOSTNAME, ["default-21"]);
+        let zone = Requirement::in_values(labels::ZONE, ["us-west-2a"]);
+        let term = |key: &str, domains: &Requirement| TopologyConflict::Term {
+            kind: Kind::Affinity,
+            key: key.into(),
+            max_skew: 1,
+            domains: domains.clone(),
+        };
+        let h = labels::HOSTNAME;
+        let cases = [
+            (
+                term(h, &host),
+                format!("pod affinity on {h}: no pod matching the selector runs in a new node"),
+            ),
+            (
+                TopologyConflict::Inverse {
+                    key: h.into(),
+                    domains: host.clone(),
+                },
+                format!("another pod's required anti-affinity on {h} excludes a new node"),
+            ),
+            (
+                term(labels::ZONE, &zone),
+                format!(
+                    "pod affinity on {}: no pod matching the selector runs in us-west-2a",
+                    labels::ZONE
+                ),
+            ),
+        ];
+        for (conflict, want) in cases {
+            assert_eq!(conflict.on_new_node().to_string(), want);
         }
     }
 }
