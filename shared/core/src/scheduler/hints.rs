@@ -778,7 +778,7 @@ pub(super) fn shapes(pods: &[Pod], volume: &[volumes::VolumeTerms]) -> (Vec<Opti
 }
 
 /// Whether every topology spread of `pod` (if any) is on the hostname.
-pub(super) fn hostname_spreads_only(pod: &Pod) -> bool {
+fn hostname_spreads_only(pod: &Pod) -> bool {
     (pod.topology_spread.iter()).all(|c| c.topology_key == labels::HOSTNAME)
 }
 

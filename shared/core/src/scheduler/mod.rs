@@ -662,10 +662,9 @@ impl<'a> Run<'a> {
     /// run, else on a new NodeClaim, else on any planned NodeClaim it fits;
     /// otherwise, why not.
     fn add(&mut self, p: PodIdx, r: &Relaxation) -> Result<(), Unplaced<'a>> {
-        let stamp = self.topology_stamp(p);
-        match self.still_unplaceable(p, r, stamp) {
-            Some(reasons) => self.fail_again(p, r, stamp, reasons),
-            None => self.try_add(p, r, stamp),
+        match self.still_unplaceable(p, r) {
+            Some(reasons) => self.fail_again(p, r, reasons),
+            None => self.try_add(p, r),
         }
     }
 
@@ -675,12 +674,11 @@ impl<'a> Run<'a> {
         &mut self,
         p: PodIdx,
         r: &Relaxation,
-        stamp: u64,
         reasons: Vec<Refusal<'a>>,
     ) -> Result<(), Unplaced<'a>> {
         let again = Unplaced::Refused(reasons);
         if cfg!(debug_assertions) {
-            let tried = self.try_add(p, r, stamp);
+            let tried = self.try_add(p, r);
             let same = matches!(&tried, Err(e) if e.to_string() == again.to_string());
             assert!(same, "pod {p:?}: remembered {again}, tried {tried:?}");
             return tried;
@@ -696,7 +694,7 @@ impl<'a> Run<'a> {
     }
 
     /// [`Run::add`] in full.
-    fn try_add(&mut self, p: PodIdx, r: &Relaxation, stamp: u64) -> Result<(), Unplaced<'a>> {
+    fn try_add(&mut self, p: PodIdx, r: &Relaxation) -> Result<(), Unplaced<'a>> {
         let pod = &self.pods[p];
         let pod_reqs = pod_view::node_requirements(pod, &self.volume[p], r);
         let groups = self.active_topology(p, r);
@@ -752,7 +750,7 @@ impl<'a> Run<'a> {
             self.deferred = true;
         }
         let zone_shut = self.zone_refuses_every_claim(p, &t.pod_reqs, &t.groups);
-        self.note_unplaced(p, r, stamp, zone_shut, &reasons);
+        self.note_unplaced(p, r, zone_shut, &reasons);
         Err(Unplaced::Refused(reasons))
     }
 }

@@ -4453,24 +4453,22 @@ fn a_deployment_held_by_topology_is_remembered_until_its_topology_changes() {
     with_run(&s, &catalog(), |run| {
         let r = Relaxation::default();
         let (first, twin, db) = (PodIdx::new(0), PodIdx::new(1), PodIdx::new(3));
-        assert!(run
-            .still_unplaceable(twin, &r, run.topology_stamp(twin))
-            .is_none());
+        assert!(run.still_unplaceable(twin, &r).is_none());
         let failed = run.add(first, &r).unwrap_err().to_string();
         assert!(failed.contains("pod affinity"), "{failed}");
         let stamp = run.topology_stamp(twin);
-        assert!(run.still_unplaceable(twin, &r, stamp).is_some());
+        assert!(run.still_unplaceable(twin, &r).is_some());
         assert_eq!(run.add(twin, &r).unwrap_err().to_string(), failed);
         // Another relaxation asks again.
         let relaxed = Relaxation {
             dropped_schedule_anyway: true,
             ..Relaxation::default()
         };
-        assert!(run.still_unplaceable(twin, &relaxed, stamp).is_none());
+        assert!(run.still_unplaceable(twin, &relaxed).is_none());
         assert!(run.add(db, &r).is_ok());
         let moved = run.topology_stamp(twin);
         assert_ne!(moved, stamp);
-        assert!(run.still_unplaceable(twin, &r, moved).is_none());
+        assert!(run.still_unplaceable(twin, &r).is_none());
         assert!(run.add(twin, &r).is_ok());
     });
     let p = plan(&s);
@@ -4514,9 +4512,7 @@ fn a_failure_is_remembered_only_when_every_refusal_lasts() {
             let r = Relaxation::default();
             let failed = run.add(PodIdx::new(0), &r).unwrap_err().to_string();
             assert!(failed.contains(why), "{why}: {failed}");
-            let twin = PodIdx::new(1);
-            let stamp = run.topology_stamp(twin);
-            let memo = run.still_unplaceable(twin, &r, stamp);
+            let memo = run.still_unplaceable(PodIdx::new(1), &r);
             assert_eq!(memo.is_some(), remembered, "{why}: {failed}");
         });
     }

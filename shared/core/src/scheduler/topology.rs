@@ -946,14 +946,10 @@ impl Topology {
     /// its labels, and those not indexed; in group order, as a scan would
     /// meet them.
     fn inverse_candidates(&self, pod: &Pod) -> Vec<usize> {
-        let mut candidates: Vec<usize> = self.inverse_unindexed.clone();
-        for (k, v) in &pod.labels {
-            if let Some(gs) = self.inverse_by_label.get(k).and_then(|m| m.get(v)) {
-                candidates.extend_from_slice(gs);
-            }
-        }
-        candidates.sort_unstable();
-        candidates
+        let mut out: Vec<usize> =
+            candidates(&self.inverse_unindexed, &self.inverse_by_label, pod).collect();
+        out.sort_unstable();
+        out
     }
 
     /// The requirements topology adds to a node whose requirement on a key
@@ -1610,13 +1606,9 @@ impl Topology {
             .chain(&own.preferred_affinity)
             .chain(&own.anti_affinity)
             .chain(&own.preferred_anti_affinity);
-        let inverse = self.inverse_unindexed.iter().chain(
-            (pod.labels.iter())
-                .filter_map(|(k, v)| self.inverse_by_label.get(k).and_then(|m| m.get(v)))
-                .flatten(),
-        );
+        let inverse = candidates(&self.inverse_unindexed, &self.inverse_by_label, pod);
         let changes = owned.map(|&gi| self.groups[gi].changes);
-        let inverse_changes = inverse.map(|&gi| self.inverse[gi].changes);
+        let inverse_changes = inverse.map(|gi| self.inverse[gi].changes);
         changes.chain(inverse_changes).fold(0, u64::wrapping_add)
     }
 }

@@ -65,19 +65,14 @@ impl<'a> Run<'a> {
     }
 
     /// The reasons pod `p` or a twin failed for at its last try, when `p`
-    /// would fail the same way now (at relaxation `r`, topology stamp
-    /// `stamp`).
-    pub(super) fn still_unplaceable(
-        &self,
-        p: PodIdx,
-        r: &Relaxation,
-        stamp: u64,
-    ) -> Option<Vec<Refusal<'a>>> {
+    /// would fail the same way now (at relaxation `r`). The stamp is asked
+    /// only of a pod whose template has such a failure.
+    pub(super) fn still_unplaceable(&self, p: PodIdx, r: &Relaxation) -> Option<Vec<Refusal<'a>>> {
         let u = self.unplaceable.get(&self.template_of(p))?;
-        let same = u.stamp == stamp
-            && u.zone_masks == self.hints.zone_masks().len()
+        let same = u.zone_masks == self.hints.zone_masks().len()
             && u.relax == *r
-            && self.volume[u.pod] == self.volume[p];
+            && self.volume[u.pod] == self.volume[p]
+            && u.stamp == self.topology_stamp(p);
         same.then(|| u.reasons.clone())
     }
 
@@ -86,15 +81,15 @@ impl<'a> Run<'a> {
         Arc::as_ptr(&self.pods[p].template) as usize
     }
 
-    /// Remembers pod `p`'s failure (at relaxation `r`, topology stamp
-    /// `stamp`, NodePools' `reasons`) when only topology could lift it:
-    /// `zone_shut`, topology refused it on every NodeClaim's zone mask,
-    /// and every reason lasts. Forgets an earlier one otherwise.
+    /// Remembers pod `p`'s failure (at relaxation `r`, NodePools'
+    /// `reasons`) when only topology could lift it: `zone_shut`, topology
+    /// refused it on every NodeClaim's zone mask, and every reason lasts.
+    /// Forgets an earlier one otherwise. (A failed try records nothing, so
+    /// its topology stamp is the one it was tried at.)
     pub(super) fn note_unplaced(
         &mut self,
         p: PodIdx,
         r: &Relaxation,
-        stamp: u64,
         zone_shut: bool,
         reasons: &[Refusal<'a>],
     ) {
@@ -106,7 +101,7 @@ impl<'a> Run<'a> {
         let memo = Unplaceable {
             pod: p,
             relax: r.clone(),
-            stamp,
+            stamp: self.topology_stamp(p),
             zone_masks: self.hints.zone_masks().len(),
             reasons: reasons.to_vec(),
         };
