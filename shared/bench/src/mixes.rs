@@ -22,6 +22,7 @@ pub const MIXES: &[&str] = &[
     "fragmented-shapes",
     "random-shapes",
     "karpenter-diverse",
+    "unique-sizes",
 ];
 
 /// Mixes whose pods carry only resource requests (the LP bound is tight).
@@ -217,6 +218,24 @@ fn random_shape(rng: &mut Rng) -> (i64, i64) {
     (cpu.min(4000), (cpu * per_cpu_mib / 1000).max(64))
 }
 
+/// Every pod a Deployment of one replica with its own requests, as when
+/// every team sets its own: 10m-4 cpu, log-uniform to the millicore, and
+/// 0.5-8 GiB of memory per cpu, to the MiB. Each pod is its own class, so
+/// nothing the scheduler does per class is shared.
+fn unique_sizes(n: usize, seed: u64) -> Vec<Pod> {
+    let mut rng = Rng::new(seed);
+    (0..n)
+        .map(|i| {
+            let u = rng.below(1_000_000) as f64 / 1e6;
+            let cpu = (10.0 * 400f64.powf(u)).round() as i64;
+            let mem = (cpu * (512 + rng.below(7_681) as i64) / 1000).max(16);
+            let app = format!("solo-{i:05}");
+            let (cpu, mem) = (format!("{cpu}m"), format!("{mem}Mi"));
+            pod("bench", format!("{app}-0"), &app, &cpu, &mem)
+        })
+        .collect()
+}
+
 /// A zone or hostname spread of maxSkew 1 over the pods of `app`.
 fn spread(key: &str, app: &str, do_not_schedule: bool) -> TopologySpreadConstraint {
     spread_over(key, selector(app), do_not_schedule)
@@ -307,6 +326,7 @@ pub fn build(name: &str, n: usize, seed: u64) -> Option<ClusterState> {
         "mixed" => s.pending_pods = deployments(n, 50, seed, |_, _| {}),
         "fragmented-shapes" => s.pending_pods = shaped(n, seed, fragmented_shape),
         "random-shapes" => s.pending_pods = shaped(n, seed, random_shape),
+        "unique-sizes" => s.pending_pods = unique_sizes(n, seed),
         "gpu" => {
             s.node_pools.push(gpu_pool());
             s.pending_pods = deployments(n, 20, seed, |p, d| {
@@ -939,7 +959,13 @@ mod tests {
             Ok(c) => c,
             Err(e) => panic!("embedded catalog: {e}"),
         };
-        for mix in ["independent", "random", "assorted", "karpenter-diverse"] {
+        for mix in [
+            "independent",
+            "random",
+            "assorted",
+            "karpenter-diverse",
+            "unique-sizes",
+        ] {
             for seed in [1, 2, 3] {
                 let s = build(mix, 400, seed).unwrap();
                 let plan = flotilla_core::scheduler::schedule(&s, &catalog, &Default::default());

@@ -62,6 +62,8 @@
 //! offerings differently from the prices compared here).
 
 mod anchors;
+mod class_index;
+mod fill_bound;
 mod knapsack_lp;
 mod patterns;
 mod requirement_sets;
@@ -76,6 +78,8 @@ use crate::resources::Resources;
 use super::index::{ClaimIdx, PodIdx, PoolIdx};
 use super::{Claim, Relaxation, Run, TypeSet, ZoneMask, ZonePin};
 use crate::catalog::CapacityType;
+use class_index::ClassIndex;
+use fill_bound::FillBound;
 
 /// Re-valuation rounds per starting value (see `revalued_greedy`).
 const ROUNDS: usize = 4;
@@ -1997,90 +2001,251 @@ fn pack(
     mut left: Vec<usize>,
     initial: &mut InitialFills,
 ) -> Option<Vec<Bin>> {
-    let mut room: Vec<i64> = Vec::new();
-    let sparse = sparse_needs(need);
-    // Per candidate, the classes with pods left of which one pod fits its
-    // empty node, ascending: its fills skip the others (a family's types
-    // hold the classes of few of its requirement sets).
-    let mut live: Vec<Vec<usize>> = cands
-        .iter()
-        .map(|c| {
-            (0..left.len())
-                .filter(|&k| left[k] > 0 && sparse[k].iter().all(|&(d, q)| c.room[d] >= q))
-                .collect()
-        })
-        .collect();
-    let mut fill = |ti: usize, left: &[usize], out: &mut Take| -> f64 {
-        let live = &mut live[ti];
-        live.retain(|&k| left[k] > 0);
-        fill_node(
-            &cands[ti].room,
-            &sparse,
-            per_node,
-            value,
-            left,
-            live,
-            &mut room,
-            out,
-        )
-    };
+    let mut filler = Filler::new(cands, need, per_node, value, &left);
     let mut bins: Vec<Bin> = Vec::new();
     let mut scratch = Take::new(need.len());
     let mut chosen = Take::new(need.len());
     let mut filled = Fills {
         last: vec![None; cands.len()],
+        order: Vec::with_capacity(cands.len()),
         initial,
         at_start: true,
     };
-    while left.iter().any(|&n| n > 0) {
-        let bound = ValueBound::new(need, value, &left);
-        let caps: Vec<usize> = (left.iter().zip(per_node))
-            .map(|(&l, &most)| l.min(most))
-            .collect();
+    while filler.live > 0 {
         let ti = cheapest_fill(
             cands,
-            &bound,
-            &caps,
+            per_node,
             (&left, value),
             &mut filled,
             &mut scratch,
             &mut chosen,
-            &mut fill,
+            &mut filler,
         )?;
         filled.at_start = false;
-        repeat_fill(ti, &chosen, &mut left, &mut bins, &mut scratch, &mut fill);
+        repeat_fill(ti, &chosen, &mut left, &mut bins, &mut scratch, &mut filler);
     }
     Some(bins)
 }
 
+/// Classes from which `pack` walks every class in fill order through one
+/// [`ClassIndex`] rather than through a list per candidate: with fewer,
+/// walking the list costs less than searching the index.
+const INDEXED_CLASSES: usize = 128;
+
+/// Classes from which `pack` bounds a node's fill by the knapsack of
+/// each dimension ([`FillBound`]), and weighs the types by it: with fewer,
+/// the most value per unit ([`ValueBound`]) prunes about as many types
+/// for less.
+const KNAPSACK_CLASSES: usize = 512;
+
+/// The fills of one `pack`: each node's first-fit-decreasing fill of the
+/// pods left (`fill_node`), walking the classes that may fit it.
+struct Filler<'a> {
+    cands: &'a [PackType],
+    sparse: Vec<Vec<(usize, i64)>>,
+    per_node: &'a [usize],
+    value: &'a [f64],
+    walk: Walk,
+    room: Vec<i64>,
+    /// Classes with pods left.
+    live: usize,
+    /// The most value a node may hold of the pods left.
+    bound: Bound,
+    /// Whether pods were taken since `bound` was computed (the per-unit
+    /// bound is computed again before it is asked).
+    stale: bool,
+    need: &'a [Vec<i64>],
+}
+
+/// An upper bound on the value of a node's fill of the pods left.
+enum Bound {
+    /// Per dimension, the most value per unit of a class left times the
+    /// room (few classes: computed again for every node, see `pack`).
+    PerUnit(ValueBound),
+    /// Per dimension, the fractional knapsack of the classes left (many
+    /// classes: few carry the most value per unit).
+    Knapsack(FillBound),
+}
+
+impl Bound {
+    fn of(&self, room: &[i64]) -> f64 {
+        match self {
+            Bound::PerUnit(b) => b.of(room),
+            Bound::Knapsack(b) => b.of(room),
+        }
+    }
+}
+
+/// The classes a fill walks, in order.
+enum Walk {
+    /// Per candidate, the classes with pods left of which one pod fits its
+    /// empty node, ascending: its fills skip the others (a family's types
+    /// hold the classes of few of its requirement sets).
+    PerType(Vec<Vec<usize>>),
+    /// Every class with pods left, found by the room they need (many
+    /// classes: pods that each have their own size).
+    Indexed(ClassIndex),
+}
+
+impl<'a> Filler<'a> {
+    fn new(
+        cands: &'a [PackType],
+        need: &'a [Vec<i64>],
+        per_node: &'a [usize],
+        value: &'a [f64],
+        left: &[usize],
+    ) -> Filler<'a> {
+        let sparse = sparse_needs(need);
+        let many = need.len() >= INDEXED_CLASSES;
+        let bound = if need.len() >= KNAPSACK_CLASSES {
+            Bound::Knapsack(FillBound::new(need, value, per_node, left))
+        } else {
+            Bound::PerUnit(ValueBound::new(need, value, left))
+        };
+        let walk = if many {
+            let dims = need.first().map_or(0, Vec::len);
+            Walk::Indexed(ClassIndex::new(&sparse, dims, left))
+        } else {
+            Walk::PerType(
+                (cands.iter())
+                    .map(|c| {
+                        (0..left.len())
+                            .filter(|&k| {
+                                left[k] > 0 && sparse[k].iter().all(|&(d, q)| c.room[d] >= q)
+                            })
+                            .collect()
+                    })
+                    .collect(),
+            )
+        };
+        Filler {
+            cands,
+            sparse,
+            per_node,
+            value,
+            walk,
+            room: Vec::new(),
+            live: left.iter().filter(|&&n| n > 0).count(),
+            bound,
+            stale: false,
+            need,
+        }
+    }
+
+    /// Candidate `ti`'s fill of the pods `left` into `out`, and its value.
+    fn fill(&mut self, ti: usize, left: &[usize], out: &mut Take) -> f64 {
+        let cap = &self.cands[ti].room;
+        let (sparse, per_node, value) = (&self.sparse, self.per_node, self.value);
+        match &mut self.walk {
+            Walk::PerType(live) => {
+                let live = &mut live[ti];
+                live.retain(|&k| left[k] > 0);
+                let classes = Classes::Listed(live);
+                fill_node(
+                    cap,
+                    sparse,
+                    per_node,
+                    value,
+                    left,
+                    classes,
+                    &mut self.room,
+                    out,
+                )
+            }
+            Walk::Indexed(index) => {
+                let classes = Classes::Indexed(index);
+                fill_node(
+                    cap,
+                    sparse,
+                    per_node,
+                    value,
+                    left,
+                    classes,
+                    &mut self.room,
+                    out,
+                )
+            }
+        }
+    }
+
+    /// The per-unit bound computed again if pods were taken since.
+    fn refresh_bound(&mut self, left: &[usize]) {
+        if std::mem::take(&mut self.stale) {
+            self.bound = Bound::PerUnit(ValueBound::new(self.need, self.value, left));
+        }
+    }
+
+    /// Takes the pods of `fill` from those `left`.
+    fn take(&mut self, fill: &Take, left: &mut [usize]) {
+        debug_assert!(fill.taken.iter().all(|&k| fill.per_class[k] <= left[k]));
+        for &k in &fill.taken {
+            let was = left[k];
+            left[k] -= fill.per_class[k];
+            let most = self.per_node[k];
+            match &mut self.bound {
+                Bound::Knapsack(bound) if left[k] < most => {
+                    bound.update(k, was.min(most), left[k]);
+                }
+                Bound::PerUnit(_) => self.stale = true,
+                Bound::Knapsack(_) => {}
+            }
+            if left[k] == 0 {
+                self.live -= 1;
+                if let Walk::Indexed(index) = &mut self.walk {
+                    index.remove(k);
+                }
+            }
+        }
+    }
+}
+
 /// The candidate type whose fill of the pods `left` (valued at `value`)
 /// costs least per value packed (then the cheaper type), its fill in
-/// `chosen`; `None` if no type holds a pod. Fills still holding under
-/// `caps` are kept in `filled`.
-#[allow(clippy::too_many_arguments)]
+/// `chosen`; `None` if no type holds a pod. Fills still holding under the
+/// pods left, at most `per_node` per class, are kept in `filled`.
 fn cheapest_fill(
     cands: &[PackType],
-    bound: &ValueBound,
-    caps: &[usize],
+    per_node: &[usize],
     (left, value): (&[usize], &[f64]),
     filled: &mut Fills,
     scratch: &mut Take,
     chosen: &mut Take,
-    fill: &mut impl FnMut(usize, &[usize], &mut Take) -> f64,
+    filler: &mut Filler,
 ) -> Option<usize> {
+    // A type whose best conceivable fill is dearer per value than the best
+    // so far cannot win: its fill is not computed. With the knapsack bound
+    // (many classes) the types are weighed by that least price per value,
+    // so the first one dearer than the best ends the search; with the
+    // per-unit bound (few) in their order, the bound asked only once there
+    // is a best. Ties go to the cheaper type, then to the first.
+    filler.refresh_bound(left);
+    let order = &mut filled.order;
+    order.clear();
+    let sorted = matches!(filler.bound, Bound::Knapsack(_));
+    if sorted {
+        let bound = &filler.bound;
+        order.extend((cands.iter().enumerate()).map(|(ti, c)| (c.price / bound.of(&c.room), ti)));
+        order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    } else {
+        order.extend((0..cands.len()).map(|ti| (0.0, ti)));
+    }
     let mut best: Option<(f64, f64, usize)> = None;
-    for (ti, c) in cands.iter().enumerate() {
-        // A type whose best conceivable fill is dearer per value than
-        // the best so far cannot win: its fill is not computed.
-        if best.is_some_and(|(br, _, _)| c.price / bound.of(&c.room) > br) {
-            continue;
+    for &(least, ti) in order.iter() {
+        let c = &cands[ti];
+        if let Some((br, _, _)) = best {
+            if sorted && least > br {
+                break;
+            }
+            if !sorted && c.price / filler.bound.of(&c.room) > br {
+                continue;
+            }
         }
         let slot = &mut filled.last[ti];
-        if !slot.as_ref().is_some_and(|f| f.take.holds(caps)) {
+        if !slot.as_ref().is_some_and(|f| f.take.holds(left, per_node)) {
             // Never filled in this packing: another packing's fill at the
             // full counts, while it holds.
             let shared = (filled.initial.take[ti].as_ref())
-                .filter(|take| slot.is_none() && take.holds(caps));
+                .filter(|take| slot.is_none() && take.holds(left, per_node));
             if let Some(take) = shared {
                 let val = take.value(value);
                 *slot = Some(Filled {
@@ -2088,7 +2253,7 @@ fn cheapest_fill(
                     take: take.clone(),
                 });
             } else {
-                let val = fill(ti, left, scratch);
+                let val = filler.fill(ti, left, scratch);
                 if filled.at_start {
                     filled.initial.take[ti] = Some(scratch.clone());
                 }
@@ -2111,7 +2276,10 @@ fn cheapest_fill(
             continue;
         }
         let ratio = c.price / f.val;
-        if best.is_none_or(|(br, bp, _)| ratio < br || (ratio == br && c.price < bp)) {
+        let better = |(br, bp, bt): (f64, f64, usize)| {
+            ratio < br || (ratio == br && (c.price < bp || (c.price == bp && ti < bt)))
+        };
+        if best.is_none_or(better) {
             best = Some((ratio, c.price, ti));
             chosen.copy_from(&f.take);
         }
@@ -2127,7 +2295,7 @@ fn repeat_fill(
     left: &mut [usize],
     bins: &mut Vec<Bin>,
     scratch: &mut Take,
-    fill: &mut impl FnMut(usize, &[usize], &mut Take) -> f64,
+    filler: &mut Filler,
 ) {
     loop {
         bins.push(Bin {
@@ -2135,10 +2303,8 @@ fn repeat_fill(
                 .map(|&k| (k, chosen.per_class[k]))
                 .collect(),
         });
-        for &k in &chosen.taken {
-            left[k] -= chosen.per_class[k];
-        }
-        fill(ti, left, scratch);
+        filler.take(chosen, left);
+        filler.fill(ti, left, scratch);
         if !scratch.same(chosen) {
             break;
         }
@@ -2146,9 +2312,9 @@ fn repeat_fill(
 }
 
 /// First-fit-decreasing fill of one node of `cap` with the pods `left` of
-/// each class (at most `per_node[k]` of class `k`; `live` lists, in
-/// order, every class with pods left that may fit `cap`): the pods per
-/// class in `out`, and their value. `room` is scratch.
+/// each class (at most `per_node[k]` of class `k`; `classes` walks, in
+/// order, at least every class with pods left that fits the room left):
+/// the pods per class in `out`, and their value. `room` is scratch.
 #[allow(clippy::too_many_arguments)]
 fn fill_node(
     cap: &[i64],
@@ -2156,7 +2322,7 @@ fn fill_node(
     per_node: &[usize],
     value: &[f64],
     left: &[usize],
-    live: &[usize],
+    classes: Classes,
     room: &mut Vec<i64>,
     out: &mut Take,
 ) -> f64 {
@@ -2164,7 +2330,7 @@ fn fill_node(
     room.extend_from_slice(cap);
     let mut val = 0.0;
     out.clear();
-    for &k in live {
+    let mut visit = |k: usize, room: &mut [i64]| {
         let n = &need[k];
         let limit = i64::try_from(left[k].min(per_node[k])).unwrap_or(i64::MAX);
         let take = sparse_copies_up_to(room, n, limit) as usize;
@@ -2176,8 +2342,20 @@ fn fill_node(
             }
             val += take as f64 * value[k];
         }
+    };
+    match classes {
+        Classes::Listed(list) => list.iter().for_each(|&k| visit(k, room)),
+        Classes::Indexed(index) => index.visit_fitting(room, &mut visit),
     }
     val
+}
+
+/// The classes `fill_node` walks: a list of those with pods left that may
+/// fit, or the index of them.
+#[derive(Clone, Copy)]
+enum Classes<'a> {
+    Listed(&'a [usize]),
+    Indexed(&'a ClassIndex),
 }
 
 /// Each class's non-zero needs as (dimension, need): a family's classes
@@ -2243,14 +2421,14 @@ impl Take {
             && (self.taken.iter()).all(|&k| self.per_class[k] == other.per_class[k])
     }
 
-    /// Whether this fill is the fill under `caps` (per class, the pods
-    /// left up to `per_node`), when it was the fill under caps at least as
-    /// large (caps only fall within a packing). A class takes its cap or
-    /// what fits in the room the classes before it left: while those takes
-    /// stand, the same under any cap still at least its take (one that
-    /// took its old cap keeps it only if the cap stands).
-    fn holds(&self, caps: &[usize]) -> bool {
-        self.taken.iter().all(|&k| self.per_class[k] <= caps[k])
+    /// Whether this fill is the fill under the caps of the pods `left`
+    /// (per class, at most `per_node`), when it was the fill under caps at
+    /// least as large (caps only fall within a packing). A class takes its
+    /// cap or what fits in the room the classes before it left: while
+    /// those takes stand, the same under any cap still at least its take
+    /// (one that took its old cap keeps it only if the cap stands).
+    fn holds(&self, left: &[usize], per_node: &[usize]) -> bool {
+        (self.taken.iter()).all(|&k| self.per_class[k] <= left[k].min(per_node[k]))
     }
 
     /// The fill's value, summed as `fill_node` sums it.
@@ -2268,6 +2446,8 @@ impl Take {
 /// full counts that every packing of the same pods shares.
 struct Fills<'a> {
     last: Vec<Option<Filled>>,
+    /// Scratch: the types in the order `cheapest_fill` weighs them.
+    order: Vec<(f64, usize)>,
     initial: &'a mut InitialFills,
     at_start: bool,
 }
@@ -2926,8 +3106,9 @@ mod tests {
         let fill = |cap: &[i64], left: &[usize]| -> (f64, Vec<usize>) {
             let (mut room, mut out) = (vec![], super::Take::new(left.len()));
             let live: Vec<usize> = (0..left.len()).filter(|&k| left[k] > 0).collect();
+            let classes = super::Classes::Listed(&live);
             let val = fill_node(
-                cap, &sparse, per_node, value, left, &live, &mut room, &mut out,
+                cap, &sparse, per_node, value, left, classes, &mut room, &mut out,
             );
             (val, out.per_class)
         };
@@ -2985,7 +3166,12 @@ mod tests {
                     pt(t, 0.1 + next(100) as f64 / 10.0, &room)
                 })
                 .collect();
-            let classes = 1 + next(5) as usize;
+            // Every third case has enough classes to walk them indexed.
+            let classes = if case % 3 == 0 {
+                INDEXED_CLASSES + next(40) as usize
+            } else {
+                1 + next(5) as usize
+            };
             let need: Vec<Vec<i64>> = (0..classes)
                 .map(|_| (0..dims).map(|_| next(6)).collect())
                 .collect();

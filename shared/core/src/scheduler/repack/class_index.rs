@@ -1,0 +1,212 @@
+//! The greedy's classes with pods left, indexed by what they need, so a
+//! node's first-fit fill (`fill_node`) finds the next class that fits its
+//! room without walking every class: a packing of pods that each have
+//! their own size has as many classes as pods, and a walk of all of them
+//! per node tried made its cost pods × nodes × types.
+//!
+//! A segment tree over the classes in fill order: each node keeps, per
+//! dimension, the least need of a class with pods left below it (a class
+//! needing none of a dimension is not limited by it), and how many such
+//! classes there are. A subtree none of whose least needs exceeds the room
+//! may hold a class that fits; one where some least need does cannot.
+
+/// See the module documentation.
+#[derive(Debug, Clone)]
+pub(super) struct ClassIndex {
+    dims: usize,
+    /// Leaves of the tree (a power of two, at least the classes).
+    leaves: usize,
+    /// Per tree node (heap order, root 1), per dimension, the least need
+    /// of a class with pods left below it; `i64::MIN` where one of them
+    /// needs none of the dimension.
+    least: Vec<i64>,
+    /// Per tree node, the classes with pods left below it.
+    live: Vec<u32>,
+}
+
+impl ClassIndex {
+    /// The index of the classes needing `sparse` (per class, its non-zero
+    /// needs as (dimension, need)) in `dims` dimensions, holding those
+    /// `left` has pods of.
+    pub(super) fn new(sparse: &[Vec<(usize, i64)>], dims: usize, left: &[usize]) -> ClassIndex {
+        let leaves = sparse.len().next_power_of_two().max(1);
+        let mut index = ClassIndex {
+            dims,
+            leaves,
+            least: vec![i64::MAX; 2 * leaves * dims],
+            live: vec![0; 2 * leaves],
+        };
+        for (k, needs) in sparse.iter().enumerate() {
+            if left.get(k).is_some_and(|&n| n > 0) {
+                let leaf = leaves + k;
+                index.live[leaf] = 1;
+                let row = &mut index.least[leaf * dims..(leaf + 1) * dims];
+                row.fill(i64::MIN);
+                for &(d, q) in needs {
+                    if q > 0 && d < dims {
+                        row[d] = q;
+                    }
+                }
+            }
+        }
+        for node in (1..leaves).rev() {
+            index.pull(node);
+        }
+        index
+    }
+
+    /// Class `k` has no pods left.
+    pub(super) fn remove(&mut self, k: usize) {
+        let mut node = self.leaves + k;
+        if self.live.get(node).is_none_or(|&n| n == 0) {
+            return;
+        }
+        self.live[node] = 0;
+        self.least[node * self.dims..(node + 1) * self.dims].fill(i64::MAX);
+        while node > 1 {
+            node /= 2;
+            self.pull(node);
+        }
+    }
+
+    /// Visits, in order, every class with pods left that fits `room` as
+    /// `visit` finds it (`visit` may take room): the classes a walk of
+    /// every class in order would find fitting, since a subtree none of
+    /// whose classes fits the room when the walk reaches it takes nothing,
+    /// so leaves the room as it found it.
+    pub(super) fn visit_fitting(
+        &self,
+        room: &mut [i64],
+        visit: &mut impl FnMut(usize, &mut [i64]),
+    ) {
+        self.visit_below(1, 0, self.leaves, room, visit);
+    }
+
+    fn visit_below(
+        &self,
+        node: usize,
+        lo: usize,
+        width: usize,
+        room: &mut [i64],
+        visit: &mut impl FnMut(usize, &mut [i64]),
+    ) {
+        if !self.may_fit(node, room) {
+            return;
+        }
+        if width == 1 {
+            visit(lo, room);
+            return;
+        }
+        let half = width / 2;
+        self.visit_below(2 * node, lo, half, room, visit);
+        self.visit_below(2 * node + 1, lo + half, half, room, visit);
+    }
+
+    /// Whether some class below `node` may fit `room` (at a leaf: fits).
+    fn may_fit(&self, node: usize, room: &[i64]) -> bool {
+        self.live[node] > 0
+            && (self.least[node * self.dims..(node + 1) * self.dims].iter())
+                .zip(room)
+                .all(|(q, r)| q <= r)
+    }
+
+    /// Node `node`'s entries from its children's.
+    fn pull(&mut self, node: usize) {
+        let dims = self.dims;
+        let (l, r) = (2 * node, 2 * node + 1);
+        self.live[node] = self.live[l] + self.live[r];
+        for d in 0..dims {
+            self.least[node * dims + d] = self.least[l * dims + d].min(self.least[r * dims + d]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sparse(need: &[Vec<i64>]) -> Vec<Vec<(usize, i64)>> {
+        (need.iter())
+            .map(|n| {
+                (n.iter().enumerate())
+                    .filter(|&(_, &q)| q != 0)
+                    .map(|(d, &q)| (d, q))
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn fits(need: &[i64], room: &[i64]) -> bool {
+        need.iter().zip(room).all(|(&q, &r)| q <= 0 || q <= r)
+    }
+
+    /// The walk the index replaces: every class in order, each that fits
+    /// taking its need from the room once.
+    fn taken_by_walk(need: &[Vec<i64>], left: &[usize], room: &mut [i64]) -> Vec<usize> {
+        let mut taken = vec![];
+        for (k, n) in need.iter().enumerate() {
+            if left[k] > 0 && fits(n, room) {
+                taken.push(k);
+                room.iter_mut().zip(n).for_each(|(r, q)| *r -= q);
+            }
+        }
+        taken
+    }
+
+    fn taken_by_index(index: &ClassIndex, need: &[Vec<i64>], room: &mut [i64]) -> Vec<usize> {
+        let mut taken = vec![];
+        index.visit_fitting(room, &mut |k, room| {
+            if fits(&need[k], room) {
+                taken.push(k);
+                room.iter_mut().zip(&need[k]).for_each(|(r, q)| *r -= q);
+            }
+        });
+        taken
+    }
+
+    #[test]
+    fn finds_the_class_a_walk_of_every_class_finds() {
+        let mut seed: u64 = 11;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 33) % n) as i64
+        };
+        for case in 0..200 {
+            let dims = 1 + next(4) as usize;
+            let classes = 1 + next(70) as usize;
+            let need: Vec<Vec<i64>> = (0..classes)
+                .map(|_| (0..dims).map(|_| next(12) - 2).collect())
+                .collect();
+            let mut left: Vec<usize> = (0..classes).map(|_| next(3) as usize).collect();
+            let mut index = ClassIndex::new(&sparse(&need), dims, &left);
+            for step in 0..40 {
+                let room: Vec<i64> = (0..dims).map(|_| next(40) - 1).collect();
+                let (mut walked, mut indexed) = (room.clone(), room.clone());
+                assert_eq!(
+                    taken_by_index(&index, &need, &mut indexed),
+                    taken_by_walk(&need, &left, &mut walked),
+                    "case {case} step {step}: room {room:?}"
+                );
+                let gone = next(classes as u64) as usize;
+                left[gone] = 0;
+                index.remove(gone);
+            }
+        }
+    }
+
+    #[test]
+    fn a_class_needing_none_of_a_dimension_fits_a_room_short_of_it() {
+        let need = vec![vec![4, 0], vec![0, 2]];
+        let index = ClassIndex::new(&sparse(&need), 2, &[1, 1]);
+        let visited = |room: &[i64]| {
+            let mut seen = vec![];
+            index.visit_fitting(&mut room.to_vec(), &mut |k, _| seen.push(k));
+            seen
+        };
+        assert_eq!(visited(&[-1, 3]), vec![1]);
+        assert_eq!(visited(&[5, -1]), vec![0]);
+        assert_eq!(visited(&[3, 1]), Vec::<usize>::new());
+    }
+}
