@@ -2134,38 +2134,26 @@ impl<'a> Filler<'a> {
 
     /// Candidate `ti`'s fill of the pods `left` into `out`, and its value.
     fn fill(&mut self, ti: usize, left: &[usize], out: &mut Take) -> f64 {
-        let cap = &self.cands[ti].room;
-        let (sparse, per_node, value) = (&self.sparse, self.per_node, self.value);
-        match &mut self.walk {
+        let classes = match &mut self.walk {
             Walk::PerType(live) => {
                 let live = &mut live[ti];
                 live.retain(|&k| left[k] > 0);
-                let classes = Classes::Listed(live);
-                fill_node(
-                    cap,
-                    sparse,
-                    per_node,
-                    value,
-                    left,
-                    classes,
-                    &mut self.room,
-                    out,
-                )
+                Classes::Listed(live)
             }
-            Walk::Indexed(index) => {
-                let classes = Classes::Indexed(index);
-                fill_node(
-                    cap,
-                    sparse,
-                    per_node,
-                    value,
-                    left,
-                    classes,
-                    &mut self.room,
-                    out,
-                )
-            }
-        }
+            Walk::Indexed(index) => Classes::Indexed(index),
+        };
+        let cap = &self.cands[ti].room;
+        let (sparse, per_node, value) = (&self.sparse, self.per_node, self.value);
+        fill_node(
+            cap,
+            sparse,
+            per_node,
+            value,
+            left,
+            classes,
+            &mut self.room,
+            out,
+        )
     }
 
     /// The per-unit bound computed again if pods were taken since.
