@@ -123,18 +123,8 @@ impl ClassIndex {
 
 #[cfg(test)]
 mod tests {
+    use super::super::sparse_needs as sparse;
     use super::*;
-
-    fn sparse(need: &[Vec<i64>]) -> Vec<Vec<(usize, i64)>> {
-        (need.iter())
-            .map(|n| {
-                (n.iter().enumerate())
-                    .filter(|&(_, &q)| q != 0)
-                    .map(|(d, &q)| (d, q))
-                    .collect()
-            })
-            .collect()
-    }
 
     fn fits(need: &[i64], room: &[i64]) -> bool {
         need.iter().zip(room).all(|(&q, &r)| q <= 0 || q <= r)
@@ -166,13 +156,8 @@ mod tests {
 
     #[test]
     fn finds_the_class_a_walk_of_every_class_finds() {
-        let mut seed: u64 = 11;
-        let mut next = |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((seed >> 33) % n) as i64
-        };
+        let mut draw = crate::scheduler::test_draws(11);
+        let mut next = |n: u64| draw(n) as i64;
         for case in 0..200 {
             let dims = 1 + next(4) as usize;
             let classes = 1 + next(70) as usize;

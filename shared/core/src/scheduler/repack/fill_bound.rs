@@ -183,13 +183,8 @@ mod tests {
 
     #[test]
     fn no_fill_is_worth_more_than_the_bound() {
-        let mut seed: u64 = 5;
-        let mut next = |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((seed >> 33) % n) as i64
-        };
+        let mut draw = crate::scheduler::test_draws(5);
+        let mut next = |n: u64| draw(n) as i64;
         for case in 0..300 {
             let dims = 1 + next(3) as usize;
             let classes = 1 + next(4) as usize;
