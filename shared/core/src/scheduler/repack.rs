@@ -2207,24 +2207,27 @@ fn cheapest_fill(
     // per-unit bound (few) in their order, the bound asked only once there
     // is a best. Ties go to the cheaper type, then to the first.
     filler.refresh_bound(left);
-    let order = &mut filled.order;
-    order.clear();
     let sorted = matches!(filler.bound, Bound::Knapsack(_));
     if sorted {
-        let bound = &filler.bound;
+        let (order, bound) = (&mut filled.order, &filler.bound);
+        order.clear();
         order.extend((cands.iter().enumerate()).map(|(ti, c)| (c.price / bound.of(&c.room), ti)));
         order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    } else {
-        order.extend((0..cands.len()).map(|ti| (0.0, ti)));
     }
     let mut best: Option<(f64, f64, usize)> = None;
-    for &(least, ti) in order.iter() {
+    for i in 0..cands.len() {
+        let ti = if sorted { filled.order[i].1 } else { i };
         let c = &cands[ti];
         if let Some((br, _, _)) = best {
-            if sorted && least > br {
-                break;
-            }
-            if !sorted && c.price / filler.bound.of(&c.room) > br {
+            let least = if sorted {
+                filled.order[i].0
+            } else {
+                c.price / filler.bound.of(&c.room)
+            };
+            if least > br {
+                if sorted {
+                    break;
+                }
                 continue;
             }
         }
@@ -2434,7 +2437,8 @@ impl Take {
 /// full counts that every packing of the same pods shares.
 struct Fills<'a> {
     last: Vec<Option<Filled>>,
-    /// Scratch: the types in the order `cheapest_fill` weighs them.
+    /// Scratch: the types by their least price per value, when
+    /// `cheapest_fill` weighs them in that order (the knapsack bound).
     order: Vec<(f64, usize)>,
     initial: &'a mut InitialFills,
     at_start: bool,

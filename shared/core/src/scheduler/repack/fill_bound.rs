@@ -42,8 +42,8 @@ struct DimKnapsack {
 impl FillBound {
     /// The bound for classes needing `need` (per class, per dimension),
     /// valued at `value`, of which a node takes at most `per_node`, with
-    /// `left` pods left. A dimension some class needs less than none of
-    /// bounds nothing and is left out.
+    /// `left` pods left. A dimension some class needs a negative amount
+    /// of bounds nothing and is left out.
     pub(super) fn new(
         need: &[Vec<i64>],
         value: &[f64],
