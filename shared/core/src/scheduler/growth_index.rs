@@ -4,17 +4,20 @@
 //!
 //! The cost rule refuses a pod on a NodeClaim whose cheapest type has no
 //! room left for it when the least the NodeClaim's growth costs in a
-//! resource the pod lacks room in is more than the pod's solo price allows
-//! ([`GrowthFloor`], `Run::growth_refuses`). Every NodeClaim of a large
+//! resource the pod lacks room in is more than the pod's solo price
+//! allows, or when no type within the pod's price level of the step grid
+//! leaves the room it needs ([`GrowthFloor`], `Run::growth_refuses`). Every NodeClaim of a large
 //! plan is asked that by every request class's first walk: with the
 //! number of Deployments growing with the cluster, those walks were
 //! `O(pods × NodeClaims)`. Here each NodeClaim is a leaf of a segment tree
-//! over the NodeClaim indices holding its floor's room and its steps per
-//! unit of the rule's slack; an inner node holds its leaves' largest room
-//! and least step per resource. A subtree whose largest room in some
-//! resource is less than the pod needs, and whose least step in that
-//! resource is more than the pod's solo price allows, refuses the pod on
-//! every NodeClaim under it, so the walk passes it whole.
+//! over the NodeClaim indices holding its floor's room, its steps per
+//! unit of the rule's slack and its reach per price level; an inner node
+//! holds its leaves' largest room, least step and largest reach per
+//! resource. A subtree whose largest room in some resource is less than
+//! the pod needs, and whose least step in that resource is more than the
+//! pod's solo price allows, or whose largest reach at the pod's level is
+//! less than it needs in some resource, refuses the pod on every
+//! NodeClaim under it, so the walk passes it whole.
 //!
 //! A leaf is set when the rule makes a NodeClaim's floor (some walk asked
 //! it) and cleared when a pod joins the NodeClaim; a new offering epoch
@@ -30,7 +33,8 @@
 //! zone buckets' hints on each refusal, so it asks each NodeClaim as
 //! before.
 
-use super::costrule::{self, GrowthFloor};
+use super::costrule;
+use super::growth_floor::{GrowthFloor, Reach, StepGrid, LEVELS};
 use super::index::ClaimIdx;
 use super::{Run, Trial};
 use crate::resources::{Compact, COMPACT};
@@ -47,6 +51,8 @@ pub(super) struct GrowthQuery {
     need: [i64; COMPACT],
     /// The solo price, raised by [`MARGIN`].
     solo: f64,
+    /// The step grid's level of `solo` (`None`: past the grid).
+    level: Option<usize>,
     /// The solo price as asked (for the debug builds' check).
     #[cfg(debug_assertions)]
     asked: f64,
@@ -55,10 +61,12 @@ pub(super) struct GrowthQuery {
 impl GrowthQuery {
     /// `None` for a price the comparison cannot use (negative or not a
     /// number): the walk then asks every NodeClaim.
-    pub(super) fn new(need: [i64; COMPACT], solo: f64) -> Option<GrowthQuery> {
+    pub(super) fn new(need: [i64; COMPACT], solo: f64, grid: &StepGrid) -> Option<GrowthQuery> {
+        let raised = solo * (1.0 + MARGIN);
         (solo.is_finite() && solo >= 0.0).then_some(GrowthQuery {
             need,
-            solo: solo * (1.0 + MARGIN),
+            solo: raised,
+            level: grid.level(raised),
             #[cfg(debug_assertions)]
             asked: solo,
         })
@@ -75,6 +83,11 @@ pub(super) struct GrowthIndex {
     room: Vec<[i64; COMPACT]>,
     /// Per node, the least growth step per unit of slack per resource.
     step: Vec<[f64; COMPACT]>,
+    /// Per node, the largest reach per level and resource.
+    reach: Vec<Reach>,
+    /// Per leaf, whether its reach is known (not open), and how many are.
+    reached: Vec<bool>,
+    reaches: usize,
     /// NodeClaims `0..len` have leaves.
     len: usize,
     /// The offering epoch the leaves were set at.
@@ -87,12 +100,13 @@ pub(super) struct GrowthIndex {
 /// A leaf no pod passes: no floor known.
 const OPEN_ROOM: [i64; COMPACT] = [i64::MAX; COMPACT];
 const OPEN_STEP: [f64; COMPACT] = [f64::NEG_INFINITY; COMPACT];
+const OPEN_REACH: Reach = [[i64::MAX; COMPACT]; LEVELS];
 
 impl GrowthIndex {
     /// NodeClaim `c` changed (a pod joined it): its floor is not known
     /// until asked again.
     pub(super) fn claim_changed(&mut self, c: usize) {
-        self.put(c, OPEN_ROOM, OPEN_STEP);
+        self.put(c, OPEN_ROOM, OPEN_STEP, None);
     }
 
     /// NodeClaim `c` took its first pod, of size class `size`.
@@ -123,13 +137,16 @@ impl GrowthIndex {
             let cap = claims.next_power_of_two().max(64);
             let mut room = vec![OPEN_ROOM; 2 * cap];
             let mut step = vec![OPEN_STEP; 2 * cap];
+            let mut reach = vec![OPEN_REACH; 2 * cap];
+            self.reached.resize(cap, false);
             for i in 0..self.len {
                 room[cap + i] = self.room[self.cap + i];
                 step[cap + i] = self.step[self.cap + i];
+                reach[cap + i] = self.reach[self.cap + i];
             }
-            (self.cap, self.room, self.step) = (cap, room, step);
+            (self.cap, self.room, self.step, self.reach) = (cap, room, step, reach);
             for v in (1..cap).rev() {
-                self.pull(v);
+                self.pull(v, (true, true));
             }
         }
         self.len = self.len.max(claims);
@@ -143,32 +160,67 @@ impl GrowthIndex {
                 c,
                 *floor.room().quantities(),
                 floor.steps().map(|s| s / slack),
+                floor.reach(),
             );
         }
     }
 
-    fn put(&mut self, c: usize, room: [i64; COMPACT], step: [f64; COMPACT]) {
+    /// Leaf `c` becomes `room`, `step` and `reach` (`None`: open), and
+    /// the nodes above it follow; the reaches only where one changed.
+    fn put(&mut self, c: usize, room: [i64; COMPACT], step: [f64; COMPACT], reach: Option<&Reach>) {
         if c >= self.len {
             return;
         }
         let v = self.cap + c;
-        if self.room[v] == room && self.step[v] == step {
+        let reach_moves = match reach {
+            None => self.reached[c],
+            Some(reach) => !self.reached[c] || self.reach[v] != *reach,
+        };
+        if self.room[v] == room && self.step[v] == step && !reach_moves {
             return;
         }
         (self.room[v], self.step[v]) = (room, step);
-        let mut v = v / 2;
-        while v >= 1 {
-            self.pull(v);
+        if reach_moves {
+            self.reach[v] = *reach.unwrap_or(&OPEN_REACH);
+            match (self.reached[c], reach.is_some()) {
+                (false, true) => self.reaches += 1,
+                (true, false) => self.reaches -= 1,
+                _ => {}
+            }
+            self.reached[c] = reach.is_some();
+        }
+        let (mut v, mut moves) = (v / 2, (true, reach_moves));
+        while v >= 1 && (moves.0 || moves.1) {
+            moves = self.pull(v, moves);
             v /= 2;
         }
     }
 
-    fn pull(&mut self, v: usize) {
+    /// Node `v` from its children: its rooms and steps, and its reaches if
+    /// `moves.1`; whether each changed (a node that did not leaves the
+    /// nodes above it as they are).
+    fn pull(&mut self, v: usize, moves: (bool, bool)) -> (bool, bool) {
         let (l, r) = (2 * v, 2 * v + 1);
-        for d in 0..COMPACT {
-            self.room[v][d] = self.room[l][d].max(self.room[r][d]);
-            self.step[v][d] = self.step[l][d].min(self.step[r][d]);
+        let mut changed = (false, false);
+        if moves.0 {
+            let (room, step) = (self.room[v], self.step[v]);
+            for d in 0..COMPACT {
+                self.room[v][d] = self.room[l][d].max(self.room[r][d]);
+                self.step[v][d] = self.step[l][d].min(self.step[r][d]);
+            }
+            changed.0 = self.room[v] != room || self.step[v] != step;
         }
+        if moves.1 {
+            let mut reach = self.reach[l];
+            for (level, right) in reach.iter_mut().zip(&self.reach[r]) {
+                for d in 0..COMPACT {
+                    level[d] = level[d].max(right[d]);
+                }
+            }
+            changed.1 = self.reach[v] != reach;
+            self.reach[v] = reach;
+        }
+        changed
     }
 
     /// Whether every NodeClaim under node `v` refuses the pod.
@@ -176,6 +228,10 @@ impl GrowthIndex {
     fn refuses(&self, v: usize, q: &GrowthQuery) -> bool {
         let (room, step) = (&self.room[v], &self.step[v]);
         (0..COMPACT).any(|d| q.need[d] > room[d] && q.solo < step[d])
+            || q.level.is_some_and(|k| {
+                let reach = &self.reach[v][k];
+                (0..COMPACT).any(|d| q.need[d] > reach[d])
+            })
     }
 
     /// The first NodeClaim from `from` on that the index does not know to
@@ -238,8 +294,12 @@ impl Run<'_> {
         if self.pack {
             return None;
         }
-        let q = GrowthQuery::new(*compact?.quantities(), solo?)?;
+        let mut q = GrowthQuery::new(*compact?.quantities(), solo?, &self.step_grid)?;
         (self.growth_index).sync(self.claims.len(), self.hints.epoch());
+        // No leaf has a reach: the walk asks none.
+        if self.growth_index.reaches == 0 {
+            q.level = None;
+        }
         Some(q)
     }
 
@@ -292,67 +352,90 @@ impl Run<'_> {
 mod tests {
     use super::*;
 
-    /// A floor of `room` and `steps` (price steps per resource).
-    fn leaf(index: &mut GrowthIndex, c: usize, room: [i64; COMPACT], steps: [f64; COMPACT]) {
-        let floor = GrowthFloor::for_test(room, steps);
-        index.set(c, &floor, 1.0);
+    /// A leaf's floor: its room, its price steps per resource and its
+    /// reach per level.
+    type Leaf = ([i64; COMPACT], [f64; COMPACT], Reach);
+
+    fn grid() -> StepGrid {
+        StepGrid::from_base(0.04)
     }
 
-    fn index_of(leaves: &[([i64; COMPACT], [f64; COMPACT])]) -> GrowthIndex {
+    fn index_of(leaves: &[Leaf]) -> GrowthIndex {
         let mut index = GrowthIndex::default();
         index.sync(leaves.len(), 0);
-        for (c, (room, steps)) in leaves.iter().enumerate() {
-            leaf(&mut index, c, *room, *steps);
+        for (c, (room, steps, reach)) in leaves.iter().enumerate() {
+            index.set(c, &GrowthFloor::for_test(*room, *steps, *reach), 1.0);
         }
         index
     }
 
     /// The first leaf from `from` on that does not refuse, by asking each.
-    fn by_hand(leaves: &[([i64; COMPACT], [f64; COMPACT])], from: usize, q: &GrowthQuery) -> usize {
+    fn by_hand(leaves: &[Leaf], from: usize, q: &GrowthQuery) -> usize {
         (from..leaves.len())
             .find(|&c| {
-                let (room, steps) = &leaves[c];
-                !(0..COMPACT).any(|d| q.need[d] > room[d] && q.solo < steps[d])
+                let (room, steps, reach) = &leaves[c];
+                let by_step = (0..COMPACT).any(|d| q.need[d] > room[d] && q.solo < steps[d]);
+                let by_reach = grid()
+                    .level(q.solo)
+                    .is_some_and(|k| (0..COMPACT).any(|d| q.need[d] > reach[k][d]));
+                !(by_step || by_reach)
             })
             .unwrap_or(leaves.len())
+    }
+
+    /// A random leaf: rooms in steps of 500, reach growing by level.
+    fn random_leaf(draw: &mut impl FnMut(u64) -> u64) -> Leaf {
+        let room = [0; COMPACT].map(|_| draw(5) as i64 * 500);
+        let steps = [0.0; COMPACT].map(|_| match draw(4) {
+            0 => f64::INFINITY,
+            1 => -0.01,
+            k => k as f64 * 0.05,
+        });
+        let mut reach = [room; LEVELS];
+        let mut at = room;
+        for level in &mut reach {
+            at = at.map(|r| r + draw(3) as i64 * 500);
+            *level = at;
+        }
+        (room, steps, reach)
     }
 
     #[test]
     fn the_walk_lands_where_asking_each_nodeclaim_would() {
         let mut draw = crate::scheduler::test_draws(7);
+        let mut by_reach = 0;
         for round in 0..200 {
             let n = 1 + draw(300) as usize;
-            let leaves: Vec<_> = (0..n)
-                .map(|_| {
-                    let room = [0; COMPACT].map(|_| draw(5) as i64 * 500);
-                    let steps = [0.0; COMPACT].map(|_| match draw(4) {
-                        0 => f64::INFINITY,
-                        1 => -0.01,
-                        k => k as f64 * 0.05,
-                    });
-                    (room, steps)
-                })
-                .collect();
+            let leaves: Vec<Leaf> = (0..n).map(|_| random_leaf(&mut draw)).collect();
             let index = index_of(&leaves);
             for _ in 0..20 {
                 let need = [0; COMPACT].map(|_| draw(6) as i64 * 400);
-                let q = GrowthQuery::new(need, draw(4) as f64 * 0.04).expect("a finite price");
+                let q =
+                    GrowthQuery::new(need, draw(4) as f64 * 0.04, &grid()).expect("a finite price");
                 let from = draw(n as u64 + 1) as usize;
                 assert_eq!(
                     index.next_unrefused(from, &q),
                     by_hand(&leaves, from, &q),
                     "round {round}, from {from}, {q:?}"
                 );
+                let (room, steps, reach) = &leaves[from.min(n - 1)];
+                let by_step = (0..COMPACT).any(|d| q.need[d] > room[d] && q.solo < steps[d]);
+                let k = q.level.expect("a level");
+                by_reach += usize::from(!by_step && (0..COMPACT).any(|d| q.need[d] > reach[k][d]));
             }
         }
+        assert!(
+            by_reach > 100,
+            "{by_reach} leaves refused by their reach alone"
+        );
     }
 
     #[test]
     fn a_nodeclaim_of_the_pods_size_class_is_walked_whatever_its_floor() {
-        let full = ([0; COMPACT], [1.0; COMPACT]);
+        let full = ([0; COMPACT], [1.0; COMPACT], [[0; COMPACT]; LEVELS]);
         let mut index = index_of(&[full; 10]);
         index.first_pod(6, 3);
-        let q = GrowthQuery::new([100; COMPACT], 0.1).expect("a finite price");
+        let q = GrowthQuery::new([100; COMPACT], 0.1, &grid()).expect("a finite price");
         assert_eq!(index.next_open(0, &q, 3), 6);
         assert_eq!(index.next_open(7, &q, 3), 10);
         assert_eq!(index.next_open(0, &q, 2), 10);
@@ -360,15 +443,15 @@ mod tests {
 
     #[test]
     fn a_changed_nodeclaim_new_ones_and_a_new_epoch_refuse_nothing_until_set() {
-        let full = ([0; COMPACT], [1.0; COMPACT]);
+        let full = ([0; COMPACT], [1.0; COMPACT], [[0; COMPACT]; LEVELS]);
         let mut index = index_of(&[full; 3]);
-        let q = GrowthQuery::new([1; COMPACT], 0.0).expect("a finite price");
+        let q = GrowthQuery::new([1; COMPACT], 0.0, &grid()).expect("a finite price");
         assert_eq!(index.next_open(0, &q, 0), 3);
         index.claim_changed(1);
         assert_eq!(index.next_open(0, &q, 0), 1);
         index.sync(200, 0);
         assert_eq!(index.next_open(2, &q, 0), 3);
-        leaf(&mut index, 1, full.0, full.1);
+        index.set(1, &GrowthFloor::for_test(full.0, full.1, full.2), 1.0);
         assert_eq!(index.next_open(0, &q, 0), 3);
         index.sync(200, 1);
         assert_eq!(index.next_open(0, &q, 0), 0);
@@ -376,8 +459,28 @@ mod tests {
 
     #[test]
     fn a_price_the_comparison_cannot_use_asks_every_nodeclaim() {
-        assert!(GrowthQuery::new([0; COMPACT], f64::NAN).is_none());
-        assert!(GrowthQuery::new([0; COMPACT], -1.0).is_none());
-        assert!(GrowthQuery::new([0; COMPACT], f64::INFINITY).is_none());
+        assert!(GrowthQuery::new([0; COMPACT], f64::NAN, &grid()).is_none());
+        assert!(GrowthQuery::new([0; COMPACT], -1.0, &grid()).is_none());
+        assert!(GrowthQuery::new([0; COMPACT], f64::INFINITY, &grid()).is_none());
+    }
+
+    /// A price past the grid's last level (or a grid without levels) is
+    /// weighed by the steps alone.
+    #[test]
+    fn a_price_past_the_grid_is_weighed_by_the_steps_alone() {
+        let open_steps = (
+            [0; COMPACT],
+            [f64::NEG_INFINITY; COMPACT],
+            [[0; COMPACT]; LEVELS],
+        );
+        let index = index_of(&[open_steps; 4]);
+        let top = grid().price(LEVELS - 1);
+        let within = GrowthQuery::new([1; COMPACT], top / 2.0, &grid()).expect("a price");
+        assert_eq!(index.next_open(0, &within, 0), 4);
+        let past = GrowthQuery::new([1; COMPACT], top * 2.0, &grid()).expect("a price");
+        assert_eq!(index.next_open(0, &past, 0), 0);
+        let none = StepGrid::from_base(f64::INFINITY);
+        let q = GrowthQuery::new([1; COMPACT], 0.01, &none).expect("a price");
+        assert_eq!(index.next_open(0, &q, 0), 0);
     }
 }

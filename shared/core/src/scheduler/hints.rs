@@ -80,6 +80,8 @@ pub(super) struct Hints<'a> {
     /// not placed yet.
     size: Vec<usize>,
     size_left: Vec<usize>,
+    /// Per size class, whether it has one pod only.
+    size_alone: Vec<bool>,
     /// Per shape: the solo price (see `solo_price`).
     solo_cache: Vec<Option<Option<f64>>>,
     /// Types of a pool compatible with requirements (hostname excluded).
@@ -157,6 +159,7 @@ impl<'a> Hints<'a> {
         let (req_class, _) = request_classes(pods);
         let (walk_class, n_walk_classes) = walk_classes(pods);
         let size_left = class_counts(&size, n_sizes);
+        let size_alone = size_left.iter().map(|&n| n == 1).collect();
         let walk_left = class_counts(&walk_class, n_walk_classes);
         Hints {
             shape,
@@ -165,6 +168,7 @@ impl<'a> Hints<'a> {
             hint_relax: vec![Relaxation::default(); n_shapes],
             size,
             size_left,
+            size_alone,
             solo_cache: vec![None; n_shapes],
             compat_cache: Default::default(),
             compat_sets: Default::default(),
@@ -273,6 +277,13 @@ impl<'a> Hints<'a> {
             self.versions.resize(i + 1, 0);
         }
         self.versions[i] = self.versions[i].wrapping_add(1);
+    }
+
+    /// Whether pod `p` is the only pod of its size class (so no other pod
+    /// shares what the cost rule answers it).
+    #[inline]
+    pub(super) fn alone_in_size(&self, p: PodIdx) -> bool {
+        self.size_alone[self.size[p]]
     }
 
     /// Pods of size class `size` not placed yet.

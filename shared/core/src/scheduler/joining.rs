@@ -387,6 +387,7 @@ impl Run<'_> {
         if answer.admits(solo) {
             return false;
         }
+        self.learn_reach(c, t.p);
         // A request class's pods differ in the offerings their
         // requirements allow: only a refusal made without them holds for
         // every pod of the class (they only make the step dearer).

@@ -22,6 +22,7 @@ mod chain;
 mod costrule;
 mod existingnode;
 mod explain;
+mod growth_floor;
 mod growth_index;
 mod hints;
 mod hostaffinity;
@@ -211,11 +212,14 @@ struct Run<'a> {
     /// Pod classes, speed hints and caches (see [`Hints`]).
     hints: Hints<'a>,
     /// Per NodePool and type, the least a node of the type can cost (see
-    /// `costrule::TypeFloors`).
-    type_floors: std::rc::Rc<Vec<costrule::TypeFloors>>,
+    /// `growth_floor::TypeFloors`).
+    type_floors: std::rc::Rc<Vec<growth_floor::TypeFloors>>,
+    /// The price levels of every growth floor's reach (see
+    /// `growth_floor::StepGrid`).
+    step_grid: growth_floor::StepGrid,
     /// Per NodeClaim, the least its growth costs as last asked (see
-    /// `costrule::GrowthFloor`).
-    growth: Vec<Option<costrule::GrowthFloor>>,
+    /// `growth_floor::GrowthFloor`).
+    growth: Vec<Option<growth_floor::GrowthFloor>>,
     /// The NodeClaims by what their growth refuses (see
     /// [`growth_index`]).
     growth_index: growth_index::GrowthIndex,
@@ -566,8 +570,10 @@ impl<'a> Run<'a> {
         let hints = Hints::new(pods, &volume, &prepared.compat, &prepared.req_types);
         let existing_domains = existing_domains(pods, &existing);
         let existing = ExistingNodes::new(existing, &existingnode::keys_pods_read(pods, &volume));
+        let type_floors = std::rc::Rc::new(growth_floor::TypeFloors::of(&pools));
         let mut run = Run {
-            type_floors: std::rc::Rc::new(costrule::TypeFloors::of(&pools)),
+            type_floors: std::rc::Rc::clone(&type_floors),
+            step_grid: growth_floor::StepGrid::of(&type_floors),
             growth: Vec::new(),
             growth_index: growth_index::GrowthIndex::default(),
             unplaceable: Default::default(),

@@ -339,7 +339,7 @@ fn the_growth_floor_stops_where_no_later_type_changes_it() {
         .filter(|o| o.capacity_type == CapacityType::OnDemand)
         .for_each(|o| o.price = 0.05);
     let mut draw = test_draws(41);
-    let mut compared = 0;
+    let (mut compared, mut grew, mut exact, mut levels) = (0, 0, 0, 0);
     for case in 0..20 {
         let pods: Vec<Pod> = (0..16)
             .map(|i| {
@@ -380,11 +380,46 @@ fn the_growth_floor_stops_where_no_later_type_changes_it() {
                     )
                 });
                 assert_eq!(now, whole, "case {case}, pod {p:?}");
+                // The reach: per level, at least the most room of any of
+                // the NodeClaim's types within the level's step (by a walk
+                // over all of them), and that where the types come in the
+                // floors' order.
+                let now_price = costrule::offered_price(
+                    pool,
+                    before,
+                    costrule::OfferBits::of_claim(claim, pool),
+                );
+                let used = claim.requests.compact_request().expect("compact");
+                let slack = costrule::slack(pool);
+                let floors = &run.type_floors[claim.pool.get()];
+                let reach = run.reach(c, floors, now_price, (&used, floor.room()));
+                for (k, reach) in reach.iter().enumerate() {
+                    let mut most = *floor.room().quantities();
+                    for t in claim.types.iter() {
+                        let step = floors.floor[t] - now_price;
+                        if step / slack <= run.step_grid.price(k) {
+                            let a = pool.compact_allocatable[t].expect("compact");
+                            for (d, m) in most.iter_mut().enumerate() {
+                                *m = (*m).max(a.quantities()[d] - used.quantities()[d]);
+                            }
+                        }
+                    }
+                    let wide = (0..most.len()).all(|d| reach[d] >= most[d]);
+                    assert!(
+                        wide,
+                        "case {case}, pod {p:?}, level {k}: {reach:?} < {most:?}"
+                    );
+                    exact += usize::from(*reach == most);
+                    levels += 1;
+                    grew += usize::from(most != *floor.room().quantities());
+                }
                 compared += 1;
             }
         });
     }
     assert!(compared > 200, "{compared} floors compared");
+    assert!(grew > 200, "{grew} levels reach past the cheapest type");
+    assert!(exact * 10 > levels * 9, "{exact} of {levels} levels exact");
 }
 
 /// A refusal the cost rule made for a pod held to on-demand (the node's

@@ -1,0 +1,416 @@
+//! The least a NodeClaim's growth costs: what the cost rule refuses a pod
+//! on by resources and price alone, asked alike by pods of every size
+//! (the rule's own answer, `Run::may_join_memo`, is asked per request
+//! class).
+//!
+//! A pod that needs more of a resource than a NodeClaim's cheapest type
+//! has left grows the NodeClaim to a type with more of it. Two bounds
+//! follow from the types' floors ([`TypeFloors`]), and each refuses a pod
+//! only where the rule would:
+//! - per resource, the least step to any type with more of it than the
+//!   cheapest type has (`GrowthFloor::steps`);
+//! - per price level of a fixed grid ([`StepGrid`]), the most room in each
+//!   resource of any type whose step is within the level
+//!   (`GrowthFloor::reach`): a pod that needs more than that in some
+//!   resource grows the NodeClaim by more than the level, so one whose
+//!   solo price the level covers is refused. This one answers the pods
+//!   that need more than the next type up has left, where every type
+//!   with more of the resource is dearer than the first. It is made for
+//!   the pods that share no answer with others (the only pod of their
+//!   size, see `Run::learn_reach`): pods that each have their own size
+//!   walked every NodeClaim, refused one by one.
+
+use crate::resources::{Compact, COMPACT};
+
+use super::costrule::{offered_price, slack, OfferBits};
+use super::index::{ClaimIdx, PodIdx};
+use super::nodeclaim::JoinAnswer;
+use super::pools::Pool;
+use super::Run;
+
+/// Price levels of the [`StepGrid`].
+pub(super) const LEVELS: usize = 24;
+
+/// Each level of the [`StepGrid`] is this much dearer than the one below:
+/// a pod is weighed at the first level at or above its solo price, so a
+/// refusal the rule makes by less than this factor may go unseen.
+const RATIO: f64 = 1.5;
+
+/// The price levels (per unit of the cost rule's slack) at which growth
+/// floors tell the room their NodeClaims reach: from the least floor of
+/// any type of any NodePool (no pod's solo price is below it), each
+/// [`RATIO`] times the one before. One grid for every NodePool, so that
+/// the growth index compares leaves of all of them.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct StepGrid {
+    prices: [f64; LEVELS],
+}
+
+impl StepGrid {
+    pub(super) fn of(floors: &[TypeFloors]) -> StepGrid {
+        let base = (floors.iter())
+            .flat_map(|f| f.floor.iter().copied())
+            .filter(|&p| p.is_finite() && p > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        StepGrid::from_base(base)
+    }
+
+    /// The grid whose first level is `base` (none when it is infinite).
+    pub(super) fn from_base(base: f64) -> StepGrid {
+        let mut prices = [f64::INFINITY; LEVELS];
+        let mut price = base;
+        for level in &mut prices {
+            *level = price;
+            price *= RATIO;
+        }
+        StepGrid { prices }
+    }
+
+    /// The first level at or above `price` (per unit of slack); `None`
+    /// past the last level or for a price that is not a number.
+    pub(super) fn level(&self, price: f64) -> Option<usize> {
+        if price.is_nan() {
+            return None;
+        }
+        let k = self.prices.partition_point(|&g| g < price);
+        (k < LEVELS && self.prices[k].is_finite()).then_some(k)
+    }
+
+    /// Level `k`'s price (per unit of slack).
+    pub(super) fn price(&self, k: usize) -> f64 {
+        self.prices[k]
+    }
+}
+
+/// Per NodePool, each type's floor: the least a node of the type costs at
+/// any offering outside a reservation, volumes included (no
+/// [`offered_price`] of the type is below it); and from each type on (in
+/// the NodePool's order), the least floor and the most of each compact
+/// resource, so that a walk over a NodeClaim's types in that order stops
+/// once no later type can change what it found (see
+/// `Run::make_growth_floor`); and each type's compact allocatable, for a
+/// floor's reach.
+pub(super) struct TypeFloors {
+    pub(super) floor: Vec<f64>,
+    later: Vec<Later>,
+    /// Per type, its compact allocatable (`i64::MAX` as in [`Later`]).
+    most: Vec<[i64; COMPACT]>,
+}
+
+/// Over the types from one on: the least floor, and the most of each
+/// compact resource (`i64::MAX` when a type the compact lists do not
+/// decide is among them).
+#[derive(Clone, Copy)]
+struct Later {
+    least: f64,
+    most: [i64; COMPACT],
+}
+
+impl Later {
+    /// Over no type.
+    const NONE: Later = Later {
+        least: f64::INFINITY,
+        most: [i64::MIN; COMPACT],
+    };
+}
+
+impl TypeFloors {
+    pub(super) fn of(pools: &[Pool]) -> Vec<TypeFloors> {
+        pools.iter().map(TypeFloors::of_pool).collect()
+    }
+
+    fn of_pool(pool: &Pool) -> TypeFloors {
+        let floor: Vec<f64> = (pool.types.iter())
+            .map(|ty| {
+                let offered = (ty.offerings.iter())
+                    .filter(|o| o.reservation.is_none())
+                    .map(|o| o.price);
+                pool.node_price(offered.fold(ty.price, f64::min))
+            })
+            .collect();
+        let most_of = |t: usize| {
+            let most = pool.compact_allocatable.get(t).copied().flatten();
+            most.map_or([i64::MAX; COMPACT], |a| *a.quantities())
+        };
+        let mut later = vec![Later::NONE; floor.len()];
+        let mut acc = Later::NONE;
+        for t in (0..floor.len()).rev() {
+            acc.least = acc.least.min(floor[t]);
+            for (m, a) in acc.most.iter_mut().zip(most_of(t)) {
+                *m = (*m).max(a);
+            }
+            later[t] = acc;
+        }
+        let most = (0..floor.len()).map(most_of).collect();
+        TypeFloors { floor, later, most }
+    }
+
+    /// Whether no type from `t` on lowers a `least` price of a resource
+    /// already found, or has more of one than `have`.
+    fn settled(&self, t: usize, least: &[f64; COMPACT], have: &[i64; COMPACT]) -> bool {
+        let later = &self.later[t];
+        (0..COMPACT).all(|d| least[d] <= later.least || later.most[d] <= have[d])
+    }
+}
+
+/// What growing a NodeClaim costs at the least, for pods that do not fit
+/// its cheapest type (see [`Run::growth_refuses`]), at one version of the
+/// NodeClaim and one offering epoch. A pod that needs more of a resource
+/// than `room` leaves grows the NodeClaim to a type with more of it than
+/// the cheapest has, whose price step from the NodeClaim's price now is at
+/// least `steps` of that resource; and one that needs more of a resource
+/// than `reach` holds at a level of the [`StepGrid`] grows it by more than
+/// the level's price (times the slack). The reach is made once the rule
+/// itself refuses a pod the steps do not, and that pod is the only one of
+/// its size (`Run::learn_reach`): pods of a size share the rule's own
+/// answer, which is remembered, so the reach is not worth its walk over
+/// the NodeClaim's types for them; and a floor the rule admits a pod on
+/// changes with it.
+#[derive(Clone, Debug)]
+pub(super) struct GrowthFloor {
+    version: u32,
+    epoch: u32,
+    room: Compact,
+    steps: [f64; COMPACT],
+    /// The NodeClaim's price now and its compact requests, for its reach.
+    now: f64,
+    used: Compact,
+    reach: Option<Box<Reach>>,
+}
+
+/// Per level of the [`StepGrid`] and per resource, the most room any of a
+/// NodeClaim's types leaves whose step per unit of slack is at most the
+/// level's price (at least what its cheapest type leaves).
+pub(super) type Reach = [[i64; COMPACT]; LEVELS];
+
+impl GrowthFloor {
+    /// Per resource, the least a step to a type with more of it costs.
+    pub(super) fn steps(&self) -> [f64; COMPACT] {
+        self.steps
+    }
+
+    /// What the NodeClaim's cheapest type has left.
+    pub(super) fn room(&self) -> &Compact {
+        &self.room
+    }
+
+    /// See [`Reach`]; `None` until asked.
+    pub(super) fn reach(&self) -> Option<&Reach> {
+        self.reach.as_deref()
+    }
+
+    /// Whether the cost rule refuses a pod needing `need` at solo price
+    /// `solo` on the NodeClaim by its steps (at its NodePool's `slack`),
+    /// as a step no dearer than the rule's own.
+    fn refuses_by_steps(&self, need: &[i64; COMPACT], solo: f64, slack: f64) -> Option<JoinAnswer> {
+        let room = self.room.quantities();
+        let step = (0..COMPACT)
+            .filter(|&d| need[d] > room[d])
+            .map(|d| self.steps[d])
+            .fold(f64::NEG_INFINITY, f64::max);
+        (step > solo * slack).then_some(JoinAnswer::Step { step, slack })
+    }
+
+    /// Whether a pod needing `need` that does not fit the reach at level
+    /// `k` is refused: its step is more than the level's price (times
+    /// `slack`).
+    fn refuses_by_reach(
+        reach: &Reach,
+        need: &[i64; COMPACT],
+        k: usize,
+        slack: f64,
+        grid: &StepGrid,
+    ) -> Option<JoinAnswer> {
+        (0..COMPACT)
+            .any(|d| need[d] > reach[k][d])
+            .then(|| JoinAnswer::Step {
+                step: grid.price(k) * slack,
+                slack,
+            })
+    }
+
+    #[cfg(test)]
+    pub(super) fn for_test(
+        room: [i64; COMPACT],
+        steps: [f64; COMPACT],
+        reach: Reach,
+    ) -> GrowthFloor {
+        GrowthFloor {
+            version: 0,
+            epoch: 0,
+            room: Compact::for_test(room),
+            steps,
+            now: 0.0,
+            used: Compact::for_test([0; COMPACT]),
+            reach: Some(Box::new(reach)),
+        }
+    }
+}
+
+impl Run<'_> {
+    /// Whether the cost rule refuses pod `p` (compact requests `pod`,
+    /// solo price `solo`) on NodeClaim `c` by the least its growth costs
+    /// (see [`GrowthFloor`]): a pod that needs more than its cheapest type
+    /// has left, and no look-ahead. `Some` carries the step bound (for
+    /// the caller's refusal record); only ever a refusal the rule itself
+    /// would make.
+    pub(super) fn growth_refuses(
+        &mut self,
+        c: ClaimIdx,
+        p: PodIdx,
+        pod: Option<Compact>,
+        solo: Option<f64>,
+    ) -> Option<JoinAnswer> {
+        let (pod, solo) = (pod?, solo?);
+        if self.claims[c].size == Some(self.hints.size_class(p)) {
+            return None;
+        }
+        let slack = slack(&self.pools[self.claims[c].pool]);
+        let need = pod.quantities();
+        let grid = self.step_grid;
+        let level = grid.level(solo);
+        let floor = self.growth_floor(c)?;
+        if let Some(refused) = floor.refuses_by_steps(need, solo, slack) {
+            return Some(refused);
+        }
+        let reach = floor.reach.as_deref()?;
+        GrowthFloor::refuses_by_reach(reach, need, level?, slack, &grid)
+    }
+
+    /// The cost rule refused pod `p` on NodeClaim `c` where its floor's
+    /// steps did not: when `p` is the only pod of its size, the floor's
+    /// reach is made (if the floor is current and has none) and given to
+    /// the growth index, so that later pods it refuses are passed unasked.
+    pub(super) fn learn_reach(&mut self, c: ClaimIdx, p: PodIdx) {
+        if !self.hints.alone_in_size(p) {
+            return;
+        }
+        let (version, epoch) = (self.hints.version(c), self.hints.epoch());
+        let Some(Some(floor)) = self.growth.get(c.get()) else {
+            return;
+        };
+        if floor.reach.is_some() || floor.version != version || floor.epoch != epoch {
+            return;
+        }
+        let (now, used, room) = (floor.now, floor.used, floor.room);
+        let floors = &self.type_floors[self.claims[c].pool.get()];
+        let reach = self.reach(c, floors, now, (&used, &room));
+        if let Some(Some(floor)) = self.growth.get_mut(c.get()) {
+            floor.reach = Some(Box::new(reach));
+            let floor = floor.clone();
+            self.floor_made(c, &floor);
+        }
+    }
+
+    /// NodeClaim `c`'s [`GrowthFloor`] now, made when its version or the
+    /// offering epoch moved on; `None` for a NodeClaim without types, in a
+    /// reservation (priced otherwise), or whose requests or cheapest type
+    /// are not compact.
+    fn growth_floor(&mut self, c: ClaimIdx) -> Option<&GrowthFloor> {
+        let (version, epoch) = (self.hints.version(c), self.hints.epoch());
+        let known = self.growth.get(c.get()).and_then(Option::as_ref);
+        if !known.is_some_and(|f| f.version == version && f.epoch == epoch) {
+            let floor = self.make_growth_floor(c, version, epoch)?;
+            self.floor_made(c, &floor);
+            if self.growth.len() <= c.get() {
+                self.growth.resize(c.get() + 1, None);
+            }
+            self.growth[c.get()] = Some(floor);
+        }
+        self.growth.get(c.get())?.as_ref()
+    }
+
+    pub(super) fn make_growth_floor(
+        &self,
+        c: ClaimIdx,
+        version: u32,
+        epoch: u32,
+    ) -> Option<GrowthFloor> {
+        let claim = &self.claims[c];
+        let pool = &self.pools[claim.pool];
+        let before = claim.types.first()?;
+        if claim.reservation.is_some() {
+            return None;
+        }
+        let have = (*pool.compact_allocatable.get(before)?)?;
+        let used = claim.requests.compact_request()?;
+        let room = claim
+            .requests
+            .compact_room(&pool.types[before].allocatable)?;
+        let now = offered_price(pool, before, OfferBits::of_claim(claim, pool));
+        let floors = &self.type_floors[claim.pool.get()];
+        let h = have.quantities();
+        let mut least = [f64::INFINITY; COMPACT];
+        for t in claim.types.iter().filter(|&t| t != before) {
+            if floors.settled(t, &least, h) {
+                break;
+            }
+            let price = floors.floor[t];
+            match pool.compact_allocatable.get(t).copied().flatten() {
+                Some(a) => {
+                    let a = a.quantities();
+                    for d in (0..COMPACT).filter(|&d| a[d] > h[d]) {
+                        least[d] = least[d].min(price);
+                    }
+                }
+                // A type the compact lists do not decide may hold anything.
+                None => least.iter_mut().for_each(|l| *l = l.min(price)),
+            }
+        }
+        Some(GrowthFloor {
+            version,
+            epoch,
+            room,
+            steps: least.map(|l| l - now),
+            now,
+            used,
+            reach: None,
+        })
+    }
+
+    /// NodeClaim `c`'s [`Reach`] at price `now`, requests `used` and room
+    /// `room` in its cheapest type: per level, the most room in each
+    /// resource of any of its types whose floor is within the level's
+    /// step of `now`; at least `room`. Its types come in the NodePool's
+    /// order, which the floors mostly follow: each is counted at the level
+    /// of the least floor from it on (`Later::least`), at or below its
+    /// own, so a type out of order only widens the reach, as rounding
+    /// does; the walk ends past the last level.
+    pub(super) fn reach(
+        &self,
+        c: ClaimIdx,
+        floors: &TypeFloors,
+        now: f64,
+        (used, room): (&Compact, &Compact),
+    ) -> Reach {
+        let claim = &self.claims[c];
+        let slack = slack(&self.pools[claim.pool]);
+        let limit = |k: usize| (now + self.step_grid.price(k) * slack) * (1.0 + LIMIT_MARGIN);
+        let mut most = [[i64::MIN; COMPACT]; LEVELS];
+        let (mut k, mut below) = (0, limit(0));
+        'types: for t in claim.types.iter() {
+            let least = floors.later[t].least;
+            while least.partial_cmp(&below).is_none_or(|o| o.is_gt()) {
+                k += 1;
+                if k == LEVELS {
+                    break 'types;
+                }
+                below = limit(k);
+            }
+            for (m, a) in most[k].iter_mut().zip(floors.most[t]) {
+                *m = (*m).max(a);
+            }
+        }
+        let (used, mut acc) = (used.quantities(), *room.quantities());
+        most.map(|level| {
+            for d in 0..COMPACT {
+                acc[d] = acc[d].max(level[d].saturating_sub(used[d]));
+            }
+            acc
+        })
+    }
+}
+
+/// A reach's price limit is raised by this much, so that no type whose
+/// step is within a level is left out by the rounding of the sum.
+const LIMIT_MARGIN: f64 = 1e-9;
