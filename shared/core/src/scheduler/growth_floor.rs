@@ -295,10 +295,10 @@ impl Run<'_> {
         let (now, used, room) = (floor.now, floor.used, floor.room);
         let floors = &self.type_floors[self.claims[c].pool.get()];
         let reach = self.reach(c, floors, now, (&used, &room));
+        let slack = slack(&self.pools[self.claims[c].pool]);
         if let Some(Some(floor)) = self.growth.get_mut(c.get()) {
             floor.reach = Some(Box::new(reach));
-            let floor = floor.clone();
-            self.floor_made(c, &floor);
+            (self.growth_index).set_at(epoch, c.get(), floor, slack);
         }
     }
 

@@ -152,6 +152,14 @@ impl GrowthIndex {
         self.len = self.len.max(claims);
     }
 
+    /// NodeClaim `c`'s floor at its NodePool's slack, made at offering
+    /// epoch `epoch`: its leaf, if that is the index's epoch.
+    pub(super) fn set_at(&mut self, epoch: u32, c: usize, floor: &GrowthFloor, slack: f64) {
+        if epoch == self.epoch {
+            self.set(c, floor, slack);
+        }
+    }
+
     /// NodeClaim `c`'s floor at its NodePool's slack (see
     /// `costrule::slack`), made at the index's epoch.
     pub(super) fn set(&mut self, c: usize, floor: &GrowthFloor, slack: f64) {
@@ -341,10 +349,8 @@ impl Run<'_> {
 
     /// NodeClaim `c`'s floor was made (at the run's epoch): its leaf.
     pub(super) fn floor_made(&mut self, c: ClaimIdx, floor: &GrowthFloor) {
-        if self.hints.epoch() == self.growth_index.epoch {
-            let slack = costrule::slack(&self.pools[self.claims[c].pool]);
-            self.growth_index.set(c.get(), floor, slack);
-        }
+        let slack = costrule::slack(&self.pools[self.claims[c].pool]);
+        (self.growth_index).set_at(self.hints.epoch(), c.get(), floor, slack);
     }
 }
 
