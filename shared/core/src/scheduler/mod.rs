@@ -45,6 +45,7 @@ mod typefit;
 mod typeset;
 mod unplaceable;
 mod volumes;
+mod zone_shares;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -350,7 +351,7 @@ pub fn schedule_prepared(
         fresh = Prepared::new(state, catalog, opts);
         &fresh
     };
-    let pods = pods_to_place(state);
+    let pods = zone_shares::with_zone_shares(state, pods_to_place(state), opts, prepared);
     let (plan, weights_first) = schedule_with(state, &pods, opts, prepared, false);
     match weights_first {
         Some(weights_first) => preferred(plan, weights_first),

@@ -82,6 +82,17 @@ fn by_weight_desc<T>(items: &[T], weight: impl Fn(&T) -> i32) -> Vec<&T> {
 /// alternative (required term ∩ volume topology) ∩ the heaviest remaining
 /// preferred term.
 pub fn node_requirements(pod: &Pod, volume: &VolumeTerms, r: &Relaxation) -> Requirements {
+    let mut reqs = hard_requirements(pod, volume, r);
+    let preferred = by_weight_desc(&pod.preferred_terms, |t| t.weight);
+    if let Some(t) = preferred.get(r.dropped_preferred_node) {
+        reqs.add_all(&t.requirements);
+    }
+    reqs
+}
+
+/// [`node_requirements`] without the preferred term: what the pod needs
+/// of a node at relaxation `r` whatever its preferences.
+pub fn hard_requirements(pod: &Pod, volume: &VolumeTerms, r: &Relaxation) -> Requirements {
     let mut reqs = pod.node_selector.clone();
     let (term, volume) = volume.at(pod, r.required_term);
     if let Some(v) = volume {
@@ -89,10 +100,6 @@ pub fn node_requirements(pod: &Pod, volume: &VolumeTerms, r: &Relaxation) -> Req
     }
     if let Some(term) = term {
         reqs.add_all(term);
-    }
-    let preferred = by_weight_desc(&pod.preferred_terms, |t| t.weight);
-    if let Some(t) = preferred.get(r.dropped_preferred_node) {
-        reqs.add_all(&t.requirements);
     }
     reqs
 }

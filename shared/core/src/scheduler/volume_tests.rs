@@ -379,6 +379,21 @@ mod terms {
         }
     }
 
+    /// `p` with a zone spread (`maxSkew` 1, `DoNotSchedule`) over the
+    /// `app: db` pods.
+    fn zone_spread(mut p: Pod) -> Pod {
+        p.topology_spread = vec![TopologySpreadConstraint {
+            max_skew: 1,
+            topology_key: labels::ZONE.into(),
+            when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
+            label_selector: app_selector(),
+            min_domains: None,
+            node_affinity_policy: crate::model::InclusionPolicy::Honor,
+            node_taints_policy: crate::model::InclusionPolicy::Ignore,
+        }];
+        p
+    }
+
     fn claim(name: &str, class: &str, volume: Option<&str>) -> PersistentVolumeClaim {
         PersistentVolumeClaim {
             namespace: "default".into(),
@@ -440,18 +455,6 @@ mod terms {
             }];
             p
         };
-        let spread = |mut p: Pod| {
-            p.topology_spread = vec![TopologySpreadConstraint {
-                max_skew: 1,
-                topology_key: labels::ZONE.into(),
-                when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
-                label_selector: app_selector(),
-                min_domains: None,
-                node_affinity_policy: crate::model::InclusionPolicy::Honor,
-                node_taints_policy: crate::model::InclusionPolicy::Ignore,
-            }];
-            p
-        };
         let cases = vec![
             Case {
                 name: "PVs in two zones, zone anti-affinity: one pod a zone",
@@ -479,8 +482,8 @@ mod terms {
                     pvcs: vec![claim("d0", "two", None), claim("d1", "two", None)],
                     storage_classes: vec![class("two", two_zones())],
                     ..base(vec![
-                        spread(app_pod("p0", &["d0"])),
-                        spread(app_pod("p1", &["d1"])),
+                        zone_spread(app_pod("p0", &["d0"])),
+                        zone_spread(app_pod("p1", &["d1"])),
                     ])
                 },
                 want: vec![Some(("test-1a", "c5.large")), Some(("test-1b", "c5.large"))],
@@ -510,6 +513,141 @@ mod terms {
             let want: Vec<Option<(String, String)>> = (c.want.iter())
                 .map(|w| w.map(|(z, t)| (z.to_string(), t.to_string())))
                 .collect();
+            assert_eq!(got, want, "{}: {:?}", c.name, p.unschedulable);
+        }
+    }
+
+    /// A zone spread over pods some of which are pinned to a zone (bound
+    /// volumes, a node selector): the pods that may go anywhere take the
+    /// zones the pinned ones leave (see `zone_shares`), so every pod with a
+    /// valid place gets one.
+    #[test]
+    fn pinned_pods_keep_their_zones_under_a_spread() {
+        let bound = |pod: &str, z: &str| {
+            let volume = PersistentVolume {
+                name: format!("pv-{pod}"),
+                node_affinity: vec![zone(&[z])],
+                local_or_host_path: false,
+                deleting: false,
+            };
+            (
+                claim(&format!("d-{pod}"), "gp3", Some(&volume.name)),
+                volume,
+            )
+        };
+        let selected = |name: &str, zone_: &str| {
+            let mut p = zone_spread(app_pod(name, &[]));
+            p.node_selector = zone(&[zone_]);
+            p
+        };
+        struct Case {
+            name: &'static str,
+            /// (pod, the zone of its bound volume; `None`: no volume)
+            pods: Vec<(&'static str, Option<&'static str>)>,
+            /// Pods pinned by a node selector instead.
+            selected: Vec<(&'static str, &'static str)>,
+            want: Vec<Option<&'static str>>,
+        }
+        let cases = vec![
+            Case {
+                name: "volumes in two zones, two free pods: the third zone",
+                pods: vec![
+                    ("p0", Some("test-1a")),
+                    ("p1", Some("test-1a")),
+                    ("p2", Some("test-1b")),
+                    ("p3", Some("test-1b")),
+                    ("p4", None),
+                    ("p5", None),
+                ],
+                selected: vec![],
+                want: vec![
+                    Some("test-1a"),
+                    Some("test-1a"),
+                    Some("test-1b"),
+                    Some("test-1b"),
+                    Some("test-1c"),
+                    Some("test-1c"),
+                ],
+            },
+            Case {
+                name: "volumes in all zones, unevenly",
+                pods: vec![
+                    ("p0", Some("test-1a")),
+                    ("p1", Some("test-1a")),
+                    ("p2", Some("test-1a")),
+                    ("p3", Some("test-1b")),
+                    ("p4", None),
+                    ("p5", None),
+                    ("p6", None),
+                ],
+                selected: vec![],
+                want: vec![
+                    Some("test-1a"),
+                    Some("test-1a"),
+                    Some("test-1a"),
+                    Some("test-1b"),
+                    Some("test-1c"),
+                    Some("test-1b"),
+                    Some("test-1c"),
+                ],
+            },
+            Case {
+                name: "pinned by node selectors",
+                pods: vec![("p0", None), ("p1", None)],
+                selected: vec![("p2", "test-1a"), ("p3", "test-1a")],
+                want: vec![
+                    Some("test-1b"),
+                    Some("test-1c"),
+                    Some("test-1a"),
+                    Some("test-1a"),
+                ],
+            },
+            Case {
+                name: "no valid place for the third pinned pod: the free pod still goes",
+                pods: vec![
+                    ("p0", Some("test-1a")),
+                    ("p1", Some("test-1a")),
+                    ("p2", Some("test-1a")),
+                    ("p3", None),
+                    ("p4", None),
+                ],
+                selected: vec![],
+                want: vec![
+                    Some("test-1a"),
+                    Some("test-1a"),
+                    None,
+                    Some("test-1b"),
+                    Some("test-1c"),
+                ],
+            },
+        ];
+        for c in cases {
+            let mut state = ClusterState {
+                node_pools: vec![NodePool::new("default", Requirements::new())],
+                storage_classes: vec![class("gp3", vec![])],
+                ..Default::default()
+            };
+            for &(name, volume) in &c.pods {
+                let Some(z) = volume else {
+                    state.pending_pods.push(zone_spread(app_pod(name, &[])));
+                    continue;
+                };
+                let (pvc, pv) = bound(name, z);
+                state
+                    .pending_pods
+                    .push(zone_spread(app_pod(name, &[&pvc.name])));
+                state.pvcs.push(pvc);
+                state.pvs.push(pv);
+            }
+            for &(name, z) in &c.selected {
+                state.pending_pods.push(selected(name, z));
+            }
+            let p = schedule(&state, &zonal_catalog(), &SchedulerOptions::default());
+            let got: Vec<Option<String>> = (placed(&p, &state.pending_pods).into_iter())
+                .map(|z| z.map(|(zone, _)| zone))
+                .collect();
+            let want: Vec<Option<String>> =
+                (c.want.iter()).map(|z| z.map(str::to_string)).collect();
             assert_eq!(got, want, "{}: {:?}", c.name, p.unschedulable);
         }
     }
