@@ -82,6 +82,9 @@ pub(super) struct Hints<'a> {
     size_left: Vec<usize>,
     /// Per size class, whether it has one pod only.
     size_alone: Vec<bool>,
+    /// Per size class, whether its pods are alike on the hostname (see
+    /// [`host_alike_classes`]).
+    size_host_alike: Vec<bool>,
     /// Per shape: the solo price (see `solo_price`).
     solo_cache: Vec<Option<Option<f64>>>,
     /// Types of a pool compatible with requirements (hostname excluded).
@@ -160,6 +163,7 @@ impl<'a> Hints<'a> {
         let (walk_class, n_walk_classes) = walk_classes(pods);
         let size_left = class_counts(&size, n_sizes);
         let size_alone = size_left.iter().map(|&n| n == 1).collect();
+        let size_host_alike = host_alike_classes(pods, &size, n_sizes);
         let walk_left = class_counts(&walk_class, n_walk_classes);
         Hints {
             shape,
@@ -169,6 +173,7 @@ impl<'a> Hints<'a> {
             size,
             size_left,
             size_alone,
+            size_host_alike,
             solo_cache: vec![None; n_shapes],
             compat_cache: Default::default(),
             compat_sets: Default::default(),
@@ -284,6 +289,14 @@ impl<'a> Hints<'a> {
     #[inline]
     pub(super) fn alone_in_size(&self, p: PodIdx) -> bool {
         self.size_alone[self.size[p]]
+    }
+
+    /// Whether every pod of pod `p`'s size class has the same hostname
+    /// constraints and is selected by them alike (see
+    /// [`host_alike_classes`]).
+    #[inline]
+    pub(super) fn host_alike_in_size(&self, p: PodIdx) -> bool {
+        self.size_host_alike[self.size[p]]
     }
 
     /// Pods of size class `size` not placed yet.
@@ -786,6 +799,60 @@ pub(super) fn shapes(pods: &[Pod], volume: &[volumes::VolumeTerms]) -> (Vec<Opti
         })
         .collect();
     (out, ids.len())
+}
+
+/// Per size class of `n` (`size`: each pod's), whether its pods are alike
+/// on the hostname: the same namespace, the same hostname spreads and
+/// hostname anti-affinity terms (required and preferred), each selecting
+/// all of them or none. `Topology::admits_host` then answers every pod of
+/// the class alike on any node, and as a node's counts only grow during
+/// the queue, a node it refuses one of them it refuses all of them for
+/// good.
+pub(super) fn host_alike_classes(pods: &[Pod], size: &[usize], n: usize) -> Vec<bool> {
+    let mut ids = ClassIds::new();
+    let mut first: Vec<Option<usize>> = vec![None; n];
+    let mut alike = vec![true; n];
+    for (p, &c) in pods.iter().zip(size) {
+        let id = ids.of(HostKey::of(p));
+        match first[c] {
+            None => first[c] = Some(id),
+            Some(f) if f != id => alike[c] = false,
+            Some(_) => {}
+        }
+    }
+    alike
+}
+
+/// What `Topology::admits_host` reads of a pod (see
+/// [`host_alike_classes`]).
+#[derive(PartialEq, Eq, Hash)]
+struct HostKey<'p> {
+    namespace: &'p str,
+    spreads: Vec<(&'p TopologySpreadConstraint, bool)>,
+    anti_affinity: Vec<(&'p PodAffinityTerm, bool)>,
+    preferred_anti_affinity: Vec<(&'p WeightedPodAffinityTerm, bool)>,
+}
+
+impl<'p> HostKey<'p> {
+    fn of(p: &'p Pod) -> Self {
+        let on_host = |t: &PodAffinityTerm| t.topology_key == labels::HOSTNAME;
+        let selects = |t: &PodAffinityTerm| t.selects(&p.namespace, &p.namespace, &p.labels);
+        HostKey {
+            namespace: &p.namespace,
+            spreads: (p.topology_spread.iter())
+                .filter(|c| c.topology_key == labels::HOSTNAME)
+                .map(|c| (c, c.label_selector.matches(&p.labels)))
+                .collect(),
+            anti_affinity: (p.pod_anti_affinity.iter())
+                .filter(|t| on_host(t))
+                .map(|t| (t, selects(t)))
+                .collect(),
+            preferred_anti_affinity: (p.preferred_pod_anti_affinity.iter())
+                .filter(|w| on_host(&w.term))
+                .map(|w| (w, selects(&w.term)))
+                .collect(),
+        }
+    }
 }
 
 /// Whether every topology spread of `pod` (if any) is on the hostname.

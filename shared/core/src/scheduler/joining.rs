@@ -326,6 +326,18 @@ impl Run<'_> {
                 walk.refused_claims.push(c.get() as u32);
                 continue;
             }
+            // A size class alike on the hostname: a NodeClaim whose
+            // hostname spreads or anti-affinity refuse the pod refuses the
+            // class for good (see `Hints::host_alike_in_size`).
+            if walk.hints.is_some()
+                && self.hints.host_alike_in_size(p)
+                && !self.topology.admits_host(pod, &groups.groups, &claim.name)
+            {
+                walk.roomy.kill(k);
+                walk.refused(bucket, c, true);
+                walk.refused_claims.push(c.get() as u32);
+                continue;
+            }
             if !self.pack && self.cost_rule_refuses(walk, (k, bucket), c, (t, compact), solo) {
                 walk.refused(bucket, c, true);
                 continue;

@@ -4612,3 +4612,138 @@ fn a_hostname_spread_of_skew_two_puts_two_pods_on_each_node() {
     assert_eq!(p.node_claims.len(), 4, "{p:#?}");
     assert!(p.node_claims.iter().all(|c| c.pods.len() <= 2), "{p:#?}");
 }
+
+/// Size classes alike on the hostname (`hints::host_alike_classes`): a
+/// NodeClaim that a hostname constraint refuses for one pod of such a class
+/// refuses them all for good, so the class's walk drops it.
+#[test]
+fn size_classes_alike_on_the_hostname() {
+    let web = |name: &str| {
+        let mut p = labeled(
+            labeled(pod(name, "500m", "1Gi"), "tier", "web"),
+            "app",
+            name,
+        );
+        p.topology_spread = vec![
+            spread(
+                labels::ZONE,
+                1,
+                WhenUnsatisfiable::DoNotSchedule,
+                selector("tier", "web"),
+            ),
+            spread(
+                labels::HOSTNAME,
+                2,
+                WhenUnsatisfiable::DoNotSchedule,
+                selector("tier", "web"),
+            ),
+        ];
+        p
+    };
+    let with = |mut p: Pod, f: &dyn Fn(&mut Pod)| {
+        f(&mut p);
+        p
+    };
+    let cases: Vec<(&str, Vec<Pod>, bool)> = vec![
+        (
+            "two Deployments under one shared spread",
+            vec![web("a"), web("b")],
+            true,
+        ),
+        (
+            "one pod the shared spread does not select",
+            vec![web("a"), labeled(web("b"), "tier", "api")],
+            false,
+        ),
+        (
+            "another hostname maxSkew",
+            vec![
+                web("a"),
+                with(web("b"), &|p| p.topology_spread[1].max_skew = 3),
+            ],
+            false,
+        ),
+        (
+            "hostname anti-affinity on one only",
+            vec![
+                web("a"),
+                with(web("b"), &|p| {
+                    p.pod_anti_affinity = vec![term(labels::HOSTNAME, selector("app", "b"))]
+                }),
+            ],
+            false,
+        ),
+        (
+            "zone anti-affinity on one only (not read on the hostname)",
+            vec![
+                web("a"),
+                with(web("b"), &|p| {
+                    p.pod_anti_affinity = vec![term(labels::ZONE, selector("app", "b"))]
+                }),
+            ],
+            true,
+        ),
+        (
+            "another namespace",
+            vec![web("a"), with(web("b"), &|p| p.namespace = "other".into())],
+            false,
+        ),
+    ];
+    for (name, pods, want) in cases {
+        let volume = vec![volumes::VolumeTerms::default(); pods.len()];
+        let (size, n) = hints::size_classes(&pods, &volume);
+        assert_eq!(size[0], size[1], "{name}: one size class");
+        let alike = hints::host_alike_classes(&pods, &size, n);
+        assert_eq!(alike[size[0]], want, "{name}");
+    }
+}
+
+/// A NodeClaim that one Deployment's hostname spread closes stays open to
+/// another Deployment of the same size without that spread: the walk drops
+/// a NodeClaim for a whole size class only when the class is alike on the
+/// hostname (`hints::host_alike_classes`).
+#[test]
+fn a_hostname_spread_closes_nodeclaims_only_to_its_own_pods() {
+    let deployment = |app: &str, host_skew: Option<u32>| -> Vec<Pod> {
+        (0..2)
+            .map(|i| {
+                let mut p = labeled(pod(&format!("{app}-{i}"), "500m", "1Gi"), "app", app);
+                p.topology_spread = vec![spread(
+                    labels::ZONE,
+                    10,
+                    WhenUnsatisfiable::DoNotSchedule,
+                    selector("app", app),
+                )];
+                if let Some(skew) = host_skew {
+                    p.topology_spread.push(spread(
+                        labels::HOSTNAME,
+                        skew,
+                        WhenUnsatisfiable::DoNotSchedule,
+                        selector("app", app),
+                    ));
+                }
+                p
+            })
+            .collect()
+    };
+    let mut pods = deployment("a", Some(1));
+    pods.extend(deployment("b", None));
+    let p = plan(&state(pods, vec![default_pool()]));
+    assert!(p.unschedulable.is_empty(), "{:?}", p.unschedulable);
+    let mut held: Vec<Vec<&str>> = (p.node_claims.iter())
+        .map(|c| {
+            c.pods
+                .iter()
+                .map(|k| k.rsplit('/').next().unwrap_or(k))
+                .collect()
+        })
+        .collect();
+    for h in &mut held {
+        h.sort();
+    }
+    held.sort();
+    // The first NodeClaim (a-0's) takes b's pods, as Karpenter's walk in
+    // creation order does; a walk that dropped it for the size class when
+    // it refused a-1 would put them beside a-1.
+    assert_eq!(held, vec![vec!["a-0", "b-0", "b-1"], vec!["a-1"]]);
+}
