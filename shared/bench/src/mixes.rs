@@ -23,6 +23,7 @@ pub const MIXES: &[&str] = &[
     "random-shapes",
     "karpenter-diverse",
     "unique-sizes",
+    "stateful-tiers",
 ];
 
 /// Mixes whose pods carry only resource requests (the LP bound is tight).
@@ -539,6 +540,7 @@ pub fn build(name: &str, n: usize, seed: u64) -> Option<ClusterState> {
         }
         "assorted" => assorted(&mut s, n, seed),
         "karpenter-diverse" => s.pending_pods = karpenter_diverse(n, seed),
+        "stateful-tiers" => stateful_tiers(&mut s, n, seed),
         _ => return None,
     }
     Some(s)
@@ -553,6 +555,79 @@ pub fn build(name: &str, n: usize, seed: u64) -> Option<ClusterState> {
 /// preferred hostname anti-affinity, host ports, on-demand only; a
 /// tainted memory NodePool (`r` types) and a weighted on-demand NodePool
 /// with a CPU limit.
+/// StatefulSets and Deployments under shared tier spreads, drawn from the
+/// seed (issue "plans that hold on workloads we did not write"): sets of
+/// 3-30 replicas of one of twelve sizes; half are StatefulSets with a zone
+/// spread (`DoNotSchedule`, maxSkew 1) whose claims are 30-70% bound to
+/// volumes in three of the region's four zones, round-robin from a drawn
+/// zone (the rest unbound, `WaitForFirstConsumer`); the others are
+/// Deployments in one of four tiers, each tier spread over zones (maxSkew 1)
+/// and hostnames (maxSkew 2) by its `tier` label across Deployments. Every
+/// pod has a valid place.
+fn stateful_tiers(s: &mut ClusterState, n: usize, seed: u64) {
+    const VOLUME_ZONES: [&str; 3] = ["us-west-2a", "us-west-2b", "us-west-2c"];
+    s.storage_classes.push(StorageClass {
+        name: "gp3".into(),
+        provisioner: "ebs.csi.aws.com".into(),
+        binding_mode: VolumeBindingMode::WaitForFirstConsumer,
+        allowed_topologies: vec![],
+        is_default: true,
+    });
+    let mut rng = Rng::new(seed);
+    let mut set = 0;
+    while s.pending_pods.len() < n {
+        let replicas = (3 + rng.below(28)).min(n - s.pending_pods.len());
+        let (cpu, mem) = TWELVE_SIZES[rng.below(TWELVE_SIZES.len())];
+        if rng.below(2) == 0 {
+            let app = format!("db-{set}");
+            let bound = replicas * (3 + rng.below(5)) / 10;
+            let first_zone = rng.below(VOLUME_ZONES.len());
+            for i in 0..replicas {
+                let mut p = pod("bench", format!("{app}-{i}"), &app, cpu, mem);
+                p.owner = Some(format!("StatefulSet/bench/{app}"));
+                p.topology_spread.push(spread(labels::ZONE, &app, true));
+                let claim = format!("data-{app}-{i}");
+                p.pvc_names = vec![claim.clone()];
+                let volume = (i < bound).then(|| {
+                    let zone = VOLUME_ZONES[(i + first_zone) % VOLUME_ZONES.len()];
+                    s.pvs.push(PersistentVolume {
+                        name: format!("pv-{app}-{i}"),
+                        node_affinity: vec![Requirements::from_iter_reqs([in_req(
+                            labels::ZONE,
+                            &[zone],
+                        )])],
+                        local_or_host_path: false,
+                        deleting: false,
+                    });
+                    format!("pv-{app}-{i}")
+                });
+                s.pvcs.push(PersistentVolumeClaim {
+                    namespace: "bench".into(),
+                    name: claim,
+                    storage_class: Some("gp3".into()),
+                    volume_name: volume,
+                    deleting: false,
+                    lost: false,
+                });
+                s.pending_pods.push(p);
+            }
+        } else {
+            let (app, tier) = (format!("web-{set}"), format!("tier-{}", rng.below(4)));
+            for i in 0..replicas {
+                let mut p = pod("bench", format!("{app}-{i}"), &app, cpu, mem);
+                p.labels.insert("tier".into(), tier.clone());
+                p.topology_spread
+                    .push(spread_over(labels::ZONE, selecting("tier", &tier), true));
+                let mut host = spread_over(labels::HOSTNAME, selecting("tier", &tier), true);
+                host.max_skew = 2;
+                p.topology_spread.push(host);
+                s.pending_pods.push(p);
+            }
+        }
+        set += 1;
+    }
+}
+
 fn assorted(s: &mut ClusterState, n: usize, seed: u64) {
     let mut memory = node_pool(
         "memory",
@@ -935,6 +1010,7 @@ mod tests {
             "zone-spread",
             "hostname-anti-affinity",
             "karpenter-diverse",
+            "stateful-tiers",
         ] {
             for seed in [1, 2, 3] {
                 let s = build(mix, 1000, seed).unwrap();
@@ -965,6 +1041,7 @@ mod tests {
             "assorted",
             "karpenter-diverse",
             "unique-sizes",
+            "stateful-tiers",
         ] {
             for seed in [1, 2, 3] {
                 let s = build(mix, 400, seed).unwrap();
