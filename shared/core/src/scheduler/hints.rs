@@ -803,17 +803,20 @@ pub(super) fn shapes(pods: &[Pod], volume: &[volumes::VolumeTerms]) -> (Vec<Opti
 
 /// Per size class of `n` (`size`: each pod's), whether its pods are alike
 /// on the hostname: the same namespace, the same hostname spreads and
-/// hostname anti-affinity terms (required and preferred), each selecting
-/// all of them or none. `Topology::admits_host` then answers every pod of
-/// the class alike on any node, and as a node's counts only grow during
-/// the queue, a node it refuses one of them it refuses all of them for
-/// good.
+/// hostname anti-affinity terms (required and preferred, at least one),
+/// each selecting all of them or none. `Topology::admits_host` then
+/// answers every pod of the class alike on any node, and as a node's
+/// counts only grow during the queue, a node it refuses one of them it
+/// refuses all of them for good. (A class with no hostname term is never
+/// refused there: asking would cost every walk a check per NodeClaim.)
 pub(super) fn host_alike_classes(pods: &[Pod], size: &[usize], n: usize) -> Vec<bool> {
     let mut ids = ClassIds::new();
     let mut first: Vec<Option<usize>> = vec![None; n];
     let mut alike = vec![true; n];
     for (p, &c) in pods.iter().zip(size) {
-        let id = ids.of(HostKey::of(p));
+        let key = HostKey::of(p);
+        alike[c] &= key.constrains();
+        let id = ids.of(key);
         match first[c] {
             None => first[c] = Some(id),
             Some(f) if f != id => alike[c] = false,
@@ -834,6 +837,13 @@ struct HostKey<'p> {
 }
 
 impl<'p> HostKey<'p> {
+    /// Whether the pod has any hostname spread or anti-affinity term.
+    fn constrains(&self) -> bool {
+        !(self.spreads.is_empty()
+            && self.anti_affinity.is_empty()
+            && self.preferred_anti_affinity.is_empty())
+    }
+
     fn of(p: &'p Pod) -> Self {
         let on_host = |t: &PodAffinityTerm| t.topology_key == labels::HOSTNAME;
         let selects = |t: &PodAffinityTerm| t.selects(&p.namespace, &p.namespace, &p.labels);

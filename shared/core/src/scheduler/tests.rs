@@ -4688,6 +4688,14 @@ fn size_classes_alike_on_the_hostname() {
             vec![web("a"), with(web("b"), &|p| p.namespace = "other".into())],
             false,
         ),
+        (
+            "no hostname term at all: nothing to refuse there",
+            vec![
+                with(web("a"), &|p| p.topology_spread.truncate(1)),
+                with(web("b"), &|p| p.topology_spread.truncate(1)),
+            ],
+            false,
+        ),
     ];
     for (name, pods, want) in cases {
         let volume = vec![volumes::VolumeTerms::default(); pods.len()];

@@ -177,7 +177,9 @@ fn shares(run: &Run, zones: &[Option<Vec<String>>]) -> Vec<Option<String>> {
                 })
                 .collect()
         });
-        let reach = run.active_topology(p, &Relaxation::default()).domains;
+        let strict =
+            pod_view::domain_requirements(&run.pods[p], &run.volume[p], &Relaxation::default());
+        let reach = run.reachable_domains(p, strict);
         let allowed = |d: &str| {
             zones[p].as_ref().is_none_or(|z| z.iter().any(|x| x == d))
                 && reach.get(labels::ZONE).is_none_or(|r| r.has(d))
