@@ -970,8 +970,10 @@ mod tests {
                         if counted.iter().any(|q| !q.topology_spread.contains(t)) {
                             continue;
                         }
-                        let zones: Option<Vec<String>> =
-                            counted.iter().map(|q| zone_of[&q.key()].clone()).collect();
+                        // Pods left pending count nowhere.
+                        let zones: Option<Vec<String>> = (counted.iter())
+                            .filter_map(|q| zone_of.get(&q.key()).cloned())
+                            .collect();
                         if let Some(zones) = zones {
                             let mut per: BTreeMap<String, i64> = BTreeMap::new();
                             for z in zones {
@@ -994,24 +996,31 @@ mod tests {
         out
     }
 
+    /// The mixes with topology whose plans `violations` checks.
+    const CONSTRAINED: &[&str] = &[
+        "random",
+        "independent",
+        "assorted",
+        "zone-spread",
+        "hostname-anti-affinity",
+        "karpenter-diverse",
+        "stateful-tiers",
+    ];
+
+    fn us_west_2() -> flotilla_core::catalog::Catalog {
+        match flotilla_core::catalog::Catalog::embedded("us-west-2") {
+            Ok(c) => c,
+            Err(e) => panic!("embedded catalog: {e}"),
+        }
+    }
+
     /// Plans of the mixes with topology are valid (see `violations`):
     /// the repack's anchors keep every constraint their pods had, and the
     /// pods it moves under hostname spreads go at most maxSkew per node.
     #[test]
     fn constrained_mixes_plan_validly() {
-        let catalog = match flotilla_core::catalog::Catalog::embedded("us-west-2") {
-            Ok(c) => c,
-            Err(e) => panic!("embedded catalog: {e}"),
-        };
-        for mix in [
-            "random",
-            "independent",
-            "assorted",
-            "zone-spread",
-            "hostname-anti-affinity",
-            "karpenter-diverse",
-            "stateful-tiers",
-        ] {
+        let catalog = us_west_2();
+        for &mix in CONSTRAINED {
             for seed in [1, 2, 3] {
                 let s = build(mix, 1000, seed).unwrap();
                 let plan = flotilla_core::scheduler::schedule(&s, &catalog, &Default::default());
@@ -1026,15 +1035,59 @@ mod tests {
         }
     }
 
+    /// A wider sweep of `constrained_mixes_plan_validly` and
+    /// `independent_mixes_schedule_every_pod` (seeds 4-23, three sizes):
+    /// minutes in release, so run on demand (`cargo test --release -p
+    /// flotilla-bench --lib wide_seed_sweep -- --ignored`).
+    #[test]
+    #[ignore]
+    fn wide_seed_sweep_plans_validly_and_places_every_pod() {
+        let catalog = us_west_2();
+        let mut failures = Vec::new();
+        for &mix in CONSTRAINED.iter().chain(&["unique-sizes"]) {
+            for pods in [150, 700, 2500] {
+                for seed in 4..24 {
+                    let s = build(mix, pods, seed).unwrap();
+                    let plan =
+                        flotilla_core::scheduler::schedule(&s, &catalog, &Default::default());
+                    let mut v = violations(&s, &catalog, &plan);
+                    let mut pending = plan.unschedulable.len();
+                    // `assorted` holds pods without a valid place: a zone
+                    // spread of `minDomains: 3` beside required zone
+                    // affinity to a Deployment placed in fewer zones (see
+                    // the bench README). Those may stay pending, with
+                    // that reason.
+                    if mix == "assorted" {
+                        let excused: Vec<String> = (plan.unschedulable.iter())
+                            .filter(|u| {
+                                u.reason
+                                    .contains("pod affinity on topology.kubernetes.io/zone")
+                            })
+                            .map(|u| format!("{} placed None times", u.pod))
+                            .collect();
+                        v.retain(|x| !excused.contains(x));
+                        pending -= excused.len();
+                    }
+                    if !v.is_empty() || pending > 0 {
+                        failures.push(format!(
+                            "{mix} {pods} seed {seed}: {} violations {:?}, {pending} pending {:?}",
+                            v.len(),
+                            v.first(),
+                            plan.unschedulable.first()
+                        ));
+                    }
+                }
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
     /// The mixes written independently of the scheduler's optimizations
     /// (issue "plans that hold on workloads we did not write"): every pod
     /// has a valid place, and gets one, whatever the seed.
     #[test]
     fn independent_mixes_schedule_every_pod() {
-        let catalog = match flotilla_core::catalog::Catalog::embedded("us-west-2") {
-            Ok(c) => c,
-            Err(e) => panic!("embedded catalog: {e}"),
-        };
+        let catalog = us_west_2();
         for mix in [
             "independent",
             "random",

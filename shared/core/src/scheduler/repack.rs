@@ -3194,13 +3194,7 @@ mod tests {
     /// types are weighed lazily, tests below).
     #[test]
     fn pack_remembers_fills_exactly() {
-        let mut seed = 5u64;
-        let mut next = |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((seed >> 33) % n) as i64
-        };
+        let mut next = seeded(5);
         for case in 0..300 {
             let dims = 1 + next(3) as usize;
             // Every third case has enough classes to walk them indexed,
@@ -3233,19 +3227,23 @@ mod tests {
         }
     }
 
+    /// A seeded generator of draws below `n` (a 64-bit LCG's high bits).
+    fn seeded(mut seed: u64) -> impl FnMut(u64) -> i64 {
+        move |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 33) % n) as i64
+        }
+    }
+
     /// From `KNAPSACK_CLASSES` a type is weighed by its last fill's price
     /// per value (`lazy_ratio`): where a fill's value only falls as pods
     /// leave (pods of one size and value: a fill holds as many as fit),
     /// the packing is the one that fills every type for every node.
     #[test]
     fn the_lazy_greedy_is_exact_where_fills_only_lose_value() {
-        let mut seed = 11u64;
-        let mut next = |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((seed >> 33) % n) as i64
-        };
+        let mut next = seeded(11);
         for case in 0..40 {
             let classes = KNAPSACK_CLASSES + next(64) as usize;
             let size = 1 + next(3);
@@ -3271,13 +3269,7 @@ mod tests {
     /// cases of two dimensions and pods of their own sizes.
     #[test]
     fn a_lazily_weighed_packing_places_every_pod_once_on_a_fitting_node() {
-        let mut seed = 17u64;
-        let mut next = |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((seed >> 33) % n) as i64
-        };
+        let mut next = seeded(17);
         for case in 0..20 {
             let classes = KNAPSACK_CLASSES + next(300) as usize;
             let cands: Vec<PackType> = (0..2 + next(20) as usize)
