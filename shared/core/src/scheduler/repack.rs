@@ -2317,8 +2317,9 @@ fn cheapest_fill(
 /// type whose fill would gain is weighed after the others. That is the
 /// price of not filling every type again for every node, which is most
 /// of the work when every class is one pod: `unique-sizes`, 10,000 pods,
-/// 1.02 -> 0.45 s, at 1.4% less $/h and 17% fewer NodeClaims (seed 1;
-/// seeds 2-3: 0.5% and 0.7% less; see `shared/bench/README.md`).
+/// 0.79 -> 0.43 s (whole process, medians), at 1.4% less $/h and 17%
+/// fewer NodeClaims (seed 1; seeds 2-3: 0.5% and 0.7% less; see
+/// `shared/bench/README.md`).
 fn lazy_ratio(price: f64, last: Option<&Filled>) -> f64 {
     match last {
         None => 0.0,
