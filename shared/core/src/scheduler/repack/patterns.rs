@@ -512,8 +512,9 @@ impl Pricing {
             .collect()
     }
 
-    /// The greedy fills that pay, of the near types or (`full`) of all,
-    /// with their reduced costs; a full round marks the near types anew.
+    /// The greedy fills that pay, of the types `sweep` names (see
+    /// `Sweep`), with their reduced costs; a thorough sweep marks its
+    /// types priced and their closeness anew.
     fn greedy(
         &mut self,
         cands: &[PackType],
