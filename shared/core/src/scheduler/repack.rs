@@ -3121,13 +3121,7 @@ mod tests {
 
     #[test]
     fn copies_up_to_is_copies_capped_at_the_limit() {
-        let mut seed = 7u64;
-        let mut next = |m: i64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((seed >> 33) as i64) % m
-        };
+        let mut next = seeded(7);
         for case in 0..5000 {
             let dims = 1 + next(4) as usize;
             let cap: Vec<i64> = (0..dims).map(|_| next(200) - 20).collect();

@@ -1469,10 +1469,6 @@ mod tests {
         }
     }
 
-    /// A plan's LP work per pod: `SMALL_PLAN_MOST` up to 2,000 pods, then
-    /// `SMALL_PLAN_WORK` shared, then `WORK_PER_POD`; the plan's
-    /// LPs never spend more than the larger of `SMALL_PLAN_WORK` and
-    /// `WORK_PER_POD` per pod.
     /// An LP whose classes hold `MANY_PER_CLASS` pods each or more gets
     /// `CONVERGE_PER_ROW2` per row squared, within `SMALL_PLAN_MOST` per
     /// pod; one of fewer pods per class keeps its pods' share.
@@ -1523,6 +1519,10 @@ mod tests {
         assert_ne!(pricing.closeness[1], 0.5);
     }
 
+    /// A plan's LP work per pod: `SMALL_PLAN_MOST` up to 2,000 pods, then
+    /// `SMALL_PLAN_WORK` shared, then `WORK_PER_POD`; the plan's
+    /// LPs never spend more than the larger of `SMALL_PLAN_WORK` and
+    /// `WORK_PER_POD` per pod.
     #[test]
     fn small_plans_get_more_lp_work_per_pod_within_a_cap() {
         let cases = [
