@@ -6,7 +6,8 @@
 //! `--baseline-max`, default 10000: the baseline is quadratic). Each run is a
 //! child process of its own, so its peak RSS is its own. `--seed S` draws
 //! another instance of each mix (the default is seed 1), to check that a
-//! change holds beyond one draw.
+//! change holds beyond one draw. `planDigest` hashes the plan's JSON, so
+//! that a change meant to keep plans is checked by comparing digests.
 
 use flotilla_bench::{baseline, measure, mixes};
 use flotilla_core::catalog::Catalog;
@@ -87,8 +88,9 @@ fn main() {
                 eprintln!("unknown mix {name:?}; mixes: {}", mixes::MIXES.join(", "));
                 std::process::exit(2);
             };
-            let (fig, _plan) = measure::run(name, &state, &catalog);
+            let (fig, plan) = measure::run(name, &state, &catalog);
             let mut v = serde_json::to_value(&fig).unwrap_or_default();
+            v["planDigest"] = serde_json::json!(plan_digest(&plan));
             if n <= baseline_max {
                 let b = baseline::plan(&state, &catalog);
                 v["ffdHourlyPrice"] = serde_json::json!(b.hourly_price);
@@ -100,4 +102,15 @@ fn main() {
             println!("{v}");
         }
     }
+}
+
+/// A digest of the plan's JSON (FNV-1a, 64 bits, hex): two runs planned
+/// alike when their digests match, so a change meant to keep plans can be
+/// checked mix by mix.
+fn plan_digest(plan: &flotilla_core::plan::Plan) -> String {
+    let json = serde_json::to_vec(plan).unwrap_or_default();
+    let hash = json.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("{hash:016x}")
 }

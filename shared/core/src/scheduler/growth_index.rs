@@ -79,12 +79,13 @@ pub(super) struct GrowthIndex {
     /// Leaves: `cap..2 × cap` (a power of two); node `v`'s children are
     /// `2v` and `2v + 1`.
     cap: usize,
-    /// Per node, the largest room (its leaves') per resource.
-    room: Vec<[i64; COMPACT]>,
-    /// Per node, the least growth step per unit of slack per resource.
-    step: Vec<[f64; COMPACT]>,
-    /// Per node, the largest reach per level and resource.
-    reach: Vec<Reach>,
+    /// Per node, its leaves' largest room and least growth step (see
+    /// [`Bound`]).
+    bound: Vec<Bound>,
+    /// Per level, then per node, the largest reach per resource (node `v`
+    /// at level `k` is `reach[k × 2 cap + v]`): a walk asks one level, so
+    /// it reads one run of this, not every level of each node it passes.
+    reach: Vec<[i64; COMPACT]>,
     /// Per leaf, whether its reach is known (not open), and how many are.
     reached: Vec<bool>,
     reaches: usize,
@@ -97,16 +98,27 @@ pub(super) struct GrowthIndex {
     same_size: Vec<Vec<u32>>,
 }
 
+/// A node's largest room per resource (its leaves') and least growth step
+/// per unit of slack per resource: one cache line, read together.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(align(64))]
+struct Bound {
+    room: [i64; COMPACT],
+    step: [f64; COMPACT],
+}
+
 /// A leaf no pod passes: no floor known.
-const OPEN_ROOM: [i64; COMPACT] = [i64::MAX; COMPACT];
-const OPEN_STEP: [f64; COMPACT] = [f64::NEG_INFINITY; COMPACT];
-const OPEN_REACH: Reach = [[i64::MAX; COMPACT]; LEVELS];
+const OPEN: Bound = Bound {
+    room: [i64::MAX; COMPACT],
+    step: [f64::NEG_INFINITY; COMPACT],
+};
+const OPEN_REACH: [i64; COMPACT] = [i64::MAX; COMPACT];
 
 impl GrowthIndex {
     /// NodeClaim `c` changed (a pod joined it): its floor is not known
     /// until asked again.
     pub(super) fn claim_changed(&mut self, c: usize) {
-        self.put(c, OPEN_ROOM, OPEN_STEP, None);
+        self.put(c, OPEN, None);
     }
 
     /// NodeClaim `c` took its first pod, of size class `size`.
@@ -133,18 +145,18 @@ impl GrowthIndex {
                 ..GrowthIndex::default()
             };
         }
-        if claims > self.cap || self.room.is_empty() {
+        if claims > self.cap || self.bound.is_empty() {
             let cap = claims.next_power_of_two().max(64);
-            let mut room = vec![OPEN_ROOM; 2 * cap];
-            let mut step = vec![OPEN_STEP; 2 * cap];
-            let mut reach = vec![OPEN_REACH; 2 * cap];
+            let mut bound = vec![OPEN; 2 * cap];
+            let mut reach = vec![OPEN_REACH; LEVELS * 2 * cap];
             self.reached.resize(cap, false);
             for i in 0..self.len {
-                room[cap + i] = self.room[self.cap + i];
-                step[cap + i] = self.step[self.cap + i];
-                reach[cap + i] = self.reach[self.cap + i];
+                bound[cap + i] = self.bound[self.cap + i];
+                for k in 0..LEVELS {
+                    reach[k * 2 * cap + cap + i] = self.reach[self.at(k, self.cap + i)];
+                }
             }
-            (self.cap, self.room, self.step, self.reach) = (cap, room, step, reach);
+            (self.cap, self.bound, self.reach) = (cap, bound, reach);
             for v in (1..cap).rev() {
                 self.pull(v, (true, true));
             }
@@ -164,32 +176,42 @@ impl GrowthIndex {
     /// `costrule::slack`), made at the index's epoch.
     pub(super) fn set(&mut self, c: usize, floor: &GrowthFloor, slack: f64) {
         if slack.is_finite() && slack > 0.0 {
-            self.put(
-                c,
-                *floor.room().quantities(),
-                floor.steps().map(|s| s / slack),
-                floor.reach(),
-            );
+            let bound = Bound {
+                room: *floor.room().quantities(),
+                step: floor.steps().map(|s| s / slack),
+            };
+            self.put(c, bound, floor.reach());
         }
     }
 
-    /// Leaf `c` becomes `room`, `step` and `reach` (`None`: open), and
-    /// the nodes above it follow; the reaches only where one changed.
-    fn put(&mut self, c: usize, room: [i64; COMPACT], step: [f64; COMPACT], reach: Option<&Reach>) {
+    /// Where node `v`'s reach at level `k` is in `reach`.
+    #[inline]
+    fn at(&self, k: usize, v: usize) -> usize {
+        k * 2 * self.cap + v
+    }
+
+    /// Leaf `c` becomes `bound` and `reach` (`None`: open), and the nodes
+    /// above it follow; the reaches only where one changed.
+    fn put(&mut self, c: usize, bound: Bound, reach: Option<&Reach>) {
         if c >= self.len {
             return;
         }
         let v = self.cap + c;
         let reach_moves = match reach {
             None => self.reached[c],
-            Some(reach) => !self.reached[c] || self.reach[v] != *reach,
+            Some(reach) => {
+                !self.reached[c] || (0..LEVELS).any(|k| self.reach[self.at(k, v)] != reach[k])
+            }
         };
-        if self.room[v] == room && self.step[v] == step && !reach_moves {
+        if self.bound[v] == bound && !reach_moves {
             return;
         }
-        (self.room[v], self.step[v]) = (room, step);
+        self.bound[v] = bound;
         if reach_moves {
-            self.reach[v] = *reach.unwrap_or(&OPEN_REACH);
+            for k in 0..LEVELS {
+                let at = self.at(k, v);
+                self.reach[at] = reach.map_or(OPEN_REACH, |r| r[k]);
+            }
             match (self.reached[c], reach.is_some()) {
                 (false, true) => self.reaches += 1,
                 (true, false) => self.reaches -= 1,
@@ -211,22 +233,26 @@ impl GrowthIndex {
         let (l, r) = (2 * v, 2 * v + 1);
         let mut changed = (false, false);
         if moves.0 {
-            let (room, step) = (self.room[v], self.step[v]);
+            let (left, right) = (self.bound[l], self.bound[r]);
+            let mut bound = left;
             for d in 0..COMPACT {
-                self.room[v][d] = self.room[l][d].max(self.room[r][d]);
-                self.step[v][d] = self.step[l][d].min(self.step[r][d]);
+                bound.room[d] = bound.room[d].max(right.room[d]);
+                bound.step[d] = bound.step[d].min(right.step[d]);
             }
-            changed.0 = self.room[v] != room || self.step[v] != step;
+            changed.0 = self.bound[v] != bound;
+            self.bound[v] = bound;
         }
         if moves.1 {
-            let mut reach = self.reach[l];
-            for (level, right) in reach.iter_mut().zip(&self.reach[r]) {
+            for k in 0..LEVELS {
+                let (left, right) = (self.reach[self.at(k, l)], self.reach[self.at(k, r)]);
+                let mut reach = left;
                 for d in 0..COMPACT {
-                    level[d] = level[d].max(right[d]);
+                    reach[d] = reach[d].max(right[d]);
                 }
+                let at = self.at(k, v);
+                changed.1 |= self.reach[at] != reach;
+                self.reach[at] = reach;
             }
-            changed.1 = self.reach[v] != reach;
-            self.reach[v] = reach;
         }
         changed
     }
@@ -234,10 +260,10 @@ impl GrowthIndex {
     /// Whether every NodeClaim under node `v` refuses the pod.
     #[inline]
     fn refuses(&self, v: usize, q: &GrowthQuery) -> bool {
-        let (room, step) = (&self.room[v], &self.step[v]);
-        (0..COMPACT).any(|d| q.need[d] > room[d] && q.solo < step[d])
+        let bound = &self.bound[v];
+        (0..COMPACT).any(|d| q.need[d] > bound.room[d] && q.solo < bound.step[d])
             || q.level.is_some_and(|k| {
-                let reach = &self.reach[v][k];
+                let reach = &self.reach[self.at(k, v)];
                 (0..COMPACT).any(|d| q.need[d] > reach[d])
             })
     }
