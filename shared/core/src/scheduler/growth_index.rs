@@ -85,6 +85,8 @@ pub(super) struct GrowthIndex {
     /// Per level, then per node, the largest reach per resource (node `v`
     /// at level `k` is `reach[k × 2 cap + v]`): a walk asks one level, so
     /// it reads one run of this, not every level of each node it passes.
+    /// Empty until a leaf has a reach (most plans learn none, and at
+    /// `LEVELS` entries per node it is most of the index's memory).
     reach: Vec<[i64; COMPACT]>,
     /// Per leaf, whether its reach is known (not open), and how many are.
     reached: Vec<bool>,
@@ -148,20 +150,33 @@ impl GrowthIndex {
         if claims > self.cap || self.bound.is_empty() {
             let cap = claims.next_power_of_two().max(64);
             let mut bound = vec![OPEN; 2 * cap];
-            let mut reach = vec![OPEN_REACH; LEVELS * 2 * cap];
-            self.reached.resize(cap, false);
             for i in 0..self.len {
                 bound[cap + i] = self.bound[self.cap + i];
-                for k in 0..LEVELS {
-                    reach[k * 2 * cap + cap + i] = self.reach[self.at(k, self.cap + i)];
-                }
             }
+            let reach = self.reach_at(cap);
+            self.reached.resize(cap, false);
+            let reaches = !reach.is_empty();
             (self.cap, self.bound, self.reach) = (cap, bound, reach);
             for v in (1..cap).rev() {
-                self.pull(v, (true, true));
+                self.pull(v, (true, reaches));
             }
         }
         self.len = self.len.max(claims);
+    }
+
+    /// The leaves' reaches laid out for `cap` leaves (inner nodes open, to
+    /// be pulled): empty while no leaf has one.
+    fn reach_at(&self, cap: usize) -> Vec<[i64; COMPACT]> {
+        if self.reach.is_empty() {
+            return Vec::new();
+        }
+        let mut reach = vec![OPEN_REACH; LEVELS * 2 * cap];
+        for i in 0..self.len {
+            for k in 0..LEVELS {
+                reach[k * 2 * cap + cap + i] = self.reach[self.at(k, self.cap + i)];
+            }
+        }
+        reach
     }
 
     /// NodeClaim `c`'s floor at its NodePool's slack, made at offering
@@ -197,6 +212,9 @@ impl GrowthIndex {
             return;
         }
         let v = self.cap + c;
+        if reach.is_some() && self.reach.is_empty() {
+            self.reach = vec![OPEN_REACH; LEVELS * 2 * self.cap];
+        }
         let reach_moves = match reach {
             None => self.reached[c],
             Some(reach) => {
@@ -263,8 +281,9 @@ impl GrowthIndex {
         let bound = &self.bound[v];
         (0..COMPACT).any(|d| q.need[d] > bound.room[d] && q.solo < bound.step[d])
             || q.level.is_some_and(|k| {
-                let reach = &self.reach[self.at(k, v)];
-                (0..COMPACT).any(|d| q.need[d] > reach[d])
+                // No reaches (none learnt): every NodeClaim's reach is open.
+                (self.reach.get(self.at(k, v)))
+                    .is_some_and(|reach| (0..COMPACT).any(|d| q.need[d] > reach[d]))
             })
     }
 
