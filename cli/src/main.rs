@@ -10,6 +10,7 @@ mod catalog_cmd;
 mod demo;
 mod disrupt;
 mod inputs;
+mod json_out;
 mod simulate;
 
 use std::io::Write;
@@ -360,11 +361,11 @@ fn print_plan(plan: &Plan, output: Output) -> Result<()> {
     }
 }
 
-/// Pretty JSON on stdout, streamed: a large output is never held as one
-/// string.
+/// Indented JSON on stdout (arrays of scalars on one line, see
+/// `json_out`), streamed: a large output is never held as one string.
 fn print_json<T: serde::Serialize>(value: &T, what: &'static str) -> Result<()> {
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    serde_json::to_writer_pretty(&mut out, value).context(what)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+    json_out::write(&mut out, value).context(what)?;
     out.write_all(b"\n")?;
     out.flush()?;
     Ok(())

@@ -381,10 +381,11 @@ pub fn run(
     }
     let _ = ports.clock.now_millis();
     if json {
-        let mut out = std::io::stdout().lock();
-        serde_json::to_writer_pretty(&mut out, &report)?;
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        crate::json_out::write(&mut out, &report)?;
         use std::io::Write;
         writeln!(out)?;
+        out.flush()?;
         return Ok(());
     }
     let mut by_pool: BTreeMap<(&str, &str), (usize, f64)> = BTreeMap::new();
