@@ -1,6 +1,8 @@
 //! The CLI's JSON output: indented like `serde_json`'s pretty printer,
 //! except that an array of scalars (strings, numbers, booleans, nulls)
-//! stays on one line: `"instanceTypes": ["m6g.medium", "t4g.medium"]`.
+//! stays on one line, compact: `"instanceTypes": ["m6g.medium","t4g.medium"]`
+//! (as a plan's instance type lists, made once per list, are written:
+//! see `flotilla_core::instance_type_names`).
 //!
 //! A plan lists every instance type that can run each NodeClaim, often a
 //! thousand: one line per name made a 10,000-pod plan 82 MB of mostly
@@ -58,7 +60,7 @@ impl InlineScalarArrays {
         };
         match (inline, first) {
             (true, true) => Ok(()),
-            (true, false) => w.write_all(b", "),
+            (true, false) => w.write_all(b","),
             (false, true) => {
                 w.write_all(b"\n")?;
                 self.indent(w)
@@ -201,18 +203,18 @@ mod tests {
         let cases = [
             (json!([]), "[]"),
             (json!({}), "{}"),
-            (json!(["a", "b"]), r#"["a", "b"]"#),
-            (json!([1, 2.5, null, true]), "[1, 2.5, null, true]"),
+            (json!(["a", "b"]), r#"["a","b"]"#),
+            (json!([1, 2.5, null, true]), "[1,2.5,null,true]"),
             (json!({"a": 1}), "{\n  \"a\": 1\n}"),
             (
                 json!({"types": ["m6g.medium", "t4g.medium"], "zones": []}),
-                "{\n  \"types\": [\"m6g.medium\", \"t4g.medium\"],\n  \"zones\": []\n}",
+                "{\n  \"types\": [\"m6g.medium\",\"t4g.medium\"],\n  \"zones\": []\n}",
             ),
             (
                 json!([{"a": [1]}, {}]),
                 "[\n  {\n    \"a\": [1]\n  },\n  {}\n]",
             ),
-            (json!([[1, 2], [3]]), "[\n  [1, 2],\n  [3]\n]"),
+            (json!([[1, 2], [3]]), "[\n  [1,2],\n  [3]\n]"),
             (
                 json!({"s": "quote \" and \n"}),
                 "{\n  \"s\": \"quote \\\" and \\n\"\n}",

@@ -393,7 +393,6 @@ mod tests {
     use crate::fragmented::{build, Params};
     use flotilla_core::model::{InclusionPolicy, LabelSelector, TopologySpreadConstraint};
     use flotilla_core::plan::{NodeClaimResources, Price};
-    use std::sync::Arc;
 
     fn catalog() -> Catalog {
         Catalog::embedded("us-west-2").expect("embedded catalog")
@@ -403,7 +402,7 @@ mod tests {
         NodeClaimPlan {
             name: name.into(),
             node_pool: "default".into(),
-            instance_types: Arc::new(vec![ty.into()]),
+            instance_types: vec![ty.into()].into(),
             capacity_types: vec![CapacityType::OnDemand],
             zones: vec![zone.into()],
             requirements: vec![],

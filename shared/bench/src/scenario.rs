@@ -1062,7 +1062,7 @@ mod tests {
         // are one class again.
         let claim = &mut plan.node_claims[0];
         claim.node_pool = "light".into();
-        claim.instance_types = std::sync::Arc::new(vec!["m6g.large".into(), "m5.large".into()]);
+        claim.instance_types = vec!["m6g.large".to_string(), "m5.large".to_string()].into();
         assert_eq!(
             honoured(&export_beside(&state, &cat, Some(&plan))),
             vec![None]

@@ -6,6 +6,7 @@ pub mod allocatable;
 pub mod catalog;
 pub mod disruption;
 pub mod ec2;
+pub mod instance_type_names;
 pub mod labels;
 pub mod launch;
 pub mod model;

@@ -62,7 +62,7 @@ pub struct NodeClaimPlan {
     /// Every instance type that can run this NodeClaim, cheapest first.
     /// (Shared between NodeClaims with the same list: a 50,000-pod plan
     /// would otherwise hold millions of copies of the same names.)
-    pub instance_types: std::sync::Arc<Vec<String>>,
+    pub instance_types: crate::instance_type_names::InstanceTypeNames,
     pub capacity_types: Vec<CapacityType>,
     pub zones: Vec<String>,
     pub requirements: Vec<NodeSelectorRequirement>,

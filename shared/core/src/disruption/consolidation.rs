@@ -53,7 +53,6 @@
 //! launches, so nothing they launch is consolidated again at once.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use crate::catalog::{CapacityType, Offering};
 use crate::labels;
@@ -502,7 +501,7 @@ fn spot_to_spot_types(run: &Run, r: &mut NodeClaimPlan) -> Option<f64> {
         .iter()
         .filter_map(|t| offering_price(run, r, t))
         .max_by(f64::total_cmp)?;
-    r.instance_types = Arc::new(cut);
+    r.instance_types = cut.into();
     Some(dearest)
 }
 
@@ -649,7 +648,7 @@ fn narrow(run: &Run, r: &mut NodeClaimPlan, cap: f64) -> bool {
         .cloned()
         .collect();
     let priced = keep.contains(&r.price.instance_type);
-    r.instance_types = Arc::new(keep);
+    r.instance_types = keep.into();
     priced && min_values_prefix(run, r, &r.instance_types).is_some()
 }
 

@@ -446,7 +446,6 @@ pub fn prepare_launch(input: &PrepareInput) -> Result<PreparedLaunch, LaunchErro
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
 
     use serde_json::json;
 
@@ -578,7 +577,11 @@ mod tests {
         NodeClaimPlan {
             name: "general-1".into(),
             node_pool: "general".into(),
-            instance_types: Arc::new(types.iter().map(|t| t.to_string()).collect()),
+            instance_types: types
+                .iter()
+                .map(|t| t.to_string())
+                .collect::<Vec<_>>()
+                .into(),
             capacity_types: cts.to_vec(),
             zones: zones.iter().map(|z| z.to_string()).collect(),
             requirements: vec![],

@@ -27,7 +27,7 @@ use super::Run;
 /// reservation and types: computing it walks every offering of every type,
 /// and thousands of NodeClaims share a handful of answers.
 pub(super) struct OfferSummary {
-    pub(super) instance_types: std::sync::Arc<Vec<String>>,
+    pub(super) instance_types: crate::instance_type_names::InstanceTypeNames,
     pub(super) capacity_types: Vec<CapacityType>,
     pub(super) zones: Vec<String>,
     /// (type, offering) a fleet would prefer.
@@ -168,7 +168,7 @@ impl FilterOffers {
             }
         }
         OfferSummary {
-            instance_types: std::sync::Arc::new(names),
+            instance_types: names.into(),
             capacity_types: (CapacityType::ALL.into_iter())
                 .filter(|&c| capacity_types & c.bit() != 0)
                 .collect(),
