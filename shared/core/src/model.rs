@@ -253,7 +253,7 @@ impl From<PodTemplate> for Pod {
 
 impl Pod {
     pub fn key(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
+        namespaced_key(&self.namespace, &self.name)
     }
 }
 
@@ -773,7 +773,7 @@ pub struct PodDisruptionBudget {
 
 impl PodDisruptionBudget {
     pub fn key(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
+        namespaced_key(&self.namespace, &self.name)
     }
 }
 
@@ -845,6 +845,16 @@ pub struct ClusterState {
     pub instances: BTreeMap<String, InstanceFacts>,
     /// Non-fatal findings (unknown kinds skipped, ...).
     pub warnings: Vec<String>,
+}
+
+/// `namespace/name`, built by hand: asked for every pod of a plan, where
+/// `format!` cost several hundred instructions a key.
+pub fn namespaced_key(namespace: &str, name: &str) -> String {
+    let mut key = String::with_capacity(namespace.len() + 1 + name.len());
+    key.push_str(namespace);
+    key.push('/');
+    key.push_str(name);
+    key
 }
 
 #[cfg(test)]

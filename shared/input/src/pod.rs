@@ -15,7 +15,7 @@ use flotilla_core::Quantity;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 
-use crate::util::{check_labels, join, quantity, taint_effect, Ctx};
+use crate::util::{check_labels, indexed, join, quantity, taint_effect, Ctx};
 use crate::workload::Env;
 use crate::{Doc, InputError};
 use flotilla_core::state::PodRow;
@@ -187,7 +187,7 @@ pub(crate) fn convert(
             );
             for (i, t) in req.node_selector_terms.iter().enumerate() {
                 pod.required_terms
-                    .push(node_selector_term(ctx, &format!("{tp}[{i}]"), t)?);
+                    .push(node_selector_term(ctx, &indexed(&tp, i), t)?);
             }
         }
         let pp = join(&np, "preferredDuringSchedulingIgnoredDuringExecution");
@@ -197,7 +197,7 @@ pub(crate) fn convert(
             .flatten()
             .enumerate()
         {
-            let p = format!("{pp}[{i}]");
+            let p = indexed(&pp, i);
             if !(1..=100).contains(&t.weight) {
                 return Err(ctx.err(
                     &join(&p, "weight"),
@@ -239,7 +239,7 @@ pub(crate) fn convert(
         for (i, t) in req.iter().flatten().enumerate() {
             required.push(affinity_term(
                 ctx,
-                &format!("{rp}[{i}]"),
+                &indexed(&rp, i),
                 t,
                 &labels,
                 (&here, env.namespaces),
@@ -249,7 +249,7 @@ pub(crate) fn convert(
         let mut preferred = Vec::new();
         let pp = join(&wp, "preferredDuringSchedulingIgnoredDuringExecution");
         for (i, t) in pref.iter().flatten().enumerate() {
-            let p = format!("{pp}[{i}]");
+            let p = indexed(&pp, i);
             if !(1..=100).contains(&t.weight) {
                 return Err(ctx.err(
                     &join(&p, "weight"),
@@ -279,8 +279,7 @@ pub(crate) fn convert(
 
     let tp = join(spec_path, "tolerations");
     for (i, t) in spec.tolerations.iter().flatten().enumerate() {
-        pod.tolerations
-            .push(toleration(ctx, &format!("{tp}[{i}]"), t)?);
+        pod.tolerations.push(toleration(ctx, &indexed(&tp, i), t)?);
     }
 
     let sp = join(spec_path, "topologySpreadConstraints");
@@ -295,7 +294,7 @@ pub(crate) fn convert(
             continue;
         }
         pod.topology_spread
-            .push(spread(ctx, &format!("{sp}[{i}]"), c, &labels)?);
+            .push(spread(ctx, &indexed(&sp, i), c, &labels)?);
     }
 
     for v in spec.volumes.iter().flatten() {
@@ -364,13 +363,13 @@ fn requests(ctx: &Ctx, spec_path: &str, spec: &core::PodSpec) -> Result<Resource
     let mut app = Resources::new();
     let cp = join(spec_path, "containers");
     for (i, c) in spec.containers.iter().enumerate() {
-        app.add_assign(&container_requests(ctx, &format!("{cp}[{i}]"), c)?);
+        app.add_assign(&container_requests(ctx, &indexed(&cp, i), c)?);
     }
     let mut sidecars = Resources::new();
     let mut init_peak = Resources::new();
     let ip = join(spec_path, "initContainers");
     for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-        let r = container_requests(ctx, &format!("{ip}[{i}]"), c)?;
+        let r = container_requests(ctx, &indexed(&ip, i), c)?;
         if c.restart_policy.as_deref() == Some("Always") {
             sidecars.add_assign(&r);
             init_peak = init_peak.max(&sidecars);
@@ -412,7 +411,7 @@ pub(crate) fn node_selector_term(
     let mut reqs = Requirements::new();
     let ep = join(path, "matchExpressions");
     for (i, e) in t.match_expressions.iter().flatten().enumerate() {
-        let p = format!("{ep}[{i}]");
+        let p = indexed(&ep, i);
         reqs.add(requirement(
             ctx,
             &p,
@@ -423,7 +422,7 @@ pub(crate) fn node_selector_term(
     }
     let fp = join(path, "matchFields");
     for (i, e) in t.match_fields.iter().flatten().enumerate() {
-        let p = format!("{fp}[{i}]");
+        let p = indexed(&fp, i);
         if e.key != "metadata.name" {
             return Err(ctx.err(
                 &join(&p, "key"),
@@ -525,7 +524,7 @@ pub(crate) fn label_selector(
     out.match_labels = s.match_labels.clone().unwrap_or_default();
     let ep = join(path, "matchExpressions");
     for (i, e) in s.match_expressions.iter().flatten().enumerate() {
-        let p = format!("{ep}[{i}]");
+        let p = indexed(&ep, i);
         let op = match e.operator.as_str() {
             "In" => Operator::In,
             "NotIn" => Operator::NotIn,

@@ -23,18 +23,36 @@ pub(crate) struct Ctx<'a> {
 }
 
 /// Joins two field paths (`a` + `b` → `a.b`, `a` + `[0]` → `a[0]`).
+/// Built by hand, not with `format!`: every pod's conversion joins its
+/// fields' paths (kept for the errors that name them), and the formatting
+/// machinery made that 3% of planning 10,000 pods.
 pub(crate) fn join(a: &str, b: &str) -> String {
     let a = a.trim_end_matches('.');
     let b = b.trim_start_matches('.');
     if a.is_empty() {
-        b.to_string()
-    } else if b.is_empty() {
-        a.to_string()
-    } else if b.starts_with('[') {
-        format!("{a}{b}")
-    } else {
-        format!("{a}.{b}")
+        return b.to_string();
     }
+    if b.is_empty() {
+        return a.to_string();
+    }
+    let mut out = String::with_capacity(a.len() + b.len() + 1);
+    out.push_str(a);
+    if !b.starts_with('[') {
+        out.push('.');
+    }
+    out.push_str(b);
+    out
+}
+
+/// `path[i]`, built by hand (see [`join`]).
+pub(crate) fn indexed(path: &str, i: usize) -> String {
+    let digits = i.to_string();
+    let mut out = String::with_capacity(path.len() + digits.len() + 2);
+    out.push_str(path);
+    out.push('[');
+    out.push_str(&digits);
+    out.push(']');
+    out
 }
 
 impl<'a> Ctx<'a> {
@@ -322,5 +340,7 @@ mod tests {
         assert_eq!(join("spec.containers", "[0]"), "spec.containers[0]");
         assert_eq!(join("items[1].", "spec"), "items[1].spec");
         assert_eq!(join("", "spec"), "spec");
+        assert_eq!(join("spec.", ""), "spec");
+        assert_eq!(indexed("spec.containers", 12), "spec.containers[12]");
     }
 }
