@@ -35,7 +35,7 @@ mod workload;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use flotilla_core::model::{ClusterState, Pod};
+use flotilla_core::model::{namespaced_key, ClusterState, Pod};
 use flotilla_core::state::{ClusterCache, PodRow, TemplateId};
 use serde_json::Value;
 
@@ -313,14 +313,14 @@ fn build(
     dedupe(
         &mut state.pvcs,
         "PersistentVolumeClaim",
-        |n| format!("{}/{}", n.namespace, n.name),
+        |n| namespaced_key(&n.namespace, &n.name),
         w,
     );
     dedupe(&mut state.overlays, "NodeOverlay", |n| n.name.clone(), w);
     dedupe(
         &mut state.daemon_sets,
         "DaemonSet",
-        |n| format!("{}/{}", n.namespace, n.name),
+        |n| namespaced_key(&n.namespace, &n.name),
         w,
     );
     dedupe(&mut state.pdbs, "PodDisruptionBudget", |p| p.key(), w);

@@ -109,8 +109,5 @@ fn main() {
 /// checked mix by mix.
 fn plan_digest(plan: &flotilla_core::plan::Plan) -> String {
     let json = serde_json::to_vec(plan).unwrap_or_default();
-    let hash = json.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    format!("{hash:016x}")
+    format!("{:016x}", flotilla_core::state::compact::fnv(&json))
 }

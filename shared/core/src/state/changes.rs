@@ -106,7 +106,7 @@ impl Changes {
         self.check_objects()?;
         let mut missing = BTreeSet::new();
         for (index, row) in self.pods.iter().enumerate() {
-            let pod = format!("{}/{}", row.namespace, row.name);
+            let pod = crate::model::namespaced_key(&row.namespace, &row.name);
             let ns = match self.templates.get(&row.template) {
                 Some(t) => Some(compact::template_namespace(t)),
                 None => held(&row.template),
