@@ -2088,6 +2088,13 @@ struct Filler<'a> {
     /// bound is computed again before it is asked).
     stale: bool,
     need: &'a [Vec<i64>],
+    /// Whether a type is weighed by its last fill when that is dearer
+    /// than its bound (see `lazy_ratio`).
+    lazy: bool,
+    /// Whether types are weighed in order of their bound (many classes:
+    /// the first fills found set a price per value that the bound of most
+    /// others exceeds, so those are not filled).
+    sorted: bool,
     /// Fills computed so far.
     fills: usize,
 }
@@ -2120,6 +2127,83 @@ enum Walk {
     /// Every class with pods left, found by the room they need (many
     /// classes: pods that each have their own size).
     Indexed(ClassIndex),
+    /// Many classes whose room is not shared: per group of candidates with
+    /// the same room in the dimensions only some classes need (requirement
+    /// sets, anti-affinity groups, accelerators), the classes with pods
+    /// left whose needs there the group has room for, found by the room
+    /// they need in the dimensions every class needs (see [`Grouped`]).
+    Grouped(Grouped),
+}
+
+/// See [`Walk::Grouped`]: a walk of a group's index visits, in order,
+/// every class of the candidate's list that fits the room in the common
+/// dimensions, and the fill's check of every need leaves out the rest, so
+/// a fill takes what the walk of its list takes, without visiting each
+/// class of the list that no longer fits a node filling up.
+struct Grouped {
+    group_of: Vec<usize>,
+    indices: Vec<ClassIndex>,
+}
+
+impl Grouped {
+    fn new(
+        cands: &[PackType],
+        sparse: &[Vec<(usize, i64)>],
+        common: &[usize],
+        left: &[usize],
+    ) -> Grouped {
+        let dims = cands.first().map_or(0, |c| c.room.len());
+        let key = |c: &PackType| -> Vec<i64> {
+            (0..dims)
+                .filter(|d| common.binary_search(d).is_err())
+                .map(|d| c.room[d])
+                .collect()
+        };
+        let mut keys: Vec<Vec<i64>> = Vec::new();
+        let mut group_of = Vec::with_capacity(cands.len());
+        let mut indices = Vec::new();
+        for c in cands {
+            let k = key(c);
+            if let Some(g) = keys.iter().position(|known| *known == k) {
+                group_of.push(g);
+                continue;
+            }
+            group_of.push(keys.len());
+            keys.push(k);
+            let eligible: Vec<usize> = (0..left.len())
+                .map(|k| {
+                    let room_for = |&(d, q): &(usize, i64)| {
+                        common.binary_search(&d).is_ok() || c.room.get(d).is_some_and(|&r| r >= q)
+                    };
+                    if sparse[k].iter().all(room_for) {
+                        left[k]
+                    } else {
+                        0
+                    }
+                })
+                .collect();
+            indices.push(ClassIndex::over(sparse, common, &eligible));
+        }
+        Grouped { group_of, indices }
+    }
+}
+
+/// The dimensions every class with pods `left` needs some of (the
+/// resources every pod requests, typically cpu, memory and pods),
+/// ascending.
+fn common_dims(sparse: &[Vec<(usize, i64)>], dims: usize, left: &[usize]) -> Vec<usize> {
+    let mut needed_by = vec![0usize; dims];
+    let live = (0..left.len()).filter(|&k| left[k] > 0);
+    let mut classes = 0;
+    for k in live {
+        classes += 1;
+        for &(d, q) in &sparse[k] {
+            if let Some(n) = needed_by.get_mut(d).filter(|_| q > 0) {
+                *n += 1;
+            }
+        }
+    }
+    (0..dims).filter(|&d| needed_by[d] == classes).collect()
 }
 
 impl<'a> Filler<'a> {
@@ -2132,15 +2216,26 @@ impl<'a> Filler<'a> {
     ) -> Filler<'a> {
         let sparse = sparse_needs(need);
         let shared = shared_room(cands, &sparse);
-        let many = shared && need.len() >= INDEXED_CLASSES;
-        let bound = if shared && need.len() >= KNAPSACK_CLASSES {
+        let many = need.len() >= INDEXED_CLASSES;
+        let lazy = shared && need.len() >= KNAPSACK_CLASSES;
+        let grouped = many && !shared;
+        let common = if grouped {
+            common_dims(&sparse, need.first().map_or(0, Vec::len), left)
+        } else {
+            Vec::new()
+        };
+        let bound = if lazy {
             Bound::Knapsack(FillBound::new(need, value, per_node, left))
+        } else if grouped {
+            Bound::Knapsack(FillBound::over(need, value, per_node, left, &common))
         } else {
             Bound::PerUnit(ValueBound::new(need, value, left))
         };
-        let walk = if many {
+        let walk = if many && shared {
             let dims = need.first().map_or(0, Vec::len);
             Walk::Indexed(ClassIndex::new(&sparse, dims, left))
+        } else if grouped {
+            Walk::Grouped(Grouped::new(cands, &sparse, &common, left))
         } else {
             Walk::PerType(
                 (cands.iter())
@@ -2165,6 +2260,8 @@ impl<'a> Filler<'a> {
             bound,
             stale: false,
             need,
+            lazy,
+            sorted: lazy || grouped,
             fills: 0,
         }
     }
@@ -2179,6 +2276,7 @@ impl<'a> Filler<'a> {
                 Classes::Listed(live)
             }
             Walk::Indexed(index) => Classes::Indexed(index),
+            Walk::Grouped(g) => Classes::Indexed(&g.indices[g.group_of[ti]]),
         };
         let cap = &self.cands[ti].room;
         let (sparse, per_node, value) = (&self.sparse, self.per_node, self.value);
@@ -2212,13 +2310,18 @@ impl<'a> Filler<'a> {
                 Bound::Knapsack(bound) if left[k] < most => {
                     bound.update(k, was.min(most), left[k]);
                 }
-                Bound::PerUnit(_) => self.stale = true,
+                Bound::PerUnit(bound) if left[k] == 0 => {
+                    self.stale |= bound.loses(&self.need[k], self.value[k]);
+                }
+                Bound::PerUnit(_) => {}
                 Bound::Knapsack(_) => {}
             }
             if left[k] == 0 {
                 self.live -= 1;
-                if let Walk::Indexed(index) = &mut self.walk {
-                    index.remove(k);
+                match &mut self.walk {
+                    Walk::Indexed(index) => index.remove(k),
+                    Walk::Grouped(g) => g.indices.iter_mut().for_each(|i| i.remove(k)),
+                    Walk::PerType(_) => {}
                 }
             }
         }
@@ -2247,13 +2350,17 @@ fn cheapest_fill(
     // bound asked only once there is a best. Ties go to the cheaper type,
     // then to the first.
     filler.refresh_bound(left);
-    let sorted = matches!(filler.bound, Bound::Knapsack(_));
+    let (lazy, sorted) = (filler.lazy, filler.sorted);
     if sorted {
         let (order, bound, last) = (&mut filled.order, &filler.bound, &filled.last);
         order.clear();
         order.extend((cands.iter().enumerate()).map(|(ti, c)| {
             let least = c.price / bound.of(&c.room);
-            (least.max(lazy_ratio(c.price, last[ti].as_ref())), ti)
+            if lazy {
+                (least.max(lazy_ratio(c.price, last[ti].as_ref())), ti)
+            } else {
+                (least, ti)
+            }
         }));
         order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     }
@@ -2535,6 +2642,8 @@ struct ValueBound {
     /// the classes left (a dimension one of them needs none of bounds
     /// nothing and is left out), ascending.
     per_unit: Vec<UnitValue>,
+    /// Per dimension, how many classes left need none of it.
+    needing_none: Vec<usize>,
 }
 
 /// The most value per unit of one dimension (see [`ValueBound`]).
@@ -2546,20 +2655,48 @@ struct UnitValue {
 impl ValueBound {
     fn new(need: &[Vec<i64>], value: &[f64], left: &[usize]) -> ValueBound {
         let dims = need.first().map_or(0, Vec::len);
-        let per_unit = (0..dims)
-            .filter_map(|dim| {
-                let mut most = 0.0f64;
-                for (k, n) in need.iter().enumerate().filter(|(k, _)| left[*k] > 0) {
-                    let q = n.get(dim).copied().unwrap_or(0);
-                    if q <= 0 {
-                        return None;
-                    }
-                    most = most.max(value[k] / q as f64);
+        let mut needing_none = vec![0; dims];
+        let mut most = vec![0.0f64; dims];
+        for (k, n) in need.iter().enumerate().filter(|(k, _)| left[*k] > 0) {
+            for (dim, (none, most)) in needing_none.iter_mut().zip(&mut most).enumerate() {
+                let q = n.get(dim).copied().unwrap_or(0);
+                if q <= 0 {
+                    *none += 1;
+                } else if *none == 0 {
+                    *most = most.max(value[k] / q as f64);
                 }
-                Some(UnitValue { dim, most })
+            }
+        }
+        let per_unit = (0..dims)
+            .filter(|&dim| needing_none[dim] == 0)
+            .map(|dim| UnitValue {
+                dim,
+                most: most[dim],
             })
             .collect();
-        ValueBound { per_unit }
+        ValueBound {
+            per_unit,
+            needing_none,
+        }
+    }
+
+    /// Whether the bound may change now that a class of `need` and
+    /// `value` has no pods left: it held a dimension's most value per
+    /// unit, or was the last class left needing none of one. Otherwise
+    /// the bound over the classes left is the one it was.
+    fn loses(&mut self, need: &[i64], value: f64) -> bool {
+        let mut changes = false;
+        for (none, &q) in self.needing_none.iter_mut().zip(need) {
+            if q <= 0 {
+                *none = none.saturating_sub(1);
+                changes |= *none == 0;
+            }
+        }
+        changes
+            || (self.per_unit.iter()).any(|u| {
+                let q = need.get(u.dim).copied().unwrap_or(0);
+                q > 0 && value / q as f64 >= u.most
+            })
     }
 
     /// The bound for a node of `room`, with a little slack for rounding
@@ -3357,11 +3494,12 @@ mod tests {
         assert!(fills <= 3 * nodes, "{fills} fills for {nodes} nodes");
     }
 
-    /// Many classes walk the index and bound fills by the knapsack only
-    /// where every type has room in every dimension a class needs: a
-    /// type without a requirement set's dimension keeps its own list.
+    /// Many classes walk one index and weigh types lazily by the knapsack
+    /// only where every type has room in every dimension a class needs:
+    /// types without a requirement set's dimension walk their group's
+    /// index, weighed exactly by the knapsack of the common dimensions.
     #[test]
-    fn types_without_a_needed_dimension_walk_their_own_lists() {
+    fn types_without_a_needed_dimension_walk_their_groups() {
         let classes = KNAPSACK_CLASSES;
         // Dimensions: cpu, then two requirement sets; class k needs set k % 2.
         let need: Vec<Vec<i64>> = (0..classes)
@@ -3376,15 +3514,75 @@ mod tests {
         let (per_node, value, left) = (vec![4; classes], vec![1.0; classes], vec![2; classes]);
         let walks = |cands: &[PackType]| {
             let filler = Filler::new(cands, &need, &per_node, &value, &left);
-            (
-                matches!(filler.walk, Walk::Indexed(_)),
-                matches!(filler.bound, Bound::Knapsack(_)),
-            )
+            let groups = match &filler.walk {
+                Walk::Grouped(g) => Some(g.indices.len()),
+                _ => None,
+            };
+            (matches!(filler.walk, Walk::Indexed(_)), groups, filler.lazy)
         };
         let both = [pt(0, 1.0, &[64, 8, 8]), pt(1, 2.0, &[128, 16, 16])];
-        assert_eq!(walks(&both), (true, true));
-        let one_set = [pt(0, 1.0, &[64, 8, 0]), pt(1, 2.0, &[128, 16, 16])];
-        assert_eq!(walks(&one_set), (false, false));
+        assert_eq!(walks(&both), (true, None, true));
+        let one_set = [
+            pt(0, 1.0, &[64, 8, 0]),
+            pt(1, 2.0, &[128, 16, 16]),
+            pt(2, 4.0, &[256, 16, 16]),
+        ];
+        assert_eq!(walks(&one_set), (false, Some(2), false));
+    }
+
+    /// A family's many classes walked per group of types (requirement
+    /// sets some types lack, anti-affinity groups of one pod per node,
+    /// an accelerator only some types have) and weighed by the knapsack
+    /// of the common dimensions in order: the packing of every type's
+    /// fill computed afresh for every node.
+    #[test]
+    fn a_grouped_walk_packs_as_every_fill_afresh() {
+        let mut next = seeded(29);
+        let mut grouped = 0;
+        for case in 0..60 {
+            let sets = 2 + next(3) as usize;
+            let groups = next(3) as usize;
+            let classes = INDEXED_CLASSES + next(200) as usize;
+            // cpu, memory, accelerator, then the sets, then the groups.
+            let dims = 3 + sets + groups;
+            let cands: Vec<PackType> = (0..2 + next(14) as usize)
+                .map(|t| {
+                    let mut room = vec![8 + next(60), 8 + next(60), next(3) * 2];
+                    room.extend((0..sets).map(|_| if next(3) == 0 { 0 } else { 1 << 30 }));
+                    room.extend((0..groups).map(|_| 1));
+                    pt(t, 0.1 + next(100) as f64 / 10.0, &room)
+                })
+                .collect();
+            let need: Vec<Vec<i64>> = (0..classes)
+                .map(|_| {
+                    let mut n = vec![0; dims];
+                    n[0] = 1 + next(12);
+                    n[1] = 1 + next(12);
+                    n[2] = i64::from(next(10) == 0);
+                    n[3 + next(sets as u64) as usize] = 1;
+                    if groups > 0 && next(4) == 0 {
+                        n[3 + sets + next(groups as u64) as usize] = 1;
+                    }
+                    n
+                })
+                .collect();
+            let per_node: Vec<usize> = (0..classes).map(|_| 1 + next(4) as usize).collect();
+            let left: Vec<usize> = (0..classes).map(|_| next(4) as usize).collect();
+            let mut initial = InitialFills::new(cands.len());
+            for round in 0..2 {
+                let value: Vec<f64> = (0..classes).map(|_| 0.1 + next(50) as f64 / 7.0).collect();
+                let filler = Filler::new(&cands, &need, &per_node, &value, &left);
+                if !matches!(filler.walk, Walk::Grouped(_)) {
+                    continue;
+                }
+                grouped += 1;
+                let got = pack(&cands, &need, &per_node, &value, left.clone(), &mut initial)
+                    .map(|bins| bins.into_iter().map(|b| b.fill).collect::<Vec<_>>());
+                let want = pack_afresh(&cands, &need, &per_node, &value, left.clone());
+                assert_eq!(got, want, "case {case} round {round}");
+            }
+        }
+        assert!(grouped >= 100, "{grouped} of 120 packings walked grouped");
     }
 
     fn cands() -> Vec<PackType> {

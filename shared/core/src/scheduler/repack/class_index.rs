@@ -13,6 +13,8 @@
 /// See the module documentation.
 #[derive(Debug, Clone)]
 pub(super) struct ClassIndex {
+    /// The dimensions indexed, as positions in a room.
+    at: Vec<usize>,
     dims: usize,
     /// Leaves of the tree (a power of two, at least the classes).
     leaves: usize,
@@ -29,8 +31,19 @@ impl ClassIndex {
     /// needs as (dimension, need)) in `dims` dimensions, holding those
     /// `left` has pods of.
     pub(super) fn new(sparse: &[Vec<(usize, i64)>], dims: usize, left: &[usize]) -> ClassIndex {
+        let at: Vec<usize> = (0..dims).collect();
+        ClassIndex::over(sparse, &at, left)
+    }
+
+    /// The index of the classes needing `sparse` in the dimensions `at`
+    /// only (their needs in the others are not looked at: a walk visits
+    /// classes that fit the room in these), holding those `left` has pods
+    /// of.
+    pub(super) fn over(sparse: &[Vec<(usize, i64)>], at: &[usize], left: &[usize]) -> ClassIndex {
+        let dims = at.len();
         let leaves = sparse.len().next_power_of_two().max(1);
         let mut index = ClassIndex {
+            at: at.to_vec(),
             dims,
             leaves,
             least: vec![i64::MAX; 2 * leaves * dims],
@@ -43,8 +56,8 @@ impl ClassIndex {
                 let row = &mut index.least[leaf * dims..(leaf + 1) * dims];
                 row.fill(i64::MIN);
                 for &(d, q) in needs {
-                    if q > 0 && d < dims {
-                        row[d] = q;
+                    if let Some(col) = at.iter().position(|&a| a == d).filter(|_| q > 0) {
+                        row[col] = q;
                     }
                 }
             }
@@ -106,8 +119,8 @@ impl ClassIndex {
     fn may_fit(&self, node: usize, room: &[i64]) -> bool {
         self.live[node] > 0
             && (self.least[node * self.dims..(node + 1) * self.dims].iter())
-                .zip(room)
-                .all(|(q, r)| q <= r)
+                .zip(&self.at)
+                .all(|(q, &d)| room.get(d).is_none_or(|r| q <= r))
     }
 
     /// Node `node`'s entries from its children's.

@@ -58,6 +58,22 @@ impl FillBound {
         FillBound { dims }
     }
 
+    /// [`FillBound::new`] over the dimensions `at` only: a bound still,
+    /// the least of fewer knapsacks.
+    pub(super) fn over(
+        need: &[Vec<i64>],
+        value: &[f64],
+        per_node: &[usize],
+        left: &[usize],
+        at: &[usize],
+    ) -> FillBound {
+        let dims = (at.iter().copied())
+            .filter(|&d| need.iter().all(|n| n.get(d).is_some_and(|&q| q >= 0)))
+            .map(|d| DimKnapsack::new(d, need, value, per_node, left))
+            .collect();
+        FillBound { dims }
+    }
+
     /// Class `k`'s pods a node may take went from `was` to `now`.
     pub(super) fn update(&mut self, k: usize, was: usize, now: usize) {
         for d in &mut self.dims {
