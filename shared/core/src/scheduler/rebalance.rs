@@ -11,8 +11,9 @@
 //!   for every topology count);
 //! * a move is one pod of a class from zone A to zone B, or a swap (one of
 //!   class k from A to B and one of class l back); each is priced by
-//!   packing both zones again ([`Run::pack_pods`]) and the best gain is
-//!   taken until none is left;
+//!   packing both zones again ([`Run::estimate_pods`]: the exact packing
+//!   of few pods held to less work; the result is packed in full before
+//!   it is taken) and the best gain is taken until none is left;
 //! * a move is allowed when, for every spread group that counts the pod and
 //!   every set of zones its owners may use, the skew (most in a zone less
 //!   fewest, fewest 0 under `minDomains`) stays within `maxSkew` or does
@@ -459,7 +460,7 @@ impl ZonePrices<'_, '_> {
         let pods = representatives(&family.classes, counts);
         let mut p = self
             .run
-            .pack_pods(g.pool, &g.reqs, &pods)
+            .estimate_pods(g.pool, &g.reqs, &pods)
             .map_or(f64::INFINITY, |k| k.cost);
         if counts == family.held[zi].as_slice() {
             p = p.min(g.old);

@@ -113,6 +113,15 @@ const FAMILY_SETS: usize = 24;
 /// Work limit (count-vector pairs) of the exact few-class packing.
 const FEW_CLASSES_WORK: usize = 2_000_000;
 
+/// The few-class table's work a search's estimate affords (see
+/// `Run::estimate_pods`): eleven classes of one pod each, where
+/// `FEW_CLASSES_WORK` takes thirteen for ten times the work.
+const ESTIMATE_EXACT_WORK: usize = 200_000;
+
+/// Pods per class from which a search's estimate packs with the pattern
+/// LP (see `Run::estimate_pods`).
+const ESTIMATE_LP_PODS_PER_CLASS: usize = 2;
+
 /// How many pods needing `need` fit in `cap` (per dimension; dimensions a
 /// pod does not request do not limit).
 fn copies(cap: &[i64], need: &[i64]) -> i64 {
@@ -803,7 +812,7 @@ impl Run<'_> {
                         g.anchors.iter().map(|&c| (c, 0)).collect();
                     let family_of = vec![0; g.pods.len()];
                     let reqs = std::slice::from_ref(&g.reqs);
-                    self.pack_family(g.pool, reqs, &g.pods, &family_of, &anchors)
+                    self.pack_family(g.pool, reqs, &g.pods, &family_of, &anchors, false)
                 }
             };
             own.push(packing.filter(|p| moved[gi] || replaces(&self.pools[g.pool], g, p)));
@@ -892,7 +901,7 @@ impl Run<'_> {
             family_of.extend(std::iter::repeat_n(f, g.pods.len()));
             anchors.extend(g.anchors.iter().map(|&c| (c, f)));
         }
-        self.pack_family(pool, &reqs, &pods, &family_of, &anchors)
+        self.pack_family(pool, &reqs, &pods, &family_of, &anchors, false)
     }
 
     /// New NodeClaims take the old ones' places (and names) in creation
@@ -1172,19 +1181,35 @@ impl Run<'_> {
         reqs: &Requirements,
         pods: &[PodIdx],
     ) -> Option<Packing> {
-        self.pack_family(
-            pi,
-            std::slice::from_ref(reqs),
-            pods,
-            &vec![0; pods.len()],
-            &[],
-        )
+        let one = std::slice::from_ref(reqs);
+        self.pack_family(pi, one, pods, &vec![0; pods.len()], &[], false)
+    }
+
+    /// [`Self::pack_pods`] with the exact few-class packing held to
+    /// `ESTIMATE_EXACT_WORK`, and without the pattern LP where the
+    /// classes hold fewer than `ESTIMATE_LP_PODS_PER_CLASS` pods each:
+    /// what a search that prices many packings of a few pods each asks
+    /// (the zone moves, see `rebalance`). The exact table of thirteen
+    /// single-pod classes, and an LP (at least `MIN_WORK`), each cost
+    /// milliseconds every time, where the LP's rounding keeps little of
+    /// what it gains over pods of their own sizes (zone spreads of
+    /// Deployments keep the LP: their moves need its prices). The
+    /// search's result is packed again in full before it is taken.
+    pub(super) fn estimate_pods(
+        &self,
+        pi: PoolIdx,
+        reqs: &Requirements,
+        pods: &[PodIdx],
+    ) -> Option<Packing> {
+        let one = std::slice::from_ref(reqs);
+        self.pack_family(pi, one, pods, &vec![0; pods.len()], &[], true)
     }
 
     /// Packs `pods` of a family (see `Run::families`): pod `pods[i]`
     /// carries requirement set `reqs[family_of[i]]`, and a node holds pods
     /// of several sets only on a type each of them allows. `anchors` (with
-    /// their sets) are packed as pods are, at most one per node.
+    /// their sets) are packed as pods are, at most one per node. With
+    /// `estimate`, see [`Self::estimate_pods`].
     fn pack_family(
         &self,
         pi: PoolIdx,
@@ -1192,6 +1217,7 @@ impl Run<'_> {
         pods: &[PodIdx],
         family_of: &[usize],
         anchors: &[(ClaimIdx, usize)],
+        estimate: bool,
     ) -> Option<Packing> {
         if pods.is_empty() && anchors.is_empty() {
             return Some(Packing {
@@ -1223,7 +1249,14 @@ impl Run<'_> {
         // Each candidate is priced as the fleet would take its nodes (the
         // estimate prices fills by the cheapest type alone).
         let mut best: Option<Packing> = None;
-        let work_per_pod = patterns::work_per_pod(self.pods.len());
+        let mut work_per_pod = patterns::work_per_pod(self.pods.len());
+        if estimate {
+            prices.exact_work = ESTIMATE_EXACT_WORK;
+            let pods: usize = demand.counts.iter().sum();
+            if pods < demand.counts.len() * ESTIMATE_LP_PODS_PER_CLASS {
+                work_per_pod = 0;
+            }
+        }
         for mut candidate in candidate_packings(&cands, &demand, &mut prices, work_per_pod)? {
             merge_tail(&mut candidate.bins, &demand.per_node, &mut prices);
             let priced = self.priced_packing(pi, reqs, classes.clone(), candidate.bins);
@@ -1708,6 +1741,10 @@ struct FillPrices<'a> {
     need: &'a [Vec<i64>],
     dims: usize,
     known: foldhash::HashMap<Vec<(usize, usize)>, f64>,
+    /// The work the exact few-class packing may take (see
+    /// `few_classes_affordable`): `FEW_CLASSES_WORK`, less for a search's
+    /// estimates (`Run::estimate_pods`).
+    exact_work: usize,
 }
 
 impl<'a> FillPrices<'a> {
@@ -1718,6 +1755,7 @@ impl<'a> FillPrices<'a> {
             need: &demand.need,
             dims: demand.dims.len(),
             known: Default::default(),
+            exact_work: FEW_CLASSES_WORK,
         }
     }
 
@@ -1890,7 +1928,7 @@ fn exact_or_revalued(
     mut seeds: Option<&mut Vec<Bin>>,
 ) -> Option<PricedBins> {
     let mut best = revalued_greedy(cands, demand, starts, prices, rounds, seeds.as_deref_mut());
-    if let Some(exact) = exact_packing(cands, demand) {
+    if let Some(exact) = exact_packing(cands, demand, prices.exact_work) {
         if let Some(seeds) = seeds {
             seeds.extend(exact.bins.iter().cloned());
         }
@@ -1931,7 +1969,7 @@ impl Paid {
 /// The exact packing where it is affordable: one class by the pod count
 /// (`single_class`), few pods of few classes by count vectors
 /// (`few_classes`).
-fn exact_packing(cands: &[PackType], demand: &Demand) -> Option<PricedBins> {
+fn exact_packing(cands: &[PackType], demand: &Demand, work: usize) -> Option<PricedBins> {
     let per_node = &demand.per_node;
     match demand.counts[..] {
         [n] => single_class(cands, &demand.need[0], n.min(per_node[0]), copies).map(|exact| {
@@ -1945,6 +1983,7 @@ fn exact_packing(cands: &[PackType], demand: &Demand) -> Option<PricedBins> {
                 }
             }
         }),
+        _ if !few_classes_affordable_within(cands, &demand.counts, work) => None,
         _ => few_classes(cands, &demand.need, &demand.counts, per_node),
     }
 }
@@ -2919,6 +2958,11 @@ fn few_classes(
 /// `u <= v` (the product of (n + 1)(n + 2) / 2), and its vectors priced on
 /// every candidate; false when they overflow.
 fn few_classes_affordable(cands: &[PackType], counts: &[usize]) -> bool {
+    few_classes_affordable_within(cands, counts, FEW_CLASSES_WORK)
+}
+
+/// [`few_classes_affordable`] within `most` instead of `FEW_CLASSES_WORK`.
+fn few_classes_affordable_within(cands: &[PackType], counts: &[usize], most: usize) -> bool {
     let mut work: usize = 1;
     let mut states: usize = 1;
     for &n in counts {
@@ -2930,7 +2974,7 @@ fn few_classes_affordable(cands: &[PackType], counts: &[usize]) -> bool {
         };
         (work, states) = (w, s);
     }
-    work <= FEW_CLASSES_WORK && states.saturating_mul(cands.len()) <= FEW_CLASSES_WORK * 4
+    work <= most && states.saturating_mul(cands.len()) <= most.saturating_mul(4)
 }
 
 /// Per vector of pods left per class (indices of a [`CountTable`]): the
@@ -3053,6 +3097,32 @@ mod tests {
     }
 
     use super::copies as fits;
+
+    /// A search's estimate (`ESTIMATE_EXACT_WORK`) packs exactly up to
+    /// eleven single-pod classes, a plan's packing (`FEW_CLASSES_WORK`) up
+    /// to thirteen; past either, the greedy's packing stands alone.
+    #[test]
+    fn the_exact_few_class_packing_keeps_to_its_work() {
+        let cands = [pt(0, 1.0, &[4_000, 8_192]), pt(1, 1.9, &[8_000, 16_384])];
+        for (classes, work, exact) in [
+            (11, ESTIMATE_EXACT_WORK, true),
+            (12, ESTIMATE_EXACT_WORK, false),
+            (12, FEW_CLASSES_WORK, true),
+            (13, FEW_CLASSES_WORK, true),
+            (14, FEW_CLASSES_WORK, false),
+        ] {
+            let need: Vec<Vec<i64>> = (0..classes)
+                .map(|k| vec![100 + 50 * k as i64, 256 + 64 * k as i64])
+                .collect();
+            let demand = cpu_memory_demand(need, vec![1; classes]);
+            let packed = exact_packing(&cands, &demand, work);
+            assert_eq!(packed.is_some(), exact, "{classes} classes within {work}");
+            if let Some(p) = packed {
+                let pods: usize = p.bins.iter().flat_map(|b| &b.fill).map(|f| f.1).sum();
+                assert_eq!(pods, classes);
+            }
+        }
+    }
 
     /// Pod classes asking cpu and memory (millis, MiB) only, any number
     /// per node: `need[k]` for `counts[k]` pods.

@@ -200,12 +200,13 @@ pub(super) fn rest_rounds(work_per_pod: usize) -> usize {
 }
 
 /// Whether [`pattern_packing`] packs `demand` in a plan whose LP may
-/// spend `work_per_pod`: two classes or more, at most `MAX_CLASSES`, and
+/// spend `work_per_pod`: some (none: no LP at all, see
+/// `Run::estimate_pods`), two classes or more, at most `MAX_CLASSES`, and
 /// the work the LP needs for them (see `AFFORDABLE`).
 pub(super) fn applies(demand: &Demand, work_per_pod: usize) -> bool {
     let rows = demand.counts.len();
     let needed = rows.saturating_pow(3).saturating_mul(AFFORDABLE);
-    (2..=MAX_CLASSES).contains(&rows) && lp_work(demand, work_per_pod) >= needed
+    work_per_pod > 0 && (2..=MAX_CLASSES).contains(&rows) && lp_work(demand, work_per_pod) >= needed
 }
 
 /// The work units of `demand`'s LP: `work_per_pod` per pod, `MIN_WORK`
