@@ -24,6 +24,8 @@ pub const MIXES: &[&str] = &[
     "karpenter-diverse",
     "unique-sizes",
     "stateful-tiers",
+    "user-issue",
+    "user-random",
 ];
 
 /// Mixes whose pods carry only resource requests (the LP bound is tight).
@@ -541,6 +543,8 @@ pub fn build(name: &str, n: usize, seed: u64) -> Option<ClusterState> {
         "assorted" => assorted(&mut s, n, seed),
         "karpenter-diverse" => s.pending_pods = karpenter_diverse(n, seed),
         "stateful-tiers" => stateful_tiers(&mut s, n, seed),
+        "user-issue" => user_pods(&mut s, n, seed, issue_pod),
+        "user-random" => user_pods(&mut s, n, seed, random_pod),
         _ => return None,
     }
     Some(s)
@@ -744,6 +748,107 @@ fn assorted_constraint(t: &mut Pod, rng: &mut Rng, ns_of: &[&str]) {
         }),
         _ => {}
     }
+}
+
+/// The zones `user_pods` holds the default NodePool to.
+const USER_ZONES: [&str; 3] = ["us-west-2a", "us-west-2b", "us-west-2c"];
+
+/// `shared/bench/user_pods.py`'s mixes (issue 20's, as a user hands them
+/// to `flotilla plan`) in the scheduler's model: bare pods of 40 apps, the
+/// default NodePool held to three zones beside a tainted GPU NodePool,
+/// one hostname anti-affinity group per ~170 pods; `draw` makes each pod.
+fn user_pods(s: &mut ClusterState, n: usize, seed: u64, draw: fn(&mut Rng, &mut Pod, &str)) {
+    s.node_pools[0]
+        .requirements
+        .add(in_req(labels::ZONE, &USER_ZONES));
+    s.node_pools.push(gpu_pool());
+    let mut rng = Rng::new(seed);
+    let groups = (n * 3 / 500).max(1);
+    s.pending_pods = (0..n)
+        .map(|i| {
+            let app = format!("app-{}", rng.below(40));
+            let mut p = pod("default", format!("p-{i}"), &app, "1", "1Gi");
+            p.owner = None;
+            let group = format!("anti-{}", rng.below(groups));
+            draw(&mut rng, &mut p, &group);
+            p
+        })
+        .collect();
+}
+
+/// Issue 20's first mix: twelve sizes, at most one constraint per pod
+/// (10% zone spreads whose selector also matches the app's pods without
+/// one, 5% arm64, 5% zone pins, 3% hostname anti-affinity groups, 2% GPU).
+fn issue_pod(rng: &mut Rng, p: &mut Pod, group: &str) {
+    const SIZES: [(&str, &str); 12] = [
+        ("100m", "128Mi"),
+        ("250m", "256Mi"),
+        ("500m", "512Mi"),
+        ("250m", "1Gi"),
+        ("1", "1Gi"),
+        ("1", "2Gi"),
+        ("2", "2Gi"),
+        ("2", "4Gi"),
+        ("500m", "2Gi"),
+        ("4", "8Gi"),
+        ("1500m", "3Gi"),
+        ("750m", "1536Mi"),
+    ];
+    let (cpu, memory) = SIZES[rng.below(SIZES.len())];
+    p.requests.set("cpu", q(cpu));
+    p.requests.set("memory", q(memory));
+    let app = p.labels.get("app").cloned().unwrap_or_default();
+    match rng.below(100) {
+        0..10 => p.topology_spread.push(spread(labels::ZONE, &app, true)),
+        10..15 => p.node_selector.add(in_req(labels::ARCH, &["arm64"])),
+        15..20 => p
+            .node_selector
+            .add(in_req(labels::ZONE, &[USER_ZONES[rng.below(3)]])),
+        20..23 => anti_group(p, group),
+        23..25 => make_gpu(p),
+        _ => {}
+    }
+}
+
+/// `user_pods.py --random`: requests from a continuous range (50m steps to
+/// 4 cpu, 64Mi steps to 8Gi) and each constraint drawn on its own (zone
+/// spread 15%, arch / zone / capacity-type selectors 10 / 8 / 8%, hostname
+/// anti-affinity groups 4%, else GPU 2%), so several may meet on a pod.
+fn random_pod(rng: &mut Rng, p: &mut Pod, group: &str) {
+    let cpu = 50 * (1 + rng.below(80));
+    let memory = 64 * (1 + rng.below(128));
+    p.requests.set("cpu", q(&format!("{cpu}m")));
+    p.requests.set("memory", q(&format!("{memory}Mi")));
+    let app = p.labels.get("app").cloned().unwrap_or_default();
+    let mut chance = |percent: usize| rng.below(100) < percent;
+    if chance(15) {
+        p.topology_spread.push(spread(labels::ZONE, &app, true));
+    }
+    if chance(10) {
+        let arch = ["arm64", "amd64"][rng.below(2)];
+        p.node_selector.add(in_req(labels::ARCH, &[arch]));
+    }
+    if rng.below(100) < 8 {
+        p.node_selector
+            .add(in_req(labels::ZONE, &[USER_ZONES[rng.below(3)]]));
+    }
+    if rng.below(100) < 8 {
+        let capacity = ["spot", "on-demand"][rng.below(2)];
+        p.node_selector
+            .add(in_req(labels::CAPACITY_TYPE, &[capacity]));
+    }
+    if rng.below(100) < 4 {
+        anti_group(p, group);
+    } else if rng.below(100) < 2 {
+        make_gpu(p);
+    }
+}
+
+/// Pod `p` in hostname anti-affinity group `group`: no two of the group's
+/// pods on one node.
+fn anti_group(p: &mut Pod, group: &str) {
+    p.labels.insert("group".into(), group.into());
+    (p.pod_anti_affinity).push(term_on(labels::HOSTNAME, "group", group));
 }
 
 /// The pods of Karpenter's own scheduling benchmark
@@ -1005,6 +1110,8 @@ mod tests {
         "hostname-anti-affinity",
         "karpenter-diverse",
         "stateful-tiers",
+        "user-issue",
+        "user-random",
     ];
 
     fn us_west_2() -> flotilla_core::catalog::Catalog {
@@ -1095,6 +1202,7 @@ mod tests {
             "karpenter-diverse",
             "unique-sizes",
             "stateful-tiers",
+            "user-issue",
         ] {
             for seed in [1, 2, 3] {
                 let s = build(mix, 400, seed).unwrap();
