@@ -11,7 +11,7 @@
 //!   for every topology count);
 //! * a move is one pod of a class from zone A to zone B, or a swap (one of
 //!   class k from A to B and one of class l back); each is priced by
-//!   packing both zones again ([`Run::estimate_pods`]: the exact packing
+//!   packing both zones again ([`Effort::Estimate`]: the exact packing
 //!   of few pods held to less work; the result is packed in full before
 //!   it is taken) and the best gain is taken until none is left;
 //! * a move is allowed when, for every spread group that counts the pod and
@@ -31,7 +31,7 @@ use crate::requirements::Requirements;
 
 use super::index::{PodIdx, PoolIdx};
 use super::pod_view::{self, Relaxation};
-use super::repack::{Group, Packing};
+use super::repack::{Effort, Group, Packing};
 use super::{Run, ZonePin};
 
 /// Most pods in a family whose zones are searched.
@@ -369,7 +369,7 @@ impl Run<'_> {
         let mut result = Vec::with_capacity(family.zones.len());
         for (zi, pods) in out.into_iter().enumerate() {
             let g = &family.groups[family.members[zi].group];
-            let packing = self.pack_pods(g.pool, &g.reqs, &pods)?;
+            let packing = self.pack_pods(g.pool, &g.reqs, &pods, Effort::Full)?;
             result.push(ZonePods { pods, packing });
         }
         // The real pods pack as their representatives did; only a cheaper
@@ -460,7 +460,7 @@ impl ZonePrices<'_, '_> {
         let pods = representatives(&family.classes, counts);
         let mut p = self
             .run
-            .estimate_pods(g.pool, &g.reqs, &pods)
+            .pack_pods(g.pool, &g.reqs, &pods, Effort::Estimate)
             .map_or(f64::INFINITY, |k| k.cost);
         if counts == family.held[zi].as_slice() {
             p = p.min(g.old);

@@ -114,12 +114,12 @@ const FAMILY_SETS: usize = 24;
 const FEW_CLASSES_WORK: usize = 2_000_000;
 
 /// The few-class table's work a search's estimate affords (see
-/// `Run::estimate_pods`): eleven classes of one pod each, where
+/// `Effort::Estimate`): eleven classes of one pod each, where
 /// `FEW_CLASSES_WORK` takes thirteen for ten times the work.
 const ESTIMATE_EXACT_WORK: usize = 200_000;
 
 /// Pods per class from which a search's estimate packs with the pattern
-/// LP (see `Run::estimate_pods`).
+/// LP (see `Effort::Estimate`).
 const ESTIMATE_LP_PODS_PER_CLASS: usize = 2;
 
 /// How many pods needing `need` fit in `cap` (per dimension; dimensions a
@@ -806,13 +806,15 @@ impl Run<'_> {
             let packing = match packed[gi].take() {
                 _ if in_family[gi] || !packs(g.pool) => None,
                 Some(p) => Some(p),
-                None if g.anchors.is_empty() => self.pack_pods(g.pool, &g.reqs, &g.pods),
+                None if g.anchors.is_empty() => {
+                    self.pack_pods(g.pool, &g.reqs, &g.pods, Effort::Full)
+                }
                 None => {
                     let anchors: Vec<(ClaimIdx, usize)> =
                         g.anchors.iter().map(|&c| (c, 0)).collect();
                     let family_of = vec![0; g.pods.len()];
                     let reqs = std::slice::from_ref(&g.reqs);
-                    self.pack_family(g.pool, reqs, &g.pods, &family_of, &anchors, false)
+                    self.pack_family(g.pool, reqs, &g.pods, &family_of, &anchors, Effort::Full)
                 }
             };
             own.push(packing.filter(|p| moved[gi] || replaces(&self.pools[g.pool], g, p)));
@@ -901,7 +903,7 @@ impl Run<'_> {
             family_of.extend(std::iter::repeat_n(f, g.pods.len()));
             anchors.extend(g.anchors.iter().map(|&c| (c, f)));
         }
-        self.pack_family(pool, &reqs, &pods, &family_of, &anchors, false)
+        self.pack_family(pool, &reqs, &pods, &family_of, &anchors, Effort::Full)
     }
 
     /// New NodeClaims take the old ones' places (and names) in creation
@@ -1173,43 +1175,23 @@ impl Run<'_> {
     }
 
     /// Packs `pods` (sorted) onto new nodes of pool `pi` with `reqs`, as
-    /// the module documentation says; `None` when some pod fits no type or
-    /// the anti-affinity cannot be expressed.
+    /// the module documentation says, with `effort`; `None` when some pod
+    /// fits no type or the anti-affinity cannot be expressed.
     pub(super) fn pack_pods(
         &self,
         pi: PoolIdx,
         reqs: &Requirements,
         pods: &[PodIdx],
+        effort: Effort,
     ) -> Option<Packing> {
         let one = std::slice::from_ref(reqs);
-        self.pack_family(pi, one, pods, &vec![0; pods.len()], &[], false)
-    }
-
-    /// [`Self::pack_pods`] with the exact few-class packing held to
-    /// `ESTIMATE_EXACT_WORK`, and without the pattern LP where the
-    /// classes hold fewer than `ESTIMATE_LP_PODS_PER_CLASS` pods each:
-    /// what a search that prices many packings of a few pods each asks
-    /// (the zone moves, see `rebalance`). The exact table of thirteen
-    /// single-pod classes, and an LP (at least `MIN_WORK`), each cost
-    /// milliseconds every time, where the LP's rounding keeps little of
-    /// what it gains over pods of their own sizes (zone spreads of
-    /// Deployments keep the LP: their moves need its prices). The
-    /// search's result is packed again in full before it is taken.
-    pub(super) fn estimate_pods(
-        &self,
-        pi: PoolIdx,
-        reqs: &Requirements,
-        pods: &[PodIdx],
-    ) -> Option<Packing> {
-        let one = std::slice::from_ref(reqs);
-        self.pack_family(pi, one, pods, &vec![0; pods.len()], &[], true)
+        self.pack_family(pi, one, pods, &vec![0; pods.len()], &[], effort)
     }
 
     /// Packs `pods` of a family (see `Run::families`): pod `pods[i]`
     /// carries requirement set `reqs[family_of[i]]`, and a node holds pods
     /// of several sets only on a type each of them allows. `anchors` (with
-    /// their sets) are packed as pods are, at most one per node. With
-    /// `estimate`, see [`Self::estimate_pods`].
+    /// their sets) are packed as pods are, at most one per node.
     fn pack_family(
         &self,
         pi: PoolIdx,
@@ -1217,7 +1199,7 @@ impl Run<'_> {
         pods: &[PodIdx],
         family_of: &[usize],
         anchors: &[(ClaimIdx, usize)],
-        estimate: bool,
+        effort: Effort,
     ) -> Option<Packing> {
         if pods.is_empty() && anchors.is_empty() {
             return Some(Packing {
@@ -1250,7 +1232,7 @@ impl Run<'_> {
         // estimate prices fills by the cheapest type alone).
         let mut best: Option<Packing> = None;
         let mut work_per_pod = patterns::work_per_pod(self.pods.len());
-        if estimate {
+        if effort == Effort::Estimate {
             prices.exact_work = ESTIMATE_EXACT_WORK;
             let pods: usize = demand.counts.iter().sum();
             if pods < demand.counts.len() * ESTIMATE_LP_PODS_PER_CLASS {
@@ -1552,6 +1534,24 @@ fn node_requirements(
 /// pods do not request the `pods` resource (never binding).
 const REQUIREMENT_ROOM: i64 = 1 << 30;
 
+/// How hard `Run::pack_pods` tries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Effort {
+    /// The plan's packing: every packing worth pricing (see
+    /// `candidate_packings`).
+    Full,
+    /// What a search that prices many packings of a few pods each asks
+    /// (the zone moves, see `rebalance`): the exact few-class packing held
+    /// to `ESTIMATE_EXACT_WORK`, and no pattern LP where the classes hold
+    /// fewer than `ESTIMATE_LP_PODS_PER_CLASS` pods each. The exact table
+    /// of thirteen single-pod classes, and an LP (at least `MIN_WORK`),
+    /// each cost milliseconds every time, where the LP's rounding keeps
+    /// little of what it gains over pods of their own sizes (zone spreads
+    /// of Deployments keep the LP: their moves need its prices). The
+    /// search's result is packed again in full before it is taken.
+    Estimate,
+}
+
 /// What a group's pod classes ask of a node: the resource dimensions the
 /// pods request and, per class, its request per dimension, the most pods
 /// per node and how many pods there are.
@@ -1743,7 +1743,7 @@ struct FillPrices<'a> {
     known: foldhash::HashMap<Vec<(usize, usize)>, f64>,
     /// The work the exact few-class packing may take (see
     /// `few_classes_affordable`): `FEW_CLASSES_WORK`, less for a search's
-    /// estimates (`Run::estimate_pods`).
+    /// estimates (`Effort::Estimate`).
     exact_work: usize,
 }
 

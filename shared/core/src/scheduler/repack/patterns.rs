@@ -201,7 +201,7 @@ pub(super) fn rest_rounds(work_per_pod: usize) -> usize {
 
 /// Whether [`pattern_packing`] packs `demand` in a plan whose LP may
 /// spend `work_per_pod`: some (none: no LP at all, see
-/// `Run::estimate_pods`), two classes or more, at most `MAX_CLASSES`, and
+/// `Effort::Estimate`), two classes or more, at most `MAX_CLASSES`, and
 /// the work the LP needs for them (see `AFFORDABLE`).
 pub(super) fn applies(demand: &Demand, work_per_pod: usize) -> bool {
     let rows = demand.counts.len();
