@@ -382,7 +382,15 @@ impl Run<'_> {
             return pool.types[after].price - pool.types[before].price;
         }
         let own = OfferBits::of_claim(claim, pool);
-        offered_price(pool, after, grow(own)) - offered_price(pool, before, own)
+        let grown = grow(own);
+        // A type without an offering the grown NodeClaim allows is priced
+        // at the NodeClaim's own offerings (a growth floor's bound).
+        let after_price = if pool.types[after].offerings.iter().any(|o| grown.allows(o)) {
+            offered_price(pool, after, grown)
+        } else {
+            offered_price(pool, after, own)
+        };
+        after_price - offered_price(pool, before, own)
     }
 
     /// The look-ahead of [`Self::growth_pays`]: whether a price `step` to

@@ -8,7 +8,10 @@
 //! follow from the types' floors ([`TypeFloors`]), and each refuses a pod
 //! only where the rule would:
 //! - per resource, the least step to any type with more of it than the
-//!   cheapest type has (`GrowthFloor::steps`);
+//!   cheapest type has (`GrowthFloor::steps`), the types priced at the
+//!   offerings the NodeClaim allows where those are spot, on-demand or
+//!   both in every zone or in one ([`Priced`]): an on-demand NodeClaim, or
+//!   one pinned to a dear zone, grows at those prices;
 //! - per price level of a fixed grid ([`StepGrid`]), the most room in each
 //!   resource of any type whose step is within the level
 //!   (`GrowthFloor::reach`): a pod that needs more than that in some
@@ -24,7 +27,7 @@ use crate::resources::{Compact, COMPACT};
 
 use super::costrule::{offered_price, slack, OfferBits};
 use super::index::{ClaimIdx, PodIdx};
-use super::nodeclaim::JoinAnswer;
+use super::nodeclaim::{JoinAnswer, ZoneMask};
 use super::pools::Pool;
 use super::Run;
 
@@ -95,6 +98,61 @@ pub(super) struct TypeFloors {
     later: Vec<Later>,
     /// Per type, its compact allocatable (`i64::MAX` as in [`Later`]).
     most: Vec<[i64; COMPACT]>,
+    /// The zones of the NodePool's offerings (their bits, ascending).
+    zones: Vec<u64>,
+    /// Per [`Priced`] table: each type's floor at those offerings, and the
+    /// least from each type on. A NodeClaim held to on-demand or pinned to
+    /// a zone pays those prices, which may be well above the least of any
+    /// offering.
+    priced: Vec<PricedFloors>,
+}
+
+/// Floors at some offerings: per type, and the least from each type on.
+struct PricedFloors {
+    floor: Vec<f64>,
+    least: Vec<f64>,
+}
+
+/// The capacity types (bits) a [`Priced`] tells apart: spot, on-demand,
+/// both (the floors leave reserved offerings out).
+const PRICED_CAPACITY: [u8; 3] = [2, 4, 6];
+
+/// Per [`Priced`] table (capacity types of [`PRICED_CAPACITY`], then
+/// every zone and each of `zones`), each type's floor at those offerings:
+/// the least price of any of them outside a reservation, or its list price
+/// when it has none (as `costrule::offered_price` prices it). One pass over
+/// the offerings.
+fn priced_floors(pool: &Pool, zones: &[u64]) -> Vec<PricedFloors> {
+    let per_ct = 1 + zones.len();
+    let n = pool.types.len();
+    let mut least = vec![vec![f64::INFINITY; n]; PRICED_CAPACITY.len() * per_ct];
+    for (t, ty) in pool.types.iter().enumerate() {
+        for o in ty.offerings.iter().filter(|o| o.reservation.is_none()) {
+            // A zone past the 64th (no bit) counts only in every zone.
+            let zone = zones.binary_search(&o.zone_bit).ok();
+            let bit = o.capacity_type.bit();
+            for (k, _) in (PRICED_CAPACITY.iter().enumerate()).filter(|(_, &ct)| ct & bit != 0) {
+                let every = &mut least[k * per_ct][t];
+                *every = every.min(o.price);
+                if let Some(z) = zone {
+                    let one = &mut least[k * per_ct + 1 + z][t];
+                    *one = one.min(o.price);
+                }
+            }
+        }
+    }
+    (least.into_iter())
+        .map(|table| {
+            let floor: Vec<f64> = (table.iter().zip(pool.types.iter()))
+                .map(|(&l, ty)| pool.node_price(if l.is_finite() { l } else { ty.price }))
+                .collect();
+            let mut least = floor.clone();
+            for t in (0..n.saturating_sub(1)).rev() {
+                least[t] = least[t].min(least[t + 1]);
+            }
+            PricedFloors { floor, least }
+        })
+        .collect()
 }
 
 /// Over the types from one on: the least floor, and the most of each
@@ -142,16 +200,74 @@ impl TypeFloors {
             later[t] = acc;
         }
         let most = (0..floor.len()).map(most_of).collect();
-        TypeFloors { floor, later, most }
+        let zones: Vec<u64> = (pool.types.iter())
+            .flat_map(|ty| ty.offerings.iter().map(|o| o.zone_bit))
+            .filter(|&b| b != 0)
+            .collect::<std::collections::BTreeSet<u64>>()
+            .into_iter()
+            .collect();
+        let priced = priced_floors(pool, &zones);
+        TypeFloors {
+            floor,
+            later,
+            most,
+            zones,
+            priced,
+        }
+    }
+
+    /// How a NodeClaim of zone mask `mask` and capacity types `capacity`
+    /// (bits) is priced (see [`Priced`]).
+    pub(super) fn priced(&self, mask: &ZoneMask, capacity: u8) -> Priced {
+        let Some(ct) = PRICED_CAPACITY.iter().position(|&ct| ct == capacity & 6) else {
+            return Priced(None);
+        };
+        let every = self.zones.iter().fold(0, |m, z| m | z);
+        let zone = match mask {
+            ZoneMask::Unrestricted => Some(0),
+            ZoneMask::Bits(bits) if bits & every == every => Some(0),
+            ZoneMask::Bits(bits) if bits.count_ones() == 1 => {
+                self.zones.binary_search(bits).ok().map(|z| 1 + z)
+            }
+            _ => None,
+        };
+        Priced(zone.map(|z| ct * (1 + self.zones.len()) + z))
+    }
+
+    /// Type `t`'s floor where `priced`.
+    pub(super) fn floor_at(&self, priced: Priced, t: usize) -> f64 {
+        let table = priced.0.and_then(|i| self.priced.get(i));
+        table.map_or(self.floor[t], |p| p.floor[t])
+    }
+
+    /// The least floor of the types from `t` on, where `priced`.
+    fn least_from(&self, priced: Priced, t: usize) -> f64 {
+        let table = priced.0.and_then(|i| self.priced.get(i));
+        table.map_or(self.later[t].least, |p| p.least[t])
     }
 
     /// Whether no type from `t` on lowers a `least` price of a resource
     /// already found, or has more of one than `have`.
-    fn settled(&self, t: usize, least: &[f64; COMPACT], have: &[i64; COMPACT]) -> bool {
-        let later = &self.later[t];
-        (0..COMPACT).all(|d| least[d] <= later.least || later.most[d] <= have[d])
+    fn settled(
+        &self,
+        priced: Priced,
+        t: usize,
+        least: &[f64; COMPACT],
+        have: &[i64; COMPACT],
+    ) -> bool {
+        let (later, from) = (&self.later[t], self.least_from(priced, t));
+        (0..COMPACT).all(|d| least[d] <= from || later.most[d] <= have[d])
     }
 }
+
+/// Where a NodeClaim's types are priced for its floor: at their least
+/// offering of exactly the offerings it allows, when those are one of the
+/// capacity types of [`PRICED_CAPACITY`] in every zone of the NodePool or
+/// in one zone (an index into `TypeFloors::priced`: per capacity type,
+/// every zone then each of `TypeFloors::zones`); otherwise (`None`) at
+/// their least offering anywhere.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Priced(Option<usize>);
 
 /// What growing a NodeClaim costs at the least, for pods that do not fit
 /// its cheapest type (see [`Run::growth_refuses`]), at one version of the
@@ -339,13 +455,14 @@ impl Run<'_> {
             .compact_room(&pool.types[before].allocatable)?;
         let now = offered_price(pool, before, OfferBits::of_claim(claim, pool));
         let floors = &self.type_floors[claim.pool.get()];
+        let priced = floors.priced(&claim.zone_mask, claim.capacity_types);
         let h = have.quantities();
         let mut least = [f64::INFINITY; COMPACT];
         for t in claim.types.iter().filter(|&t| t != before) {
-            if floors.settled(t, &least, h) {
+            if floors.settled(priced, t, &least, h) {
                 break;
             }
-            let price = floors.floor[t];
+            let price = floors.floor_at(priced, t);
             match pool.compact_allocatable.get(t).copied().flatten() {
                 Some(a) => {
                     let a = a.quantities();
@@ -384,12 +501,13 @@ impl Run<'_> {
         (used, room): (&Compact, &Compact),
     ) -> Reach {
         let claim = &self.claims[c];
+        let priced = floors.priced(&claim.zone_mask, claim.capacity_types);
         let slack = slack(&self.pools[claim.pool]);
         let limit = |k: usize| (now + self.step_grid.price(k) * slack) * (1.0 + LIMIT_MARGIN);
         let mut most = [[i64::MIN; COMPACT]; LEVELS];
         let (mut k, mut below) = (0, limit(0));
         'types: for t in claim.types.iter() {
-            let least = floors.later[t].least;
+            let least = floors.least_from(priced, t);
             while least.partial_cmp(&below).is_none_or(|o| o.is_gt()) {
                 k += 1;
                 if k == LEVELS {

@@ -323,6 +323,60 @@ fn the_cost_rule_before_a_trial_never_refuses_what_the_trial_admits() {
     );
 }
 
+/// A NodeClaim's growth floor prices each type at the offerings the
+/// NodeClaim allows: on-demand for one held to on-demand, spot and
+/// on-demand in its zone for one pinned to a zone, the least of any
+/// offering otherwise (a zone set the tables do not keep). Never below the
+/// least of any offering, and above it for some type when held to
+/// on-demand: the spot prices let pods through to the rule that the
+/// on-demand steps refuse.
+#[test]
+fn a_growth_floor_prices_types_at_the_nodeclaims_own_offerings() {
+    let zone = |z: &str| req(labels::ZONE, Operator::In, &[z]);
+    let ct = |c: &str| req(labels::CAPACITY_TYPE, Operator::In, &[c]);
+    let cases: Vec<(&str, Vec<Requirement>, Option<&str>, u8)> = vec![
+        ("anywhere", vec![], None, 6),
+        ("on-demand", vec![ct("on-demand")], None, 4),
+        ("spot", vec![ct("spot")], None, 2),
+        ("one zone", vec![zone(ZONES[1])], Some(ZONES[1]), 6),
+        (
+            "on-demand, one zone",
+            vec![ct("on-demand"), zone(ZONES[2])],
+            Some(ZONES[2]),
+            4,
+        ),
+    ];
+    for (name, selector, in_zone, capacity) in cases {
+        let mut big = pod("big", "3", "1Gi");
+        big.node_selector = reqs(selector);
+        let s = state(vec![big], vec![default_pool()]);
+        with_run(&s, &catalog(), |run| {
+            assert!(run.add(PodIdx::new(0), &Relaxation::default()).is_ok());
+            let claim = &run.claims[index::ClaimIdx::new(0)];
+            let pool = &run.pools[claim.pool];
+            let floors = &run.type_floors[claim.pool.get()];
+            let priced = floors.priced(&claim.zone_mask, claim.capacity_types);
+            let mut dearer = 0;
+            for t in claim.types.iter() {
+                let ty = &pool.types[t];
+                let least = (ty.offerings.iter())
+                    .filter(|o| o.reservation.is_none())
+                    .filter(|o| o.capacity_type.bit() & capacity != 0)
+                    .filter(|o| in_zone.is_none_or(|z| o.zone == z))
+                    .map(|o| o.price)
+                    .reduce(f64::min);
+                let want = pool.node_price(least.unwrap_or(ty.price));
+                assert_eq!(floors.floor_at(priced, t), want, "{name}: {}", ty.name);
+                assert!(want >= floors.floor[t], "{name}: {}", ty.name);
+                dearer += usize::from(want > floors.floor[t]);
+            }
+            if capacity == 4 {
+                assert!(dearer > 0, "{name}: no type priced above its spot floor");
+            }
+        });
+    }
+}
+
 /// The growth floor's walk over a NodeClaim's types stops once no later
 /// type can lower a step it found or has more of a resource than the
 /// cheapest type: its steps are those of every type walked. Random pods
@@ -361,9 +415,11 @@ fn the_growth_floor_stops_where_no_later_type_changes_it() {
                 };
                 let before = claim.types.first().expect("a floor has types");
                 let have = pool.compact_allocatable[before].expect("compact");
+                let floors = &run.type_floors[claim.pool.get()];
+                let priced = floors.priced(&claim.zone_mask, claim.capacity_types);
                 let mut least = [f64::INFINITY; crate::resources::COMPACT];
                 for t in claim.types.iter().filter(|&t| t != before) {
-                    let price = run.type_floors[claim.pool.get()].floor[t];
+                    let price = floors.floor_at(priced, t);
                     let a = pool.compact_allocatable[t].expect("compact");
                     for (d, l) in least.iter_mut().enumerate() {
                         if a.quantities()[d] > have.quantities()[d] {
@@ -391,12 +447,11 @@ fn the_growth_floor_stops_where_no_later_type_changes_it() {
                 );
                 let used = claim.requests.compact_request().expect("compact");
                 let slack = costrule::slack(pool);
-                let floors = &run.type_floors[claim.pool.get()];
                 let reach = run.reach(c, floors, now_price, (&used, floor.room()));
                 for (k, reach) in reach.iter().enumerate() {
                     let mut most = *floor.room().quantities();
                     for t in claim.types.iter() {
-                        let step = floors.floor[t] - now_price;
+                        let step = floors.floor_at(priced, t) - now_price;
                         if step / slack <= run.step_grid.price(k) {
                             let a = pool.compact_allocatable[t].expect("compact");
                             for (d, m) in most.iter_mut().enumerate() {
