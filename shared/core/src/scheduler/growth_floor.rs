@@ -98,8 +98,9 @@ pub(super) struct TypeFloors {
     later: Vec<Later>,
     /// Per type, its compact allocatable (`i64::MAX` as in [`Later`]).
     most: Vec<[i64; COMPACT]>,
-    /// The zones of the NodePool's offerings (their bits, ascending).
-    zones: Vec<u64>,
+    /// The zone sets (bits, ascending; the last is every zone of the
+    /// NodePool's offerings) with tables in `priced`.
+    sets: Vec<u64>,
     /// Per [`Priced`] table: each type's floor at those offerings, and the
     /// least from each type on. A NodeClaim held to on-demand or pinned to
     /// a zone pays those prices, which may be well above the least of any
@@ -117,26 +118,51 @@ struct PricedFloors {
 /// both (the floors leave reserved offerings out).
 const PRICED_CAPACITY: [u8; 3] = [2, 4, 6];
 
-/// Per [`Priced`] table (capacity types of [`PRICED_CAPACITY`], then
-/// every zone and each of `zones`), each type's floor at those offerings:
-/// the least price of any of them outside a reservation, or its list price
-/// when it has none (as `costrule::offered_price` prices it). One pass over
-/// the offerings.
-fn priced_floors(pool: &Pool, zones: &[u64]) -> Vec<PricedFloors> {
-    let per_ct = 1 + zones.len();
+/// Pools of at most this many zones keep a [`Priced`] table for every set
+/// of their zones (a NodeClaim whose pods spread over two of three zones);
+/// larger ones for every zone and each one alone.
+const EVERY_ZONE_SET_UP_TO: usize = 4;
+
+/// The zone sets (bits, ascending) that get [`Priced`] tables: every
+/// zone, each one alone, and with few zones every set of them.
+fn zone_sets(zones: &[u64]) -> Vec<u64> {
+    let every = zones.iter().fold(0, |m, z| m | z);
+    let mut sets: Vec<u64> = if zones.len() <= EVERY_ZONE_SET_UP_TO {
+        (1..1u64 << zones.len())
+            .map(|pick| {
+                (zones.iter().enumerate())
+                    .filter(|(i, _)| pick & 1 << i != 0)
+                    .fold(0, |m, (_, z)| m | z)
+            })
+            .collect()
+    } else {
+        zones.iter().copied().chain([every]).collect()
+    };
+    sets.sort_unstable();
+    sets.dedup();
+    sets
+}
+
+/// Per [`Priced`] table (capacity types of [`PRICED_CAPACITY`], then each
+/// zone set of `sets`), each type's floor at those offerings: the least
+/// price of any of them outside a reservation, or its list price when it
+/// has none (as `costrule::offered_price` prices it). One pass over the
+/// offerings.
+fn priced_floors(pool: &Pool, sets: &[u64]) -> Vec<PricedFloors> {
+    let every = sets.last().copied().unwrap_or(0);
     let n = pool.types.len();
-    let mut least = vec![vec![f64::INFINITY; n]; PRICED_CAPACITY.len() * per_ct];
+    let mut least = vec![vec![f64::INFINITY; n]; PRICED_CAPACITY.len() * sets.len()];
     for (t, ty) in pool.types.iter().enumerate() {
         for o in ty.offerings.iter().filter(|o| o.reservation.is_none()) {
-            // A zone past the 64th (no bit) counts only in every zone.
-            let zone = zones.binary_search(&o.zone_bit).ok();
             let bit = o.capacity_type.bit();
             for (k, _) in (PRICED_CAPACITY.iter().enumerate()).filter(|(_, &ct)| ct & bit != 0) {
-                let every = &mut least[k * per_ct][t];
-                *every = every.min(o.price);
-                if let Some(z) = zone {
-                    let one = &mut least[k * per_ct + 1 + z][t];
-                    *one = one.min(o.price);
+                for (i, &set) in sets.iter().enumerate() {
+                    // A zone past the 64th (no bit) counts only in every zone.
+                    let here = o.zone_bit & set != 0 || (o.zone_bit == 0 && set == every);
+                    if here {
+                        let l = &mut least[k * sets.len() + i][t];
+                        *l = l.min(o.price);
+                    }
                 }
             }
         }
@@ -206,12 +232,13 @@ impl TypeFloors {
             .collect::<std::collections::BTreeSet<u64>>()
             .into_iter()
             .collect();
-        let priced = priced_floors(pool, &zones);
+        let sets = zone_sets(&zones);
+        let priced = priced_floors(pool, &sets);
         TypeFloors {
             floor,
             later,
             most,
-            zones,
+            sets,
             priced,
         }
     }
@@ -222,16 +249,14 @@ impl TypeFloors {
         let Some(ct) = PRICED_CAPACITY.iter().position(|&ct| ct == capacity & 6) else {
             return Priced(None);
         };
-        let every = self.zones.iter().fold(0, |m, z| m | z);
-        let zone = match mask {
-            ZoneMask::Unrestricted => Some(0),
-            ZoneMask::Bits(bits) if bits & every == every => Some(0),
-            ZoneMask::Bits(bits) if bits.count_ones() == 1 => {
-                self.zones.binary_search(bits).ok().map(|z| 1 + z)
-            }
-            _ => None,
+        let every = self.sets.last().copied().unwrap_or(0);
+        let allowed = match mask {
+            ZoneMask::Unrestricted => every,
+            ZoneMask::Bits(bits) => bits & every,
+            ZoneMask::Unknown => return Priced(None),
         };
-        Priced(zone.map(|z| ct * (1 + self.zones.len()) + z))
+        let set = self.sets.binary_search(&allowed).ok();
+        Priced(set.map(|i| ct * self.sets.len() + i))
     }
 
     /// Type `t`'s floor where `priced`.
@@ -262,10 +287,10 @@ impl TypeFloors {
 
 /// Where a NodeClaim's types are priced for its floor: at their least
 /// offering of exactly the offerings it allows, when those are one of the
-/// capacity types of [`PRICED_CAPACITY`] in every zone of the NodePool or
-/// in one zone (an index into `TypeFloors::priced`: per capacity type,
-/// every zone then each of `TypeFloors::zones`); otherwise (`None`) at
-/// their least offering anywhere.
+/// capacity types of [`PRICED_CAPACITY`] in a zone set with a table (see
+/// [`zone_sets`]; an index into `TypeFloors::priced`: per capacity type,
+/// each of `TypeFloors::sets`); otherwise (`None`) at their least
+/// offering anywhere.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct Priced(Option<usize>);
 

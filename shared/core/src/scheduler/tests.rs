@@ -325,32 +325,41 @@ fn the_cost_rule_before_a_trial_never_refuses_what_the_trial_admits() {
 
 /// A NodeClaim's growth floor prices each type at the offerings the
 /// NodeClaim allows: on-demand for one held to on-demand, spot and
-/// on-demand in its zone for one pinned to a zone, the least of any
-/// offering otherwise (a zone set the tables do not keep). Never below the
-/// least of any offering, and above it for some type when held to
-/// on-demand: the spot prices let pods through to the rule that the
-/// on-demand steps refuse.
+/// on-demand in its zones for one held to some (the test catalog's three
+/// zones: every set of them has a table). Never below the least of any
+/// offering, and above it for some type when held to on-demand or out of
+/// the cheapest zone: those prices let pods through to the rule that the
+/// NodeClaim's own steps refuse.
 #[test]
 fn a_growth_floor_prices_types_at_the_nodeclaims_own_offerings() {
-    let zone = |z: &str| req(labels::ZONE, Operator::In, &[z]);
+    let zone = |z: &[&str]| req(labels::ZONE, Operator::In, z);
     let ct = |c: &str| req(labels::CAPACITY_TYPE, Operator::In, &[c]);
-    let cases: Vec<(&str, Vec<Requirement>, Option<&str>, u8)> = vec![
-        ("anywhere", vec![], None, 6),
-        ("on-demand", vec![ct("on-demand")], None, 4),
-        ("spot", vec![ct("spot")], None, 2),
-        ("one zone", vec![zone(ZONES[1])], Some(ZONES[1]), 6),
+    let (one, two) = (&ZONES[1..2], &ZONES[..2]);
+    let cases: Vec<(&str, Vec<Requirement>, &[&str], u8)> = vec![
+        ("anywhere", vec![], &[], 6),
+        ("on-demand", vec![ct("on-demand")], &[], 4),
+        ("spot", vec![ct("spot")], &[], 2),
+        ("one zone", vec![zone(one)], one, 6),
         (
             "on-demand, one zone",
-            vec![ct("on-demand"), zone(ZONES[2])],
-            Some(ZONES[2]),
+            vec![ct("on-demand"), zone(one)],
+            one,
             4,
         ),
+        ("two zones", vec![zone(two)], two, 6),
+        ("spot, two zones", vec![ct("spot"), zone(two)], two, 2),
     ];
-    for (name, selector, in_zone, capacity) in cases {
+    // The third zone is the cheapest: a NodeClaim held out of it pays
+    // more than the least of any offering.
+    let mut cat = catalog();
+    (cat.entries.iter_mut().flat_map(|e| e.offerings.iter_mut()))
+        .filter(|o| o.zone == ZONES[2])
+        .for_each(|o| o.price *= 0.5);
+    for (name, selector, in_zones, capacity) in cases {
         let mut big = pod("big", "3", "1Gi");
         big.node_selector = reqs(selector);
         let s = state(vec![big], vec![default_pool()]);
-        with_run(&s, &catalog(), |run| {
+        with_run(&s, &cat, |run| {
             assert!(run.add(PodIdx::new(0), &Relaxation::default()).is_ok());
             let claim = &run.claims[index::ClaimIdx::new(0)];
             let pool = &run.pools[claim.pool];
@@ -362,7 +371,7 @@ fn a_growth_floor_prices_types_at_the_nodeclaims_own_offerings() {
                 let least = (ty.offerings.iter())
                     .filter(|o| o.reservation.is_none())
                     .filter(|o| o.capacity_type.bit() & capacity != 0)
-                    .filter(|o| in_zone.is_none_or(|z| o.zone == z))
+                    .filter(|o| in_zones.is_empty() || in_zones.contains(&o.zone.as_str()))
                     .map(|o| o.price)
                     .reduce(f64::min);
                 let want = pool.node_price(least.unwrap_or(ty.price));
@@ -370,8 +379,8 @@ fn a_growth_floor_prices_types_at_the_nodeclaims_own_offerings() {
                 assert!(want >= floors.floor[t], "{name}: {}", ty.name);
                 dearer += usize::from(want > floors.floor[t]);
             }
-            if capacity == 4 {
-                assert!(dearer > 0, "{name}: no type priced above its spot floor");
+            if capacity == 4 || !in_zones.is_empty() {
+                assert!(dearer > 0, "{name}: no type priced above its floor");
             }
         });
     }
