@@ -10,8 +10,8 @@
 //! - per resource, the least step to any type with more of it than the
 //!   cheapest type has (`GrowthFloor::steps`), the types priced at the
 //!   offerings the NodeClaim allows where those are spot, on-demand or
-//!   both in every zone or in one ([`Priced`]): an on-demand NodeClaim, or
-//!   one pinned to a dear zone, grows at those prices;
+//!   both in a zone set with a table ([`Priced`]): an on-demand NodeClaim,
+//!   or one held to dear zones, grows at those prices;
 //! - per price level of a fixed grid ([`StepGrid`]), the most room in each
 //!   resource of any type whose step is within the level
 //!   (`GrowthFloor::reach`): a pod that needs more than that in some

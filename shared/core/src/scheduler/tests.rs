@@ -323,6 +323,51 @@ fn the_cost_rule_before_a_trial_never_refuses_what_the_trial_admits() {
     );
 }
 
+/// A pod that narrows a NodeClaim to offerings its grown type lacks
+/// (on-demand, on a NodeClaim pinned to a zone without on-demand
+/// offerings) is priced by the cost rule at the NodeClaim's own offerings
+/// of that type, not at the type's list price (the least of any zone):
+/// so no growth floor, which prices types at the NodeClaim's offerings,
+/// is above the rule.
+#[test]
+fn a_grown_type_without_an_offering_the_pod_allows_is_priced_at_the_nodeclaims_own() {
+    let mut cat = catalog();
+    for e in cat.entries.iter_mut() {
+        (e.offerings).retain(|o| o.zone != ZONES[0] || o.capacity_type != CapacityType::OnDemand);
+        (e.offerings.iter_mut())
+            .filter(|o| o.zone == ZONES[0])
+            .for_each(|o| o.price *= 2.0);
+    }
+    let mut first = pod("first", "1", "1Gi");
+    first.node_selector = reqs(vec![req(labels::ZONE, Operator::In, &[ZONES[0]])]);
+    let second = on_demand_only(pod("second", "3", "4Gi"));
+    let s = state(vec![first, second], vec![default_pool()]);
+    with_run(&s, &cat, |run| {
+        let r = Relaxation::default();
+        assert!(run.add(PodIdx::new(0), &r).is_ok());
+        let (c, p) = (index::ClaimIdx::new(0), PodIdx::new(1));
+        let pod_reqs = pod_view::node_requirements(&run.pods[p], &run.volume[p], &r);
+        let offers = costrule::OfferBits::of_pod(&pod_reqs, &run.pools[0].zones);
+        let types = run.compatible_set(run.claims[c].pool, &pod_reqs);
+        let answer = run.join_answer(c, p, &pod_reqs, offers, Some(&types));
+        let nodeclaim::JoinAnswer::Step { step, .. } = answer else {
+            panic!("a step: {answer:?}");
+        };
+        let claim = &run.claims[c];
+        let pool = &run.pools[claim.pool];
+        let before = claim.types.first().expect("a NodeClaim has types");
+        let requests = claim.requests.plus(&run.pods[p].requests);
+        let compact = requests.compact_request();
+        let after = (pool.first_holding(&claim.types, Some(&types), &requests, compact))
+            .expect("a type holds both");
+        let own = run.claim_step(c, before, (after, None));
+        assert!((step - own).abs() < 1e-12, "{step} != {own}");
+        let now = costrule::offered_price(pool, before, costrule::OfferBits::of_claim(claim, pool));
+        let listed = pool.node_price(pool.types[after].price) - now;
+        assert!(step > listed + 1e-9, "{step} <= {listed} (list price)");
+    });
+}
+
 /// A NodeClaim's growth floor prices each type at the offerings the
 /// NodeClaim allows: on-demand for one held to on-demand, spot and
 /// on-demand in its zones for one held to some (the test catalog's three
