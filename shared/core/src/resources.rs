@@ -52,6 +52,9 @@ pub fn is_extended(name: &str) -> bool {
 /// a [`Compact`] list holds.
 pub const COMPACT: usize = 4;
 
+/// How many [`KNOWN`] resources come past the [`COMPACT`] ones.
+pub const BEYOND: usize = KNOWN.len() - COMPACT;
+
 /// The first [`COMPACT`] known quantities (millis) of a resource list, for
 /// the hot fit checks of requests that ask for nothing else: a small array
 /// kept beside each instance type, compared without touching the type.
@@ -317,7 +320,20 @@ impl Resources {
         Some(Compact(room))
     }
 
-    fn compact_head(&self) -> Compact {
+    /// Its [`KNOWN`] quantities past the first [`COMPACT`] (millis), in
+    /// [`KNOWN`]'s order.
+    pub fn beyond_compact(&self) -> [i64; BEYOND] {
+        let mut out = [0i64; BEYOND];
+        for (o, q) in out.iter_mut().zip(&self.known[COMPACT..]) {
+            *o = q.millis();
+        }
+        out
+    }
+
+    /// Its first [`COMPACT`] known quantities, whatever the rest: a
+    /// necessary part of a fit (what holds these resources may still lack
+    /// the rest).
+    pub fn compact_head(&self) -> Compact {
         let mut head = [0i64; COMPACT];
         for (h, q) in head.iter_mut().zip(&self.known) {
             *h = q.millis();

@@ -23,12 +23,13 @@
 //!   size, see `Run::learn_reach`): pods that each have their own size
 //!   walked every NodeClaim, refused one by one.
 
-use crate::resources::{Compact, COMPACT};
+use crate::resources::{Compact, BEYOND, COMPACT};
 
 use super::costrule::{offered_price, slack, OfferBits};
 use super::index::{ClaimIdx, PodIdx};
 use super::nodeclaim::{JoinAnswer, ZoneMask};
 use super::pools::Pool;
+use super::typeset::TypeSet;
 use super::Run;
 
 /// Price levels of the [`StepGrid`].
@@ -98,6 +99,12 @@ pub(super) struct TypeFloors {
     later: Vec<Later>,
     /// Per type, its compact allocatable (`i64::MAX` as in [`Later`]).
     most: Vec<[i64; COMPACT]>,
+    /// The types with some [`KNOWN`](crate::resources::KNOWN) resource past the compact ones (an
+    /// accelerator, pod ENIs, EFA), how much of each, and the most of each
+    /// from each type on.
+    beyond: TypeSet,
+    beyond_most: Vec<[i64; BEYOND]>,
+    beyond_later: Vec<[i64; BEYOND]>,
     /// The zone sets (bits, ascending; the last is every zone of the
     /// NodePool's offerings) with tables in `priced`.
     sets: Vec<u64>,
@@ -226,6 +233,22 @@ impl TypeFloors {
             later[t] = acc;
         }
         let most = (0..floor.len()).map(most_of).collect();
+        let beyond_most: Vec<[i64; BEYOND]> = (pool.types.iter())
+            .map(|ty| ty.allocatable.beyond_compact())
+            .collect();
+        let beyond = TypeSet::from_indices(
+            (beyond_most.iter().enumerate())
+                .filter(|(_, b)| b.iter().any(|&q| q > 0))
+                .map(|(t, _)| t),
+            pool.types.len(),
+        );
+        let mut beyond_later = beyond_most.clone();
+        for t in (0..beyond_later.len().saturating_sub(1)).rev() {
+            let next = beyond_later[t + 1];
+            for (m, n) in beyond_later[t].iter_mut().zip(next) {
+                *m = (*m).max(n);
+            }
+        }
         let zones: Vec<u64> = (pool.types.iter())
             .flat_map(|ty| ty.offerings.iter().map(|o| o.zone_bit))
             .filter(|&b| b != 0)
@@ -238,6 +261,9 @@ impl TypeFloors {
             floor,
             later,
             most,
+            beyond,
+            beyond_most,
+            beyond_later,
             sets,
             priced,
         }
@@ -269,6 +295,25 @@ impl TypeFloors {
     fn least_from(&self, priced: Priced, t: usize) -> f64 {
         let table = priced.0.and_then(|i| self.priced.get(i));
         table.map_or(self.later[t].least, |p| p.least[t])
+    }
+
+    /// Per [`KNOWN`](crate::resources::KNOWN) resource past the compact ones, the least floor
+    /// (where `priced`) of the types of `types` with more of it than
+    /// `before` has (infinite when none has).
+    fn least_beyond(&self, types: &TypeSet, priced: Priced, before: usize) -> [f64; BEYOND] {
+        let have = self.beyond_most[before];
+        let mut least = [f64::INFINITY; BEYOND];
+        for t in types.iter_in_all(Some(&self.beyond), &[]) {
+            let (from, later) = (self.least_from(priced, t), &self.beyond_later[t]);
+            if (0..BEYOND).all(|e| least[e] <= from || later[e] <= have[e]) {
+                break;
+            }
+            let price = self.floor_at(priced, t);
+            for e in (0..BEYOND).filter(|&e| self.beyond_most[t][e] > have[e]) {
+                least[e] = least[e].min(price);
+            }
+        }
+        least
     }
 
     /// Whether no type from `t` on lowers a `least` price of a resource
@@ -313,6 +358,12 @@ pub(super) struct GrowthFloor {
     epoch: u32,
     room: Compact,
     steps: [f64; COMPACT],
+    /// Per [`KNOWN`](crate::resources::KNOWN) resource past the compact ones, what the cheapest type
+    /// has of it (the NodeClaim's pods ask for none: their requests are
+    /// compact) and the least step to a type with more: a pod asking for a
+    /// GPU grows a NodeClaim without one to a type with one.
+    beyond_room: [i64; BEYOND],
+    beyond_steps: [f64; BEYOND],
     /// The NodeClaim's price now and its compact requests, for its reach.
     now: f64,
     used: Compact,
@@ -352,6 +403,18 @@ impl GrowthFloor {
         (step > solo * slack).then_some(JoinAnswer::Step { step, slack })
     }
 
+    /// Whether the cost rule refuses a pod needing `need` of the [`KNOWN`](crate::resources::KNOWN)
+    /// resources past the compact ones at solo price `solo` on the
+    /// NodeClaim by the steps to types with more of those than its
+    /// cheapest has.
+    fn refuses_beyond(&self, need: &[i64; BEYOND], solo: f64, slack: f64) -> Option<JoinAnswer> {
+        let step = (0..BEYOND)
+            .filter(|&e| need[e] > self.beyond_room[e])
+            .map(|e| self.beyond_steps[e])
+            .fold(f64::NEG_INFINITY, f64::max);
+        (step > solo * slack).then_some(JoinAnswer::Step { step, slack })
+    }
+
     /// Whether a pod needing `need` that does not fit the reach at level
     /// `k` is refused: its step is more than the level's price (times
     /// `slack`).
@@ -381,6 +444,8 @@ impl GrowthFloor {
             epoch: 0,
             room: Compact::for_test(room),
             steps,
+            beyond_room: [i64::MAX; BEYOND],
+            beyond_steps: [f64::NEG_INFINITY; BEYOND],
             now: 0.0,
             used: Compact::for_test([0; COMPACT]),
             reach: Some(Box::new(reach)),
@@ -402,15 +467,31 @@ impl Run<'_> {
         pod: Option<Compact>,
         solo: Option<f64>,
     ) -> Option<JoinAnswer> {
-        let (pod, solo) = (pod?, solo?);
+        let solo = solo?;
         if self.claims[c].size == Some(self.hints.size_class(p)) {
             return None;
         }
+        // Requests past the compact resources (a GPU): the grown type
+        // holds their compact head too, and more of those it asks past
+        // what the cheapest type has.
+        let (need, beyond) = match pod {
+            Some(pod) => (*pod.quantities(), None),
+            None => {
+                let requests = &self.pods[p].requests;
+                (
+                    *requests.compact_head().quantities(),
+                    Some(requests.beyond_compact()),
+                )
+            }
+        };
         let slack = slack(&self.pools[self.claims[c].pool]);
-        let need = pod.quantities();
         let grid = self.step_grid;
         let level = grid.level(solo);
         let floor = self.growth_floor(c)?;
+        if let Some(refused) = beyond.and_then(|b| floor.refuses_beyond(&b, solo, slack)) {
+            return Some(refused);
+        }
+        let need = &need;
         if let Some(refused) = floor.refuses_by_steps(need, solo, slack) {
             return Some(refused);
         }
@@ -499,11 +580,17 @@ impl Run<'_> {
                 None => least.iter_mut().for_each(|l| *l = l.min(price)),
             }
         }
+        let beyond_room = floors.beyond_most[before];
+        let beyond_steps = floors
+            .least_beyond(&claim.types, priced, before)
+            .map(|l| l - now);
         Some(GrowthFloor {
             version,
             epoch,
             room,
             steps: least.map(|l| l - now),
+            beyond_room,
+            beyond_steps,
             now,
             used,
             reach: None,

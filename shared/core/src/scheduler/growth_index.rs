@@ -30,8 +30,10 @@
 //! kept per size class and walked whatever the tree says. Passing a
 //! NodeClaim unasked changes nothing a request class's walk learns, so its
 //! plans are the same; a size class's walk (pods without a shape) moves its
-//! zone buckets' hints on each refusal, so it asks each NodeClaim as
-//! before.
+//! zone buckets' hints on each refusal, and one that passes a run moves
+//! them as asking each NodeClaim would have (`Walk::jump`, with the
+//! NodeClaims of each zone bucket from [`super::zone_buckets`]), so its
+//! plans are the same too.
 
 use super::costrule;
 use super::growth_floor::{GrowthFloor, Reach, StepGrid, LEVELS};

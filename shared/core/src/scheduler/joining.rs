@@ -14,7 +14,24 @@ use crate::resources::Compact;
 
 use super::nodeclaim::{Claim, Fit, ZonePin};
 use super::typeset::TypeSet;
+use super::zone_buckets::ZoneBuckets;
 use super::{Run, Trial};
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: size classes' walks ask every NodeClaim (no `Walk::jump`).
+    pub(super) static ASK_EACH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Tests: how many runs size classes' walks jumped.
+    pub(super) static JUMPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether size classes' walks ask every NodeClaim (tests compare).
+fn asks_each() -> bool {
+    #[cfg(test)]
+    return ASK_EACH.with(std::cell::Cell::get);
+    #[cfg(not(test))]
+    false
+}
 
 /// The walk over the NodeClaims that may have room for one pod (its
 /// request class's [`Roomy`] list, or its size class's at its relaxation
@@ -79,9 +96,12 @@ impl Walk {
                 return None;
             }
         }
-        if let ZonePin::Bit(_) = claim.zone_pin {
+        if let ZonePin::Bit(bit) = claim.zone_pin {
             // A bit's bucket is 1..=64.
             roomy.pins[k] = claim.zone_pin.bucket() as u8;
+            if zones_limited && admitted_bits & bit == 0 {
+                return None;
+            }
         }
         match &self.hints {
             Some(h) => {
@@ -151,6 +171,47 @@ impl Walk {
             self.roomy.parked[k] = Refused::at(version, bucket);
         } else if let Some(r) = refused {
             self.roomy.parked[k] = r;
+        }
+    }
+
+    /// A size class's walk passed roomy entries `from..past`, NodeClaims
+    /// the cost rule refuses the pod on by their growth (see
+    /// `growth_index`), unasked: each bucket's hint moves as asking each
+    /// would have moved it. Asked, a NodeClaim dead in the list or pinned
+    /// to a zone the pod may not use (`zones_limited`: it admits only
+    /// `admitted_bits`) is passed on, and any other refuses the pod for
+    /// good in its bucket (too full, tainted, the cost rule), so a bucket
+    /// the walk has not blocked moves past its last such NodeClaim of the
+    /// run. Every NodeClaim's bucket must be free or a zone bit's.
+    fn jump(
+        &mut self,
+        buckets: &ZoneBuckets,
+        (from, past): (usize, usize),
+        zones_limited: bool,
+        admitted_bits: u64,
+    ) {
+        let Some(h) = self.hints.as_mut() else {
+            return;
+        };
+        #[cfg(test)]
+        JUMPS.with(|j| j.set(j.get() + 1));
+        let run = &self.roomy.list[from..past];
+        let (Some(&lo), Some(&hi)) = (run.first(), run.last()) else {
+            return;
+        };
+        let dead = &self.roomy.dead[from..past];
+        let live = |c: &u32| {
+            let at = run.partition_point(|x| x < c);
+            run.get(at) == Some(c) && !dead[at]
+        };
+        for b in buckets.used() {
+            let admitted = b == 0 || !zones_limited || admitted_bits & (1u64 << (b - 1)) != 0;
+            if self.blocked[b] || !admitted {
+                continue;
+            }
+            if let Some(c) = buckets.in_range_rev(b, lo, hi).find(live) {
+                h.first[b] = h.first[b].max(c + 1);
+            }
         }
     }
 }
@@ -259,11 +320,14 @@ impl Run<'_> {
         let start = (walk.roomy.list).partition_point(|&c| (c as usize) < first.get());
         let (epoch, size) = (self.hints.epoch(), self.hints.size_class(p));
         // A size class's walk (pods without a shape) moves its hints on
-        // each refusal, so passing NodeClaims unasked would change what it
-        // learns: only a request class's walk uses the growth index.
-        let growth = (walk.hints.is_none())
-            .then(|| self.growth_query(compact, solo))
-            .flatten();
+        // each refusal: one that passes a run unasked moves them as asking
+        // would have (see `Walk::jump`), which needs every NodeClaim's
+        // bucket to be a zone bit's or free.
+        let jumps = walk.hints.is_none() || !(self.zone_buckets.has_other() || asks_each());
+        let growth = jumps.then(|| self.growth_query(compact, solo)).flatten();
+        if growth.is_some() && walk.hints.is_some() {
+            self.zone_buckets.sync(&self.claims);
+        }
         let mut next = start;
         while next < walk.roomy.list.len() {
             let k = next;
@@ -272,6 +336,17 @@ impl Run<'_> {
             // passed whole (see `growth_index`): none would take the pod.
             if let Some(q) = &growth {
                 if let Some(past) = self.past_growth_refusals(q, t, &walk.roomy.list, k) {
+                    let zones_limited = zones_admitted.is_some();
+                    #[cfg(debug_assertions)]
+                    let before = walk.hints.as_ref().map(|h| h.first);
+                    walk.jump(&self.zone_buckets, (k, past), zones_limited, admitted_bits);
+                    #[cfg(debug_assertions)]
+                    self.assert_jumped_as_asked(
+                        walk,
+                        before,
+                        (k, past),
+                        (zones_limited, admitted_bits),
+                    );
                     next = past;
                     continue;
                 }
@@ -369,6 +444,34 @@ impl Run<'_> {
         None
     }
 
+    /// `Walk::jump` over roomy entries `from..past` moved the hints from
+    /// `before` as moving them entry by entry does (checked in debug
+    /// builds, so every test that plans checks the zone buckets).
+    #[cfg(debug_assertions)]
+    fn assert_jumped_as_asked(
+        &self,
+        walk: &Walk,
+        before: Option<[u32; ZonePin::BUCKETS]>,
+        (from, past): (usize, usize),
+        (zones_limited, admitted_bits): (bool, u64),
+    ) {
+        let (Some(mut expected), Some(h)) = (before, walk.hints.as_ref()) else {
+            return;
+        };
+        for k in (from..past).filter(|&k| !walk.roomy.dead[k]) {
+            let c = walk.roomy.list[k];
+            let b = self.claims[ClaimIdx::new(c as usize)].zone_pin.bucket();
+            let admitted = b == 0 || !zones_limited || admitted_bits & (1u64 << (b - 1)) != 0;
+            if !walk.blocked[b] && admitted {
+                expected[b] = expected[b].max(c + 1);
+            }
+        }
+        assert_eq!(
+            expected, h.first,
+            "jump over {from}..{past} ({zones_limited})"
+        );
+    }
+
     /// Whether the cost rule refuses pod `p` (solo price `solo`) on
     /// NodeClaim `c` (the walk's roomy entry `k`, in zone bucket
     /// `bucket`): known from the walk's mark, or asked and then marked
@@ -389,6 +492,16 @@ impl Run<'_> {
         // do not fit its cheapest type, whatever their size: asked before
         // the rule's own answer, which is per request class.
         if let Some(bound) = self.growth_refuses(c, t.p, compact, solo) {
+            #[cfg(debug_assertions)]
+            {
+                let pod_types = self.pod_types(walk, c, &t.pod_reqs);
+                let answer =
+                    self.join_answer(c, t.p, &t.pod_reqs, t.pod_offers, pod_types.as_deref());
+                assert!(
+                    !answer.admits(solo),
+                    "NodeClaim {c:?}: growth refused what the rule admits"
+                );
+            }
             let size = self.claims[c].size;
             let refused = Refused::of_answer(version, self.hints.epoch(), size, bound);
             walk.park(k, version, bucket, refused);

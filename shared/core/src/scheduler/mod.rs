@@ -45,6 +45,7 @@ mod typefit;
 mod typeset;
 mod unplaceable;
 mod volumes;
+mod zone_buckets;
 mod zone_shares;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -224,6 +225,8 @@ struct Run<'a> {
     /// The NodeClaims by what their growth refuses (see
     /// [`growth_index`]).
     growth_index: growth_index::GrowthIndex,
+    /// The NodeClaims of each zone bucket (see [`zone_buckets`]).
+    zone_buckets: zone_buckets::ZoneBuckets,
     /// Per pod template, the last failure of one of its pods that only
     /// topology could lift (see [`unplaceable`]).
     unplaceable: foldhash::HashMap<usize, unplaceable::Unplaceable<'a>>,
@@ -577,6 +580,7 @@ impl<'a> Run<'a> {
             step_grid: growth_floor::StepGrid::of(&type_floors),
             growth: Vec::new(),
             growth_index: growth_index::GrowthIndex::default(),
+            zone_buckets: zone_buckets::ZoneBuckets::default(),
             unplaceable: Default::default(),
             charged: vec![Resources::new(); pools.len()],
             spent: vec![false; pools.len()],

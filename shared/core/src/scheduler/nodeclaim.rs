@@ -1015,6 +1015,7 @@ impl<'a> Run<'a> {
         }
         fit.requirements.apply_to(&mut claim.requirements);
         claim.zone_pin = ZonePin::of(&claim.requirements, &pool.zones);
+        self.zone_buckets.moved(c.get(), claim.zone_pin.bucket());
         claim.zone_mask = ZoneMask::of(&claim.requirements, &pool.zones);
         claim.capacity_types = super::pools::capacity_type_bits(&claim.requirements);
         self.hints.remember_zone_mask(claim.zone_mask);

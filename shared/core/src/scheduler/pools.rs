@@ -375,7 +375,10 @@ impl Pool<'_> {
         let holds = |t| self.type_holds(t, requests, compact);
         match compact {
             Some(c) => self.fit_index.first_holding(types, within, &c, holds),
-            None => (types.iter()).find(|&t| within.is_none_or(|w| w.contains(t)) && holds(t)),
+            None => {
+                let head = requests.compact_head();
+                (self.fit_index).first_holding_beyond(types, within, (&head, requests), holds)
+            }
         }
     }
 
@@ -759,7 +762,10 @@ impl<'a> Preparation<'a> {
             reservations: pool.reservations,
             zones: self.catalog.zones.clone(),
             requirements: pool.requirements,
-            fit_index: Arc::new(TypeFitIndex::new(&compact_allocatable)),
+            fit_index: Arc::new(
+                TypeFitIndex::new(&compact_allocatable)
+                    .with_allocatables(&types.iter().map(|t| &t.allocatable).collect::<Vec<_>>()),
+            ),
             maxima_index: Arc::new(TypeMaximaIndex::new(&types)),
             capacity_floor: Resources::min_of(types.iter().map(|t| &t.capacity)),
             daemon_host_ports: types.iter().any(|t| !t.daemon_ports.is_empty()),

@@ -4864,3 +4864,68 @@ fn a_hostname_spread_closes_nodeclaims_only_to_its_own_pods() {
     // it refused a-1 would put them beside a-1.
     assert_eq!(held, vec![vec!["a-0", "b-0", "b-1"], vec!["a-1"]]);
 }
+
+/// Pods of random sizes (so most are alone in their size class), a third
+/// with a zone spread, some pinned to a zone, on the embedded catalog with
+/// the default NodePool held to three zones, a few asking for a GPU: the
+/// size classes' walks that jump the growth index's runs (`Walk::jump`)
+/// plan as walks that ask every NodeClaim (debug builds check each jump's
+/// hints, and each growth refusal against the rule).
+#[test]
+fn size_class_walks_that_jump_plan_as_walks_that_ask_each_nodeclaim() {
+    let catalog = Catalog::embedded("us-west-2").unwrap();
+    let zones = ["us-west-2a", "us-west-2b", "us-west-2c"];
+    let mut draw = crate::scheduler::test_draws(0x5eed_2026);
+    let json = |p: &Plan| serde_json::to_string(p).unwrap_or_default();
+    // Few sizes (size classes of many pods, whose hints carry over) to
+    // many.
+    for (round, sizes) in [6, 12, 60].into_iter().enumerate() {
+        let pods: Vec<Pod> = (0..600)
+            .map(|i| {
+                let size = 1 + draw(sizes);
+                let cpu = format!("{}m", 250 * size);
+                let mem = format!("{}Mi", 512 * (size + draw(3)));
+                let app = format!("app-{}", draw(8));
+                let mut p = labeled(pod(&format!("p{round}-{i}"), &cpu, &mem), "app", &app);
+                if draw(3) == 0 {
+                    let sel = selector("app", &app);
+                    let when = WhenUnsatisfiable::DoNotSchedule;
+                    p.topology_spread = vec![spread(labels::ZONE, 1, when, sel)];
+                }
+                if draw(15) == 0 {
+                    // Weighed against NodeClaims without a GPU by the
+                    // steps to types with one (`GrowthFloor`).
+                    let gpu = p
+                        .requests
+                        .clone()
+                        .with(crate::resources::NVIDIA_GPU, q("1"));
+                    p.requests = gpu;
+                }
+                if draw(10) == 0 {
+                    let zone = zones[draw(3) as usize];
+                    p.node_selector = reqs(vec![req(labels::ZONE, Operator::In, &[zone])]);
+                }
+                p
+            })
+            .collect();
+        let np = pool(
+            "default",
+            vec![
+                req(labels::CAPACITY_TYPE, Operator::In, &["spot", "on-demand"]),
+                req(labels::ZONE, Operator::In, &zones),
+            ],
+        );
+        let s = state(pods, vec![np]);
+        let opts = SchedulerOptions::default();
+        super::joining::JUMPS.with(|j| j.set(0));
+        let jumped = json(&schedule(&s, &catalog, &opts));
+        assert!(
+            super::joining::JUMPS.with(|j| j.get()) > 0,
+            "round {round}: no jump"
+        );
+        super::joining::ASK_EACH.with(|a| a.set(true));
+        let asked = json(&schedule(&s, &catalog, &opts));
+        super::joining::ASK_EACH.with(|a| a.set(false));
+        assert_eq!(jumped, asked, "round {round}");
+    }
+}

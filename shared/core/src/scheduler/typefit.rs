@@ -24,6 +24,11 @@ pub struct TypeFitIndex {
     /// Types whose allocatable has no compact form (see
     /// [`crate::resources::Resources::compact_capacity`]), ascending.
     loose: Vec<usize>,
+    /// Per [`KNOWN`] resource past the compact ones (accelerators, ENIs),
+    /// the types with a compact allocatable whose allocatable reaches each
+    /// value (empty until [`Self::with_allocatables`]): a request for a
+    /// GPU is held only by the types in its row.
+    extra: Vec<Thresholds>,
 }
 
 /// One resource: its distinct allocatable values, ascending, and per value
@@ -47,7 +52,59 @@ impl TypeFitIndex {
         let dims = (0..COMPACT)
             .map(|d| Thresholds::new(compact, d, words))
             .collect();
-        TypeFitIndex { words, dims, loose }
+        TypeFitIndex {
+            words,
+            dims,
+            loose,
+            extra: Vec::new(),
+        }
+    }
+
+    /// With rows for the [`KNOWN`] resources past the compact ones, from
+    /// the types' `allocatable` (in pool type order, the types `new` was
+    /// given; a type without a compact allocatable is in no row).
+    pub fn with_allocatables(mut self, allocatable: &[&Resources]) -> TypeFitIndex {
+        let compact: Vec<bool> = (0..allocatable.len())
+            .map(|t| !self.loose.contains(&t))
+            .collect();
+        self.extra = (KNOWN[COMPACT..].iter())
+            .map(|name| {
+                let column: Vec<Option<i64>> = (allocatable.iter().zip(&compact))
+                    .map(|(a, &c)| c.then(|| a.get(name).millis()))
+                    .collect();
+                Thresholds::of_column(&column, self.words)
+            })
+            .collect();
+        self
+    }
+
+    /// The first (cheapest) type of `types` (and of `within`, if given)
+    /// that holds `requests`, which have no compact form: only the types
+    /// whose allocatable reaches its compact head (`head`) and its
+    /// [`KNOWN`] resources past those are asked (`holds`), in order, and
+    /// the types without a compact allocatable.
+    pub fn first_holding_beyond(
+        &self,
+        types: &TypeSet,
+        within: Option<&TypeSet>,
+        (head, requests): (&Compact, &Resources),
+        mut holds: impl FnMut(usize) -> bool,
+    ) -> Option<usize> {
+        let indexed = self.rows(head).and_then(|rows| {
+            let mut masks: Vec<&[u64]> = rows.to_vec();
+            for (dim, name) in self.extra.iter().zip(&KNOWN[COMPACT..]) {
+                let want = requests.get(name).millis();
+                if want > 0 {
+                    masks.push(dim.at_least(want, self.words)?);
+                }
+            }
+            let found = types.iter_in_all(within, &masks).find(|&t| holds(t));
+            found
+        });
+        let loose = (self.loose.iter().copied())
+            .take_while(|&t| indexed.is_none_or(|i| t < i))
+            .find(|&t| types.contains(t) && within.is_none_or(|w| w.contains(t)) && holds(t));
+        loose.or(indexed)
     }
 
     /// Per resource, the row of types holding `request`'s quantity of it;
@@ -275,6 +332,48 @@ mod tests {
             let expected = expected.iter().copied().find(|&t| within.contains(t));
             let first = index.first_holding(&set, Some(&within), &want, holds);
             assert_eq!(first, expected, "round {round}, within");
+        }
+    }
+
+    /// Requests past the compact resources (GPUs, pod ENIs) against
+    /// asking every type, on random allocatables with and without them.
+    #[test]
+    fn holding_beyond_the_compact_resources_is_what_asking_each_type_gives() {
+        let mut next = crate::scheduler::test_draws(0x51ed_270b_2026);
+        let of = |cpu: u64, gpu: u64, eni: u64| {
+            Resources::new()
+                .with("cpu", Quantity::from_millis(cpu as i64 * 500))
+                .with("memory", Quantity::from_millis(4000))
+                .with("pods", Quantity::from_millis(110_000))
+                .with(
+                    crate::resources::NVIDIA_GPU,
+                    Quantity::from_millis(gpu as i64 * 1000),
+                )
+                .with(
+                    crate::resources::POD_ENI,
+                    Quantity::from_millis(eni as i64 * 1000),
+                )
+        };
+        for round in 0..200 {
+            let n = 1 + next(150) as usize;
+            let alloc: Vec<Resources> = (0..n).map(|_| of(next(8), next(3), next(4))).collect();
+            // Every tenth type without a compact form (asked one by one).
+            let compact: Vec<Option<Compact>> = (alloc.iter().enumerate())
+                .map(|(t, a)| (t % 10 != 3).then(|| a.compact_capacity()).flatten())
+                .collect();
+            let refs: Vec<&Resources> = alloc.iter().collect();
+            let index = TypeFitIndex::new(&compact).with_allocatables(&refs);
+            let set = TypeSet::from_indices((0..n).filter(|_| next(4) != 0), n);
+            let want = of(next(9), next(3), next(3));
+            let holds = |t: usize| want.fits_in(&alloc[t]);
+            let within = TypeSet::from_indices((0..n).filter(|_| next(3) != 0), n);
+            for within in [None, Some(&within)] {
+                let expected =
+                    (set.iter()).find(|&t| within.is_none_or(|w| w.contains(t)) && holds(t));
+                let head = want.compact_head();
+                let got = index.first_holding_beyond(&set, within, (&head, &want), holds);
+                assert_eq!(got, expected, "round {round}");
+            }
         }
     }
 

@@ -158,6 +158,29 @@ impl TypeSet {
         )
     }
 
+    /// The members (ascending) also in `within`, if given, and in every
+    /// one of `masks` (bit sets over the same types, a word per 64; a
+    /// mask shorter than the set lacks the types past its end).
+    pub fn iter_in_all<'s>(
+        &'s self,
+        within: Option<&'s TypeSet>,
+        masks: &'s [&'s [u64]],
+    ) -> impl Iterator<Item = usize> + 's {
+        self.words.iter().enumerate().flat_map(move |(i, &w)| {
+            let within = within.map_or(u64::MAX, |s| s.words.get(i).copied().unwrap_or(0));
+            let mut w =
+                (masks.iter()).fold(w & within, |acc, m| acc & m.get(i).copied().unwrap_or(0));
+            std::iter::from_fn(move || {
+                if w == 0 {
+                    return None;
+                }
+                let b = w.trailing_zeros() as usize;
+                w &= w - 1;
+                Some(i * 64 + b)
+            })
+        })
+    }
+
     /// The members also in every one of `masks` (see [`Self::first_in_all`]).
     pub fn in_all(&self, masks: &[&[u64]; 4]) -> TypeSet {
         let mut len = 0;
