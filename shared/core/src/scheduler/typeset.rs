@@ -66,17 +66,7 @@ impl TypeSet {
 
     /// Ascending (cheapest first).
     pub fn iter(&self) -> impl Iterator<Item = usize> + Clone + '_ {
-        self.words.iter().enumerate().flat_map(|(i, &w)| {
-            let mut w = w;
-            std::iter::from_fn(move || {
-                if w == 0 {
-                    return None;
-                }
-                let b = w.trailing_zeros() as usize;
-                w &= w - 1;
-                Some(i * 64 + b)
-            })
-        })
+        (self.words.iter().enumerate()).flat_map(|(i, &w)| word_members(i, w))
     }
 
     pub fn first(&self) -> Option<usize> {
@@ -168,16 +158,8 @@ impl TypeSet {
     ) -> impl Iterator<Item = usize> + 's {
         self.words.iter().enumerate().flat_map(move |(i, &w)| {
             let within = within.map_or(u64::MAX, |s| s.words.get(i).copied().unwrap_or(0));
-            let mut w =
-                (masks.iter()).fold(w & within, |acc, m| acc & m.get(i).copied().unwrap_or(0));
-            std::iter::from_fn(move || {
-                if w == 0 {
-                    return None;
-                }
-                let b = w.trailing_zeros() as usize;
-                w &= w - 1;
-                Some(i * 64 + b)
-            })
+            let w = (masks.iter()).fold(w & within, |acc, m| acc & m.get(i).copied().unwrap_or(0));
+            word_members(i, w)
         })
     }
 
@@ -208,6 +190,18 @@ impl TypeSet {
         }
         TypeSet::of_words(words, len)
     }
+}
+
+/// The members of word `i` whose bits are `w`, ascending.
+fn word_members(i: usize, mut w: u64) -> impl Iterator<Item = usize> + Clone {
+    std::iter::from_fn(move || {
+        if w == 0 {
+            return None;
+        }
+        let b = w.trailing_zeros() as usize;
+        w &= w - 1;
+        Some(i * 64 + b)
+    })
 }
 
 /// The first bit set in all of `rows` (bit sets over the same types, a
