@@ -370,6 +370,16 @@ pub(super) struct GrowthFloor {
     reach: Option<Box<Reach>>,
 }
 
+/// The dearest of `steps` over the resources a pod needs more of (`need`)
+/// than the cheapest type leaves (`room`): the grown type has more of
+/// each (minus infinity when the pod fits).
+fn dearest_step<const N: usize>(need: &[i64; N], room: &[i64; N], steps: &[f64; N]) -> f64 {
+    (0..N)
+        .filter(|&d| need[d] > room[d])
+        .map(|d| steps[d])
+        .fold(f64::NEG_INFINITY, f64::max)
+}
+
 /// Per level of the [`StepGrid`] and per resource, the most room any of a
 /// NodeClaim's types leaves whose step per unit of slack is at most the
 /// level's price (at least what its cheapest type leaves).
@@ -395,11 +405,7 @@ impl GrowthFloor {
     /// `solo` on the NodeClaim by its steps (at its NodePool's `slack`),
     /// as a step no dearer than the rule's own.
     fn refuses_by_steps(&self, need: &[i64; COMPACT], solo: f64, slack: f64) -> Option<JoinAnswer> {
-        let room = self.room.quantities();
-        let step = (0..COMPACT)
-            .filter(|&d| need[d] > room[d])
-            .map(|d| self.steps[d])
-            .fold(f64::NEG_INFINITY, f64::max);
+        let step = dearest_step(need, self.room.quantities(), &self.steps);
         (step > solo * slack).then_some(JoinAnswer::Step { step, slack })
     }
 
@@ -408,10 +414,7 @@ impl GrowthFloor {
     /// NodeClaim by the steps to types with more of those than its
     /// cheapest has.
     fn refuses_beyond(&self, need: &[i64; BEYOND], solo: f64, slack: f64) -> Option<JoinAnswer> {
-        let step = (0..BEYOND)
-            .filter(|&e| need[e] > self.beyond_room[e])
-            .map(|e| self.beyond_steps[e])
-            .fold(f64::NEG_INFINITY, f64::max);
+        let step = dearest_step(need, &self.beyond_room, &self.beyond_steps);
         (step > solo * slack).then_some(JoinAnswer::Step { step, slack })
     }
 

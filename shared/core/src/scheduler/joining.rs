@@ -205,14 +205,25 @@ impl Walk {
             run.get(at) == Some(c) && !dead[at]
         };
         for b in buckets.used() {
-            let admitted = b == 0 || !zones_limited || admitted_bits & (1u64 << (b - 1)) != 0;
-            if self.blocked[b] || !admitted {
+            if self.blocked[b] || !bucket_admitted(b, zones_limited, admitted_bits) {
                 continue;
             }
             if let Some(c) = buckets.in_range_rev(b, lo, hi).find(live) {
                 h.first[b] = h.first[b].max(c + 1);
             }
         }
+    }
+}
+
+/// Whether a pod may use zone bucket `b` (see `ZonePin::bucket`): the
+/// free bucket always, a zone bit's when the pod's zones are not limited
+/// (`zones_limited`) or it admits the zone (`admitted_bits`); the bucket of
+/// zones past the 64th is told apart by name, so never here.
+fn bucket_admitted(b: usize, zones_limited: bool, admitted_bits: u64) -> bool {
+    match b {
+        0 => true,
+        b if b < ZonePin::BUCKETS - 1 => !zones_limited || admitted_bits & (1u64 << (b - 1)) != 0,
+        _ => false,
     }
 }
 
@@ -323,11 +334,11 @@ impl Run<'_> {
         // each refusal: one that passes a run unasked moves them as asking
         // would have (see `Walk::jump`), which needs every NodeClaim's
         // bucket to be a zone bit's or free.
-        let jumps = walk.hints.is_none() || !(self.zone_buckets.has_other() || asks_each());
-        let growth = jumps.then(|| self.growth_query(compact, solo)).flatten();
-        if growth.is_some() && walk.hints.is_some() {
+        if walk.hints.is_some() {
             self.zone_buckets.sync(&self.claims);
         }
+        let jumps = walk.hints.is_none() || !(self.zone_buckets.has_other() || asks_each());
+        let growth = jumps.then(|| self.growth_query(compact, solo)).flatten();
         let mut next = start;
         while next < walk.roomy.list.len() {
             let k = next;
@@ -461,8 +472,7 @@ impl Run<'_> {
         for k in (from..past).filter(|&k| !walk.roomy.dead[k]) {
             let c = walk.roomy.list[k];
             let b = self.claims[ClaimIdx::new(c as usize)].zone_pin.bucket();
-            let admitted = b == 0 || !zones_limited || admitted_bits & (1u64 << (b - 1)) != 0;
-            if !walk.blocked[b] && admitted {
+            if !walk.blocked[b] && bucket_admitted(b, zones_limited, admitted_bits) {
                 expected[b] = expected[b].max(c + 1);
             }
         }

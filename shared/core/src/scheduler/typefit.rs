@@ -4,7 +4,7 @@
 //! with a [`TypeSet`], a word (64 types) at a time, where asking each type
 //! took a pass over hundreds of them at every trial placement.
 
-use crate::resources::{Compact, Resources, COMPACT, KNOWN};
+use crate::resources::{Compact, Resources, BEYOND, COMPACT, KNOWN};
 use crate::Quantity;
 
 use super::pools::PoolType;
@@ -67,10 +67,11 @@ impl TypeFitIndex {
         let compact: Vec<bool> = (0..allocatable.len())
             .map(|t| !self.loose.contains(&t))
             .collect();
-        self.extra = (KNOWN[COMPACT..].iter())
-            .map(|name| {
-                let column: Vec<Option<i64>> = (allocatable.iter().zip(&compact))
-                    .map(|(a, &c)| c.then(|| a.get(name).millis()))
+        let beyond: Vec<[i64; BEYOND]> = allocatable.iter().map(|a| a.beyond_compact()).collect();
+        self.extra = (0..BEYOND)
+            .map(|e| {
+                let column: Vec<Option<i64>> = (beyond.iter().zip(&compact))
+                    .map(|(a, &c)| c.then_some(a[e]))
                     .collect();
                 Thresholds::of_column(&column, self.words)
             })
@@ -91,14 +92,17 @@ impl TypeFitIndex {
         mut holds: impl FnMut(usize) -> bool,
     ) -> Option<usize> {
         let indexed = self.rows(head).and_then(|rows| {
-            let mut masks: Vec<&[u64]> = rows.to_vec();
-            for (dim, name) in self.extra.iter().zip(&KNOWN[COMPACT..]) {
-                let want = requests.get(name).millis();
+            // The compact rows, then one per resource past them asked for.
+            let mut masks: [&[u64]; COMPACT + BEYOND] = [&[]; COMPACT + BEYOND];
+            masks[..COMPACT].copy_from_slice(&rows);
+            let mut n = COMPACT;
+            for (dim, want) in self.extra.iter().zip(requests.beyond_compact()) {
                 if want > 0 {
-                    masks.push(dim.at_least(want, self.words)?);
+                    masks[n] = dim.at_least(want, self.words)?;
+                    n += 1;
                 }
             }
-            let found = types.iter_in_all(within, &masks).find(|&t| holds(t));
+            let found = types.iter_in_all(within, &masks[..n]).find(|&t| holds(t));
             found
         });
         let loose = (self.loose.iter().copied())

@@ -1,7 +1,7 @@
 //! The NodeClaims of each zone bucket (see `ZonePin::bucket`), so that a
 //! size class's walk that jumps a run of NodeClaims the growth index
 //! refuses moves its spread hints as asking each would have (see
-//! `Run::jump_spread_hints`).
+//! `Walk::jump` in `joining.rs`).
 
 use std::collections::BTreeSet;
 
