@@ -2146,13 +2146,64 @@ enum Bound {
     /// Per dimension, the fractional knapsack of the classes left (many
     /// classes: few carry the most value per unit).
     Knapsack(FillBound),
+    /// Many classes walked per group of candidates ([`Walk::Grouped`]):
+    /// per group, the knapsack of the classes left that its types have
+    /// room for in the dimensions only some classes need.
+    PerGroup(GroupBounds),
 }
 
 impl Bound {
-    fn of(&self, room: &[i64]) -> f64 {
+    /// The bound for a node of candidate `ti`, of `room`.
+    fn of(&self, ti: usize, room: &[i64]) -> f64 {
         match self {
             Bound::PerUnit(b) => b.of(room),
             Bound::Knapsack(b) => b.of(room),
+            Bound::PerGroup(b) => b.groups[b.group_of[ti]].knapsack.of(room),
+        }
+    }
+}
+
+/// See [`Bound::PerGroup`]: a type of a group takes only the classes its
+/// group's index holds, so the knapsack of those bounds its fill, where
+/// one over every class weighs a requirement set's types by the value of
+/// pods they cannot hold (a family of five groups: a third of its fills).
+struct GroupBounds {
+    group_of: Vec<usize>,
+    groups: Vec<GroupBound>,
+}
+
+/// One group's knapsack, and per class whether the group holds it.
+struct GroupBound {
+    knapsack: FillBound,
+    holds: Vec<bool>,
+}
+
+impl GroupBounds {
+    /// Per group of `grouped`, the knapsack in the `common` dimensions of
+    /// the classes it holds.
+    fn new(
+        grouped: &Grouped,
+        need: &[Vec<i64>],
+        value: &[f64],
+        per_node: &[usize],
+        common: &[usize],
+    ) -> GroupBounds {
+        let groups = (grouped.held.iter())
+            .map(|held| GroupBound {
+                knapsack: FillBound::over(need, value, per_node, held, common),
+                holds: held.iter().map(|&n| n > 0).collect(),
+            })
+            .collect();
+        GroupBounds {
+            group_of: grouped.group_of.clone(),
+            groups,
+        }
+    }
+
+    /// Class `k`'s pods a node may take went from `was` to `now`.
+    fn update(&mut self, k: usize, was: usize, now: usize) {
+        for g in self.groups.iter_mut().filter(|g| g.holds[k]) {
+            g.knapsack.update(k, was, now);
         }
     }
 }
@@ -2182,6 +2233,9 @@ enum Walk {
 struct Grouped {
     group_of: Vec<usize>,
     indices: Vec<ClassIndex>,
+    /// Per group, per class, its pods left if the group's types have
+    /// room for one in the dimensions only some classes need, else 0.
+    held: Vec<Vec<usize>>,
 }
 
 impl Grouped {
@@ -2200,7 +2254,7 @@ impl Grouped {
         };
         let mut keys: Vec<Vec<i64>> = Vec::new();
         let mut group_of = Vec::with_capacity(cands.len());
-        let mut indices = Vec::new();
+        let (mut indices, mut held) = (Vec::new(), Vec::new());
         for c in cands {
             let k = key(c);
             if let Some(g) = keys.iter().position(|known| *known == k) {
@@ -2222,8 +2276,13 @@ impl Grouped {
                 })
                 .collect();
             indices.push(ClassIndex::over(sparse, common, &eligible));
+            held.push(eligible);
         }
-        Grouped { group_of, indices }
+        Grouped {
+            group_of,
+            indices,
+            held,
+        }
     }
 }
 
@@ -2263,13 +2322,6 @@ impl<'a> Filler<'a> {
         } else {
             Vec::new()
         };
-        let bound = if lazy {
-            Bound::Knapsack(FillBound::new(need, value, per_node, left))
-        } else if grouped {
-            Bound::Knapsack(FillBound::over(need, value, per_node, left, &common))
-        } else {
-            Bound::PerUnit(ValueBound::new(need, value, left))
-        };
         let walk = if many && shared {
             let dims = need.first().map_or(0, Vec::len);
             Walk::Indexed(ClassIndex::new(&sparse, dims, left))
@@ -2287,6 +2339,13 @@ impl<'a> Filler<'a> {
                     })
                     .collect(),
             )
+        };
+        let bound = match &walk {
+            _ if lazy => Bound::Knapsack(FillBound::new(need, value, per_node, left)),
+            Walk::Grouped(g) => {
+                Bound::PerGroup(GroupBounds::new(g, need, value, per_node, &common))
+            }
+            _ => Bound::PerUnit(ValueBound::new(need, value, left)),
         };
         Filler {
             cands,
@@ -2352,8 +2411,11 @@ impl<'a> Filler<'a> {
                 Bound::PerUnit(bound) if left[k] == 0 => {
                     self.stale |= bound.loses(&self.need[k], self.value[k]);
                 }
+                Bound::PerGroup(bound) if left[k] < most => {
+                    bound.update(k, was.min(most), left[k]);
+                }
                 Bound::PerUnit(_) => {}
-                Bound::Knapsack(_) => {}
+                Bound::Knapsack(_) | Bound::PerGroup(_) => {}
             }
             if left[k] == 0 {
                 self.live -= 1;
@@ -2390,18 +2452,12 @@ fn cheapest_fill(
     // then to the first.
     filler.refresh_bound(left);
     let (lazy, sorted) = (filler.lazy, filler.sorted);
+    // Under the grouped knapsack the last search's keys stand as lower
+    // bounds (see `weigh_types`): each key the search reads is computed
+    // again, and the order sorted again after it.
+    let kept = sorted && !lazy;
     if sorted {
-        let (order, bound, last) = (&mut filled.order, &filler.bound, &filled.last);
-        order.clear();
-        order.extend((cands.iter().enumerate()).map(|(ti, c)| {
-            let least = c.price / bound.of(&c.room);
-            if lazy {
-                (least.max(lazy_ratio(c.price, last[ti].as_ref())), ti)
-            } else {
-                (least, ti)
-            }
-        }));
-        order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        weigh_types(cands, filled, filler);
     }
     let mut best: Option<(f64, f64, usize)> = None;
     for i in 0..cands.len() {
@@ -2411,12 +2467,19 @@ fn cheapest_fill(
             let least = if sorted {
                 filled.order[i].0
             } else {
-                c.price / filler.bound.of(&c.room)
+                c.price / filler.bound.of(ti, &c.room)
             };
             if least > br {
                 if sorted {
                     break;
                 }
+                continue;
+            }
+        }
+        if kept {
+            let least = c.price / filler.bound.of(ti, &c.room);
+            filled.order[i].0 = least;
+            if best.is_some_and(|(br, _, _)| least > br) {
                 continue;
             }
         }
@@ -2464,7 +2527,41 @@ fn cheapest_fill(
             chosen.copy_from(&f.take);
         }
     }
+    if kept {
+        sort_by_least(&mut filled.order);
+    }
     best.map(|(_, _, ti)| ti)
+}
+
+/// The types in order of their least price per value (with the knapsack
+/// bound), or of their last fill's where that is dearer (`lazy_ratio`),
+/// into `filled.order`. Under the grouped knapsack (not lazy), once the
+/// order is made, its keys stand: the knapsack of the pods left only
+/// falls as pods leave a packing, so a type's least price per value only
+/// rises, and a key from an earlier node is still at most the type's own.
+/// A type whose stale key is dearer than the best so far is dearer
+/// itself, and one reached is weighed by its own again (`cheapest_fill`),
+/// so only the types the search reaches are weighed for each node.
+fn weigh_types(cands: &[PackType], filled: &mut Fills, filler: &Filler) {
+    let (order, bound, last) = (&mut filled.order, &filler.bound, &filled.last);
+    if !filler.lazy && !order.is_empty() {
+        return;
+    }
+    order.clear();
+    order.extend((cands.iter().enumerate()).map(|(ti, c)| {
+        let least = c.price / bound.of(ti, &c.room);
+        if filler.lazy {
+            (least.max(lazy_ratio(c.price, last[ti].as_ref())), ti)
+        } else {
+            (least, ti)
+        }
+    }));
+    sort_by_least(order);
+}
+
+/// Sorts types by key, then by index.
+fn sort_by_least(order: &mut [(f64, usize)]) {
+    order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
 }
 
 /// The price per value of a type's last fill in this packing (infinite
