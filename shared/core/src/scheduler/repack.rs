@@ -1698,15 +1698,13 @@ fn starting_values(cands: &[PackType], demand: &Demand) -> Option<[Vec<f64>; 2]>
 /// Per class, the best price per pod slot any candidate offers for it
 /// (infinite when none holds one).
 fn slot_values(cands: &[PackType], demand: &Demand) -> Vec<f64> {
-    demand
-        .need
-        .iter()
-        .zip(&demand.per_node)
+    (sparse_needs(&demand.need).iter().zip(&demand.per_node))
         .map(|(n, &most)| {
+            let most = i64::try_from(most).unwrap_or(i64::MAX);
             cands
                 .iter()
                 .filter_map(|c| {
-                    let k = copies(&c.room, n).min(most.min(i64::MAX as usize) as i64);
+                    let k = sparse_copies_up_to(&c.room, n, most);
                     (k > 0).then(|| c.price / k as f64)
                 })
                 .fold(f64::INFINITY, f64::min)

@@ -15,6 +15,9 @@
 pub(super) struct ClassIndex {
     /// The dimensions indexed, as positions in a room.
     at: Vec<usize>,
+    /// Whether `at` is the first `dims` positions (a room's first
+    /// dimensions are read in place).
+    leading: bool,
     dims: usize,
     /// Leaves of the tree (a power of two, at least the classes).
     leaves: usize,
@@ -44,6 +47,7 @@ impl ClassIndex {
         let leaves = sparse.len().next_power_of_two().max(1);
         let mut index = ClassIndex {
             at: at.to_vec(),
+            leading: at.iter().enumerate().all(|(i, &d)| i == d),
             dims,
             leaves,
             least: vec![i64::MAX; 2 * leaves * dims],
@@ -117,10 +121,14 @@ impl ClassIndex {
 
     /// Whether some class below `node` may fit `room` (at a leaf: fits).
     fn may_fit(&self, node: usize, room: &[i64]) -> bool {
-        self.live[node] > 0
-            && (self.least[node * self.dims..(node + 1) * self.dims].iter())
-                .zip(&self.at)
-                .all(|(q, &d)| room.get(d).is_none_or(|r| q <= r))
+        if self.live[node] == 0 {
+            return false;
+        }
+        let least = &self.least[node * self.dims..(node + 1) * self.dims];
+        match room.get(..self.dims) {
+            Some(first) if self.leading => least.iter().zip(first).all(|(q, r)| q <= r),
+            _ => (least.iter().zip(&self.at)).all(|(q, &d)| room.get(d).is_none_or(|r| q <= r)),
+        }
     }
 
     /// Node `node`'s entries from its children's.

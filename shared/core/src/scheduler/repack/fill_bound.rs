@@ -100,12 +100,13 @@ impl DimKnapsack {
         left: &[usize],
     ) -> DimKnapsack {
         let q = |k: usize| need[k].get(dim).copied().unwrap_or(0);
-        let mut order: Vec<usize> = (0..need.len()).filter(|&k| q(k) > 0).collect();
         // Most value per unit first (a class's value / need), ties by class.
-        order.sort_by(|&a, &b| {
-            let (va, vb) = (value[a] / q(a) as f64, value[b] / q(b) as f64);
-            vb.total_cmp(&va).then(a.cmp(&b))
-        });
+        let mut by_unit: Vec<(f64, usize)> = (0..need.len())
+            .filter(|&k| q(k) > 0)
+            .map(|k| (value[k] / q(k) as f64, k))
+            .collect();
+        by_unit.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let order: Vec<usize> = by_unit.into_iter().map(|(_, k)| k).collect();
         let mut place = vec![None; need.len()];
         for (i, &k) in order.iter().enumerate() {
             place[k] = Some(i);
