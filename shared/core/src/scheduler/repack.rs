@@ -3659,6 +3659,43 @@ mod tests {
         assert!(fills <= 3 * nodes, "{fills} fills for {nodes} nodes");
     }
 
+    /// A grouped walk weighs a type by the knapsack of the classes its
+    /// group holds: a type without the second requirement set's room is
+    /// not weighed by that set's pods, however much they are worth; as
+    /// its own pods leave, its bound falls.
+    #[test]
+    fn a_group_is_weighed_by_the_pods_it_can_hold() {
+        let classes = INDEXED_CLASSES;
+        // Dimensions: cpu, then two requirement sets; odd classes need the
+        // second set and are worth 100 a pod, even ones 1.
+        let need: Vec<Vec<i64>> = (0..classes)
+            .map(|k| vec![1, i64::from(k % 2 == 0), i64::from(k % 2 == 1)])
+            .collect();
+        let value: Vec<f64> = (0..classes)
+            .map(|k| if k % 2 == 1 { 100.0 } else { 1.0 })
+            .collect();
+        let (per_node, mut left) = (vec![4; classes], vec![2; classes]);
+        let cands = [
+            pt(0, 1.0, &[64, 1 << 30, 0]),
+            pt(1, 2.0, &[64, 1 << 30, 1 << 30]),
+        ];
+        let mut filler = Filler::new(&cands, &need, &per_node, &value, &left);
+        assert!(matches!(filler.bound, Bound::PerGroup(_)));
+        let first_set_only = filler.bound.of(0, &cands[0].room);
+        assert!((first_set_only - 64.0).abs() < 1e-6, "{first_set_only}");
+        let both = filler.bound.of(1, &cands[1].room);
+        assert!((both - 6400.0).abs() < 1e-3, "{both}");
+        // The first set's pods leave but 10 (classes 0, 2, ..., 8).
+        let mut gone = Take::new(classes);
+        for k in (10..classes).step_by(2) {
+            gone.per_class[k] = 2;
+            gone.taken.push(k);
+        }
+        filler.take(&gone, &mut left);
+        let fell = filler.bound.of(0, &cands[0].room);
+        assert!((fell - 10.0).abs() < 1e-6, "{fell}");
+    }
+
     /// Many classes walk one index and weigh types lazily by the knapsack
     /// only where every type has room in every dimension a class needs:
     /// types without a requirement set's dimension walk their group's
