@@ -359,12 +359,13 @@ pub(super) struct GrowthFloor {
     room: Compact,
     steps: [f64; COMPACT],
     /// Per [`KNOWN`](crate::resources::KNOWN) resource past the compact ones, what the cheapest type
-    /// has of it (the NodeClaim's pods ask for none: their requests are
-    /// compact) and the least step to a type with more: a pod asking for a
-    /// GPU grows a NodeClaim without one to a type with one.
+    /// has left of it (past the NodeClaim's pods' requests) and the least
+    /// step to a type with more than the cheapest has: a pod asking for a
+    /// GPU grows a NodeClaim without one left to a type with more.
     beyond_room: [i64; BEYOND],
     beyond_steps: [f64; BEYOND],
-    /// The NodeClaim's price now and its compact requests, for its reach.
+    /// The NodeClaim's price now and its compact requests (the head of
+    /// them, when it has GPUs), for its reach.
     now: f64,
     used: Compact,
     reach: Option<Box<Reach>>,
@@ -558,7 +559,10 @@ impl Run<'_> {
             return None;
         }
         let have = (*pool.compact_allocatable.get(before)?)?;
-        let used = claim.requests.compact_request()?;
+        // A grown type holds the NodeClaim's requests past the compact
+        // ones too (its GPUs): that only narrows the types, so floors
+        // over every type still bound the step.
+        let used = claim.requests.compact_head();
         let room = claim
             .requests
             .compact_room(&pool.types[before].allocatable)?;
@@ -583,7 +587,10 @@ impl Run<'_> {
                 None => least.iter_mut().for_each(|l| *l = l.min(price)),
             }
         }
-        let beyond_room = floors.beyond_most[before];
+        let mut beyond_room = floors.beyond_most[before];
+        for (r, u) in beyond_room.iter_mut().zip(claim.requests.beyond_compact()) {
+            *r = r.saturating_sub(u).max(0);
+        }
         let beyond_steps = floors
             .least_beyond(&claim.types, priced, before)
             .map(|l| l - now);

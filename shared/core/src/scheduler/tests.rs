@@ -323,6 +323,76 @@ fn the_cost_rule_before_a_trial_never_refuses_what_the_trial_admits() {
     );
 }
 
+/// The test catalog with two smaller GPU types beside `g4.8xlarge`.
+fn gpu_catalog() -> Catalog {
+    let mut cat = catalog();
+    let base = cat.entries[0].offerings.clone();
+    for (info, od) in [
+        (info("g4.xlarge", "amd64", 4, 16384, 1), 0.5),
+        (info("g4.2xlarge", "amd64", 8, 32768, 1), 0.75),
+    ] {
+        let offerings = (base.iter())
+            .map(|o| Offering {
+                price: match o.capacity_type {
+                    CapacityType::OnDemand => od,
+                    _ => od * 0.4,
+                },
+                ..o.clone()
+            })
+            .collect();
+        cat.entries.push(CatalogEntry { info, offerings });
+    }
+    cat
+}
+
+/// A NodeClaim holding a GPU pod has a growth floor: a pod of cpu and
+/// memory alone that its cheapest type has no room for is refused by the
+/// least step to a type with more cpu (a grown type also holds the GPU,
+/// which only narrows the types), and a pod asking for a GPU the cheapest
+/// type has no more of by the step to a type with more GPUs; each by a
+/// step no dearer than the rule's own. Without the floor every walk asked the rule on every such
+/// NodeClaim.
+#[test]
+fn a_nodeclaim_with_a_gpu_has_a_growth_floor() {
+    let step_of = |a: nodeclaim::JoinAnswer| match a {
+        nodeclaim::JoinAnswer::Step { step, .. } => Some(step),
+        _ => None,
+    };
+    let mut gpu = pod("gpu", "3", "8Gi");
+    gpu.requests.set("nvidia.com/gpu", q("1"));
+    let small = pod("small", "1500m", "2Gi");
+    let tiny = pod("tiny", "100m", "128Mi");
+    let mut gpu_too = pod("gpu-too", "100m", "128Mi");
+    gpu_too.requests.set("nvidia.com/gpu", q("1"));
+    let s = state(vec![gpu, small, tiny, gpu_too], vec![default_pool()]);
+    with_run(&s, &gpu_catalog(), |run| {
+        let r = Relaxation::default();
+        assert!(run.add(PodIdx::new(0), &r).is_ok());
+        let c = index::ClaimIdx::new(0);
+        let first = run.claims[c].types.first().expect("a NodeClaim has types");
+        assert_eq!(run.pools[0].types[first].name, "g4.xlarge");
+        // The second GPU pod has no GPU left on the cheapest type: the
+        // step is to a type with more GPUs.
+        let cases = [(1, true), (2, false), (3, true)];
+        for (p, refused) in cases.map(|(p, refused)| (PodIdx::new(p), refused)) {
+            let pod_reqs = pod_view::node_requirements(&run.pods[p], &run.volume[p], &r);
+            let solo = run.solo_price(p, &pod_reqs);
+            let compact = run.pods[p].requests.compact_request();
+            let floor = run.growth_refuses(c, p, compact, solo);
+            let rule = run.join_answer(c, p, &pod_reqs, None, None);
+            assert_eq!(floor.is_some(), refused, "pod {p:?}: {floor:?}");
+            if let Some(floor) = floor {
+                assert!(!rule.admits(solo), "pod {p:?}: {rule:?}");
+                let (floor, rule) = (step_of(floor), step_of(rule));
+                assert!(
+                    floor.zip(rule).is_some_and(|(f, r)| f <= r),
+                    "{floor:?} > {rule:?}"
+                );
+            }
+        }
+    });
+}
+
 /// A pod that narrows a NodeClaim to offerings its grown type lacks
 /// (on-demand, on a NodeClaim pinned to a zone without on-demand
 /// offerings) is priced by the cost rule at the NodeClaim's own offerings
