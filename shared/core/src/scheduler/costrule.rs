@@ -29,6 +29,9 @@ pub(super) fn slot_price(pool: &Pool, t: usize, pod: &Pod) -> Option<(f64, usize
     (copies > 0).then(|| (pool.node_price(ty.price) / copies as f64, copies as usize))
 }
 
+/// The on-demand capacity type's bit (`CapacityType::bit`).
+pub(super) const ON_DEMAND: u8 = 4;
+
 /// The offerings a NodeClaim's price may take: zones (among the first 64
 /// of the catalog's list, `PoolOffering::zone_bit`; all bits: any zone)
 /// and capacity types, as bits.
@@ -92,6 +95,12 @@ impl OfferBits {
                 u8::MAX
             },
         })
+    }
+
+    /// Whether a pod whose requirements allow these holds a NodeClaim to
+    /// on-demand and to none of its zones (see `growth_floor::HeldFloor`).
+    pub(super) fn held_to_on_demand(pod: Option<OfferBits>) -> bool {
+        pod.is_some_and(|o| o.zones == u64::MAX && o.capacity_types == ON_DEMAND)
     }
 
     /// The offerings both allow.

@@ -22,10 +22,15 @@
 //!   the pods that share no answer with others (the only pod of their
 //!   size, see `Run::learn_reach`): pods that each have their own size
 //!   walked every NodeClaim, refused one by one.
+//! - for a pod held to on-demand on a NodeClaim that allows spot too, the
+//!   same steps at on-demand prices, and the least on-demand price of any
+//!   of its types over the price now ([`HeldFloor`]): such a pod pays
+//!   for on-demand even where it fits, so the steps at the NodeClaim's own
+//!   prices (spot) never refused it.
 
 use crate::resources::{Compact, BEYOND, COMPACT};
 
-use super::costrule::{offered_price, slack, OfferBits};
+use super::costrule::{offered_price, slack, OfferBits, ON_DEMAND};
 use super::index::{ClaimIdx, PodIdx};
 use super::nodeclaim::{JoinAnswer, ZoneMask};
 use super::pools::Pool;
@@ -123,7 +128,7 @@ struct PricedFloors {
 
 /// The capacity types (bits) a [`Priced`] tells apart: spot, on-demand,
 /// both (the floors leave reserved offerings out).
-const PRICED_CAPACITY: [u8; 3] = [2, 4, 6];
+const PRICED_CAPACITY: [u8; 3] = [2, ON_DEMAND, 6];
 
 /// Pools of at most this many zones keep a [`Priced`] table for every set
 /// of their zones (a NodeClaim whose pods spread over two of three zones);
@@ -285,6 +290,18 @@ impl TypeFloors {
         Priced(set.map(|i| ct * self.sets.len() + i))
     }
 
+    /// How a NodeClaim of zone mask `mask` and capacity types `capacity`
+    /// that a pod holds to on-demand grows (see [`HeldFloor`]): at the
+    /// on-demand table of its zones, when it allows spot and on-demand
+    /// and its zones have a table.
+    pub(super) fn held_to_on_demand(&self, mask: &ZoneMask, capacity: u8) -> Option<Priced> {
+        if capacity & 6 != 6 {
+            return None;
+        }
+        let held = self.priced(mask, ON_DEMAND);
+        held.0.is_some().then_some(held)
+    }
+
     /// Type `t`'s floor where `priced`.
     pub(super) fn floor_at(&self, priced: Priced, t: usize) -> f64 {
         let table = priced.0.and_then(|i| self.priced.get(i));
@@ -369,6 +386,25 @@ pub(super) struct GrowthFloor {
     now: f64,
     used: Compact,
     reach: Option<Box<Reach>>,
+    /// What growing the NodeClaim costs at the least for a pod held to
+    /// on-demand (see [`HeldFloor`]); `None` unless the NodeClaim allows
+    /// spot and on-demand in a zone set with a table.
+    on_demand: Option<HeldFloor>,
+}
+
+/// The least a pod held to on-demand (and to no zone) grows a NodeClaim
+/// that also allows spot by: the cost rule prices the grown type at the
+/// NodeClaim's on-demand offerings (a type without one at its own), so
+/// every step is at least `base`, the least on-demand floor of its types
+/// from the cheapest on, less its price now; and, per resource the pod
+/// needs more of than the cheapest type has left, at least `steps`, the
+/// least on-demand floor of a type with more of it, less the price now.
+/// Priced at the NodeClaim's own offerings, these pods joined no
+/// NodeClaim and were refused on each by the rule itself.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct HeldFloor {
+    pub(super) base: f64,
+    pub(super) steps: [f64; COMPACT],
 }
 
 /// The dearest of `steps` over the resources a pod needs more of (`need`)
@@ -408,6 +444,21 @@ impl GrowthFloor {
     fn refuses_by_steps(&self, need: &[i64; COMPACT], solo: f64, slack: f64) -> Option<JoinAnswer> {
         let step = dearest_step(need, self.room.quantities(), &self.steps);
         (step > solo * slack).then_some(JoinAnswer::Step { step, slack })
+    }
+
+    /// Whether the cost rule refuses a pod held to on-demand (and to no
+    /// zone) needing `need` at solo price `solo` (see [`HeldFloor`]).
+    fn refuses_held(&self, need: &[i64; COMPACT], solo: f64, slack: f64) -> Option<JoinAnswer> {
+        let held = self.on_demand.as_ref()?;
+        let step = held
+            .base
+            .max(dearest_step(need, self.room.quantities(), &held.steps));
+        (step > solo * slack).then_some(JoinAnswer::Step { step, slack })
+    }
+
+    /// See [`HeldFloor`]; `None` when not made.
+    pub(super) fn on_demand(&self) -> Option<&HeldFloor> {
+        self.on_demand.as_ref()
     }
 
     /// Whether the cost rule refuses a pod needing `need` of the [`KNOWN`](crate::resources::KNOWN)
@@ -453,7 +504,13 @@ impl GrowthFloor {
             now: 0.0,
             used: Compact::for_test([0; COMPACT]),
             reach: Some(Box::new(reach)),
+            on_demand: None,
         }
+    }
+
+    #[cfg(test)]
+    pub(super) fn with_on_demand(self, on_demand: Option<HeldFloor>) -> GrowthFloor {
+        GrowthFloor { on_demand, ..self }
     }
 }
 
@@ -501,6 +558,30 @@ impl Run<'_> {
         }
         let reach = floor.reach.as_deref()?;
         GrowthFloor::refuses_by_reach(reach, need, level?, slack, &grid)
+    }
+
+    /// Whether the cost rule refuses pod `p` (compact requests `pod`,
+    /// solo price `solo`), held to on-demand by its requirements
+    /// (`offers`, see `OfferBits::held_to_on_demand`), on NodeClaim `c` by
+    /// the least its growth at on-demand prices costs (see [`HeldFloor`]);
+    /// no look-ahead. Only ever a refusal the rule itself would make, but
+    /// not one for the pod's request class: its other pods may not be held.
+    pub(super) fn held_growth_refuses(
+        &mut self,
+        c: ClaimIdx,
+        p: PodIdx,
+        (pod, offers): (Option<Compact>, Option<OfferBits>),
+        solo: Option<f64>,
+    ) -> Option<JoinAnswer> {
+        let (solo, pod) = (solo?, pod?);
+        if !OfferBits::held_to_on_demand(offers)
+            || self.claims[c].size == Some(self.hints.size_class(p))
+        {
+            return None;
+        }
+        let slack = slack(&self.pools[self.claims[c].pool]);
+        let floor = self.growth_floor(c)?;
+        floor.refuses_held(pod.quantities(), solo, slack)
     }
 
     /// The cost rule refused pod `p` on NodeClaim `c` where its floor's
@@ -569,24 +650,31 @@ impl Run<'_> {
         let now = offered_price(pool, before, OfferBits::of_claim(claim, pool));
         let floors = &self.type_floors[claim.pool.get()];
         let priced = floors.priced(&claim.zone_mask, claim.capacity_types);
+        let held = floors.held_to_on_demand(&claim.zone_mask, claim.capacity_types);
         let h = have.quantities();
         let mut least = [f64::INFINITY; COMPACT];
+        let mut least_held = [f64::INFINITY; COMPACT];
         for t in claim.types.iter().filter(|&t| t != before) {
-            if floors.settled(priced, t, &least, h) {
+            let held_settled = held.is_none_or(|held| floors.settled(held, t, &least_held, h));
+            if floors.settled(priced, t, &least, h) && held_settled {
                 break;
             }
             let price = floors.floor_at(priced, t);
-            match pool.compact_allocatable.get(t).copied().flatten() {
-                Some(a) => {
-                    let a = a.quantities();
-                    for d in (0..COMPACT).filter(|&d| a[d] > h[d]) {
-                        least[d] = least[d].min(price);
-                    }
-                }
+            let held_price = held.map_or(f64::INFINITY, |held| floors.floor_at(held, t));
+            let more = pool.compact_allocatable.get(t).copied().flatten();
+            for d in 0..COMPACT {
                 // A type the compact lists do not decide may hold anything.
-                None => least.iter_mut().for_each(|l| *l = l.min(price)),
+                if more.is_none_or(|a| a.quantities()[d] > h[d]) {
+                    least[d] = least[d].min(price);
+                    least_held[d] = least_held[d].min(held_price);
+                }
             }
         }
+        let on_demand = held.map(|held| HeldFloor {
+            // The grown type is one of the NodeClaim's, from its cheapest on.
+            base: floors.least_from(held, before) - now,
+            steps: least_held.map(|l| l - now),
+        });
         let mut beyond_room = floors.beyond_most[before];
         for (r, u) in beyond_room.iter_mut().zip(claim.requests.beyond_compact()) {
             *r = r.saturating_sub(u).max(0);
@@ -604,6 +692,7 @@ impl Run<'_> {
             now,
             used,
             reach: None,
+            on_demand,
         })
     }
 

@@ -17,7 +17,9 @@
 //! the pod needs, and whose least step in that resource is more than the
 //! pod's solo price allows, or whose largest reach at the pod's level is
 //! less than it needs in some resource, refuses the pod on every
-//! NodeClaim under it, so the walk passes it whole.
+//! NodeClaim under it, so the walk passes it whole. For pods held to
+//! on-demand, a node also holds its leaves' least on-demand base and
+//! steps (`HeldBound`), read by their walks only.
 //!
 //! A leaf is set when the rule makes a NodeClaim's floor (some walk asked
 //! it) and cleared when a pod joins the NodeClaim; a new offering epoch
@@ -35,7 +37,7 @@
 //! NodeClaims of each zone bucket from [`super::zone_buckets`]), so its
 //! plans are the same too.
 
-use super::costrule;
+use super::costrule::{self, OfferBits};
 use super::growth_floor::{GrowthFloor, Reach, StepGrid, LEVELS};
 use super::index::ClaimIdx;
 use super::{Run, Trial};
@@ -55,6 +57,8 @@ pub(super) struct GrowthQuery {
     solo: f64,
     /// The step grid's level of `solo` (`None`: past the grid).
     level: Option<usize>,
+    /// Whether the pod is held to on-demand (see `HeldFloor`).
+    on_demand: bool,
     /// The solo price as asked (for the debug builds' check).
     #[cfg(debug_assertions)]
     asked: f64,
@@ -63,12 +67,18 @@ pub(super) struct GrowthQuery {
 impl GrowthQuery {
     /// `None` for a price the comparison cannot use (negative or not a
     /// number): the walk then asks every NodeClaim.
-    pub(super) fn new(need: [i64; COMPACT], solo: f64, grid: &StepGrid) -> Option<GrowthQuery> {
+    pub(super) fn new(
+        need: [i64; COMPACT],
+        solo: f64,
+        grid: &StepGrid,
+        on_demand: bool,
+    ) -> Option<GrowthQuery> {
         let raised = solo * (1.0 + MARGIN);
         (solo.is_finite() && solo >= 0.0).then_some(GrowthQuery {
             need,
             solo: raised,
             level: grid.level(raised),
+            on_demand,
             #[cfg(debug_assertions)]
             asked: solo,
         })
@@ -84,6 +94,9 @@ pub(super) struct GrowthIndex {
     /// Per node, its leaves' largest room and least growth step (see
     /// [`Bound`]).
     bound: Vec<Bound>,
+    /// Per node, its leaves' least steps for pods held to on-demand (see
+    /// [`HeldBound`]), read by those pods' walks only.
+    held: Vec<HeldBound>,
     /// Per level, then per node, the largest reach per resource (node `v`
     /// at level `k` is `reach[k × 2 cap + v]`): a walk asks one level, so
     /// it reads one run of this, not every level of each node it passes.
@@ -111,6 +124,20 @@ struct Bound {
     step: [f64; COMPACT],
 }
 
+/// A node's least base and steps per unit of slack, per resource, for
+/// pods held to on-demand (its leaves' `HeldFloor`s).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct HeldBound {
+    base: f64,
+    step: [f64; COMPACT],
+}
+
+/// A leaf no held pod passes by its on-demand steps: none known.
+const OPEN_HELD: HeldBound = HeldBound {
+    base: f64::NEG_INFINITY,
+    step: [f64::NEG_INFINITY; COMPACT],
+};
+
 /// A leaf no pod passes: no floor known.
 const OPEN: Bound = Bound {
     room: [i64::MAX; COMPACT],
@@ -122,7 +149,7 @@ impl GrowthIndex {
     /// NodeClaim `c` changed (a pod joined it): its floor is not known
     /// until asked again.
     pub(super) fn claim_changed(&mut self, c: usize) {
-        self.put(c, OPEN, None);
+        self.put(c, (OPEN, OPEN_HELD), None);
     }
 
     /// NodeClaim `c` took its first pod, of size class `size`.
@@ -152,13 +179,15 @@ impl GrowthIndex {
         if claims > self.cap || self.bound.is_empty() {
             let cap = claims.next_power_of_two().max(64);
             let mut bound = vec![OPEN; 2 * cap];
+            let mut held = vec![OPEN_HELD; 2 * cap];
             for i in 0..self.len {
                 bound[cap + i] = self.bound[self.cap + i];
+                held[cap + i] = self.held[self.cap + i];
             }
             let reach = self.reach_at(cap);
             self.reached.resize(cap, false);
             let reaches = !reach.is_empty();
-            (self.cap, self.bound, self.reach) = (cap, bound, reach);
+            (self.cap, self.bound, self.held, self.reach) = (cap, bound, held, reach);
             for v in (1..cap).rev() {
                 self.pull(v, (true, reaches));
             }
@@ -197,7 +226,11 @@ impl GrowthIndex {
                 room: *floor.room().quantities(),
                 step: floor.steps().map(|s| s / slack),
             };
-            self.put(c, bound, floor.reach());
+            let held = floor.on_demand().map_or(OPEN_HELD, |h| HeldBound {
+                base: h.base / slack,
+                step: h.steps.map(|s| s / slack),
+            });
+            self.put(c, (bound, held), floor.reach());
         }
     }
 
@@ -207,9 +240,10 @@ impl GrowthIndex {
         k * 2 * self.cap + v
     }
 
-    /// Leaf `c` becomes `bound` and `reach` (`None`: open), and the nodes
-    /// above it follow; the reaches only where one changed.
-    fn put(&mut self, c: usize, bound: Bound, reach: Option<&Reach>) {
+    /// Leaf `c` becomes `bound` (and its held bound) and `reach` (`None`:
+    /// open), and the nodes above it follow; the reaches only where one
+    /// changed.
+    fn put(&mut self, c: usize, (bound, held): (Bound, HeldBound), reach: Option<&Reach>) {
         if c >= self.len {
             return;
         }
@@ -223,10 +257,11 @@ impl GrowthIndex {
                 !self.reached[c] || (0..LEVELS).any(|k| self.reach[self.at(k, v)] != reach[k])
             }
         };
-        if self.bound[v] == bound && !reach_moves {
+        if self.bound[v] == bound && self.held[v] == held && !reach_moves {
             return;
         }
         self.bound[v] = bound;
+        self.held[v] = held;
         if reach_moves {
             for k in 0..LEVELS {
                 let at = self.at(k, v);
@@ -255,12 +290,17 @@ impl GrowthIndex {
         if moves.0 {
             let (left, right) = (self.bound[l], self.bound[r]);
             let mut bound = left;
+            let (left_held, right_held) = (self.held[l], self.held[r]);
+            let mut held = left_held;
+            held.base = held.base.min(right_held.base);
             for d in 0..COMPACT {
                 bound.room[d] = bound.room[d].max(right.room[d]);
                 bound.step[d] = bound.step[d].min(right.step[d]);
+                held.step[d] = held.step[d].min(right_held.step[d]);
             }
-            changed.0 = self.bound[v] != bound;
+            changed.0 = self.bound[v] != bound || self.held[v] != held;
             self.bound[v] = bound;
+            self.held[v] = held;
         }
         if moves.1 {
             for k in 0..LEVELS {
@@ -277,11 +317,18 @@ impl GrowthIndex {
         changed
     }
 
-    /// Whether every NodeClaim under node `v` refuses the pod.
+    /// Whether every NodeClaim under node `v` refuses the pod: all by
+    /// their steps, all by their reaches, or (a held pod) all by their
+    /// on-demand steps.
     #[inline]
     fn refuses(&self, v: usize, q: &GrowthQuery) -> bool {
         let bound = &self.bound[v];
         (0..COMPACT).any(|d| q.need[d] > bound.room[d] && q.solo < bound.step[d])
+            || (q.on_demand && {
+                let held = &self.held[v];
+                q.solo < held.base
+                    || (0..COMPACT).any(|d| q.need[d] > bound.room[d] && q.solo < held.step[d])
+            })
             || q.level.is_some_and(|k| {
                 // No reaches (none learnt): every NodeClaim's reach is open.
                 (self.reach.get(self.at(k, v)))
@@ -343,13 +390,14 @@ impl Run<'_> {
     /// refuse by growth (no compact requests or solo price).
     pub(super) fn growth_query(
         &mut self,
-        compact: Option<Compact>,
+        (compact, offers): (Option<Compact>, Option<OfferBits>),
         solo: Option<f64>,
     ) -> Option<GrowthQuery> {
         if self.pack {
             return None;
         }
-        let mut q = GrowthQuery::new(*compact?.quantities(), solo?, &self.step_grid)?;
+        let on_demand = OfferBits::held_to_on_demand(offers);
+        let mut q = GrowthQuery::new(*compact?.quantities(), solo?, &self.step_grid, on_demand)?;
         (self.growth_index).sync(self.claims.len(), self.hints.epoch());
         // No leaf has a reach: the walk asks none.
         if self.growth_index.reaches == 0 {
@@ -389,7 +437,8 @@ impl Run<'_> {
         let solo = Some(q.asked);
         for &c in claims {
             let c = ClaimIdx::new(c as usize);
-            let refused = self.growth_refuses(c, t.p, compact, solo).is_some();
+            let refused = self.growth_refuses(c, t.p, compact, solo).is_some()
+                || (self.held_growth_refuses(c, t.p, (compact, t.pod_offers), solo)).is_some();
             assert!(refused, "NodeClaim {} passed but not refused", c.get());
         }
     }
@@ -403,6 +452,7 @@ impl Run<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::growth_floor::HeldFloor;
     use super::*;
 
     /// A leaf's floor: its room, its price steps per resource and its
@@ -463,8 +513,8 @@ mod tests {
             let index = index_of(&leaves);
             for _ in 0..20 {
                 let need = [0; COMPACT].map(|_| draw(6) as i64 * 400);
-                let q =
-                    GrowthQuery::new(need, draw(4) as f64 * 0.04, &grid()).expect("a finite price");
+                let q = GrowthQuery::new(need, draw(4) as f64 * 0.04, &grid(), false)
+                    .expect("a finite price");
                 let from = draw(n as u64 + 1) as usize;
                 assert_eq!(
                     index.next_unrefused(from, &q),
@@ -483,12 +533,69 @@ mod tests {
         );
     }
 
+    /// Pods held to on-demand and others walk an index of leaves some of
+    /// which have on-demand steps: each lands where asking each leaf
+    /// (its steps and reach, and a held pod's on-demand base and steps)
+    /// would.
+    #[test]
+    fn a_held_pod_lands_where_asking_each_nodeclaim_would() {
+        let mut draw = crate::scheduler::test_draws(11);
+        let mut by_held = 0;
+        for round in 0..200 {
+            let n = 1 + draw(300) as usize;
+            let leaves: Vec<(Leaf, Option<HeldFloor>)> = (0..n)
+                .map(|_| {
+                    let leaf = random_leaf(&mut draw);
+                    let held = (draw(3) != 0).then(|| HeldFloor {
+                        base: draw(4) as f64 * 0.03 - 0.01,
+                        steps: leaf.1.map(|s| s + draw(3) as f64 * 0.05),
+                    });
+                    (leaf, held)
+                })
+                .collect();
+            let mut index = GrowthIndex::default();
+            index.sync(n, 0);
+            for (c, ((room, steps, reach), held)) in leaves.iter().enumerate() {
+                let floor = GrowthFloor::for_test(*room, *steps, *reach).with_on_demand(*held);
+                index.set(c, &floor, 1.0);
+            }
+            let plain: Vec<Leaf> = leaves.iter().map(|(leaf, _)| *leaf).collect();
+            for _ in 0..20 {
+                let need = [0; COMPACT].map(|_| draw(6) as i64 * 400);
+                let on_demand = draw(2) == 0;
+                let q = GrowthQuery::new(need, draw(4) as f64 * 0.04, &grid(), on_demand)
+                    .expect("a finite price");
+                let from = draw(n as u64 + 1) as usize;
+                let expected = (from..n)
+                    .find(|&c| {
+                        let refused = by_hand(&plain, c, &q) != c;
+                        let ((room, _, _), held) = &leaves[c];
+                        let held_refuses = q.on_demand
+                            && held.is_some_and(|h| {
+                                q.solo < h.base
+                                    || (0..COMPACT)
+                                        .any(|d| q.need[d] > room[d] && q.solo < h.steps[d])
+                            });
+                        by_held += usize::from(!refused && held_refuses);
+                        !(refused || held_refuses)
+                    })
+                    .unwrap_or(n);
+                assert_eq!(
+                    index.next_unrefused(from, &q),
+                    expected,
+                    "round {round}, from {from}, {q:?}"
+                );
+            }
+        }
+        assert!(by_held > 100, "{by_held} leaves refused by on-demand alone");
+    }
+
     #[test]
     fn a_nodeclaim_of_the_pods_size_class_is_walked_whatever_its_floor() {
         let full = ([0; COMPACT], [1.0; COMPACT], [[0; COMPACT]; LEVELS]);
         let mut index = index_of(&[full; 10]);
         index.first_pod(6, 3);
-        let q = GrowthQuery::new([100; COMPACT], 0.1, &grid()).expect("a finite price");
+        let q = GrowthQuery::new([100; COMPACT], 0.1, &grid(), false).expect("a finite price");
         assert_eq!(index.next_open(0, &q, 3), 6);
         assert_eq!(index.next_open(7, &q, 3), 10);
         assert_eq!(index.next_open(0, &q, 2), 10);
@@ -498,7 +605,7 @@ mod tests {
     fn a_changed_nodeclaim_new_ones_and_a_new_epoch_refuse_nothing_until_set() {
         let full = ([0; COMPACT], [1.0; COMPACT], [[0; COMPACT]; LEVELS]);
         let mut index = index_of(&[full; 3]);
-        let q = GrowthQuery::new([1; COMPACT], 0.0, &grid()).expect("a finite price");
+        let q = GrowthQuery::new([1; COMPACT], 0.0, &grid(), false).expect("a finite price");
         assert_eq!(index.next_open(0, &q, 0), 3);
         index.claim_changed(1);
         assert_eq!(index.next_open(0, &q, 0), 1);
@@ -512,9 +619,9 @@ mod tests {
 
     #[test]
     fn a_price_the_comparison_cannot_use_asks_every_nodeclaim() {
-        assert!(GrowthQuery::new([0; COMPACT], f64::NAN, &grid()).is_none());
-        assert!(GrowthQuery::new([0; COMPACT], -1.0, &grid()).is_none());
-        assert!(GrowthQuery::new([0; COMPACT], f64::INFINITY, &grid()).is_none());
+        assert!(GrowthQuery::new([0; COMPACT], f64::NAN, &grid(), false).is_none());
+        assert!(GrowthQuery::new([0; COMPACT], -1.0, &grid(), false).is_none());
+        assert!(GrowthQuery::new([0; COMPACT], f64::INFINITY, &grid(), false).is_none());
     }
 
     /// A price past the grid's last level (or a grid without levels) is
@@ -528,12 +635,12 @@ mod tests {
         );
         let index = index_of(&[open_steps; 4]);
         let top = grid().price(LEVELS - 1);
-        let within = GrowthQuery::new([1; COMPACT], top / 2.0, &grid()).expect("a price");
+        let within = GrowthQuery::new([1; COMPACT], top / 2.0, &grid(), false).expect("a price");
         assert_eq!(index.next_open(0, &within, 0), 4);
-        let past = GrowthQuery::new([1; COMPACT], top * 2.0, &grid()).expect("a price");
+        let past = GrowthQuery::new([1; COMPACT], top * 2.0, &grid(), false).expect("a price");
         assert_eq!(index.next_open(0, &past, 0), 0);
         let none = StepGrid::from_base(f64::INFINITY);
-        let q = GrowthQuery::new([1; COMPACT], 0.01, &none).expect("a price");
+        let q = GrowthQuery::new([1; COMPACT], 0.01, &none, false).expect("a price");
         assert_eq!(index.next_open(0, &q, 0), 0);
     }
 }

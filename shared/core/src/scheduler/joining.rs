@@ -338,7 +338,7 @@ impl Run<'_> {
             self.zone_buckets.sync(&self.claims);
         }
         let jumps = walk.hints.is_none() || !(self.zone_buckets.has_other() || asks_each());
-        let growth = jumps.then(|| self.growth_query(compact, solo)).flatten();
+        let growth = (jumps.then(|| self.growth_query((compact, t.pod_offers), solo))).flatten();
         let mut next = start;
         while next < walk.roomy.list.len() {
             let k = next;
@@ -515,6 +515,25 @@ impl Run<'_> {
             let size = self.claims[c].size;
             let refused = Refused::of_answer(version, self.hints.epoch(), size, bound);
             walk.park(k, version, bucket, refused);
+            return true;
+        }
+        if let Some(_bound) = self.held_growth_refuses(c, t.p, (compact, t.pod_offers), solo) {
+            #[cfg(debug_assertions)]
+            {
+                let pod_types = self.pod_types(walk, c, &t.pod_reqs);
+                let answer =
+                    self.join_answer(c, t.p, &t.pod_reqs, t.pod_offers, pod_types.as_deref());
+                assert!(
+                    !answer.admits(solo),
+                    "NodeClaim {c:?}: on-demand growth refused what the rule admits"
+                );
+                use super::nodeclaim::JoinAnswer::Step;
+                if let (Step { step: floor, .. }, Step { step, .. }) = (_bound, answer) {
+                    assert!(floor <= step + 1e-12, "NodeClaim {c:?}: {floor} > {step}");
+                }
+            }
+            // Held pods' refusal: not one for the request class.
+            walk.park(k, version, bucket, None);
             return true;
         }
         let pod_types = self.pod_types(walk, c, &t.pod_reqs);

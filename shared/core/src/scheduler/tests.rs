@@ -242,6 +242,7 @@ fn the_cost_rule_before_a_trial_never_refuses_what_the_trial_admits() {
     };
     let mut draw = test_draws(23);
     let (mut dearer, mut by_types, mut compared, mut floored) = (0, 0, 0, 0);
+    let mut held = 0;
     for case in 0..40 {
         let pods: Vec<Pod> = (0..12)
             .map(|i| {
@@ -310,6 +311,17 @@ fn the_cost_rule_before_a_trial_never_refuses_what_the_trial_admits() {
                     }
                     floored += 1;
                 }
+                if let Some(floor) = run.held_growth_refuses(c, p, (compact, offers), solo) {
+                    assert!(!admits && !priced.admits(solo), "case {case}, pod {p:?}");
+                    let (floor, priced) = (step_of(floor), step_of(priced));
+                    if let (Some(floor), Some(priced)) = (floor, priced) {
+                        assert!(
+                            floor <= priced,
+                            "case {case}, pod {p:?}: {floor} > {priced}"
+                        );
+                    }
+                    held += 1;
+                }
                 let _ = run.add(p, &r);
             }
         });
@@ -317,6 +329,10 @@ fn the_cost_rule_before_a_trial_never_refuses_what_the_trial_admits() {
     assert!(compared > 100, "{compared} steps compared");
     assert!(dearer > 20, "{dearer} steps priced dearer before a trial");
     assert!(floored > 20, "{floored} refused by the growth floor");
+    assert!(
+        held > 2,
+        "{held} held to on-demand refused by the growth floor"
+    );
     assert!(
         by_types > 5,
         "{by_types} steps priced dearer by the pod's types"
@@ -390,6 +406,51 @@ fn a_nodeclaim_with_a_gpu_has_a_growth_floor() {
                 );
             }
         }
+    });
+}
+
+/// A pod held to on-demand that fits a spot NodeClaim's room still grows
+/// its price to on-demand: its growth floor at on-demand prices refuses
+/// it where the one at the NodeClaim's own prices cannot (the pod needs
+/// no growth), by a step no dearer than the rule's; a pod held to nothing
+/// is not refused.
+#[test]
+fn a_pod_held_to_on_demand_is_refused_at_on_demand_prices() {
+    let mut held = pod("held", "100m", "128Mi");
+    held.node_selector = reqs(vec![req(
+        labels::CAPACITY_TYPE,
+        Operator::In,
+        &["on-demand"],
+    )]);
+    let pods = vec![pod("big", "7", "8Gi"), held, pod("free", "100m", "128Mi")];
+    let s = state(pods, vec![default_pool()]);
+    with_run(&s, &catalog(), |run| {
+        let r = Relaxation::default();
+        assert!(run.add(PodIdx::new(0), &r).is_ok());
+        let c = index::ClaimIdx::new(0);
+        assert_eq!(run.claims[c].capacity_types & 6, 6, "spot and on-demand");
+        let zones = run.pools[0].zones.clone();
+        let ask = |run: &mut Run, p: PodIdx| {
+            let pod_reqs = pod_view::node_requirements(&run.pods[p], &run.volume[p], &r);
+            let solo = run.solo_price(p, &pod_reqs);
+            let offers = costrule::OfferBits::of_pod(&pod_reqs, &zones);
+            let compact = run.pods[p].requests.compact_request();
+            let rule = run.join_answer(c, p, &pod_reqs, offers, None);
+            let own = run.growth_refuses(c, p, compact, solo);
+            let held = run.held_growth_refuses(c, p, (compact, offers), solo);
+            (rule.admits(solo), rule, own, held)
+        };
+        let (admits, rule, own, held) = ask(run, PodIdx::new(1));
+        assert!(!admits && own.is_none(), "{rule:?} {own:?}");
+        match (held, rule) {
+            (
+                Some(nodeclaim::JoinAnswer::Step { step: floor, .. }),
+                nodeclaim::JoinAnswer::Step { step, .. },
+            ) => assert!(floor > 0.0 && floor <= step, "{floor} > {step}"),
+            other => panic!("held pod: {other:?}"),
+        }
+        let (admits, _, own, held) = ask(run, PodIdx::new(2));
+        assert!(admits && own.is_none() && held.is_none());
     });
 }
 
