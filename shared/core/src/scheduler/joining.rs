@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::rc::Rc;
 
+use super::costrule::OfferBits;
 use super::explain::ClaimRefusal;
 use super::hints::{Refused, Roomy, SpreadHint};
 use super::index::ClaimIdx;
@@ -12,7 +13,7 @@ use crate::model::untolerated;
 use crate::requirements::Requirements;
 use crate::resources::Compact;
 
-use super::nodeclaim::{Claim, Fit, ZonePin};
+use super::nodeclaim::{Claim, Fit, ZoneMask, ZonePin};
 use super::typeset::TypeSet;
 use super::zone_buckets::ZoneBuckets;
 use super::{Run, Trial};
@@ -424,6 +425,16 @@ impl Run<'_> {
                 walk.refused_claims.push(c.get() as u32);
                 continue;
             }
+            // A request class's walk learns nothing from how a trial
+            // refuses (see the `Err(_)` arm below): one the pod's own
+            // requirements decide is made without asking the rule.
+            if walk.hints.is_none() && {
+                let types = self.pod_types(walk, c, &t.pod_reqs);
+                self.requirements_refuse(c, t.pod_offers, types.as_deref())
+            } {
+                walk.refused_claims.push(c.get() as u32);
+                continue;
+            }
             if !self.pack && self.cost_rule_refuses(walk, (k, bucket), c, (t, compact), solo) {
                 walk.refused(bucket, c, true);
                 continue;
@@ -551,6 +562,30 @@ impl Run<'_> {
             .flatten();
         walk.park(k, version, bucket, refused);
         true
+    }
+
+    /// Whether a trial of a pod on NodeClaim `c` certainly fails by the
+    /// pod's own requirements: the zones or capacity types they allow
+    /// (`pod_offers`, see `OfferBits::of_pod`) meet none of the
+    /// NodeClaim's (when its NodePool's zones all have bits, so the masks
+    /// say all), or the types they allow (`pod_types`) none of its types.
+    pub(super) fn requirements_refuse(
+        &self,
+        c: ClaimIdx,
+        pod_offers: Option<OfferBits>,
+        pod_types: Option<&TypeSet>,
+    ) -> bool {
+        let claim = &self.claims[c];
+        if let Some(pod) = pod_offers {
+            let zones = match claim.zone_mask {
+                ZoneMask::Bits(bits) if self.pools[claim.pool].zones.len() <= 64 => bits,
+                _ => u64::MAX,
+            };
+            if !pod.meets(zones, claim.capacity_types) {
+                return true;
+            }
+        }
+        pod_types.is_some_and(|types| !claim.types.intersects(types))
     }
 
     /// The types of NodeClaim `c`'s pool that a pod of node requirements

@@ -339,6 +339,62 @@ fn the_cost_rule_before_a_trial_never_refuses_what_the_trial_admits() {
     );
 }
 
+/// A walk passes a NodeClaim the pod's own requirements rule out (its
+/// zones, capacity types or types meet none of the NodeClaim's) without
+/// asking the cost rule: each such NodeClaim's trial refuses the pod.
+/// Random pods, some held to a zone, a capacity type or an architecture,
+/// against the NodeClaims random pods made.
+#[test]
+fn a_nodeclaim_the_pods_requirements_rule_out_refuses_its_trial() {
+    let mut draw = test_draws(31);
+    let pods: Vec<Pod> = (0..80)
+        .map(|i| {
+            let cpu = format!("{}m", 100 + 100 * draw(12));
+            let mut p = pod(&format!("p{i}"), &cpu, "512Mi");
+            let mut selector = vec![];
+            match draw(4) {
+                0 => selector.push(req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"])),
+                1 => selector.push(req(labels::CAPACITY_TYPE, Operator::In, &["spot"])),
+                _ => {}
+            }
+            if draw(2) == 0 {
+                let zone = ZONES[draw(ZONES.len() as u64) as usize];
+                selector.push(req(labels::ZONE, Operator::In, &[zone]));
+            }
+            if draw(3) == 0 {
+                let arch = ["amd64", "arm64"][draw(2) as usize];
+                selector.push(req(labels::ARCH, Operator::In, &[arch]));
+            }
+            p.node_selector = reqs(selector);
+            p
+        })
+        .collect();
+    let s = state(pods, vec![default_pool()]);
+    let (mut ruled_out, mut tried) = (0, 0);
+    with_run(&s, &catalog(), |run| {
+        let r = Relaxation::default();
+        for p in PodIdx::all(40) {
+            let _ = run.add(p, &r);
+        }
+        let zones = run.pools[0].zones.clone();
+        for p in PodIdx::all(80).skip(40) {
+            let pod_reqs = pod_view::node_requirements(&run.pods[p], &run.volume[p], &r);
+            let groups = run.active_topology(p, &r);
+            let offers = costrule::OfferBits::of_pod(&pod_reqs, &zones);
+            let types = run.compatible_set(index::PoolIdx::new(0), &pod_reqs);
+            for c in index::ClaimIdx::all(run.claims.len()) {
+                tried += 1;
+                if run.requirements_refuse(c, offers, Some(&types)) {
+                    ruled_out += 1;
+                    let trial = run.try_claim(c, p, &pod_reqs, &groups);
+                    assert!(trial.is_err(), "pod {p:?} on {c:?}");
+                }
+            }
+        }
+    });
+    assert!(ruled_out > tried / 4, "{ruled_out} of {tried} ruled out");
+}
+
 /// The test catalog with two smaller GPU types beside `g4.8xlarge`.
 fn gpu_catalog() -> Catalog {
     let mut cat = catalog();
