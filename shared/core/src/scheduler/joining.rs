@@ -514,15 +514,7 @@ impl Run<'_> {
         // the rule's own answer, which is per request class.
         if let Some(bound) = self.growth_refuses(c, t.p, compact, solo) {
             #[cfg(debug_assertions)]
-            {
-                let pod_types = self.pod_types(walk, c, &t.pod_reqs);
-                let answer =
-                    self.join_answer(c, t.p, &t.pod_reqs, t.pod_offers, pod_types.as_deref());
-                assert!(
-                    !answer.admits(solo),
-                    "NodeClaim {c:?}: growth refused what the rule admits"
-                );
-            }
+            self.assert_rule_refuses(walk, c, t, solo, bound);
             let size = self.claims[c].size;
             let refused = Refused::of_answer(version, self.hints.epoch(), size, bound);
             walk.park(k, version, bucket, refused);
@@ -530,19 +522,7 @@ impl Run<'_> {
         }
         if let Some(_bound) = self.held_growth_refuses(c, t.p, (compact, t.pod_offers), solo) {
             #[cfg(debug_assertions)]
-            {
-                let pod_types = self.pod_types(walk, c, &t.pod_reqs);
-                let answer =
-                    self.join_answer(c, t.p, &t.pod_reqs, t.pod_offers, pod_types.as_deref());
-                assert!(
-                    !answer.admits(solo),
-                    "NodeClaim {c:?}: on-demand growth refused what the rule admits"
-                );
-                use super::nodeclaim::JoinAnswer::Step;
-                if let (Step { step: floor, .. }, Step { step, .. }) = (_bound, answer) {
-                    assert!(floor <= step + 1e-12, "NodeClaim {c:?}: {floor} > {step}");
-                }
-            }
+            self.assert_rule_refuses(walk, c, t, solo, _bound);
             // Held pods' refusal: not one for the request class.
             walk.park(k, version, bucket, None);
             return true;
@@ -586,6 +566,31 @@ impl Run<'_> {
             }
         }
         pod_types.is_some_and(|types| !claim.types.intersects(types))
+    }
+
+    /// A growth floor refused the pod of `t` (solo price `solo`) on
+    /// NodeClaim `c` by step `floor`: the rule's own answer refuses it too,
+    /// by a step no cheaper (checked in debug builds, so every test that
+    /// plans checks the floors).
+    #[cfg(debug_assertions)]
+    fn assert_rule_refuses(
+        &self,
+        walk: &mut Walk,
+        c: ClaimIdx,
+        t: &Trial,
+        solo: Option<f64>,
+        floor: super::nodeclaim::JoinAnswer,
+    ) {
+        use super::nodeclaim::JoinAnswer::Step;
+        let pod_types = self.pod_types(walk, c, &t.pod_reqs);
+        let answer = self.join_answer(c, t.p, &t.pod_reqs, t.pod_offers, pod_types.as_deref());
+        assert!(
+            !answer.admits(solo),
+            "NodeClaim {c:?}: growth refused what the rule admits"
+        );
+        if let (Step { step: floor, .. }, Step { step, .. }) = (floor, answer) {
+            assert!(floor <= step + 1e-12, "NodeClaim {c:?}: {floor} > {step}");
+        }
     }
 
     /// The types of NodeClaim `c`'s pool that a pod of node requirements
