@@ -103,9 +103,10 @@ impl OfferBits {
         pod.is_some_and(|o| o.zones == u64::MAX && o.capacity_types == ON_DEMAND)
     }
 
-    /// Whether these meet some of `zones` (bits) and of `capacity_types`.
-    pub(super) fn meets(self, zones: u64, capacity_types: u8) -> bool {
-        self.zones & zones != 0 && self.capacity_types & capacity_types != 0
+    /// Whether these meet some of `zones` (bits; `None`: not asked) and
+    /// of `capacity_types`.
+    pub(super) fn meets(self, zones: Option<u64>, capacity_types: u8) -> bool {
+        zones.is_none_or(|z| self.zones & z != 0) && self.capacity_types & capacity_types != 0
     }
 
     /// The offerings both allow.

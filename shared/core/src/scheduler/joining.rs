@@ -547,8 +547,8 @@ impl Run<'_> {
     /// Whether a trial of a pod on NodeClaim `c` certainly fails by the
     /// pod's own requirements: the zones or capacity types they allow
     /// (`pod_offers`, see `OfferBits::of_pod`) meet none of the
-    /// NodeClaim's (when its NodePool's zones all have bits, so the masks
-    /// say all), or the types they allow (`pod_types`) none of its types.
+    /// NodeClaim's (zones only when every zone has a bit, so the masks say
+    /// all), or the types they allow (`pod_types`) none of its types.
     pub(super) fn requirements_refuse(
         &self,
         c: ClaimIdx,
@@ -557,9 +557,11 @@ impl Run<'_> {
     ) -> bool {
         let claim = &self.claims[c];
         if let Some(pod) = pod_offers {
+            // Zone bits say all only while every zone has one.
             let zones = match claim.zone_mask {
-                ZoneMask::Bits(bits) if self.pools[claim.pool].zones.len() <= 64 => bits,
-                _ => u64::MAX,
+                _ if self.pools[claim.pool].zones.len() > 64 => None,
+                ZoneMask::Bits(bits) => Some(bits),
+                _ => Some(u64::MAX),
             };
             if !pod.meets(zones, claim.capacity_types) {
                 return true;

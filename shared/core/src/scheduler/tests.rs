@@ -395,6 +395,43 @@ fn a_nodeclaim_the_pods_requirements_rule_out_refuses_its_trial() {
     assert!(ruled_out > tried / 4, "{ruled_out} of {tried} ruled out");
 }
 
+/// Past the 64th zone a zone has no bit: a pod held to such a zone has
+/// no zone bits, and a NodeClaim of any zone still takes it.
+#[test]
+fn a_pod_held_to_a_zone_past_the_64th_is_not_ruled_out() {
+    let mut cat = catalog();
+    let zones: Vec<String> = (0..70).map(|z| format!("test-1-z{z:02}")).collect();
+    for entry in &mut cat.entries {
+        let base: Vec<Offering> = entry.offerings.iter().take(2).cloned().collect();
+        entry.offerings = (zones.iter())
+            .flat_map(|z| {
+                base.iter().map(|o| Offering {
+                    zone: z.clone(),
+                    ..o.clone()
+                })
+            })
+            .collect();
+    }
+    cat.zones = zones;
+    let mut held = pod("held", "100m", "128Mi");
+    held.node_selector = reqs(vec![req(labels::ZONE, Operator::In, &["test-1-z69"])]);
+    let s = state(
+        vec![pod("free", "100m", "128Mi"), held],
+        vec![default_pool()],
+    );
+    with_run(&s, &cat, |run| {
+        let r = Relaxation::default();
+        assert!(run.add(PodIdx::new(0), &r).is_ok());
+        let (c, p) = (index::ClaimIdx::new(0), PodIdx::new(1));
+        let pod_reqs = pod_view::node_requirements(&run.pods[p], &run.volume[p], &r);
+        let offers = costrule::OfferBits::of_pod(&pod_reqs, &run.pools[0].zones);
+        let types = run.compatible_set(index::PoolIdx::new(0), &pod_reqs);
+        assert!(!run.requirements_refuse(c, offers, Some(&types)));
+        let groups = run.active_topology(p, &r);
+        assert!(run.try_claim(c, p, &pod_reqs, &groups).is_ok());
+    });
+}
+
 /// The test catalog with two smaller GPU types beside `g4.8xlarge`.
 fn gpu_catalog() -> Catalog {
     let mut cat = catalog();
