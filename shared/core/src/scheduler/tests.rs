@@ -221,6 +221,30 @@ fn an_on_demand_pod_does_not_hold_a_spot_node_to_on_demand() {
     assert_eq!(small.capacity_types, vec![CapacityType::OnDemand]);
 }
 
+/// A random node selector: on-demand or spot (a quarter each), one zone
+/// (one in `zone_one_in`), an architecture (one in `arch_one_in`).
+fn random_selector(
+    draw: &mut impl FnMut(u64) -> u64,
+    zone_one_in: u64,
+    arch_one_in: u64,
+) -> Requirements {
+    let mut selector = vec![];
+    match draw(4) {
+        0 => selector.push(req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"])),
+        1 => selector.push(req(labels::CAPACITY_TYPE, Operator::In, &["spot"])),
+        _ => {}
+    }
+    if draw(zone_one_in) == 0 {
+        let zone = ZONES[draw(ZONES.len() as u64) as usize];
+        selector.push(req(labels::ZONE, Operator::In, &[zone]));
+    }
+    if draw(arch_one_in) == 0 {
+        let arch = ["amd64", "arm64"][draw(2) as usize];
+        selector.push(req(labels::ARCH, Operator::In, &[arch]));
+    }
+    reqs(selector)
+}
+
 /// The cost rule asked before a trial (`may_join_memo`, which prices the
 /// grown NodeClaim at the zones and capacity types the pod's own
 /// requirements allow, and grows it only to types they allow) bounds the
@@ -249,21 +273,7 @@ fn the_cost_rule_before_a_trial_never_refuses_what_the_trial_admits() {
                 let cpu = format!("{}m", 100 + 100 * draw(12));
                 let mem = format!("{}Mi", 128 + 128 * draw(16));
                 let mut p = pod(&format!("c{case}-p{i}"), &cpu, &mem);
-                let mut selector = vec![];
-                match draw(4) {
-                    0 => selector.push(req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"])),
-                    1 => selector.push(req(labels::CAPACITY_TYPE, Operator::In, &["spot"])),
-                    _ => {}
-                }
-                if draw(3) == 0 {
-                    let zone = ZONES[draw(ZONES.len() as u64) as usize];
-                    selector.push(req(labels::ZONE, Operator::In, &[zone]));
-                }
-                if draw(4) == 0 {
-                    let arch = ["amd64", "arm64"][draw(2) as usize];
-                    selector.push(req(labels::ARCH, Operator::In, &[arch]));
-                }
-                p.node_selector = reqs(selector);
+                p.node_selector = random_selector(&mut draw, 3, 4);
                 p
             })
             .collect();
@@ -351,21 +361,7 @@ fn a_nodeclaim_the_pods_requirements_rule_out_refuses_its_trial() {
         .map(|i| {
             let cpu = format!("{}m", 100 + 100 * draw(12));
             let mut p = pod(&format!("p{i}"), &cpu, "512Mi");
-            let mut selector = vec![];
-            match draw(4) {
-                0 => selector.push(req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"])),
-                1 => selector.push(req(labels::CAPACITY_TYPE, Operator::In, &["spot"])),
-                _ => {}
-            }
-            if draw(2) == 0 {
-                let zone = ZONES[draw(ZONES.len() as u64) as usize];
-                selector.push(req(labels::ZONE, Operator::In, &[zone]));
-            }
-            if draw(3) == 0 {
-                let arch = ["amd64", "arm64"][draw(2) as usize];
-                selector.push(req(labels::ARCH, Operator::In, &[arch]));
-            }
-            p.node_selector = reqs(selector);
+            p.node_selector = random_selector(&mut draw, 2, 3);
             p
         })
         .collect();
