@@ -4,11 +4,20 @@
 //! their own size has as many classes as pods, and a walk of all of them
 //! per node tried made its cost pods × nodes × types.
 //!
-//! A segment tree over the classes in fill order: each node keeps, per
-//! dimension, the least need of a class with pods left below it (a class
-//! needing none of a dimension is not limited by it), and how many such
-//! classes there are. A subtree none of whose least needs exceeds the room
-//! may hold a class that fits; one where some least need does cannot.
+//! A segment tree over blocks of classes in fill order: each node keeps,
+//! per dimension, the least need of a class with pods left below it (a
+//! class needing none of a dimension is not limited by it), and how many
+//! such classes there are. A subtree none of whose least needs exceeds the
+//! room may hold a class that fits; one where some least need does cannot.
+//! A leaf is a block of [`BLOCK`] classes, checked one by one: the walk of
+//! a `--random` plan of 10,000 pods (classes of one to five pods, needs
+//! uncorrelated across cpu and memory) descended the last three levels
+//! mostly to find no class fitting there, and the blocks take 6% fewer
+//! instructions for the whole plan (10.93 to 10.28 billion).
+
+/// Classes per leaf block: a block's classes are checked one by one,
+/// which costs less than descending the last levels of the tree to each.
+const BLOCK: usize = 8;
 
 /// See the module documentation.
 #[derive(Debug, Clone)]
@@ -19,8 +28,14 @@ pub(super) struct ClassIndex {
     /// dimensions are read in place).
     leading: bool,
     dims: usize,
-    /// Leaves of the tree (a power of two, at least the classes).
+    /// Leaves of the tree (a power of two, at least the blocks), each a
+    /// block of `BLOCK` classes.
     leaves: usize,
+    /// Per class, per dimension, its need (`i64::MIN` where it needs
+    /// none).
+    need: Vec<i64>,
+    /// Per class, whether it has pods left.
+    alive: Vec<bool>,
     /// Per tree node (heap order, root 1), per dimension, the least need
     /// of a class with pods left below it; `i64::MIN` where one of them
     /// needs none of the dimension.
@@ -44,27 +59,30 @@ impl ClassIndex {
     /// of.
     pub(super) fn over(sparse: &[Vec<(usize, i64)>], at: &[usize], left: &[usize]) -> ClassIndex {
         let dims = at.len();
-        let leaves = sparse.len().next_power_of_two().max(1);
+        let leaves = sparse.len().div_ceil(BLOCK).next_power_of_two().max(1);
         let mut index = ClassIndex {
             at: at.to_vec(),
             leading: at.iter().enumerate().all(|(i, &d)| i == d),
             dims,
             leaves,
+            need: vec![i64::MIN; leaves * BLOCK * dims],
+            alive: vec![false; leaves * BLOCK],
             least: vec![i64::MAX; 2 * leaves * dims],
             live: vec![0; 2 * leaves],
         };
         for (k, needs) in sparse.iter().enumerate() {
             if left.get(k).is_some_and(|&n| n > 0) {
-                let leaf = leaves + k;
-                index.live[leaf] = 1;
-                let row = &mut index.least[leaf * dims..(leaf + 1) * dims];
-                row.fill(i64::MIN);
+                index.alive[k] = true;
+                let row = &mut index.need[k * dims..(k + 1) * dims];
                 for &(d, q) in needs {
                     if let Some(col) = at.iter().position(|&a| a == d).filter(|_| q > 0) {
                         row[col] = q;
                     }
                 }
             }
+        }
+        for block in 0..leaves {
+            index.pull_block(block);
         }
         for node in (1..leaves).rev() {
             index.pull(node);
@@ -74,12 +92,13 @@ impl ClassIndex {
 
     /// Class `k` has no pods left.
     pub(super) fn remove(&mut self, k: usize) {
-        let mut node = self.leaves + k;
-        if self.live.get(node).is_none_or(|&n| n == 0) {
+        if !self.alive.get(k).is_some_and(|&a| a) {
             return;
         }
-        self.live[node] = 0;
-        self.least[node * self.dims..(node + 1) * self.dims].fill(i64::MAX);
+        self.alive[k] = false;
+        let block = k / BLOCK;
+        self.pull_block(block);
+        let mut node = self.leaves + block;
         while node > 1 {
             node /= 2;
             self.pull(node);
@@ -96,13 +115,12 @@ impl ClassIndex {
         room: &mut [i64],
         visit: &mut impl FnMut(usize, &mut [i64]),
     ) {
-        self.visit_below(1, 0, self.leaves, room, visit);
+        self.visit_below(1, self.leaves, room, visit);
     }
 
     fn visit_below(
         &self,
         node: usize,
-        lo: usize,
         width: usize,
         room: &mut [i64],
         visit: &mut impl FnMut(usize, &mut [i64]),
@@ -111,24 +129,53 @@ impl ClassIndex {
             return;
         }
         if width == 1 {
-            visit(lo, room);
+            let first = (node - self.leaves) * BLOCK;
+            for k in first..first + BLOCK {
+                if self.alive[k] && self.fits(&self.need[k * self.dims..(k + 1) * self.dims], room)
+                {
+                    visit(k, room);
+                }
+            }
             return;
         }
         let half = width / 2;
-        self.visit_below(2 * node, lo, half, room, visit);
-        self.visit_below(2 * node + 1, lo + half, half, room, visit);
+        self.visit_below(2 * node, half, room, visit);
+        self.visit_below(2 * node + 1, half, room, visit);
     }
 
-    /// Whether some class below `node` may fit `room` (at a leaf: fits).
+    /// Whether some class below `node` may fit `room`.
     fn may_fit(&self, node: usize, room: &[i64]) -> bool {
-        if self.live[node] == 0 {
-            return false;
-        }
-        let least = &self.least[node * self.dims..(node + 1) * self.dims];
+        self.live[node] != 0
+            && self.fits(&self.least[node * self.dims..(node + 1) * self.dims], room)
+    }
+
+    /// Whether `least` (per indexed dimension) is within `room`.
+    #[inline]
+    fn fits(&self, least: &[i64], room: &[i64]) -> bool {
         match room.get(..self.dims) {
             Some(first) if self.leading => least.iter().zip(first).all(|(q, r)| q <= r),
             _ => (least.iter().zip(&self.at)).all(|(q, &d)| room.get(d).is_none_or(|r| q <= r)),
         }
+    }
+
+    /// Leaf `block`'s entries from its classes'.
+    fn pull_block(&mut self, block: usize) {
+        let dims = self.dims;
+        let node = self.leaves + block;
+        let least = &mut self.least[node * dims..(node + 1) * dims];
+        least.fill(i64::MAX);
+        let mut live = 0;
+        for k in block * BLOCK..(block + 1) * BLOCK {
+            if self.alive[k] {
+                live += 1;
+                let row = &self.need[k * dims..(k + 1) * dims];
+                least
+                    .iter_mut()
+                    .zip(row)
+                    .for_each(|(l, &q)| *l = (*l).min(q));
+            }
+        }
+        self.live[node] = live;
     }
 
     /// Node `node`'s entries from its children's.
