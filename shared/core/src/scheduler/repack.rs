@@ -2557,9 +2557,11 @@ fn weigh_types(cands: &[PackType], filled: &mut Fills, filler: &Filler) {
     sort_by_least(order);
 }
 
-/// Sorts types by key, then by index.
+/// Sorts types by key, then by index. The keys are unique (the index
+/// breaks ties), so any sort gives this order; the stable one finds the
+/// runs of the last node's order that a node's few new keys leave.
 fn sort_by_least(order: &mut [(f64, usize)]) {
-    order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
 }
 
 /// The price per value of a type's last fill in this packing (infinite
