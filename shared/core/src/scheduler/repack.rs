@@ -2474,7 +2474,13 @@ fn cheapest_fill(
                 continue;
             }
         }
-        if kept {
+        let holds = (filled.last[ti].as_ref()).is_some_and(|f| f.take.holds(left, per_node));
+        if kept && !holds {
+            // Only a type about to be filled again is weighed again: one
+            // whose last fill still holds costs nothing to compare, and
+            // its key stands as a lower bound (a grouped `--random` plan
+            // of 10,000 pods: 1.46 million keys computed → 0.58 million,
+            // 145 more fills).
             let least = c.price / filler.bound.of(ti, &c.room);
             filled.order[i].0 = least;
             if best.is_some_and(|(br, _, _)| least > br) {
@@ -2482,7 +2488,7 @@ fn cheapest_fill(
             }
         }
         let slot = &mut filled.last[ti];
-        if !slot.as_ref().is_some_and(|f| f.take.holds(left, per_node)) {
+        if !holds {
             // Never filled in this packing: another packing's fill at the
             // full counts, while it holds.
             let shared = (filled.initial.take[ti].as_ref())
