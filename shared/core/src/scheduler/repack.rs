@@ -2362,8 +2362,9 @@ impl<'a> Filler<'a> {
         }
     }
 
-    /// Candidate `ti`'s fill of the pods `left` into `out`, and its value.
-    fn fill(&mut self, ti: usize, left: &[usize], out: &mut Take) -> f64 {
+    /// Candidate `ti`'s fill of the pods `left` into `out`, and its value;
+    /// `last`, its last fill, if any (see `fill_node`).
+    fn fill(&mut self, ti: usize, left: &[usize], out: &mut Take, last: Option<&Take>) -> f64 {
         self.fills += 1;
         let classes = match &mut self.walk {
             Walk::PerType(live) => {
@@ -2385,6 +2386,7 @@ impl<'a> Filler<'a> {
             classes,
             &mut self.room,
             out,
+            last,
         )
     }
 
@@ -2500,7 +2502,7 @@ fn cheapest_fill(
                     take: take.clone(),
                 });
             } else {
-                let val = filler.fill(ti, left, scratch);
+                let val = filler.fill(ti, left, scratch, slot.as_ref().map(|f| &f.take));
                 if filled.at_start {
                     filled.initial.take[ti] = Some(scratch.clone());
                 }
@@ -2610,7 +2612,7 @@ fn repeat_fill(
                 .collect(),
         });
         filler.take(chosen, left);
-        filler.fill(ti, left, scratch);
+        filler.fill(ti, left, scratch, Some(chosen));
         if !scratch.same(chosen) {
             break;
         }
@@ -2621,6 +2623,14 @@ fn repeat_fill(
 /// each class (at most `per_node[k]` of class `k`; `classes` walks, in
 /// order, at least every class with pods left that fits the room left):
 /// the pods per class in `out`, and their value. `room` is scratch.
+///
+/// With `last`, a fill of the same node at earlier counts (pods only
+/// leave), the walk starts at the first class of `last` that no longer
+/// has the pods it took: up to there, the walk meets the same room, so
+/// it takes what `last` took and, of the classes `last` did not take,
+/// none (they did not fit that room, or had no pods left). A node that
+/// took the pods of a class late in the order leaves the others' fills
+/// standing up to that class.
 #[allow(clippy::too_many_arguments)]
 fn fill_node(
     cap: &[i64],
@@ -2631,11 +2641,27 @@ fn fill_node(
     classes: Classes,
     room: &mut Vec<i64>,
     out: &mut Take,
+    last: Option<&Take>,
 ) -> f64 {
     room.clear();
     room.extend_from_slice(cap);
     let mut val = 0.0;
     out.clear();
+    let mut from = 0;
+    for &k in last.map_or(&[][..], |l| &l.taken) {
+        let take = last.map_or(0, |l| l.per_class[k]);
+        if take > left[k].min(per_node[k]) {
+            from = k;
+            break;
+        }
+        out.per_class[k] = take;
+        out.taken.push(k);
+        for &(d, q) in &need[k] {
+            room[d] -= q * take as i64;
+        }
+        val += take as f64 * value[k];
+        from = k + 1;
+    }
     let mut visit = |k: usize, room: &mut [i64]| {
         let n = &need[k];
         let limit = i64::try_from(left[k].min(per_node[k])).unwrap_or(i64::MAX);
@@ -2650,8 +2676,11 @@ fn fill_node(
         }
     };
     match classes {
-        Classes::Listed(list) => list.iter().for_each(|&k| visit(k, room)),
-        Classes::Indexed(index) => index.visit_fitting(room, &mut visit),
+        Classes::Listed(list) => {
+            let start = list.partition_point(|&k| k < from);
+            list[start..].iter().for_each(|&k| visit(k, room));
+        }
+        Classes::Indexed(index) => index.visit_fitting_from(from, room, &mut visit),
     }
     val
 }
@@ -3471,7 +3500,7 @@ mod tests {
             let live: Vec<usize> = (0..left.len()).filter(|&k| left[k] > 0).collect();
             let classes = super::Classes::Listed(&live);
             let val = fill_node(
-                cap, &sparse, per_node, value, left, classes, &mut room, &mut out,
+                cap, &sparse, per_node, value, left, classes, &mut room, &mut out, None,
             );
             (val, out.per_class)
         };

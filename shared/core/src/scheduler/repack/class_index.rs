@@ -110,27 +110,42 @@ impl ClassIndex {
     /// every class in order would find fitting, since a subtree none of
     /// whose classes fits the room when the walk reaches it takes nothing,
     /// so leaves the room as it found it.
+    #[cfg(test)]
     pub(super) fn visit_fitting(
         &self,
         room: &mut [i64],
         visit: &mut impl FnMut(usize, &mut [i64]),
     ) {
-        self.visit_below(1, self.leaves, room, visit);
+        self.visit_fitting_from(0, room, visit);
     }
 
-    fn visit_below(
+    /// [`ClassIndex::visit_fitting`] over the classes from `from` on.
+    pub(super) fn visit_fitting_from(
         &self,
-        node: usize,
-        width: usize,
+        from: usize,
         room: &mut [i64],
         visit: &mut impl FnMut(usize, &mut [i64]),
     ) {
-        if !self.may_fit(node, room) {
+        self.visit_below(1, 0, self.leaves, from, room, visit);
+    }
+
+    /// The walk below `node`, whose blocks are `lo..lo + width`, over the
+    /// classes from `from` on.
+    fn visit_below(
+        &self,
+        node: usize,
+        lo: usize,
+        width: usize,
+        from: usize,
+        room: &mut [i64],
+        visit: &mut impl FnMut(usize, &mut [i64]),
+    ) {
+        if (lo + width) * BLOCK <= from || !self.may_fit(node, room) {
             return;
         }
         if width == 1 {
-            let first = (node - self.leaves) * BLOCK;
-            for k in first..first + BLOCK {
+            let first = lo * BLOCK;
+            for k in first.max(from)..first + BLOCK {
                 if self.alive[k] && self.fits(&self.need[k * self.dims..(k + 1) * self.dims], room)
                 {
                     visit(k, room);
@@ -139,8 +154,8 @@ impl ClassIndex {
             return;
         }
         let half = width / 2;
-        self.visit_below(2 * node, half, room, visit);
-        self.visit_below(2 * node + 1, half, room, visit);
+        self.visit_below(2 * node, lo, half, from, room, visit);
+        self.visit_below(2 * node + 1, lo + half, half, from, room, visit);
     }
 
     /// Whether some class below `node` may fit `room`.
