@@ -2654,11 +2654,7 @@ fn fill_node(
             from = k;
             break;
         }
-        out.per_class[k] = take;
-        out.taken.push(k);
-        for &(d, q) in &need[k] {
-            room[d] -= q * take as i64;
-        }
+        take_pods(k, take, &need[k], out, room);
         val += take as f64 * value[k];
         from = k + 1;
     }
@@ -2667,11 +2663,7 @@ fn fill_node(
         let limit = i64::try_from(left[k].min(per_node[k])).unwrap_or(i64::MAX);
         let take = sparse_copies_up_to(room, n, limit) as usize;
         if take > 0 {
-            out.per_class[k] = take;
-            out.taken.push(k);
-            for &(d, q) in n {
-                room[d] -= q * take as i64;
-            }
+            take_pods(k, take, n, out, room);
             val += take as f64 * value[k];
         }
     };
@@ -2683,6 +2675,17 @@ fn fill_node(
         Classes::Indexed(index) => index.visit_fitting_from(from, room, &mut visit),
     }
     val
+}
+
+/// `fill_node` takes `take` pods of class `k`, needing `need` each, into
+/// `out`, from `room`.
+#[inline]
+fn take_pods(k: usize, take: usize, need: &[(usize, i64)], out: &mut Take, room: &mut [i64]) {
+    out.per_class[k] = take;
+    out.taken.push(k);
+    for &(d, q) in need {
+        room[d] -= q * take as i64;
+    }
 }
 
 /// The classes `fill_node` walks: a list of those with pods left that may
