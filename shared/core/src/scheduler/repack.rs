@@ -2508,8 +2508,10 @@ fn cheapest_fill(
                 }
                 match slot {
                     Some(f) => {
+                        // The old fill becomes scratch (the next fill
+                        // clears what it took).
                         f.val = val;
-                        f.take.copy_from(scratch);
+                        std::mem::swap(&mut f.take, scratch);
                     }
                     None => {
                         *slot = Some(Filled {
