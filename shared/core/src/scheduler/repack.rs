@@ -2650,15 +2650,17 @@ fn fill_node(
     let mut val = 0.0;
     out.clear();
     let mut from = 0;
-    for &k in last.map_or(&[][..], |l| &l.taken) {
-        let take = last.map_or(0, |l| l.per_class[k]);
-        if take > left[k].min(per_node[k]) {
-            from = k;
-            break;
+    if let Some(last) = last {
+        for &k in &last.taken {
+            let take = last.per_class[k];
+            if take > left[k].min(per_node[k]) {
+                from = k;
+                break;
+            }
+            take_pods(k, take, &need[k], out, room);
+            val += take as f64 * value[k];
+            from = k + 1;
         }
-        take_pods(k, take, &need[k], out, room);
-        val += take as f64 * value[k];
-        from = k + 1;
     }
     let mut visit = |k: usize, room: &mut [i64]| {
         let n = &need[k];
