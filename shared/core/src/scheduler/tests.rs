@@ -221,6 +221,24 @@ fn an_on_demand_pod_does_not_hold_a_spot_node_to_on_demand() {
     assert_eq!(small.capacity_types, vec![CapacityType::OnDemand]);
 }
 
+/// Pod `p`'s requirements as a trial on a NodeClaim of the first
+/// NodePool reads them: its node requirements (under `r`), the zones and
+/// capacity types they allow (`OfferBits::of_pod`), and the types.
+fn trial_view(
+    run: &Run,
+    p: PodIdx,
+    r: &Relaxation,
+) -> (
+    Requirements,
+    Option<costrule::OfferBits>,
+    std::rc::Rc<TypeSet>,
+) {
+    let pod_reqs = pod_view::node_requirements(&run.pods[p], &run.volume[p], r);
+    let offers = costrule::OfferBits::of_pod(&pod_reqs, &run.pools[0].zones);
+    let types = run.compatible_set(index::PoolIdx::new(0), &pod_reqs);
+    (pod_reqs, offers, types)
+}
+
 /// A random node selector: on-demand or spot (a quarter each), one zone
 /// (one in `zone_one_in`), an architecture (one in `arch_one_in`).
 fn random_selector(
@@ -283,12 +301,10 @@ fn the_cost_rule_before_a_trial_never_refuses_what_the_trial_admits() {
             assert!(run.add(PodIdx::new(0), &r).is_ok());
             let c = index::ClaimIdx::new(0);
             for p in PodIdx::all(s.pending_pods.len()).skip(1) {
-                let pod_reqs = pod_view::node_requirements(&run.pods[p], &run.volume[p], &r);
+                let (pod_reqs, offers, types) = trial_view(run, p, &r);
                 let groups = run.active_topology(p, &r);
                 let solo = run.solo_price(p, &pod_reqs);
                 let own = run.join_answer(c, p, &pod_reqs, None, None);
-                let offers = costrule::OfferBits::of_pod(&pod_reqs, &run.pools[0].zones);
-                let types = run.compatible_set(run.claims[c].pool, &pod_reqs);
                 let priced = run.may_join_memo(c, p, &pod_reqs, offers, Some(&types));
                 if let (Some(own), Some(priced)) = (step_of(own), step_of(priced)) {
                     dearer += usize::from(own < priced);
@@ -372,12 +388,9 @@ fn a_nodeclaim_the_pods_requirements_rule_out_refuses_its_trial() {
         for p in PodIdx::all(40) {
             let _ = run.add(p, &r);
         }
-        let zones = run.pools[0].zones.clone();
         for p in PodIdx::all(80).skip(40) {
-            let pod_reqs = pod_view::node_requirements(&run.pods[p], &run.volume[p], &r);
+            let (pod_reqs, offers, types) = trial_view(run, p, &r);
             let groups = run.active_topology(p, &r);
-            let offers = costrule::OfferBits::of_pod(&pod_reqs, &zones);
-            let types = run.compatible_set(index::PoolIdx::new(0), &pod_reqs);
             for c in index::ClaimIdx::all(run.claims.len()) {
                 tried += 1;
                 if run.requirements_refuse(c, offers, Some(&types)) {
@@ -419,9 +432,7 @@ fn a_pod_held_to_a_zone_past_the_64th_is_not_ruled_out() {
         let r = Relaxation::default();
         assert!(run.add(PodIdx::new(0), &r).is_ok());
         let (c, p) = (index::ClaimIdx::new(0), PodIdx::new(1));
-        let pod_reqs = pod_view::node_requirements(&run.pods[p], &run.volume[p], &r);
-        let offers = costrule::OfferBits::of_pod(&pod_reqs, &run.pools[0].zones);
-        let types = run.compatible_set(index::PoolIdx::new(0), &pod_reqs);
+        let (pod_reqs, offers, types) = trial_view(run, p, &r);
         assert!(!run.requirements_refuse(c, offers, Some(&types)));
         let groups = run.active_topology(p, &r);
         assert!(run.try_claim(c, p, &pod_reqs, &groups).is_ok());
@@ -566,9 +577,7 @@ fn a_grown_type_without_an_offering_the_pod_allows_is_priced_at_the_nodeclaims_o
         let r = Relaxation::default();
         assert!(run.add(PodIdx::new(0), &r).is_ok());
         let (c, p) = (index::ClaimIdx::new(0), PodIdx::new(1));
-        let pod_reqs = pod_view::node_requirements(&run.pods[p], &run.volume[p], &r);
-        let offers = costrule::OfferBits::of_pod(&pod_reqs, &run.pools[0].zones);
-        let types = run.compatible_set(run.claims[c].pool, &pod_reqs);
+        let (pod_reqs, offers, types) = trial_view(run, p, &r);
         let answer = run.join_answer(c, p, &pod_reqs, offers, Some(&types));
         let nodeclaim::JoinAnswer::Step { step, .. } = answer else {
             panic!("a step: {answer:?}");

@@ -226,9 +226,15 @@ mod tests {
         taken
     }
 
-    fn taken_by_index(index: &ClassIndex, need: &[Vec<i64>], room: &mut [i64]) -> Vec<usize> {
+    /// The classes from `from` on that a walk of the index takes.
+    fn taken_by_index(
+        index: &ClassIndex,
+        need: &[Vec<i64>],
+        from: usize,
+        room: &mut [i64],
+    ) -> Vec<usize> {
         let mut taken = vec![];
-        index.visit_fitting(room, &mut |k, room| {
+        index.visit_fitting_from(from, room, &mut |k, room| {
             if fits(&need[k], room) {
                 taken.push(k);
                 room.iter_mut().zip(&need[k]).for_each(|(r, q)| *r -= q);
@@ -253,45 +259,25 @@ mod tests {
                 let room: Vec<i64> = (0..dims).map(|_| next(40) - 1).collect();
                 let (mut walked, mut indexed) = (room.clone(), room.clone());
                 assert_eq!(
-                    taken_by_index(&index, &need, &mut indexed),
+                    taken_by_index(&index, &need, 0, &mut indexed),
                     taken_by_walk(&need, &left, &mut walked),
                     "case {case} step {step}: room {room:?}"
+                );
+                // From a class on (across blocks): what the walk from
+                // there finds.
+                let from = next(classes as u64 + 2) as usize;
+                let mut rest = left.clone();
+                rest.iter_mut().take(from).for_each(|n| *n = 0);
+                let (mut walked, mut indexed) = (room.clone(), room.clone());
+                assert_eq!(
+                    taken_by_index(&index, &need, from, &mut indexed),
+                    taken_by_walk(&need, &rest, &mut walked),
+                    "case {case} step {step}: from {from}, room {room:?}"
                 );
                 let gone = next(classes as u64) as usize;
                 left[gone] = 0;
                 index.remove(gone);
             }
-        }
-    }
-
-    /// A walk from a class on finds what a walk of every class from
-    /// there finds, across block boundaries.
-    #[test]
-    fn a_walk_from_a_class_finds_what_the_walk_from_there_finds() {
-        let mut draw = crate::scheduler::test_draws(13);
-        let mut next = |n: u64| draw(n) as i64;
-        for case in 0..200 {
-            let dims = 1 + next(3) as usize;
-            let classes = 1 + next(60) as usize;
-            let need: Vec<Vec<i64>> = (0..classes)
-                .map(|_| (0..dims).map(|_| next(10) - 1).collect())
-                .collect();
-            let left: Vec<usize> = (0..classes).map(|_| next(3) as usize).collect();
-            let index = ClassIndex::new(&sparse(&need), dims, &left);
-            let from = next(classes as u64 + 2) as usize;
-            let room: Vec<i64> = (0..dims).map(|_| next(30)).collect();
-            let mut walked = room.clone();
-            let mut rest = left.clone();
-            rest.iter_mut().take(from).for_each(|n| *n = 0);
-            let want = taken_by_walk(&need, &rest, &mut walked);
-            let (mut got, mut indexed) = (vec![], room.clone());
-            index.visit_fitting_from(from, &mut indexed, &mut |k, room| {
-                if fits(&need[k], room) {
-                    got.push(k);
-                    room.iter_mut().zip(&need[k]).for_each(|(r, q)| *r -= q);
-                }
-            });
-            assert_eq!(got, want, "case {case}: from {from}, room {room:?}");
         }
     }
 
