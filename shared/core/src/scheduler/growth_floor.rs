@@ -22,6 +22,13 @@
 //!   the pods that share no answer with others (the only pod of their
 //!   size, see `Run::learn_reach`): pods that each have their own size
 //!   walked every NodeClaim, refused one by one.
+//! - for a pod asking for more GPUs (or another resource past the compact
+//!   ones) than the cheapest type has left, the same reach over the types
+//!   with more of such a resource (`Run::beyond_reach`): the grown type is
+//!   one of them. Roomy types without GPUs within a GPU pod's price kept
+//!   the reach over every type from refusing it, so every GPU pod of its
+//!   own size asked the rule itself on every NodeClaim (a million answers
+//!   at `--random` 50,000 pods, a fifth of the run).
 //! - for a pod held to on-demand on a NodeClaim that allows spot too, the
 //!   same steps at on-demand prices, and the least on-demand price of any
 //!   of its types over the price now ([`HeldFloor`]): such a pod pays
@@ -386,6 +393,10 @@ pub(super) struct GrowthFloor {
     now: f64,
     used: Compact,
     reach: Option<Box<Reach>>,
+    /// The reach over the types with more of some resource past the
+    /// compact ones than the cheapest has (see `Run::beyond_reach`), for
+    /// pods that need more of one than it has left; `None` until asked.
+    beyond_reach: Option<Box<Reach>>,
     /// What growing the NodeClaim costs at the least for a pod held to
     /// on-demand (see [`HeldFloor`]); `None` unless the NodeClaim allows
     /// spot and on-demand in a zone set with a table.
@@ -470,6 +481,13 @@ impl GrowthFloor {
         (step > solo * slack).then_some(JoinAnswer::Step { step, slack })
     }
 
+    /// Whether a pod asking `need` of the resources past the compact ones
+    /// needs more of one than the cheapest type has left: the grown type
+    /// has more of it.
+    fn lacks_beyond(&self, need: &[i64; BEYOND]) -> bool {
+        (0..BEYOND).any(|e| need[e] > self.beyond_room[e])
+    }
+
     /// Whether a pod needing `need` that does not fit the reach at level
     /// `k` is refused: its step is more than the level's price (times
     /// `slack`).
@@ -504,6 +522,7 @@ impl GrowthFloor {
             now: 0.0,
             used: Compact::for_test([0; COMPACT]),
             reach: Some(Box::new(reach)),
+            beyond_reach: None,
             on_demand: None,
         }
     }
@@ -556,7 +575,14 @@ impl Run<'_> {
         if let Some(refused) = floor.refuses_by_steps(need, solo, slack) {
             return Some(refused);
         }
-        let reach = floor.reach.as_deref()?;
+        // A pod that needs more GPUs than the cheapest type has left grows
+        // the NodeClaim to a type with more: the reach over those, where
+        // it was made.
+        let reach = match beyond {
+            Some(b) if floor.lacks_beyond(&b) => floor.beyond_reach.as_deref(),
+            _ => None,
+        };
+        let reach = reach.or(floor.reach.as_deref())?;
         GrowthFloor::refuses_by_reach(reach, need, level?, slack, &grid)
     }
 
@@ -587,7 +613,10 @@ impl Run<'_> {
     /// The cost rule refused pod `p` on NodeClaim `c` where its floor's
     /// steps did not: when `p` is the only pod of its size, the floor's
     /// reach is made (if the floor is current and has none) and given to
-    /// the growth index, so that later pods it refuses are passed unasked.
+    /// the growth index, so that later pods it refuses are passed unasked;
+    /// for a pod that needs more GPUs (or other resources past the compact
+    /// ones) than the cheapest type has left, the reach over the types
+    /// with more (`Run::beyond_reach`), which its walk asks.
     pub(super) fn learn_reach(&mut self, c: ClaimIdx, p: PodIdx) {
         if !self.hints.alone_in_size(p) {
             return;
@@ -596,7 +625,20 @@ impl Run<'_> {
         let Some(Some(floor)) = self.growth.get(c.get()) else {
             return;
         };
-        if floor.reach.is_some() || floor.version != version || floor.epoch != epoch {
+        if floor.version != version || floor.epoch != epoch {
+            return;
+        }
+        let requests = &self.pods[p].requests;
+        if requests.compact_request().is_none() && floor.lacks_beyond(&requests.beyond_compact()) {
+            if floor.beyond_reach.is_none() {
+                let reach = self.beyond_reach(c, floor.now, &floor.used);
+                if let Some(Some(floor)) = self.growth.get_mut(c.get()) {
+                    floor.beyond_reach = reach.map(Box::new);
+                }
+            }
+            return;
+        }
+        if floor.reach.is_some() {
             return;
         }
         let (now, used, room) = (floor.now, floor.used, floor.room);
@@ -692,6 +734,7 @@ impl Run<'_> {
             now,
             used,
             reach: None,
+            beyond_reach: None,
             on_demand,
         })
     }
@@ -711,13 +754,45 @@ impl Run<'_> {
         now: f64,
         (used, room): (&Compact, &Compact),
     ) -> Reach {
+        let types = self.claims[c].types.iter();
+        self.levelled_room(c, floors, now, types, (used, *room.quantities()))
+    }
+
+    /// NodeClaim `c`'s reach (see [`Self::reach`]) over the types with
+    /// more of some resource past the compact ones than its cheapest type
+    /// has, its requests `used` and price `now`: per level, the most room
+    /// in each compact resource of any of those whose floor is within the
+    /// level's step of `now`, and none (`i64::MIN`) at a level none is
+    /// within. A pod that needs more of such a resource than the cheapest
+    /// type has left grows the NodeClaim to one of them. `None` for a
+    /// NodeClaim without types.
+    pub(super) fn beyond_reach(&self, c: ClaimIdx, now: f64, used: &Compact) -> Option<Reach> {
+        let claim = &self.claims[c];
+        let floors = &self.type_floors[claim.pool.get()];
+        let have = floors.beyond_most[claim.types.first()?];
+        let types = (claim.types.iter_in_all(Some(&floors.beyond), &[]))
+            .filter(|&t| (0..BEYOND).any(|e| floors.beyond_most[t][e] > have[e]));
+        Some(self.levelled_room(c, floors, now, types, (used, [i64::MIN; COMPACT])))
+    }
+
+    /// Per level, the most room past `used` in each compact resource of
+    /// any of `types` (NodeClaim `c`'s, in its order) whose floor is
+    /// within the level's step of `now`, and at least `least`.
+    fn levelled_room(
+        &self,
+        c: ClaimIdx,
+        floors: &TypeFloors,
+        now: f64,
+        types: impl Iterator<Item = usize>,
+        (used, least): (&Compact, [i64; COMPACT]),
+    ) -> Reach {
         let claim = &self.claims[c];
         let priced = floors.priced(&claim.zone_mask, claim.capacity_types);
         let slack = slack(&self.pools[claim.pool]);
         let limit = |k: usize| (now + self.step_grid.price(k) * slack) * (1.0 + LIMIT_MARGIN);
         let mut most = [[i64::MIN; COMPACT]; LEVELS];
         let (mut k, mut below) = (0, limit(0));
-        'types: for t in claim.types.iter() {
+        'types: for t in types {
             let least = floors.least_from(priced, t);
             while least.partial_cmp(&below).is_none_or(|o| o.is_gt()) {
                 k += 1;
@@ -730,7 +805,7 @@ impl Run<'_> {
                 *m = (*m).max(a);
             }
         }
-        let (used, mut acc) = (used.quantities(), *room.quantities());
+        let (used, mut acc) = (used.quantities(), least);
         most.map(|level| {
             for d in 0..COMPACT {
                 acc[d] = acc[d].max(level[d].saturating_sub(used[d]));

@@ -509,6 +509,87 @@ fn a_nodeclaim_with_a_gpu_has_a_growth_floor() {
     });
 }
 
+/// A pod asking for a GPU that a NodeClaim's cheapest type has none left
+/// of grows the NodeClaim to a type with more GPUs: the reach over those
+/// types alone (`Run::beyond_reach`), made once the rule refused such a pod
+/// that is alone in its size, refuses pods the steps did not, and only
+/// pods the rule refuses, by a step no dearer than the rule's. A roomy
+/// type without GPUs within a GPU pod's price (`r5.2xlarge`) keeps the
+/// reach over every type from refusing them. Random pods of cpu and
+/// memory make the NodeClaims; random GPU pods, each its own size, ask
+/// each of them.
+#[test]
+fn a_gpu_pod_is_refused_by_the_reach_of_the_types_with_more_gpus() {
+    let step_of = |a: nodeclaim::JoinAnswer| match a {
+        nodeclaim::JoinAnswer::Step { step, .. } => Some(step),
+        _ => None,
+    };
+    let mut cat = gpu_catalog();
+    let mut roomy = cat.entries[0].clone();
+    roomy.info = info("r5.2xlarge", "amd64", 8, 65536, 0);
+    for o in &mut roomy.offerings {
+        o.price = match o.capacity_type {
+            CapacityType::OnDemand => 0.504,
+            _ => 0.504 * 0.4,
+        };
+    }
+    cat.entries.push(roomy);
+    let mut draw = test_draws(43);
+    let (mut asked, mut refused, mut learnt) = (0, 0, 0);
+    for case in 0..40 {
+        let mut pods: Vec<Pod> = (0..6)
+            .map(|i| {
+                let cpu = format!("{}m", 500 + 500 * draw(12));
+                let mem = format!("{}Mi", 1024 + 1024 * draw(24));
+                pod(&format!("c{case}-p{i}"), &cpu, &mem)
+            })
+            .collect();
+        let gpus = pods.len()..pods.len() + 8;
+        for i in gpus.clone() {
+            let cpu = format!("{}m", 100 + 100 * draw(30) + i as u64);
+            let mem = format!("{}Mi", 128 + 512 * draw(24));
+            let mut gpu = pod(&format!("c{case}-g{i}"), &cpu, &mem);
+            gpu.requests.set("nvidia.com/gpu", q("1"));
+            pods.push(gpu);
+        }
+        let s = state(pods, vec![default_pool()]);
+        with_run(&s, &cat, |run| {
+            let r = Relaxation::default();
+            for p in PodIdx::all(gpus.start) {
+                let _ = run.add(p, &r);
+            }
+            for c in (0..run.claims.len()).map(index::ClaimIdx::new) {
+                for p in gpus.clone().map(PodIdx::new) {
+                    let pod_reqs = pod_view::node_requirements(&run.pods[p], &run.volume[p], &r);
+                    let solo = run.solo_price(p, &pod_reqs);
+                    let rule = run.join_answer(c, p, &pod_reqs, None, None);
+                    let before = run.growth_refuses(c, p, None, solo);
+                    if before.is_none() && !rule.admits(solo) {
+                        run.learn_reach(c, p);
+                    }
+                    let after = run.growth_refuses(c, p, None, solo);
+                    if let Some(floor) = after {
+                        assert!(!rule.admits(solo), "case {case}, {p:?}: {rule:?}");
+                        let (floor, rule) = (step_of(floor), step_of(rule));
+                        assert!(
+                            floor.zip(rule).is_none_or(|(f, r)| f <= r),
+                            "case {case}, {p:?}: {floor:?} > {rule:?}"
+                        );
+                        refused += 1;
+                    }
+                    learnt += usize::from(before.is_none() && after.is_some());
+                    asked += 1;
+                }
+            }
+        });
+    }
+    assert!(asked > 1000, "{asked} asked");
+    assert!(
+        learnt > 15,
+        "{learnt} of {refused} refusals by a reach learnt"
+    );
+}
+
 /// A pod held to on-demand that fits a spot NodeClaim's room still grows
 /// its price to on-demand: its growth floor at on-demand prices refuses
 /// it where the one at the NodeClaim's own prices cannot (the pod needs
