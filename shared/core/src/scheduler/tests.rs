@@ -461,6 +461,26 @@ fn gpu_catalog() -> Catalog {
     cat
 }
 
+/// A growth floor's refusal (`floor`) is one the cost rule makes (`rule`,
+/// at solo price `solo`), by a step no dearer than the rule's.
+fn assert_refused_as_by_the_rule(
+    floor: nodeclaim::JoinAnswer,
+    rule: nodeclaim::JoinAnswer,
+    solo: Option<f64>,
+    at: &str,
+) {
+    let step_of = |a: nodeclaim::JoinAnswer| match a {
+        nodeclaim::JoinAnswer::Step { step, .. } => Some(step),
+        _ => None,
+    };
+    assert!(!rule.admits(solo), "{at}: {rule:?}");
+    let (floor, rule) = (step_of(floor), step_of(rule));
+    assert!(
+        floor.zip(rule).is_some_and(|(f, r)| f <= r),
+        "{at}: {floor:?} > {rule:?}"
+    );
+}
+
 /// A NodeClaim holding a GPU pod has a growth floor: a pod of cpu and
 /// memory alone that its cheapest type has no room for is refused by the
 /// least step to a type with more cpu (a grown type also holds the GPU,
@@ -470,10 +490,6 @@ fn gpu_catalog() -> Catalog {
 /// NodeClaim.
 #[test]
 fn a_nodeclaim_with_a_gpu_has_a_growth_floor() {
-    let step_of = |a: nodeclaim::JoinAnswer| match a {
-        nodeclaim::JoinAnswer::Step { step, .. } => Some(step),
-        _ => None,
-    };
     let mut gpu = pod("gpu", "3", "8Gi");
     gpu.requests.set("nvidia.com/gpu", q("1"));
     let small = pod("small", "1500m", "2Gi");
@@ -498,12 +514,7 @@ fn a_nodeclaim_with_a_gpu_has_a_growth_floor() {
             let rule = run.join_answer(c, p, &pod_reqs, None, None);
             assert_eq!(floor.is_some(), refused, "pod {p:?}: {floor:?}");
             if let Some(floor) = floor {
-                assert!(!rule.admits(solo), "pod {p:?}: {rule:?}");
-                let (floor, rule) = (step_of(floor), step_of(rule));
-                assert!(
-                    floor.zip(rule).is_some_and(|(f, r)| f <= r),
-                    "{floor:?} > {rule:?}"
-                );
+                assert_refused_as_by_the_rule(floor, rule, solo, &format!("pod {p:?}"));
             }
         }
     });
@@ -520,10 +531,6 @@ fn a_nodeclaim_with_a_gpu_has_a_growth_floor() {
 /// each of them.
 #[test]
 fn a_gpu_pod_is_refused_by_the_reach_of_the_types_with_more_gpus() {
-    let step_of = |a: nodeclaim::JoinAnswer| match a {
-        nodeclaim::JoinAnswer::Step { step, .. } => Some(step),
-        _ => None,
-    };
     let mut cat = gpu_catalog();
     let mut roomy = cat.entries[0].clone();
     roomy.info = info("r5.2xlarge", "amd64", 8, 65536, 0);
@@ -569,12 +576,8 @@ fn a_gpu_pod_is_refused_by_the_reach_of_the_types_with_more_gpus() {
                     }
                     let after = run.growth_refuses(c, p, None, solo);
                     if let Some(floor) = after {
-                        assert!(!rule.admits(solo), "case {case}, {p:?}: {rule:?}");
-                        let (floor, rule) = (step_of(floor), step_of(rule));
-                        assert!(
-                            floor.zip(rule).is_none_or(|(f, r)| f <= r),
-                            "case {case}, {p:?}: {floor:?} > {rule:?}"
-                        );
+                        let at = format!("case {case}, {p:?}");
+                        assert_refused_as_by_the_rule(floor, rule, solo, &at);
                         refused += 1;
                     }
                     learnt += usize::from(before.is_none() && after.is_some());
