@@ -105,21 +105,11 @@ impl ClassIndex {
         }
     }
 
-    /// Visits, in order, every class with pods left that fits `room` as
-    /// `visit` finds it (`visit` may take room): the classes a walk of
-    /// every class in order would find fitting, since a subtree none of
-    /// whose classes fits the room when the walk reaches it takes nothing,
-    /// so leaves the room as it found it.
-    #[cfg(test)]
-    pub(super) fn visit_fitting(
-        &self,
-        room: &mut [i64],
-        visit: &mut impl FnMut(usize, &mut [i64]),
-    ) {
-        self.visit_fitting_from(0, room, visit);
-    }
-
-    /// [`ClassIndex::visit_fitting`] over the classes from `from` on.
+    /// Visits, in order, every class from `from` on with pods left that
+    /// fits `room` as `visit` finds it (`visit` may take room): the
+    /// classes a walk of those classes in order would find fitting, since
+    /// a subtree none of whose classes fits the room when the walk reaches
+    /// it takes nothing, so leaves the room as it found it.
     pub(super) fn visit_fitting_from(
         &self,
         from: usize,
@@ -287,7 +277,7 @@ mod tests {
         let index = ClassIndex::new(&sparse(&need), 2, &[1, 1]);
         let visited = |room: &[i64]| {
             let mut seen = vec![];
-            index.visit_fitting(&mut room.to_vec(), &mut |k, _| seen.push(k));
+            index.visit_fitting_from(0, &mut room.to_vec(), &mut |k, _| seen.push(k));
             seen
         };
         assert_eq!(visited(&[-1, 3]), vec![1]);
