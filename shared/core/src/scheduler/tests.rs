@@ -278,10 +278,6 @@ fn random_selector(
 /// or a zone, join one growing NodeClaim.
 #[test]
 fn the_cost_rule_before_a_trial_never_refuses_what_the_trial_admits() {
-    let step_of = |a: nodeclaim::JoinAnswer| match a {
-        nodeclaim::JoinAnswer::Step { step, .. } => Some(step),
-        _ => None,
-    };
     let mut draw = test_draws(23);
     let (mut dearer, mut by_types, mut compared, mut floored) = (0, 0, 0, 0);
     let mut held = 0;
@@ -461,6 +457,14 @@ fn gpu_catalog() -> Catalog {
     cat
 }
 
+/// The step of a cost-rule answer that is one.
+fn step_of(a: nodeclaim::JoinAnswer) -> Option<f64> {
+    match a {
+        nodeclaim::JoinAnswer::Step { step, .. } => Some(step),
+        _ => None,
+    }
+}
+
 /// A growth floor's refusal (`floor`) is one the cost rule makes (`rule`,
 /// at solo price `solo`), by a step no dearer than the rule's.
 fn assert_refused_as_by_the_rule(
@@ -469,10 +473,6 @@ fn assert_refused_as_by_the_rule(
     solo: Option<f64>,
     at: &str,
 ) {
-    let step_of = |a: nodeclaim::JoinAnswer| match a {
-        nodeclaim::JoinAnswer::Step { step, .. } => Some(step),
-        _ => None,
-    };
     assert!(!rule.admits(solo), "{at}: {rule:?}");
     let (floor, rule) = (step_of(floor), step_of(rule));
     assert!(
